@@ -1,0 +1,123 @@
+"""Everything agentreel runs: tests, lint, build; replay, record, refresh and bench as they land.
+
+Packages are discovered from ``packages/*/pyproject.toml``: adding a package is creating its
+folder. ``nox -s tests`` is the README's test command; ``.ci/run`` runs it and ``lint``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import nox
+
+nox.needs_version = ">=2025.2.9"
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.reuse_venv = "yes"
+nox.options.error_on_missing_interpreters = True
+nox.options.sessions = ["tests", "lint"]
+
+ROOT = Path(__file__).parent
+PACKAGES_DIR = ROOT / "packages"
+PYTHON = "3.11"
+
+
+def _package_dirs() -> list[Path]:
+    return sorted(p.parent for p in PACKAGES_DIR.glob("*/pyproject.toml"))
+
+
+def _test_group(package_dir: Path) -> list[str]:
+    pyproject = nox.project.load_toml(package_dir / "pyproject.toml")
+    return list(nox.project.dependency_groups(pyproject, "test"))
+
+
+def _extras(package_dir: Path) -> str:
+    """``[a,b]`` with every optional extra, so tests can exercise the adapters."""
+    with (package_dir / "pyproject.toml").open("rb") as f:
+        extras = tomllib.load(f).get("project", {}).get("optional-dependencies", {})
+    return f"[{','.join(sorted(extras))}]" if extras else ""
+
+
+def _install_workspace(session: nox.Session) -> None:
+    """Every package editable (with extras and test groups) into the session's venv."""
+    args: list[str] = []
+    groups: set[str] = set()
+    for package_dir in _package_dirs():
+        args += ["-e", f"{package_dir}{_extras(package_dir)}"]
+        groups.update(_test_group(package_dir))
+    session.install(*args, *sorted(groups))
+
+
+@nox.session(python=PYTHON)
+def tests(session: nox.Session) -> None:
+    """Every package's tests in one venv with all packages editable, in parallel (xdist).
+
+    Extra arguments go to pytest: ``nox -s tests -- -k fork -x``.
+    """
+    _install_workspace(session)
+    targets = [str(p / "tests") for p in _package_dirs() if (p / "tests").is_dir()]
+    if (ROOT / "fixtures").is_dir() and any((ROOT / "fixtures").glob("*/scenario.toml")):
+        targets.append("fixtures")
+    session.run("pytest", "-n", "auto", *(session.posargs or targets))
+
+
+def _make_isolated_tests_session(package_dir: Path) -> None:
+    name = package_dir.name
+
+    @nox.session(name=f"tests-{name}", python=PYTHON, default=False)
+    def isolated_tests(session: nox.Session) -> None:
+        session.install(f"{package_dir}{_extras(package_dir)}", *_test_group(package_dir))
+        session.run("pytest", "-n", "auto", str(package_dir / "tests"), *session.posargs)
+
+    isolated_tests.__doc__ = (
+        f"agentreel-{name.replace('_', '-')} tests alone in a fresh venv holding only it and its "
+        "declared dependencies, so an undeclared sibling import fails."
+    )
+
+
+for _package_dir in _package_dirs():
+    _make_isolated_tests_session(_package_dir)
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff check, ruff format --check, mypy strict over every package, and the layer contract."""
+    _install_workspace(session)
+    session.install("ruff", "mypy", "import-linter")
+    session.run("ruff", "check", *session.posargs, ".")
+    session.run("ruff", "format", "--check", ".")
+    sources = [str(p / "src") for p in _package_dirs()] + [
+        str(p / "tests") for p in _package_dirs() if (p / "tests").is_dir()
+    ]
+    session.run("mypy", *sources, "noxfile.py")
+    session.run("lint-imports")
+
+
+@nox.session(python=PYTHON, default=False)
+def build(session: nox.Session) -> None:
+    """Build every package's sdist and wheel with hatch, then install each wheel alone.
+
+    Each wheel goes into a fresh venv with only its declared dependencies and is
+    imported there: the proof that another project can install any one package.
+    """
+    session.install("hatch", "uv")
+    dist = ROOT / "dist"
+    if dist.exists():
+        for stale in dist.iterdir():
+            stale.unlink()
+    for package_dir in _package_dirs():
+        with session.chdir(package_dir):
+            session.run("hatch", "build", "-t", "sdist", "-t", "wheel", str(dist))
+    for package_dir in _package_dirs():
+        module = f"agentreel.{package_dir.name}"
+        dist_name = f"agentreel_{package_dir.name}"
+        wheels = sorted(dist.glob(f"{dist_name}-*.whl"))
+        if not wheels:
+            session.error(f"no wheel for {dist_name} in {dist}")
+        venv = ROOT / ".nox" / "build-check" / package_dir.name
+        session.run("uv", "venv", "--quiet", "--python", PYTHON, str(venv))
+        python = str(venv / "bin" / "python")
+        session.run("uv", "pip", "install", "--quiet", "--python", python, str(wheels[-1]))
+        session.run(
+            python, "-c", f"import {module}; print('{module}', 'imports alone')", external=True
+        )

@@ -1,0 +1,1 @@
+"""agentreel.acp_agent (in progress)."""

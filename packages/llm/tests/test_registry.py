@@ -1,0 +1,91 @@
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from agentreel.llm import (
+    Finish,
+    GenerateOptions,
+    Message,
+    ProviderNotFoundError,
+    available_providers,
+    load_provider,
+)
+
+
+def _install_test_distribution(root: Path, provider_name: str, module_name: str) -> None:
+    """Lay out a minimal installed distribution that registers one provider."""
+    (root / f"{module_name}.py").write_text(
+        textwrap.dedent(
+            """
+            from agentreel.llm import Finish
+
+            LOADED = True
+
+            class EchoProvider:
+                def __init__(self, greeting: str = "hi") -> None:
+                    self.greeting = greeting
+
+                async def stream(self, options):
+                    yield Finish(reason="stop", message=self.greeting)
+
+            def create_provider(**settings):
+                return EchoProvider(**settings)
+            """
+        )
+    )
+    dist_info = root / f"{module_name}-1.0.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {module_name}\nVersion: 1.0\n"
+    )
+    (dist_info / "entry_points.txt").write_text(
+        f"[agentreel.llm.providers]\n{provider_name} = {module_name}:create_provider\n"
+    )
+
+
+@pytest.mark.asyncio
+async def test_registry_loads_a_provider_from_a_test_distribution(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _install_test_distribution(tmp_path, "echo-test", "agentreel_echo_test_provider")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert "echo-test" in available_providers()
+    assert "agentreel_echo_test_provider" not in sys.modules, "listing must not import"
+
+    provider = load_provider("echo-test", greeting="hello")
+    chunks = [
+        c async for c in provider.stream(GenerateOptions(model="m", messages=(Message.user("x"),)))
+    ]
+    assert len(chunks) == 1
+    assert isinstance(chunks[0], Finish)
+    assert chunks[0].message == "hello"
+    monkeypatch.delitem(sys.modules, "agentreel_echo_test_provider")
+
+
+def test_unknown_provider_lists_the_known_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _install_test_distribution(tmp_path, "echo-test", "agentreel_echo_test_provider2")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ProviderNotFoundError) as excinfo:
+        load_provider("no-such-provider")
+    message = str(excinfo.value)
+    assert "'no-such-provider'" in message
+    assert "echo-test" in message
+    assert "agentreel.llm.providers" in message
+
+
+def test_import_agentreel_llm_pulls_in_no_provider_sdk() -> None:
+    code = (
+        "import sys, agentreel.llm, agentreel.llm.exceptions;"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('openai', 'anthropic', 'httpx', 'acp', 'pydantic'));"
+        "print(','.join(bad))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == ""

@@ -1,0 +1,1 @@
+"""agentreel.llm_replay (in progress)."""

@@ -1,0 +1,233 @@
+"""The session log's records: one header line, then one event a line.
+
+Header: ``{"type":"session","version":1,"id",...}``. Event:
+``{"type":"<event name>","seq":n,"time":epoch_ms,"data":{...}}``; ``seq`` counts from 0.
+Every record is a msgspec Struct in one tagged union on ``type`` so a line decodes in a
+single pass with a precise error.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from agentreel.llm import Chunk, Message
+
+HEADER_VERSION = 1
+
+Origin = Literal["main", "spawn", "fork"]
+TurnEndReason = Literal["completed", "aborted", "error", "max-turns", "interrupted"]
+SubagentMode = Literal["spawn", "fork"]
+SubagentOutcome = Literal["completed", "error", "cancelled"]
+
+
+class SessionHeader(msgspec.Struct, frozen=True, kw_only=True, tag="session", tag_field="type"):
+    """First line of every log."""
+
+    version: int = HEADER_VERSION
+    id: str
+    created_at: int
+    cwd: str
+    parent_session: str | None = None
+    spawn_index: int | None = None
+    origin: Origin = "main"
+    seed_length: int = 0
+
+
+class _Data(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+class TurnStartData(_Data, frozen=True):
+    turn: int
+
+
+class TurnEndData(_Data, frozen=True):
+    turn: int
+    reason: TurnEndReason
+
+
+class StepData(_Data, frozen=True):
+    turn: int
+    step: int
+
+
+class UserMessageData(_Data, frozen=True):
+    turn: int
+    text: str
+
+
+class ToolHeader(_Data, frozen=True):
+    name: str
+    digest: str
+
+
+class MessageHeader(_Data, frozen=True):
+    role: str
+    digest: str
+    preview: str
+
+
+class RequestHeaderData(_Data, frozen=True):
+    """Enough of a model request to compare a live call with the recorded one.
+
+    Texts are normalized (cwd and ids tokenized) before they are stored or digested.
+    """
+
+    turn: int
+    step: int
+    model: str
+    system: str | None
+    tools: tuple[ToolHeader, ...]
+    tools_digest: str
+    messages: tuple[MessageHeader, ...]
+    message_count: int
+
+
+class AssistantChunkData(_Data, frozen=True):
+    turn: int
+    step: int
+    chunk: Chunk
+
+
+class AssistantMessageData(_Data, frozen=True):
+    turn: int
+    step: int
+    message: Message
+
+
+class ToolCallData(_Data, frozen=True):
+    turn: int
+    step: int
+    call_id: str
+    name: str
+    arguments: str
+
+
+class ToolResultData(_Data, frozen=True):
+    turn: int
+    step: int
+    call_id: str
+    content: str
+    is_error: bool
+
+
+class SubagentStartData(_Data, frozen=True):
+    child_session: str
+    spawn_index: int
+    mode: SubagentMode
+
+
+class SubagentEndData(_Data, frozen=True):
+    child_session: str
+    outcome: SubagentOutcome
+
+
+class EmptyData(_Data, frozen=True):
+    pass
+
+
+class _Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+    seq: int
+    time: int
+
+
+class TurnStart(_Event, frozen=True, tag="turn/start"):
+    data: TurnStartData
+
+
+class TurnEnd(_Event, frozen=True, tag="turn/end"):
+    data: TurnEndData
+
+
+class StepStart(_Event, frozen=True, tag="step/start"):
+    data: StepData
+
+
+class StepEnd(_Event, frozen=True, tag="step/end"):
+    data: StepData
+
+
+class UserMessage(_Event, frozen=True, tag="user/message"):
+    data: UserMessageData
+
+
+class RequestHeader(_Event, frozen=True, tag="request/header"):
+    data: RequestHeaderData
+
+
+class AssistantChunk(_Event, frozen=True, tag="assistant/chunk"):
+    data: AssistantChunkData
+
+
+class AssistantMessage(_Event, frozen=True, tag="assistant/message"):
+    data: AssistantMessageData
+
+
+class ToolCall(_Event, frozen=True, tag="tool/call"):
+    data: ToolCallData
+
+
+class ToolResult(_Event, frozen=True, tag="tool/result"):
+    data: ToolResultData
+
+
+class SubagentStart(_Event, frozen=True, tag="subagent/start"):
+    data: SubagentStartData
+
+
+class SubagentEnd(_Event, frozen=True, tag="subagent/end"):
+    data: SubagentEndData
+
+
+class EndSeed(_Event, frozen=True, tag="session/end-seed"):
+    data: EmptyData = EmptyData()
+
+
+Event = (
+    TurnStart
+    | TurnEnd
+    | StepStart
+    | StepEnd
+    | UserMessage
+    | RequestHeader
+    | AssistantChunk
+    | AssistantMessage
+    | ToolCall
+    | ToolResult
+    | SubagentStart
+    | SubagentEnd
+    | EndSeed
+)
+
+EventData = (
+    TurnStartData
+    | TurnEndData
+    | StepData
+    | UserMessageData
+    | RequestHeaderData
+    | AssistantChunkData
+    | AssistantMessageData
+    | ToolCallData
+    | ToolResultData
+    | SubagentStartData
+    | SubagentEndData
+    | EmptyData
+)
+
+# The event class for each data payload, so writers can append payloads directly.
+# StepData is shared by step/start and step/end; callers pick the class explicitly there.
+EVENT_FOR_DATA: dict[type[EventData], type[Event]] = {
+    TurnStartData: TurnStart,
+    TurnEndData: TurnEnd,
+    UserMessageData: UserMessage,
+    RequestHeaderData: RequestHeader,
+    AssistantChunkData: AssistantChunk,
+    AssistantMessageData: AssistantMessage,
+    ToolCallData: ToolCall,
+    ToolResultData: ToolResult,
+    SubagentStartData: SubagentStart,
+    SubagentEndData: SubagentEnd,
+    EmptyData: EndSeed,
+}

@@ -1,0 +1,191 @@
+"""Writing sessions: the JSONL backend ``<root>/<cwd bucket>/<session id>.jsonl``."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+from agentreel.brand import SessionId, new_session_id
+from agentreel.session._codec import encode_record
+from agentreel.session._events import (
+    EVENT_FOR_DATA,
+    EmptyData,
+    EndSeed,
+    Event,
+    EventData,
+    Origin,
+    SessionHeader,
+    StepData,
+    StepEnd,
+    StepStart,
+    TurnEnd,
+)
+from agentreel.session.exceptions import SessionClosedError
+
+Clock = Callable[[], int]
+
+
+def epoch_ms() -> int:
+    """Wall-clock time in epoch milliseconds."""
+    return time.time_ns() // 1_000_000
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def cwd_bucket(cwd: str | Path) -> str:
+    """A readable, filesystem-safe, collision-free directory name for ``cwd``.
+
+    The readable part is a slug of the path's last components (bounded length); a digest
+    of the full path makes different cwds that slug alike land in different buckets.
+    """
+    text = str(cwd)
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    slug = _UNSAFE.sub("-", text).strip("-.")[-48:].lstrip("-.") or "root"
+    return f"{slug}-{digest}"
+
+
+class Session:
+    """One live session writing its log. Create through ``SessionStore``.
+
+    Appends write whole lines; the file is flushed at every ``turn/end`` and on close.
+    Use from one event loop: appends never await, so lines from concurrent tasks never
+    interleave within a file.
+    """
+
+    def __init__(self, path: Path, header: SessionHeader, seed: list[Event], clock: Clock) -> None:
+        self.path = path
+        self.header = header
+        self._clock = clock
+        self._events: list[Event] = []
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: BinaryIO | None = path.open("xb")
+        self._file.write(encode_record(header))
+        for event in seed:
+            self._write(event)
+        if header.origin == "fork":
+            self._write(EndSeed(seq=len(self._events), time=clock(), data=EmptyData()))
+        self._file.flush()
+
+    @property
+    def id(self) -> SessionId:
+        return SessionId(self.header.id)
+
+    @property
+    def events(self) -> list[Event]:
+        """Every event written so far (a fork child's seed included)."""
+        return list(self._events)
+
+    @property
+    def closed(self) -> bool:
+        return self._file is None
+
+    def append(self, data: EventData) -> Event:
+        """Append one event built from its payload; returns the written event."""
+        if isinstance(data, StepData):
+            raise TypeError("StepData is ambiguous: use step_start() or step_end()")
+        event_type = EVENT_FOR_DATA[type(data)]
+        event = event_type(seq=len(self._events), time=self._clock(), data=data)  # type: ignore[arg-type]
+        self._write(event)
+        if isinstance(event, TurnEnd):
+            self.flush()
+        return event
+
+    def step_start(self, turn: int, step: int) -> Event:
+        event = StepStart(
+            seq=len(self._events), time=self._clock(), data=StepData(turn=turn, step=step)
+        )
+        self._write(event)
+        return event
+
+    def step_end(self, turn: int, step: int) -> Event:
+        event = StepEnd(
+            seq=len(self._events), time=self._clock(), data=StepData(turn=turn, step=step)
+        )
+        self._write(event)
+        return event
+
+    def flush(self) -> None:
+        if self._file is not None:
+            self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.flush()
+            self._file.close()
+            self._file = None
+
+    def _write(self, event: Event) -> None:
+        if self._file is None:
+            raise SessionClosedError(
+                f"session {self.header.id} ({self.path}) is closed; cannot append "
+                f"{type(event).__name__} — create a new session instead"
+            )
+        self._file.write(encode_record(event))
+        self._events.append(event)
+
+
+class SessionStore:
+    """Creates sessions under ``root``; parent and children of one cwd share a bucket."""
+
+    def __init__(self, root: Path | str, *, clock: Clock = epoch_ms) -> None:
+        self.root = Path(root)
+        self._clock = clock
+        self._open: dict[str, Session] = {}
+
+    def path_for(self, header: SessionHeader) -> Path:
+        return self.root / cwd_bucket(header.cwd) / f"{header.id}.jsonl"
+
+    def create(self, cwd: str | Path, *, session_id: SessionId | None = None) -> Session:
+        """Start a top-level (``main``) session."""
+        header = SessionHeader(
+            id=session_id or new_session_id(), created_at=self._clock(), cwd=str(cwd)
+        )
+        return self._open_session(header, [])
+
+    def spawn(self, parent: Session, spawn_index: int) -> Session:
+        """Start a child with a fresh log."""
+        return self._child(parent, spawn_index, "spawn", [])
+
+    def fork(self, parent: Session, spawn_index: int) -> Session:
+        """Start a child seeded with the parent's events up to its last ``turn/end``.
+
+        A parent with no completed turn yields an explicit empty seed (``seed_length`` 0,
+        ``session/end-seed`` still written): the child starts with a fresh context.
+        """
+        events = parent.events
+        cut = 0
+        for position in range(len(events) - 1, -1, -1):
+            if isinstance(events[position], TurnEnd):
+                cut = position + 1
+                break
+        return self._child(parent, spawn_index, "fork", events[:cut])
+
+    def close_all(self) -> None:
+        """Flush and close every session this store opened."""
+        for session in list(self._open.values()):
+            session.close()
+        self._open.clear()
+
+    def _child(
+        self, parent: Session, spawn_index: int, origin: Origin, seed: list[Event]
+    ) -> Session:
+        header = SessionHeader(
+            id=new_session_id(),
+            created_at=self._clock(),
+            cwd=parent.header.cwd,
+            parent_session=parent.header.id,
+            spawn_index=spawn_index,
+            origin=origin,
+            seed_length=len(seed),
+        )
+        return self._open_session(header, seed)
+
+    def _open_session(self, header: SessionHeader, seed: list[Event]) -> Session:
+        session = Session(self.path_for(header), header, seed, self._clock)
+        self._open[header.id] = session
+        return session

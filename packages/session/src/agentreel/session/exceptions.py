@@ -1,0 +1,62 @@
+"""Exceptions raised by ``agentreel.session``.
+
+Hierarchy::
+
+    SessionError                    base of everything this package raises
+    ├── SessionLogError             a log file is unreadable: names file and line
+    │   ├── CorruptLineError        a line (not the last) is not a valid record
+    │   ├── UnsupportedVersionError the header's version is not one we read
+    │   └── SeedLengthError         seed_length points beyond the log
+    ├── ForkError                   a fork was asked for that cannot be made
+    └── SessionClosedError          an append to a closed session
+
+This module imports nothing from the rest of the package.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = [
+    "CorruptLineError",
+    "ForkError",
+    "SeedLengthError",
+    "SessionClosedError",
+    "SessionError",
+    "SessionLogError",
+    "UnsupportedVersionError",
+]
+
+
+class SessionError(Exception):
+    """Base class of every error raised by ``agentreel.session``."""
+
+
+class SessionLogError(SessionError):
+    """A session log could not be read; ``path`` and ``line`` (1-based) say where."""
+
+    def __init__(self, path: Path | str, line: int, problem: str, advice: str) -> None:
+        self.path = Path(path)
+        self.line = line
+        self.problem = problem
+        super().__init__(f"{self.path}:{line}: {problem}. {advice}")
+
+
+class CorruptLineError(SessionLogError):
+    """A line other than the last is not a valid header or event."""
+
+
+class UnsupportedVersionError(SessionLogError):
+    """The header carries a version this release cannot read."""
+
+
+class SeedLengthError(SessionLogError):
+    """The header's ``seed_length`` is larger than the events the log holds."""
+
+
+class ForkError(SessionError):
+    """A fork child cannot be created as asked."""
+
+
+class SessionClosedError(SessionError):
+    """An event was appended to a session after it was closed."""

@@ -1,0 +1,1 @@
+"""agentreel.snapshot_harness (in progress)."""
