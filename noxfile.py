@@ -6,6 +6,7 @@ folder. ``nox -s tests`` is the README's test command; ``.ci/run`` runs it and `
 
 from __future__ import annotations
 
+import shutil
 import tomllib
 from pathlib import Path
 
@@ -83,7 +84,7 @@ for _package_dir in _package_dirs():
 def lint(session: nox.Session) -> None:
     """ruff check, ruff format --check, mypy strict over every package, and the layer contract."""
     _install_workspace(session)
-    session.install("ruff", "mypy", "import-linter")
+    session.install("ruff", "mypy", "import-linter", "nox")
     session.run("ruff", "check", *session.posargs, ".")
     session.run("ruff", "format", "--check", ".")
     sources = [str(p / "src") for p in _package_dirs()] + [
@@ -105,9 +106,28 @@ def build(session: nox.Session) -> None:
     if dist.exists():
         for stale in dist.iterdir():
             stale.unlink()
+    # hatch keeps build environments in its data dir; a private one per run cannot be
+    # left half-made by an earlier interrupted build.
+    hatch_data = ROOT / ".nox" / "hatch-data"
+    shutil.rmtree(hatch_data, ignore_errors=True)
     for package_dir in _package_dirs():
         with session.chdir(package_dir):
-            session.run("hatch", "build", "-t", "sdist", "-t", "wheel", str(dist))
+            session.run(
+                "hatch",
+                "build",
+                "-t",
+                "sdist",
+                "-t",
+                "wheel",
+                str(dist),
+                # nox points uv at its own venv; unset that so hatch syncs its build env.
+                env={
+                    "HATCH_DATA_DIR": str(hatch_data),
+                    "VIRTUAL_ENV": None,
+                    "UV_PROJECT_ENVIRONMENT": None,
+                    "UV_PYTHON": None,
+                },
+            )
     for package_dir in _package_dirs():
         module = f"agentreel.{package_dir.name}"
         dist_name = f"agentreel_{package_dir.name}"
