@@ -40,11 +40,13 @@ from agentreel.session._events import (
 )
 from agentreel.session._harvest import harvest_session_logs
 from agentreel.session._loader import SessionLog, TornLine, load_session_log
+from agentreel.session._normalize import CWD_TOKEN, MAIN_SESSION_TOKEN, Normalizer, is_time_key
 from agentreel.session._order import order_headers, order_sessions
 from agentreel.session._store import Session, SessionStore, cwd_bucket, epoch_ms
 from agentreel.session.exceptions import (
     CorruptLineError,
     ForkError,
+    NotJsonLineError,
     SeedLengthError,
     SessionClosedError,
     SessionError,
@@ -53,7 +55,9 @@ from agentreel.session.exceptions import (
 )
 
 __all__ = [
+    "CWD_TOKEN",
     "HEADER_VERSION",
+    "MAIN_SESSION_TOKEN",
     "AssistantChunk",
     "AssistantChunkData",
     "AssistantMessage",
@@ -65,6 +69,8 @@ __all__ = [
     "EventData",
     "ForkError",
     "MessageHeader",
+    "Normalizer",
+    "NotJsonLineError",
     "Origin",
     "RequestHeader",
     "RequestHeaderData",
@@ -103,6 +109,7 @@ __all__ = [
     "encode_record",
     "epoch_ms",
     "harvest_session_logs",
+    "is_time_key",
     "load_session_log",
     "order_headers",
     "order_sessions",

@@ -8,7 +8,8 @@ Hierarchy::
     │   ├── UnsupportedVersionError the header's version is not one we read
     │   └── SeedLengthError         seed_length points beyond the log
     ├── ForkError                   a fork was asked for that cannot be made
-    └── SessionClosedError          an append to a closed session
+    ├── SessionClosedError          an append to a closed session
+    └── NotJsonLineError            normalizer input has a line that is not a JSON object
 
 This module imports nothing from the rest of the package.
 """
@@ -20,6 +21,7 @@ from pathlib import Path
 __all__ = [
     "CorruptLineError",
     "ForkError",
+    "NotJsonLineError",
     "SeedLengthError",
     "SessionClosedError",
     "SessionError",
@@ -60,3 +62,19 @@ class ForkError(SessionError):
 
 class SessionClosedError(SessionError):
     """An event was appended to a session after it was closed."""
+
+
+class NotJsonLineError(SessionError):
+    """A line handed to the normalizer (agent stdout, a session log) is not a JSON object.
+
+    ``source`` names the stream or file, ``line`` is 1-based, ``text`` is the line itself.
+    On agent stdout this means something other than a protocol frame was printed there.
+    """
+
+    def __init__(self, source: str, line: int, text: bytes, problem: str, advice: str) -> None:
+        self.source = source
+        self.line = line
+        self.text = text
+        shown = text[:200].decode("utf-8", "replace")
+        more = f" ... ({len(text)} bytes)" if len(text) > 200 else ""
+        super().__init__(f"{source}:{line}: {problem}: {shown!r}{more}. {advice}")

@@ -1,0 +1,306 @@
+"""The shared normalizer: each rule, numbering, escaped paths, garbage stdout."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from agentreel.session import (
+    CWD_TOKEN,
+    MAIN_SESSION_TOKEN,
+    Normalizer,
+    NotJsonLineError,
+    SessionError,
+    SessionStore,
+    TurnEndData,
+    TurnStartData,
+    UserMessageData,
+    is_time_key,
+    load_session_log,
+)
+
+MAIN = "11111111-1111-4111-8111-111111111111"
+CHILD_1 = "22222222-2222-4222-8222-222222222222"
+CHILD_2 = "33333333-3333-4333-8333-333333333333"
+OTHER_A = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"
+OTHER_B = "bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb"
+
+
+def test_cwd_becomes_token_with_subpaths() -> None:
+    normalizer = Normalizer("/work/run-1", [])
+    assert normalizer.text("cd /work/run-1 && cat /work/run-1/a.txt") == (
+        "cd {{cwd}} && cat {{cwd}}/a.txt"
+    )
+
+
+def test_cwd_trailing_slash_is_ignored() -> None:
+    assert Normalizer("/work/run-1/", []).text("/work/run-1/a") == "{{cwd}}/a"
+
+
+def test_cwd_does_not_match_inside_other_path_names() -> None:
+    normalizer = Normalizer("/tmp/w", [])
+    assert normalizer.text("/tmp/work /var/tmp/w /tmp/w-2 /tmp/w") == (
+        "/tmp/work /var/tmp/w /tmp/w-2 {{cwd}}"
+    )
+
+
+def test_root_cwd_is_never_replaced() -> None:
+    assert Normalizer("/", []).text("/etc/passwd") == "/etc/passwd"
+
+
+def test_cwd_realpath_variant(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    normalizer = Normalizer(link, [])
+    assert normalizer.text(f"{link}/x {real}/y") == "{{cwd}}/x {{cwd}}/y"
+
+
+@pytest.mark.parametrize(
+    "cwd",
+    ["/tmp/plain", "/tmp/with space", "/tmp/wörk", '/tmp/quo"te', "/tmp/back\\slash", "/tmp/😀"],
+)
+def test_json_escaped_cwd_inside_strings(cwd: str) -> None:
+    normalizer = Normalizer(cwd, [])
+    arguments = {"path": f"{cwd}/a.txt"}
+    spellings = {
+        json.dumps(arguments),
+        json.dumps(arguments, ensure_ascii=False),
+        msgspec.json.encode(arguments).decode(),
+        json.dumps(arguments).replace("/", "\\/"),
+    }
+    for spelling in spellings:
+        assert json.loads(normalizer.text(spelling)) == {"path": "{{cwd}}/a.txt"}, spelling
+
+
+def test_cwd_in_a_tool_call_argument_of_an_encoded_line() -> None:
+    normalizer = Normalizer("/tmp/a b", [])
+    line = msgspec.json.encode({"arguments": json.dumps({"path": "/tmp/a b/x"}), "cwd": "/tmp/a b"})
+    out = normalizer.value(msgspec.json.decode(line))
+    assert out == {"arguments": '{"path": "{{cwd}}/x"}', "cwd": CWD_TOKEN}
+
+
+def test_session_ids_follow_the_given_order() -> None:
+    normalizer = Normalizer(None, [MAIN, CHILD_1, CHILD_2])
+    assert normalizer.text(f"{CHILD_2} {MAIN} {CHILD_1}") == (
+        "{{session:2}} {{session:main}} {{session:1}}"
+    )
+    assert MAIN_SESSION_TOKEN == "{{session:main}}"
+
+
+def test_session_ids_match_in_any_case_and_without_hyphens() -> None:
+    normalizer = Normalizer(None, [MAIN])
+    assert normalizer.text(MAIN.upper()) == MAIN_SESSION_TOKEN
+    assert normalizer.text(uuid.UUID(MAIN).hex) == MAIN_SESSION_TOKEN
+
+
+def test_other_uuids_numbered_by_first_appearance_per_instance() -> None:
+    first = Normalizer(None, [MAIN])
+    assert first.text(f"{OTHER_B} {MAIN} {OTHER_A} {OTHER_B}") == (
+        "{{uuid:1}} {{session:main}} {{uuid:2}} {{uuid:1}}"
+    )
+    assert first.text(OTHER_A) == "{{uuid:2}}"
+    second = Normalizer(None, [MAIN])
+    assert second.text(OTHER_A) == "{{uuid:1}}"
+
+
+def test_uuid_boundaries() -> None:
+    normalizer = Normalizer(None, [])
+    assert normalizer.text(f"call_{OTHER_A}") == "call_{{uuid:1}}"
+    assert normalizer.text(f"x{OTHER_B}") == f"x{OTHER_B}"
+    digest = "0123456789abcdef0123456789abcdef01234567"  # 40 hex: not a uuid
+    assert normalizer.text(digest) == digest
+    not_v4 = "0123456789abcdef0123456789abcdef"  # 32 hex, invalid version nibble
+    assert normalizer.text(not_v4) == not_v4
+    assert normalizer.text(uuid.uuid4().hex) == "{{uuid:2}}"
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "time",
+        "timestamp",
+        "ts",
+        "created_at",
+        "updatedAt",
+        "duration_ms",
+        "elapsedMs",
+        "elapsed",
+        "latency_s",
+        "Duration",
+    ],
+)
+def test_time_keys(key: str) -> None:
+    assert is_time_key(key)
+    normalizer = Normalizer(None, [])
+    assert normalizer.value({key: 1234}) == {key: 0}
+    assert normalizer.value({key: "2026-01-01T00:00:00Z"}) == {key: 0}
+    assert normalizer.value({key: None}) == {key: None}
+    assert normalizer.value({key: True}) == {key: True}
+
+
+@pytest.mark.parametrize(
+    "key", ["seq", "turn", "timeout", "max_tokens", "data", "format", "chat", "At", "data_"]
+)
+def test_non_time_keys_keep_their_values(key: str) -> None:
+    assert not is_time_key(key)
+    assert Normalizer(None, []).value({key: 7}) == {key: 7}
+
+
+def test_value_walks_nested_values_and_keys_preserving_order() -> None:
+    normalizer = Normalizer("/w", [MAIN])
+    value: dict[str, Any] = {
+        "z": [{"time": 9, "path": "/w/f"}],
+        MAIN: {"a": 1.5, "b": None},
+        "a": True,
+    }
+    out = normalizer.value(value)
+    assert out == {
+        "z": [{"time": 0, "path": "{{cwd}}/f"}],
+        MAIN_SESSION_TOKEN: {"a": 1.5, "b": None},
+        "a": True,
+    }
+    assert list(out) == ["z", MAIN_SESSION_TOKEN, "a"]
+    assert value["z"][0]["time"] == 9  # input untouched
+
+
+def test_jsonrpc_ids_renumbered_by_first_appearance() -> None:
+    normalizer = Normalizer(None, [])
+    lines = [
+        {"jsonrpc": "2.0", "id": 41, "method": "initialize"},
+        {"jsonrpc": "2.0", "id": 41, "result": {}},
+        {"jsonrpc": "2.0", "id": OTHER_A, "method": "session/request_permission"},
+        {"jsonrpc": "2.0", "method": "session/update", "params": {}},
+        {"jsonrpc": "2.0", "id": "41", "result": {}},
+        {"jsonrpc": "2.0", "id": OTHER_A, "result": {}},
+    ]
+    ids = [normalizer.jsonrpc_line(line).get("id") for line in lines]
+    assert ids == [0, 0, 1, None, 2, 1]
+    # An id that is a UUID does not consume a {{uuid:N}} number.
+    assert normalizer.text(OTHER_B) == "{{uuid:1}}"
+
+
+def test_transcript_normalizes_every_line() -> None:
+    normalizer = Normalizer("/w", [MAIN])
+    stdout = (
+        b'{"jsonrpc":"2.0","id":5,"result":{"sessionId":"' + MAIN.encode() + b'"}}\n'
+        b'{"jsonrpc":"2.0","method":"session/update","params":{"cwd":"/w","time":3}}\n'
+    )
+    assert normalizer.transcript(stdout) == (
+        '{"jsonrpc":"2.0","id":0,"result":{"sessionId":"{{session:main}}"}}\n'
+        '{"jsonrpc":"2.0","method":"session/update","params":{"cwd":"{{cwd}}","time":0}}\n'
+    )
+
+
+def test_transcript_without_final_newline_and_empty() -> None:
+    normalizer = Normalizer(None, [])
+    assert normalizer.transcript(b'{"a":1}') == '{"a":1}\n'
+    assert normalizer.transcript(b"") == ""
+
+
+@pytest.mark.parametrize(
+    ("stdout", "line", "shown"),
+    [
+        (b'{"a":1}\nDEBUG: starting\n{"b":2}\n', 2, "DEBUG: starting"),
+        (b'{"a":1}\n\n', 2, "''"),
+        (b"[1, 2]\n", 1, "[1, 2]"),
+        (b'{"a":1}\n{"a":1}\n{"trunc', 3, '{"trunc'),
+    ],
+)
+def test_transcript_garbage_line_names_line_and_shows_it(
+    stdout: bytes, line: int, shown: str
+) -> None:
+    with pytest.raises(NotJsonLineError) as caught:
+        Normalizer(None, []).transcript(stdout)
+    error = caught.value
+    assert isinstance(error, SessionError)
+    assert error.line == line
+    assert f"agent stdout:{line}:" in str(error)
+    assert shown in str(error)
+    assert "stderr" in str(error)
+
+
+def test_garbage_line_long_text_is_truncated() -> None:
+    with pytest.raises(NotJsonLineError) as caught:
+        Normalizer(None, []).transcript(b"x" * 5000 + b"\n")
+    assert len(str(caught.value)) < 600
+    assert "5000 bytes" in str(caught.value)
+
+
+def _write_family(root: Path, cwd: Path) -> tuple[str, str]:
+    store = SessionStore(root, clock=lambda: 1_700_000_000_000)
+    main = store.create(cwd)
+    main.append(TurnStartData(turn=0))
+    main.append(UserMessageData(turn=0, text=f"look at {cwd}/a.txt"))
+    main.append(TurnEndData(turn=0, reason="completed"))
+    child = store.fork(main, 0)
+    child.append(UserMessageData(turn=1, text=f"parent is {main.id}"))
+    store.close_all()
+    return main.id, child.id
+
+
+def test_session_log_from_loaded_log_and_from_bytes_agree(tmp_path: Path) -> None:
+    cwd = tmp_path / "ws"
+    main_id, child_id = _write_family(tmp_path / "sessions", cwd)
+    bucket = next((tmp_path / "sessions").iterdir())
+    child_path = bucket / f"{child_id}.jsonl"
+    log = load_session_log(child_path)
+    from_log = Normalizer(cwd, [main_id, child_id]).session_log(log)
+    from_bytes = Normalizer(cwd, [main_id, child_id]).session_log_file(child_path)
+    assert from_log == from_bytes
+    lines = from_log.splitlines()
+    header = json.loads(lines[0])
+    assert header["id"] == "{{session:1}}"
+    assert header["parent_session"] == MAIN_SESSION_TOKEN
+    assert header["cwd"] == CWD_TOKEN
+    assert header["created_at"] == 0
+    assert all(json.loads(line)["time"] == 0 for line in lines[1:])
+    assert "{{cwd}}/a.txt" in lines[2]
+    assert "parent is {{session:main}}" in lines[-1]
+    assert list(header)[:3] == ["type", "version", "id"]
+
+
+def test_for_logs_uses_session_order(tmp_path: Path) -> None:
+    cwd = tmp_path / "ws"
+    main_id, child_id = _write_family(tmp_path / "sessions", cwd)
+    bucket = next((tmp_path / "sessions").iterdir())
+    logs = [load_session_log(bucket / f"{i}.jsonl") for i in (child_id, main_id)]
+    normalizer = Normalizer.for_logs(cwd, logs)
+    assert normalizer.text(f"{main_id} {child_id}") == "{{session:main}} {{session:1}}"
+
+
+def test_session_log_bytes_garbage_names_source(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b'{"type":"session"}\nnot json\n')
+    with pytest.raises(NotJsonLineError, match=rf"{path}:2: not JSON"):
+        Normalizer(None, []).session_log_file(path)
+
+
+def test_extra_paths_get_their_own_token(tmp_path: Path) -> None:
+    normalizer = Normalizer("/w", [], extra_paths={str(tmp_path): "{{sessions}}"})
+    assert normalizer.text(f"{tmp_path}/b/x.jsonl in /w") == "{{sessions}}/b/x.jsonl in {{cwd}}"
+
+
+def test_realpath_of_cwd_is_longer_alias_not_partially_replaced(tmp_path: Path) -> None:
+    # /private/tmp/x style: the longer spelling must win at its position.
+    real = tmp_path / "private" / "tmp" / "x"
+    real.mkdir(parents=True)
+    short = tmp_path / "tmp"
+    short.mkdir()
+    (short / "x").symlink_to(real)
+    normalizer = Normalizer(short / "x", [])
+    assert normalizer.text(f"{real}/f") == "{{cwd}}/f"
+    assert os.path.realpath(short / "x") == str(real)
+
+
+def test_json_escape_before_a_token_is_a_boundary() -> None:
+    normalizer = Normalizer("/tmp/x", [])
+    encoded = json.dumps({"c": f"ls\n/tmp/x/a\n{OTHER_A}"})
+    assert json.loads(normalizer.text(encoded)) == {"c": "ls\n{{cwd}}/a\n{{uuid:1}}"}
