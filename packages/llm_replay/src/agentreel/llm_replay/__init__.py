@@ -1,1 +1,75 @@
-"""agentreel.llm_replay (in progress)."""
+"""Per-session keyed replay of recorded model streams (SPEC section 5).
+
+``ReplayProvider`` (registered as the ``replay`` provider) hands each live session — parent,
+spawned or forked child, in any interleaving — its own recorded script from a fixture
+directory, and fails loudly on anything the recording lacks. ``read_report`` loads the
+consumption report a replaying agent process writes, so a harness can check it.
+"""
+
+from agentreel.llm_replay._fixture import (
+    OVERRIDE_FILE,
+    RecordedCall,
+    Recording,
+    Script,
+    load_recording,
+    session_file_name,
+)
+from agentreel.llm_replay._overrides import HangOverride, Override, ThrowOverride
+from agentreel.llm_replay._provider import (
+    ANONYMOUS,
+    DriftMode,
+    ReplayProvider,
+    create_replay_provider,
+)
+from agentreel.llm_replay._report import (
+    REPORT_FORMAT,
+    REPORT_VERSION,
+    ConsumptionReport,
+    ReportedError,
+    ScriptReport,
+    read_report,
+    write_report,
+)
+from agentreel.llm_replay.exceptions import (
+    FixtureError,
+    IncompleteCallError,
+    OverrideError,
+    ReplayError,
+    RequestDriftError,
+    RequestDriftWarning,
+    ScriptExhaustedError,
+    UnconsumedScriptError,
+    UnrecordedSessionError,
+)
+
+__all__ = [
+    "ANONYMOUS",
+    "OVERRIDE_FILE",
+    "REPORT_FORMAT",
+    "REPORT_VERSION",
+    "ConsumptionReport",
+    "DriftMode",
+    "FixtureError",
+    "HangOverride",
+    "IncompleteCallError",
+    "Override",
+    "OverrideError",
+    "RecordedCall",
+    "Recording",
+    "ReplayError",
+    "ReplayProvider",
+    "ReportedError",
+    "RequestDriftError",
+    "RequestDriftWarning",
+    "Script",
+    "ScriptExhaustedError",
+    "ScriptReport",
+    "ThrowOverride",
+    "UnconsumedScriptError",
+    "UnrecordedSessionError",
+    "create_replay_provider",
+    "load_recording",
+    "read_report",
+    "session_file_name",
+    "write_report",
+]

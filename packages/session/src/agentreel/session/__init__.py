@@ -42,6 +42,7 @@ from agentreel.session._harvest import harvest_session_logs
 from agentreel.session._loader import SessionLog, TornLine, load_session_log
 from agentreel.session._normalize import CWD_TOKEN, MAIN_SESSION_TOKEN, Normalizer, is_time_key
 from agentreel.session._order import order_headers, order_sessions
+from agentreel.session._request import build_request_header, diff_request_headers
 from agentreel.session._store import Session, SessionStore, cwd_bucket, epoch_ms
 from agentreel.session.exceptions import (
     CorruptLineError,
@@ -105,7 +106,9 @@ __all__ = [
     "UnsupportedVersionError",
     "UserMessage",
     "UserMessageData",
+    "build_request_header",
     "cwd_bucket",
+    "diff_request_headers",
     "encode_record",
     "epoch_ms",
     "harvest_session_logs",

@@ -1,0 +1,367 @@
+"""Reading a fixture directory into per-session scripts of recorded model calls.
+
+A fixture holds ``session.jsonl`` (the main recording) and ``session.<n>.jsonl`` for
+n = 1..k, numbered in session order (SPEC section 4) by the harness. Each session's script
+is its own ``assistant/chunk`` events — after ``seed_length`` for children, since a fork
+child's seed is its parent's history — grouped into calls that end at ``finish``.
+Everything is decoded once, here, so streaming a call is iterating a tuple.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agentreel.llm import (
+    BlockEnd,
+    Chunk,
+    Finish,
+    ReasoningDelta,
+    ReasoningPart,
+    TextDelta,
+    TextPart,
+    ToolCallDelta,
+    ToolCallPart,
+)
+from agentreel.llm_replay._overrides import Override, load_overrides
+from agentreel.llm_replay.exceptions import FixtureError, IncompleteCallError
+from agentreel.session import (
+    CWD_TOKEN,
+    AssistantChunk,
+    RequestHeader,
+    RequestHeaderData,
+    SessionHeader,
+    SessionLogError,
+    load_session_log,
+)
+
+MAIN_FILE = "session.jsonl"
+OVERRIDE_FILE = "replay.override.json"
+_FILE_PATTERN = re.compile(r"session(?:\.([1-9][0-9]*))?\.jsonl")
+
+
+def session_file_name(number: int) -> str:
+    """``session.jsonl`` for 0 (the main session), ``session.<n>.jsonl`` otherwise."""
+    return MAIN_FILE if number == 0 else f"session.{number}.jsonl"
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedCall:
+    """One recorded model call: its chunks (ending with ``finish``) and its request header.
+
+    ``number`` counts from 1 within the session. ``cwd_chunks`` lists the positions of
+    chunks that contain the ``{{cwd}}`` token, so substitution touches only those.
+    """
+
+    number: int
+    turn: int
+    step: int
+    chunks: tuple[Chunk, ...]
+    request: RequestHeaderData | None
+    cwd_chunks: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """One recorded session's model calls, in order.
+
+    ``number`` is the fixture file number (0 = ``session.jsonl``, n = ``session.<n>.jsonl``).
+    """
+
+    number: int
+    path: Path
+    header: SessionHeader
+    calls: tuple[RecordedCall, ...]
+
+    @property
+    def file(self) -> str:
+        return self.path.name
+
+    @property
+    def label(self) -> str:
+        """``session.2.jsonl (recorded session <id>)`` — how messages name a script."""
+        return f"{self.file} (recorded session {self.header.id})"
+
+
+@dataclass(frozen=True, slots=True)
+class Recording:
+    """Every script of a fixture directory, in session order, plus the lineage map.
+
+    ``lineage`` maps (recorded parent id, spawn_index) to the script number of the child
+    recorded with that identity.
+    """
+
+    fixture_dir: Path
+    scripts: tuple[Script, ...]
+    lineage: dict[tuple[str, int], int]
+    overrides: dict[tuple[int, int], Override] = field(default_factory=dict)
+
+    @property
+    def scenario(self) -> str:
+        return self.fixture_dir.name
+
+
+def fixture_files(fixture_dir: Path) -> list[Path]:
+    """``session.jsonl`` then ``session.1.jsonl``..``session.<k>.jsonl``; anything else
+    named ``session.*`` (or a missing or skipped number) is a ``FixtureError``."""
+    if not fixture_dir.is_dir():
+        raise FixtureError(
+            fixture_dir,
+            f"replay fixture directory {fixture_dir} does not exist or is not a directory. "
+            "Pass the scenario directory holding session.jsonl, or record it first: "
+            f"nox -s record -- {fixture_dir.name}",
+        )
+    numbered: dict[int, Path] = {}
+    main: Path | None = None
+    for path in sorted(fixture_dir.iterdir()):
+        if not path.name.startswith("session."):
+            continue
+        match = _FILE_PATTERN.fullmatch(path.name)
+        if match is None or not path.is_file():
+            raise FixtureError(
+                path,
+                f"stray file {path} in replay fixture {fixture_dir}: only session.jsonl and "
+                "session.<n>.jsonl (n = 1, 2, ... without leading zeros) may be named "
+                "session.*. Remove or rename it, or re-record: "
+                f"nox -s record -- {fixture_dir.name}",
+            )
+        if match.group(1) is None:
+            main = path
+        else:
+            numbered[int(match.group(1))] = path
+    if main is None:
+        missing = fixture_dir / MAIN_FILE
+        raise FixtureError(
+            missing,
+            f"missing {missing}: a replay fixture needs the main session's recording. "
+            f"Record the scenario: nox -s record -- {fixture_dir.name}",
+        )
+    files = [main]
+    for number in range(1, len(numbered) + 1):
+        if number not in numbered:
+            missing = fixture_dir / session_file_name(number)
+            present = ", ".join(p.name for _, p in sorted(numbered.items()))
+            raise FixtureError(
+                missing,
+                f"missing {missing}: child recordings must be numbered 1..k without gaps "
+                f"(found {present}). Restore the file or re-record: "
+                f"nox -s record -- {fixture_dir.name}",
+            )
+        files.append(numbered[number])
+    return files
+
+
+def load_recording(fixture_dir: Path | str, *, respect_seed_length: bool = True) -> Recording:
+    """Load and derive every script of ``fixture_dir`` (and its overrides, if any).
+
+    ``respect_seed_length=False`` is a test hook: it treats a fork child's seed as its
+    own, which replays the parent's calls to the child — the bug the seed slice prevents.
+    """
+    fixture_dir = Path(fixture_dir)
+    scripts: list[Script] = []
+    for number, path in enumerate(fixture_files(fixture_dir)):
+        scripts.append(_load_script(number, path, fixture_dir.name, respect_seed_length))
+    by_id = {script.header.id: script for script in scripts}
+    lineage: dict[tuple[str, int], int] = {}
+    for script in scripts[1:]:
+        header = script.header
+        if header.parent_session is None or header.spawn_index is None:
+            continue
+        if header.parent_session not in by_id:
+            continue
+        key = (header.parent_session, header.spawn_index)
+        if key in lineage:
+            other = scripts[lineage[key]]
+            raise FixtureError(
+                script.path,
+                f"{script.path} and {other.path} both record spawn index {header.spawn_index} "
+                f"of parent session {header.parent_session}; a child's spawn index must be "
+                f"unique. Re-record: nox -s record -- {fixture_dir.name}",
+            )
+        lineage[key] = script.number
+    recording = Recording(fixture_dir=fixture_dir, scripts=tuple(scripts), lineage=lineage)
+    override_path = fixture_dir / OVERRIDE_FILE
+    if override_path.exists():
+        overrides = load_overrides(override_path, [len(s.calls) for s in scripts])
+        recording = Recording(
+            fixture_dir=fixture_dir, scripts=tuple(scripts), lineage=lineage, overrides=overrides
+        )
+    return recording
+
+
+def _load_script(number: int, path: Path, scenario: str, respect_seed_length: bool) -> Script:
+    try:
+        log = load_session_log(path)
+    except SessionLogError as exc:
+        raise FixtureError(path, f"cannot load replay fixture: {exc}") from None
+    except OSError as exc:
+        raise FixtureError(path, f"cannot read replay fixture {path}: {exc}") from None
+    if log.torn_tail is not None:
+        raise FixtureError(
+            path,
+            f"{path}:{log.torn_tail.line}: the last line is cut mid-write "
+            f"({log.torn_tail.problem}); a replay fixture must be complete. Re-record: "
+            f"nox -s record -- {scenario}",
+        )
+    # The main session is never sliced; a child's seed is its parent's history, not its own.
+    start = log.header.seed_length if number > 0 and respect_seed_length else 0
+    calls: list[RecordedCall] = []
+    pending: list[Chunk] = []
+    pending_turn = pending_step = 0
+    last_request: RequestHeaderData | None = None
+    pending_request: RequestHeaderData | None = None
+    for event in log.events[start:]:
+        if isinstance(event, RequestHeader):
+            last_request = event.data
+            continue
+        if not isinstance(event, AssistantChunk):
+            continue
+        data = event.data
+        if pending and (data.turn, data.step) != (pending_turn, pending_step):
+            raise _incomplete(path, log.header.id, pending_turn, pending_step, scenario)
+        if not pending:
+            pending_turn, pending_step = data.turn, data.step
+            request = last_request
+            matches = request is not None and (request.turn, request.step) == (
+                data.turn,
+                data.step,
+            )
+            pending_request = request if matches else None
+        pending.append(data.chunk)
+        if isinstance(data.chunk, Finish):
+            calls.append(
+                _make_call(len(calls) + 1, pending_turn, pending_step, pending, pending_request)
+            )
+            pending = []
+            last_request = None
+    if pending:
+        raise _incomplete(path, log.header.id, pending_turn, pending_step, scenario)
+    return Script(number=number, path=path, header=log.header, calls=tuple(calls))
+
+
+def _incomplete(path: Path, session_id: str, turn: int, step: int, scenario: str) -> FixtureError:
+    return IncompleteCallError(
+        path,
+        f"{path}: session {session_id}, turn {turn}, step {step}: the recorded model call "
+        "has no finish chunk (the recording was cut short). Re-record: "
+        f"nox -s record -- {scenario}",
+        turn=turn,
+        step=step,
+    )
+
+
+def _make_call(
+    number: int, turn: int, step: int, chunks: list[Chunk], request: RequestHeaderData | None
+) -> RecordedCall:
+    healed = _heal_split_tokens(chunks)
+    positions = tuple(i for i, chunk in enumerate(healed) if _has_cwd_token(chunk))
+    return RecordedCall(
+        number=number,
+        turn=turn,
+        step=step,
+        chunks=tuple(healed),
+        request=request,
+        cwd_chunks=positions,
+    )
+
+
+def _delta_text(chunk: Chunk) -> str | None:
+    if isinstance(chunk, TextDelta | ReasoningDelta):
+        return chunk.text
+    if isinstance(chunk, ToolCallDelta):
+        return chunk.arguments_delta
+    return None
+
+
+def _with_delta_text(chunk: Chunk, text: str) -> Chunk:
+    if isinstance(chunk, TextDelta):
+        return TextDelta(index=chunk.index, text=text)
+    if isinstance(chunk, ReasoningDelta):
+        return ReasoningDelta(index=chunk.index, text=text)
+    assert isinstance(chunk, ToolCallDelta)
+    return ToolCallDelta(index=chunk.index, id=chunk.id, name=chunk.name, arguments_delta=text)
+
+
+def _heal_split_tokens(chunks: list[Chunk]) -> list[Chunk]:
+    """Move a ``{{cwd}}`` token split across deltas of one block into the delta where it
+    starts, so per-chunk substitution sees whole tokens. Chunk count is unchanged."""
+    streams: dict[tuple[str, int], list[int]] = {}
+    for position, chunk in enumerate(chunks):
+        if _delta_text(chunk) is not None:
+            key = (type(chunk).__name__, getattr(chunk, "index", 0))
+            streams.setdefault(key, []).append(position)
+    result = list(chunks)
+    for positions in streams.values():
+        pieces = [_delta_text(chunks[p]) or "" for p in positions]
+        full = "".join(pieces)
+        if CWD_TOKEN not in full:
+            continue
+        spans = [m.span() for m in re.finditer(re.escape(CWD_TOKEN), full)]
+        ends: list[int] = []
+        offset = 0
+        for piece in pieces:
+            offset += len(piece)
+            end = offset
+            for start, stop in spans:
+                if start < end < stop:
+                    end = stop
+                    break
+            ends.append(max(end, ends[-1]) if ends else end)
+        previous = 0
+        for position, end in zip(positions, ends, strict=True):
+            text = full[previous:end]
+            if text != _delta_text(chunks[position]):
+                result[position] = _with_delta_text(chunks[position], text)
+            previous = end
+    return result
+
+
+def _has_cwd_token(chunk: Chunk) -> bool:
+    if isinstance(chunk, TextDelta | ReasoningDelta):
+        return CWD_TOKEN in chunk.text
+    if isinstance(chunk, ToolCallDelta):
+        return CWD_TOKEN in chunk.arguments_delta
+    if isinstance(chunk, BlockEnd):
+        block = chunk.block
+        if isinstance(block, ToolCallPart):
+            return CWD_TOKEN in block.arguments
+        return CWD_TOKEN in block.text
+    if isinstance(chunk, Finish):
+        return chunk.message is not None and CWD_TOKEN in chunk.message
+    return False
+
+
+def substitute_cwd(chunk: Chunk, cwd: str, cwd_in_json: str) -> Chunk:
+    """``chunk`` with ``{{cwd}}`` replaced by the live cwd.
+
+    Tool-call arguments are JSON text, so there the cwd goes in JSON-string-escaped
+    (``cwd_in_json``); identical to ``cwd`` for ordinary paths.
+    """
+    if isinstance(chunk, TextDelta):
+        return TextDelta(index=chunk.index, text=chunk.text.replace(CWD_TOKEN, cwd))
+    if isinstance(chunk, ReasoningDelta):
+        return ReasoningDelta(index=chunk.index, text=chunk.text.replace(CWD_TOKEN, cwd))
+    if isinstance(chunk, ToolCallDelta):
+        return ToolCallDelta(
+            index=chunk.index,
+            id=chunk.id,
+            name=chunk.name,
+            arguments_delta=chunk.arguments_delta.replace(CWD_TOKEN, cwd_in_json),
+        )
+    if isinstance(chunk, BlockEnd):
+        block = chunk.block
+        if isinstance(block, ToolCallPart):
+            arguments = block.arguments.replace(CWD_TOKEN, cwd_in_json)
+            return BlockEnd(
+                index=chunk.index,
+                block=ToolCallPart(id=block.id, name=block.name, arguments=arguments),
+            )
+        if isinstance(block, TextPart):
+            return BlockEnd(index=chunk.index, block=TextPart(block.text.replace(CWD_TOKEN, cwd)))
+        return BlockEnd(index=chunk.index, block=ReasoningPart(block.text.replace(CWD_TOKEN, cwd)))
+    if isinstance(chunk, Finish) and chunk.message is not None:
+        return Finish(
+            reason=chunk.reason, message=chunk.message.replace(CWD_TOKEN, cwd), code=chunk.code
+        )
+    return chunk

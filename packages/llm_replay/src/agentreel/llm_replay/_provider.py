@@ -1,0 +1,404 @@
+"""The replay provider: each live session gets its own recorded script (SPEC section 5).
+
+Binding a live caller, in order:
+
+1. no ``session_id``: the anonymous caller, bound like any new caller;
+2. already bound: its own script and cursor;
+3. new, with ``parent_session_id`` and ``spawn_index``, parent bound: the child recorded
+   under that recorded parent with that spawn index (nothing else: no such child is an
+   ``UnrecordedSessionError``, never a fallback);
+4. otherwise first-call order: the next unclaimed script in session order. Scripts that
+   rule 3 can reach (children recorded with a spawn index) are left to rule 3, scripts
+   without a model call are skipped, and when the caller names a bound parent only that
+   parent's recorded children qualify — each restriction only ever prevents misrouting.
+
+Binding and the cursor advance happen synchronously inside ``stream()``, before anything
+awaits, so concurrent tasks bind in the order they call — deterministic for a given
+interleaving of calls, whatever the interleaving of reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import json
+import os
+import warnings
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, Literal
+
+from agentreel.llm import Chunk, GenerateOptions, LlmError
+from agentreel.llm_replay._fixture import (
+    RecordedCall,
+    Recording,
+    Script,
+    load_recording,
+    substitute_cwd,
+)
+from agentreel.llm_replay._overrides import HangOverride, Override
+from agentreel.llm_replay._report import (
+    ConsumptionReport,
+    ReportedError,
+    ScriptReport,
+    unconsumed_error,
+    unconsumed_lines,
+    write_report,
+)
+from agentreel.llm_replay.exceptions import (
+    ReplayError,
+    RequestDriftError,
+    RequestDriftWarning,
+    ScriptExhaustedError,
+    UnrecordedSessionError,
+)
+from agentreel.session import build_request_header, diff_request_headers
+
+DriftMode = Literal["error", "warn", "off"]
+ANONYMOUS = "<anonymous>"
+_DRIFT_MODES = ("error", "warn", "off")
+
+
+class ReplayProvider:
+    """Streams recorded model calls from a fixture directory, keyed by the calling session.
+
+    Settings (also the keyword settings of the ``replay`` registry factory):
+
+    - ``fixture_dir``: directory holding ``session.jsonl`` and ``session.<n>.jsonl``.
+    - ``live_cwd``: the live run's working directory; ``{{cwd}}`` in recorded chunks
+      becomes it, and live requests are normalized with it (default: ``os.getcwd()``).
+    - ``drift``: ``"error"`` (default) raises ``RequestDriftError`` when a live request
+      differs from the recorded ``request/header``; ``"warn"`` emits
+      ``RequestDriftWarning`` and records it in the report; ``"off"`` skips the check.
+    - ``pacing_ms``: delay before each chunk, for watching streaming in a UI (default 0).
+    - ``report_path``: where to write the consumption report (``close()``, at interpreter
+      exit, and right after every replay error); ``None`` writes nothing.
+    - ``scenario``: the scenario name used in re-record commands (default: the fixture
+      directory's name).
+
+    Test hooks, not for normal use (the scenario suite flips them to prove each mechanism
+    matters): ``lineage_binding=False`` disables binding rule 3 (and the reservation of
+    lineage children), leaving first-call order alone; ``respect_seed_length=False``
+    treats a fork child's seed as its own script.
+    """
+
+    def __init__(
+        self,
+        fixture_dir: str | os.PathLike[str],
+        *,
+        live_cwd: str | os.PathLike[str] | None = None,
+        drift: DriftMode = "error",
+        pacing_ms: float = 0,
+        report_path: str | os.PathLike[str] | None = None,
+        scenario: str | None = None,
+        lineage_binding: bool = True,
+        respect_seed_length: bool = True,
+    ) -> None:
+        if drift not in _DRIFT_MODES:
+            raise ValueError(f"drift must be one of {', '.join(_DRIFT_MODES)}; got {drift!r}")
+        if pacing_ms < 0:
+            raise ValueError(f"pacing_ms must be >= 0; got {pacing_ms!r}")
+        self._recording: Recording = load_recording(
+            Path(fixture_dir), respect_seed_length=respect_seed_length
+        )
+        self.scenario = scenario or self._recording.scenario
+        self.live_cwd = os.fspath(live_cwd) if live_cwd is not None else os.getcwd()
+        self.drift: DriftMode = drift
+        self._pacing = pacing_ms / 1000
+        self._lineage_binding = lineage_binding
+        self._report_path = Path(report_path) if report_path is not None else None
+
+        scripts = self._recording.scripts
+        self._scripts = scripts
+        cwd_in_json = json.dumps(self.live_cwd)[1:-1]
+        self._prepared: list[list[tuple[Chunk, ...]]] = [
+            [self._prepare(call, cwd_in_json) for call in script.calls] for script in scripts
+        ]
+        self._cursor = [0] * len(scripts)
+        self._bound_to: list[str | None] = [None] * len(scripts)
+        self._bound: dict[str, int] = {}
+        reserved = set(self._recording.lineage.values()) if lineage_binding else set()
+        self._first_call_candidates = [
+            s.number for s in scripts if s.calls and s.number not in reserved
+        ]
+        self._errors: list[ReportedError] = []
+        self._drift_warnings: list[str] = []
+        self._closed = False
+        if self._report_path is not None:
+            atexit.register(self._write_report_at_exit)
+
+    # -- streaming ---------------------------------------------------------------------
+
+    def stream(self, options: GenerateOptions) -> AsyncIterator[Chunk]:
+        """Bind the caller, advance its cursor and return the recorded call's chunks.
+
+        Replay errors (``UnrecordedSessionError``, ``ScriptExhaustedError``,
+        ``RequestDriftError``) are raised here, at call time; an override's ``LlmError``
+        is raised while iterating, after its prefix.
+        """
+        try:
+            number = self._bind(options)
+            position = self._cursor[number]
+            script = self._scripts[number]
+            if position >= len(script.calls):
+                raise self._exhausted(options, script, position + 1)
+            self._cursor[number] = position + 1
+            call = script.calls[position]
+            if self.drift != "off" and call.request is not None:
+                self._check_drift(options, script, call)
+        except ReplayError as error:
+            self._note_error(error)
+            raise
+        chunks = self._prepared[number][position]
+        override = self._recording.overrides.get((number, call.number))
+        if override is not None:
+            return _overridden(chunks, override, self._pacing)
+        if self._pacing:
+            return _paced(chunks, self._pacing)
+        return _replay(chunks)
+
+    def _prepare(self, call: RecordedCall, cwd_in_json: str) -> tuple[Chunk, ...]:
+        if not call.cwd_chunks:
+            return call.chunks
+        chunks = list(call.chunks)
+        for position in call.cwd_chunks:
+            chunks[position] = substitute_cwd(chunks[position], self.live_cwd, cwd_in_json)
+        return tuple(chunks)
+
+    # -- binding -----------------------------------------------------------------------
+
+    def _bind(self, options: GenerateOptions) -> int:
+        key = options.session_id if options.session_id is not None else ANONYMOUS
+        bound = self._bound.get(key)
+        if bound is not None:
+            return bound
+        parent_number = (
+            self._bound.get(options.parent_session_id)
+            if options.parent_session_id is not None
+            else None
+        )
+        if self._lineage_binding and parent_number is not None and options.spawn_index is not None:
+            number = self._bind_by_lineage(options, self._scripts[parent_number])
+        else:
+            number = self._bind_first_call(options, parent_number)
+        self._bound[key] = number
+        self._bound_to[number] = key
+        return number
+
+    def _bind_by_lineage(self, options: GenerateOptions, parent: Script) -> int:
+        assert options.spawn_index is not None
+        number = self._recording.lineage.get((parent.header.id, options.spawn_index))
+        if number is None:
+            recorded = sorted(i for (p, i) in self._recording.lineage if p == parent.header.id)
+            raise self._unrecorded(
+                options,
+                f"its parent is bound to {parent.label}, which recorded no child with spawn "
+                f"index {options.spawn_index} (recorded spawn indexes: "
+                f"{recorded or 'none'})",
+            )
+        holder = self._bound_to[number]
+        if holder is not None:
+            raise self._unrecorded(
+                options,
+                f"the recorded child {self._scripts[number].label} for that parent and spawn "
+                f"index is already bound to live session {holder}",
+            )
+        return number
+
+    def _bind_first_call(self, options: GenerateOptions, parent_number: int | None) -> int:
+        parent_id = self._scripts[parent_number].header.id if parent_number is not None else None
+        for number in self._first_call_candidates:
+            if self._bound_to[number] is not None:
+                continue
+            if parent_id is not None and self._scripts[number].header.parent_session != parent_id:
+                continue
+            return number
+        if parent_number is not None:
+            reason = (
+                f"no unclaimed script recorded as a child of {self._scripts[parent_number].label}"
+            )
+            if self._lineage_binding and options.spawn_index is None:
+                reason += (
+                    " without a spawn index (children recorded with one are bound only by "
+                    "parent_session_id + spawn_index)"
+                )
+        else:
+            reason = "every recorded script with model calls is already bound"
+        raise self._unrecorded(options, reason)
+
+    # -- errors --------------------------------------------------------------------------
+
+    def _rerecord(self) -> str:
+        return f"nox -s record -- {self.scenario}"
+
+    def _unrecorded(self, options: GenerateOptions, reason: str) -> UnrecordedSessionError:
+        bound = sum(1 for holder in self._bound_to if holder is not None)
+        caller = options.session_id or ANONYMOUS
+        return UnrecordedSessionError(
+            f"live session {caller} (parent {options.parent_session_id or 'none'}, spawn index "
+            f"{options.spawn_index if options.spawn_index is not None else 'none'}) made a "
+            f"model call the recording has no script for: {reason}. The recording "
+            f"{self._recording.fixture_dir} holds {len(self._scripts)} session script(s), "
+            f"{bound} already bound. The live run started a session the recording does not "
+            f"contain; if that is intended, re-record: {self._rerecord()}",
+            session_id=options.session_id,
+            parent_session_id=options.parent_session_id,
+            spawn_index=options.spawn_index,
+        )
+
+    def _exhausted(
+        self, options: GenerateOptions, script: Script, call: int
+    ) -> ScriptExhaustedError:
+        recorded = len(script.calls)
+        return ScriptExhaustedError(
+            f"live session {options.session_id or ANONYMOUS}, bound to {script.label}, asked "
+            f"for model call {call} but the recording holds only {recorded} call(s) for it. "
+            "The live run made more model calls than the recorded one (an extra step or "
+            f"turn); if that is intended, re-record: {self._rerecord()}",
+            session_id=options.session_id,
+            call=call,
+            recorded_calls=recorded,
+        )
+
+    def _check_drift(self, options: GenerateOptions, script: Script, call: RecordedCall) -> None:
+        recorded = call.request
+        assert recorded is not None
+        live = build_request_header(
+            options, turn=recorded.turn, step=recorded.step, cwd=self.live_cwd
+        )
+        differences = diff_request_headers(recorded, live)
+        if not differences:
+            return
+        listing = "\n  ".join(differences)
+        message = (
+            f"live session {options.session_id or ANONYMOUS}, call {call.number} of "
+            f"{script.label} (recorded turn {call.turn}, step {call.step}): the request "
+            f"differs from the recorded request/header:\n  {listing}\n"
+            "The agent now sends a different request (prompt, tools or history changed). "
+            f"If that is intended, re-record: {self._rerecord()}"
+        )
+        if self.drift == "error":
+            raise RequestDriftError(message, differences=differences)
+        self._drift_warnings.append(message)
+        warnings.warn(message, RequestDriftWarning, stacklevel=3)
+
+    def _note_error(self, error: ReplayError) -> None:
+        self._errors.append(ReportedError(type=type(error).__name__, message=str(error)))
+        if self._report_path is not None:
+            write_report(self.consumption_report(), self._report_path)
+
+    # -- consumption -----------------------------------------------------------------------
+
+    def consumption_report(self) -> ConsumptionReport:
+        """What this run has consumed so far (see ``agentreel.llm_replay`` for the format)."""
+        return ConsumptionReport(
+            fixture_dir=str(self._recording.fixture_dir),
+            scenario=self.scenario,
+            scripts=[
+                ScriptReport(
+                    session=script.number,
+                    file=script.file,
+                    recorded_session_id=script.header.id,
+                    parent_session=script.header.parent_session,
+                    spawn_index=script.header.spawn_index,
+                    calls=len(script.calls),
+                    consumed=self._cursor[script.number],
+                    bound_to=self._bound_to[script.number],
+                )
+                for script in self._scripts
+            ],
+            errors=list(self._errors),
+            drift_warnings=list(self._drift_warnings),
+        )
+
+    def assert_consumed(self) -> None:
+        """Raise ``UnconsumedScriptError`` if any recorded call was never requested."""
+        lines = unconsumed_lines(self.consumption_report().scripts)
+        if lines:
+            raise unconsumed_error(self.scenario, str(self._recording.fixture_dir), lines)
+
+    def write_report(self, path: str | os.PathLike[str] | None = None) -> Path:
+        """Write the consumption report to ``path`` (default: ``report_path``)."""
+        target = Path(path) if path is not None else self._report_path
+        if target is None:
+            raise ValueError("write_report() needs a path: none given and no report_path set")
+        write_report(self.consumption_report(), target)
+        return target
+
+    def close(self) -> None:
+        """Write the report (if ``report_path`` is set). Idempotent; call at shutdown."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._report_path is not None:
+            atexit.unregister(self._write_report_at_exit)
+            write_report(self.consumption_report(), self._report_path)
+
+    def _write_report_at_exit(self) -> None:
+        if not self._closed:
+            self.close()
+
+
+async def _replay(chunks: tuple[Chunk, ...]) -> AsyncIterator[Chunk]:
+    for chunk in chunks:
+        yield chunk
+
+
+async def _paced(chunks: tuple[Chunk, ...], delay: float) -> AsyncIterator[Chunk]:
+    for chunk in chunks:
+        await asyncio.sleep(delay)
+        yield chunk
+
+
+async def _overridden(
+    chunks: tuple[Chunk, ...], override: Override, delay: float
+) -> AsyncIterator[Chunk]:
+    for chunk in chunks[: override.chunks]:
+        if delay:
+            await asyncio.sleep(delay)
+        yield chunk
+    if isinstance(override, HangOverride):
+        # Wait for cancellation: the future never completes on its own.
+        await asyncio.get_running_loop().create_future()
+        return
+    raise LlmError(override.code, override.status, override.message)
+
+
+def create_replay_provider(**settings: Any) -> ReplayProvider:
+    """The ``replay`` registry factory: ``load_provider("replay", fixture_dir=..., ...)``.
+
+    Takes the ``ReplayProvider`` settings as keywords; values may be strings (as they come
+    from ``AGENTREEL_*`` environment variables): ``pacing_ms`` is parsed as a number and
+    ``lineage_binding`` / ``respect_seed_length`` as booleans.
+    """
+    known = {
+        "fixture_dir",
+        "live_cwd",
+        "drift",
+        "pacing_ms",
+        "report_path",
+        "scenario",
+        "lineage_binding",
+        "respect_seed_length",
+    }
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise TypeError(
+            f"unknown replay provider setting(s) {', '.join(unknown)}; "
+            f"known settings: {', '.join(sorted(known))}"
+        )
+    if settings.get("fixture_dir") in (None, ""):
+        raise TypeError(
+            "the replay provider needs fixture_dir: the directory holding session.jsonl "
+            "(e.g. load_provider('replay', fixture_dir='fixtures/plain-turn'))"
+        )
+    fixture_dir = settings.pop("fixture_dir")
+    if isinstance(settings.get("pacing_ms"), str):
+        settings["pacing_ms"] = float(settings["pacing_ms"])
+    for flag in ("lineage_binding", "respect_seed_length"):
+        if isinstance(settings.get(flag), str):
+            settings[flag] = settings[flag].strip().lower() not in ("0", "false", "no", "off")
+    for optional in ("live_cwd", "report_path", "scenario"):
+        if settings.get(optional) == "":
+            settings[optional] = None
+    return ReplayProvider(fixture_dir, **settings)

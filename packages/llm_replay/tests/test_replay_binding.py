@@ -1,0 +1,246 @@
+"""The four binding rules, per-script cursors, and the errors binding can raise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentreel.brand import new_session_id
+from agentreel.llm import Chunk, TextDelta
+from agentreel.llm_replay import (
+    ReplayProvider,
+    ScriptExhaustedError,
+    UnconsumedScriptError,
+    UnrecordedSessionError,
+)
+from agentreel.llm_replay.testing import FixtureRecorder, collect, options_for, text_call
+
+
+def _text(chunks: list[Chunk]) -> str:
+    return "".join(c.text for c in chunks if isinstance(c, TextDelta))
+
+
+def _parent_with_two_children(
+    recorder: FixtureRecorder, fixture_dir: Path, *, lineage: bool = True
+) -> list[str]:
+    main = recorder.main()
+    recorder.call(main, text_call("parent delegates"))
+    if lineage:
+        first, second = recorder.spawn(main, 0), recorder.spawn(main, 1)
+    else:
+        first, second = recorder.child_without_index(main), recorder.child_without_index(main)
+    recorder.call(first, text_call("child zero reads the docs"))
+    recorder.call(second, text_call("child one writes the tests"))
+    recorder.call(main, text_call("parent summarises"))
+    return recorder.save(fixture_dir)
+
+
+@pytest.mark.asyncio
+async def test_anonymous_caller_gets_the_main_script_and_keeps_it(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    main = recorder.main()
+    recorder.call(main, text_call("first answer"))
+    recorder.call(main, text_call("second answer"))
+    recorder.save(fixture_dir)
+    provider = ReplayProvider(fixture_dir)
+
+    assert _text(await collect(provider.stream(options_for(None)))) == "first answer"
+    assert _text(await collect(provider.stream(options_for(None)))) == "second answer"
+    provider.assert_consumed()
+
+
+@pytest.mark.asyncio
+async def test_bound_caller_keeps_its_script_and_cursor(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    _parent_with_two_children(recorder, fixture_dir, lineage=False)
+    provider = ReplayProvider(fixture_dir)
+    parent, child_a, child_b = new_session_id(), new_session_id(), new_session_id()
+
+    assert _text(await collect(provider.stream(options_for(parent)))) == "parent delegates"
+    assert _text(await collect(provider.stream(options_for(child_a, parent=parent)))) == (
+        "child zero reads the docs"
+    )
+    assert _text(await collect(provider.stream(options_for(child_b, parent=parent)))) == (
+        "child one writes the tests"
+    )
+    # Rule 2: the parent is bound, so it continues its own script at call 2.
+    assert _text(await collect(provider.stream(options_for(parent)))) == "parent summarises"
+    provider.assert_consumed()
+
+
+@pytest.mark.asyncio
+async def test_lineage_binds_children_started_in_the_opposite_order(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    _parent_with_two_children(recorder, fixture_dir)
+    provider = ReplayProvider(fixture_dir)
+    parent, child_0, child_1 = new_session_id(), new_session_id(), new_session_id()
+    await collect(provider.stream(options_for(parent)))
+
+    # Child 1 calls first this time; lineage still hands each its own recording.
+    second = await collect(provider.stream(options_for(child_1, parent=parent, spawn_index=1)))
+    first = await collect(provider.stream(options_for(child_0, parent=parent, spawn_index=0)))
+
+    assert _text(first) == "child zero reads the docs"
+    assert _text(second) == "child one writes the tests"
+    await collect(provider.stream(options_for(parent)))
+    provider.assert_consumed()
+
+
+@pytest.mark.asyncio
+async def test_without_lineage_first_call_order_misroutes_reversed_children(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    """The test hook proves rule 3 matters: first-call order alone swaps the children."""
+    _parent_with_two_children(recorder, fixture_dir)
+    provider = ReplayProvider(fixture_dir, lineage_binding=False)
+    parent, child_0, child_1 = new_session_id(), new_session_id(), new_session_id()
+    await collect(provider.stream(options_for(parent)))
+
+    second = await collect(provider.stream(options_for(child_1, parent=parent, spawn_index=1)))
+    first = await collect(provider.stream(options_for(child_0, parent=parent, spawn_index=0)))
+
+    assert _text(second) == "child zero reads the docs"
+    assert _text(first) == "child one writes the tests"
+
+
+@pytest.mark.asyncio
+async def test_first_call_order_binds_unindexed_children_by_first_call(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    _parent_with_two_children(recorder, fixture_dir, lineage=False)
+    provider = ReplayProvider(fixture_dir)
+    parent, child_a, child_b = new_session_id(), new_session_id(), new_session_id()
+    await collect(provider.stream(options_for(parent)))
+
+    # Streams are created (and bound) before any is read: the cursor moves at call time.
+    stream_a = provider.stream(options_for(child_a, parent=parent))
+    stream_b = provider.stream(options_for(child_b, parent=parent))
+    assert _text(await collect(stream_b)) == "child one writes the tests"
+    assert _text(await collect(stream_a)) == "child zero reads the docs"
+
+
+@pytest.mark.asyncio
+async def test_cursor_advances_when_the_call_is_made(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    main = recorder.main()
+    recorder.call(main, text_call("one"))
+    recorder.call(main, text_call("two"))
+    recorder.save(fixture_dir)
+    provider = ReplayProvider(fixture_dir)
+    sid = new_session_id()
+
+    first = provider.stream(options_for(sid))
+    second = provider.stream(options_for(sid))
+
+    assert _text(await collect(second)) == "two"
+    assert _text(await collect(first)) == "one"
+
+
+@pytest.mark.asyncio
+async def test_extra_live_session_is_unrecorded(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    main = recorder.main()
+    recorder.call(main, text_call("only one session"))
+    recorder.save(fixture_dir)
+    provider = ReplayProvider(fixture_dir, scenario="plain-turn")
+    parent, stray = new_session_id(), new_session_id()
+    await collect(provider.stream(options_for(parent)))
+
+    with pytest.raises(UnrecordedSessionError) as caught:
+        provider.stream(options_for(stray))
+
+    message = str(caught.value)
+    assert f"live session {stray}" in message
+    assert "parent none, spawn index none" in message
+    assert "holds 1 session script(s), 1 already bound" in message
+    assert "nox -s record -- plain-turn" in message
+    assert caught.value.session_id == stray
+
+
+@pytest.mark.asyncio
+async def test_child_with_unrecorded_spawn_index_is_unrecorded_not_misrouted(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    _parent_with_two_children(recorder, fixture_dir)
+    provider = ReplayProvider(fixture_dir)
+    parent, child = new_session_id(), new_session_id()
+    await collect(provider.stream(options_for(parent)))
+
+    with pytest.raises(UnrecordedSessionError) as caught:
+        provider.stream(options_for(child, parent=parent, spawn_index=2))
+
+    message = str(caught.value)
+    assert f"live session {child} (parent {parent}, spawn index 2)" in message
+    assert "recorded no child with spawn index 2 (recorded spawn indexes: [0, 1])" in message
+    assert "session.jsonl (recorded session" in message
+    assert "nox -s record -- my-scenario" in message
+    assert caught.value.spawn_index == 2
+
+
+@pytest.mark.asyncio
+async def test_unindexed_child_is_not_given_a_lineage_child_script(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    _parent_with_two_children(recorder, fixture_dir)
+    provider = ReplayProvider(fixture_dir)
+    parent, child = new_session_id(), new_session_id()
+    await collect(provider.stream(options_for(parent)))
+
+    with pytest.raises(UnrecordedSessionError, match="without a spawn index"):
+        provider.stream(options_for(child, parent=parent))
+
+
+@pytest.mark.asyncio
+async def test_call_beyond_the_script_is_exhausted(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    main = recorder.main()
+    recorder.call(main, text_call("one"))
+    recorder.call(main, text_call("two"))
+    ids = recorder.save(fixture_dir)
+    provider = ReplayProvider(fixture_dir)
+    sid = new_session_id()
+    await collect(provider.stream(options_for(sid)))
+    await collect(provider.stream(options_for(sid)))
+
+    with pytest.raises(ScriptExhaustedError) as caught:
+        provider.stream(options_for(sid))
+
+    message = str(caught.value)
+    assert f"live session {sid}, bound to session.jsonl (recorded session {ids[0]})" in message
+    assert "asked for model call 3 but the recording holds only 2 call(s)" in message
+    assert "nox -s record -- my-scenario" in message
+    assert (caught.value.call, caught.value.recorded_calls) == (3, 2)
+
+
+@pytest.mark.asyncio
+async def test_assert_consumed_lists_scripts_and_calls_never_requested(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    ids = _parent_with_two_children(recorder, fixture_dir)
+    provider = ReplayProvider(fixture_dir)
+    parent, child = new_session_id(), new_session_id()
+    await collect(provider.stream(options_for(parent)))
+    await collect(provider.stream(options_for(child, parent=parent, spawn_index=0)))
+
+    with pytest.raises(UnconsumedScriptError) as caught:
+        provider.assert_consumed()
+
+    message = str(caught.value)
+    assert (
+        f"session.jsonl (recorded session {ids[0]}): bound to live session {parent}, made 1 of "
+        "2 call(s); call 2 never requested"
+    ) in message
+    assert (
+        f"session.2.jsonl (recorded session {ids[2]}): never bound to a live session; its 1 "
+        "call(s) were never requested"
+    ) in message
+    assert "session.1.jsonl" not in message
+    assert "nox -s record -- my-scenario" in message
+    assert len(caught.value.unconsumed) == 2

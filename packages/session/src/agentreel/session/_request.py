@@ -1,0 +1,214 @@
+"""Request headers: a model request reduced to what replay compares (SPEC sections 4, 5).
+
+The agent writes ``build_request_header(...)`` as a ``request/header`` event before every
+model call; the replay provider rebuilds it from the live ``GenerateOptions`` and reports
+``diff_request_headers(recorded, live)`` as request drift. Both sides use a fresh
+``Normalizer`` (cwd → ``{{cwd}}``, UUIDs → ``{{uuid:N}}``), so a header depends on the
+request's content only, never on where or when it ran. Tools and messages are stored as
+short digests of their canonical JSON (a message also keeps a short preview, so a diff is
+readable); the system prompt is stored whole.
+
+Owned by the llm_replay engineer; lives here because the agent writes these headers and
+must not import ``agentreel.llm_replay``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import msgspec
+
+from agentreel.llm import GenerateOptions, Message, TextPart, ToolCallPart, ToolResultPart
+from agentreel.session._events import MessageHeader, RequestHeaderData, ToolHeader
+from agentreel.session._normalize import Normalizer
+
+__all__ = ["build_request_header", "diff_request_headers"]
+
+_DIGEST_LENGTH = 16
+_PREVIEW_LENGTH = 80
+_MAX_MESSAGE_DIFFS = 3
+_CONTEXT = 24
+_MIDDLE = 60
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:_DIGEST_LENGTH]
+
+
+def _canonical(value: object) -> str:
+    return msgspec.json.encode(value, order="sorted").decode()
+
+
+def _shorten(text: str, limit: int = _PREVIEW_LENGTH) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _message_summary(message: Message) -> str:
+    parts: list[str] = []
+    for part in message.content:
+        if isinstance(part, TextPart):
+            parts.append(part.text)
+        elif isinstance(part, ToolCallPart):
+            parts.append(f"{part.name}({part.arguments})")
+        elif isinstance(part, ToolResultPart):
+            marker = "error" if part.is_error else "result"
+            parts.append(f"[{marker} {part.call_id}] {part.content}")
+        else:
+            parts.append(f"[reasoning] {part.text}")
+    return " ".join(" ".join(parts).split())
+
+
+def build_request_header(
+    options: GenerateOptions,
+    *,
+    turn: int,
+    step: int,
+    cwd: str | os.PathLike[str] | None,
+) -> RequestHeaderData:
+    """The normalized header of one model request (what ``request/header`` stores).
+
+    ``cwd`` is the session's working directory (``None``: no cwd tokenizing). The caller
+    identity, temperature, max_tokens and stop are not part of it.
+    """
+    normalizer = Normalizer(cwd)
+    text = normalizer.text
+    system = text(options.system) if options.system is not None else None
+    tools = tuple(
+        ToolHeader(name=text(tool.name), digest=_digest(text(_canonical(tool))))
+        for tool in options.tools
+    )
+    tools_digest = _digest("\n".join(f"{tool.name}\t{tool.digest}" for tool in tools))
+    messages = tuple(
+        MessageHeader(
+            role=message.role,
+            digest=_digest(text(_canonical(message))),
+            preview=_shorten(text(_message_summary(message))),
+        )
+        for message in options.messages
+    )
+    return RequestHeaderData(
+        turn=turn,
+        step=step,
+        model=options.model,
+        system=system,
+        tools=tools,
+        tools_digest=tools_digest,
+        messages=messages,
+        message_count=len(messages),
+    )
+
+
+def _text_change(label: str, recorded: str | None, live: str | None) -> str:
+    if recorded is None or live is None:
+        return f"{label}: recorded {_describe(recorded)}, live {_describe(live)}"
+    prefix = 0
+    limit = min(len(recorded), len(live))
+    while prefix < limit and recorded[prefix] == live[prefix]:
+        prefix += 1
+    suffix = 0
+    while (
+        suffix < limit - prefix
+        and recorded[len(recorded) - 1 - suffix] == live[len(live) - 1 - suffix]
+    ):
+        suffix += 1
+    start = max(0, prefix - _CONTEXT)
+
+    def excerpt(text: str) -> str:
+        middle_end = len(text) - suffix
+        middle = text[prefix:middle_end]
+        if len(middle) > _MIDDLE:
+            middle = middle[: _MIDDLE - 1] + "…"
+        after = text[middle_end : middle_end + _CONTEXT]
+        lead = "…" if start > 0 else ""
+        tail = "…" if middle_end + _CONTEXT < len(text) else ""
+        return repr(f"{lead}{text[start:prefix]}{middle}{after}{tail}")
+
+    return (
+        f"{label} differs at character {prefix}: recorded {excerpt(recorded)}, live {excerpt(live)}"
+    )
+
+
+def _describe(text: str | None) -> str:
+    return "none" if text is None else repr(_shorten(text))
+
+
+def _tool_changes(recorded: RequestHeaderData, live: RequestHeaderData) -> list[str]:
+    old = {tool.name: tool.digest for tool in recorded.tools}
+    new = {tool.name: tool.digest for tool in live.tools}
+    changes: list[str] = []
+    for name, digest in old.items():
+        if name not in new:
+            changes.append(f"tool {name!r}: recorded, missing from the live request")
+        elif new[name] != digest:
+            changes.append(
+                f"tool {name!r}: schema or description changed (digest {digest} → {new[name]})"
+            )
+    changes.extend(
+        f"tool {name!r}: in the live request, not recorded" for name in new if name not in old
+    )
+    if not changes and recorded.tools_digest != live.tools_digest:
+        changes.append(
+            f"tool order changed: recorded {[t.name for t in recorded.tools]}, "
+            f"live {[t.name for t in live.tools]}"
+        )
+    return changes
+
+
+def _message_changes(recorded: RequestHeaderData, live: RequestHeaderData) -> list[str]:
+    changes: list[str] = []
+    if recorded.message_count != live.message_count:
+        changes.append(
+            f"message count: recorded {recorded.message_count}, live {live.message_count}"
+        )
+    differing: list[str] = []
+    for position in range(max(len(recorded.messages), len(live.messages))):
+        old = recorded.messages[position] if position < len(recorded.messages) else None
+        new = live.messages[position] if position < len(live.messages) else None
+        if old is not None and new is not None:
+            if old.digest == new.digest and old.role == new.role:
+                continue
+            if old.role != new.role:
+                differing.append(
+                    f"messages[{position}]: role recorded {old.role!r}, live {new.role!r} "
+                    f"(recorded {old.preview!r}, live {new.preview!r})"
+                )
+            elif old.preview != new.preview:
+                differing.append(
+                    f"messages[{position}] ({old.role}): recorded {old.preview!r}, "
+                    f"live {new.preview!r}"
+                )
+            else:
+                differing.append(
+                    f"messages[{position}] ({old.role}): content differs beyond the preview "
+                    f"{old.preview!r} (digest {old.digest} → {new.digest})"
+                )
+        elif old is not None:
+            differing.append(
+                f"messages[{position}] ({old.role}): recorded {old.preview!r}, missing live"
+            )
+        elif new is not None:
+            differing.append(
+                f"messages[{position}] ({new.role}): live {new.preview!r}, not recorded"
+            )
+    if len(differing) > _MAX_MESSAGE_DIFFS:
+        hidden = len(differing) - _MAX_MESSAGE_DIFFS
+        differing = [*differing[:_MAX_MESSAGE_DIFFS], f"... and {hidden} more message(s)"]
+    return changes + differing
+
+
+def diff_request_headers(recorded: RequestHeaderData, live: RequestHeaderData) -> list[str]:
+    """Readable differences between two request headers; empty when they match.
+
+    One line per difference: the model, the system prompt (the first change with some
+    context), each added, removed or changed tool, the message count and the first few
+    differing messages (role and preview). ``turn`` and ``step`` are not compared.
+    """
+    differences: list[str] = []
+    if recorded.model != live.model:
+        differences.append(f"model: recorded {recorded.model!r}, live {live.model!r}")
+    if recorded.system != live.system:
+        differences.append(_text_change("system prompt", recorded.system, live.system))
+    differences.extend(_tool_changes(recorded, live))
+    differences.extend(_message_changes(recorded, live))
+    return differences
