@@ -1,0 +1,173 @@
+"""The agent's configuration: command-line flags over ``AGENTREEL_*`` environment variables.
+
+Flags win over the environment; the environment wins over defaults. Provider settings are
+passed through to ``agentreel.llm.load_provider(name, **settings)`` untouched, so a new
+provider needs no change here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentreel.acp_agent.exceptions import ConfigError
+
+DEFAULT_PROVIDER = "stub"
+DEFAULT_MAX_STEPS = 25
+# Used when neither --model nor AGENTREEL_MODEL is given. The model name is part of every
+# recorded request header, so a replay must run with the model its recording used.
+DEFAULT_MODELS: dict[str, str] = {
+    "openai": "gpt-4o-mini",
+    "anthropic": "claude-sonnet-4-5",
+}
+FALLBACK_MODEL = "agentreel-stub"
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """Everything the agent process needs to know before the first ACP message."""
+
+    provider: str = DEFAULT_PROVIDER
+    model: str = FALLBACK_MODEL
+    sessions_root: Path = field(default_factory=lambda: Path.cwd() / ".agentreel" / "sessions")
+    provider_settings: dict[str, Any] = field(default_factory=dict)
+    max_steps: int = DEFAULT_MAX_STEPS
+    # Replay only: the directory whose {{cwd}} tokens stand for the live cwd. When unset the
+    # cwd of the first ACP session is used (the provider is created lazily for that reason).
+    replay_live_cwd: Path | None = None
+    log_level: str = "WARNING"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agentreel-acp-agent",
+        description=(
+            "agentreel's reference ACP coding agent (stdio). stdout carries ACP frames only; "
+            "logs go to stderr. Every flag has an AGENTREEL_* environment equivalent."
+        ),
+    )
+    parser.add_argument(
+        "--provider",
+        help="LLM provider registered under 'agentreel.llm.providers' "
+        "(openai, anthropic, stub, replay). Env: AGENTREEL_PROVIDER. Default: stub.",
+    )
+    parser.add_argument("--model", help="model name. Env: AGENTREEL_MODEL.")
+    parser.add_argument(
+        "--sessions-root",
+        help="directory the session logs are written under. Env: AGENTREEL_SESSIONS_ROOT. "
+        "Default: ./.agentreel/sessions.",
+    )
+    parser.add_argument(
+        "--provider-setting",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a keyword for the provider factory (repeatable). VALUE is parsed as JSON when "
+        "it is valid JSON, else taken as a string. Env: AGENTREEL_PROVIDER_SETTINGS "
+        "(a JSON object; flags override its keys).",
+    )
+    parser.add_argument(
+        "--replay-dir",
+        help="replay fixture directory (provider setting fixture_dir). Env: AGENTREEL_REPLAY_DIR.",
+    )
+    parser.add_argument(
+        "--replay-report",
+        help="where the replay provider writes its consumption report (provider setting "
+        "report_path). Env: AGENTREEL_REPLAY_REPORT.",
+    )
+    parser.add_argument(
+        "--replay-live-cwd",
+        help="the live cwd that replaces {{cwd}} in recorded chunks (provider setting "
+        "live_cwd). Env: AGENTREEL_REPLAY_LIVE_CWD. Default: the cwd of the first session.",
+    )
+    parser.add_argument(
+        "--max-steps",
+        type=int,
+        help=f"model calls per turn before the turn ends with max-turns. "
+        f"Env: AGENTREEL_MAX_STEPS. Default: {DEFAULT_MAX_STEPS}.",
+    )
+    parser.add_argument(
+        "--log-level", help="stderr log level. Env: AGENTREEL_LOG_LEVEL. Default: WARNING."
+    )
+    return parser
+
+
+def _parse_setting_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def parse_config(
+    argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
+) -> AgentConfig:
+    """Build the configuration from ``argv`` (default: ``sys.argv[1:]``) and ``environ``."""
+    env = os.environ if environ is None else environ
+    args = _parser().parse_args(argv)
+
+    provider = args.provider or env.get("AGENTREEL_PROVIDER") or DEFAULT_PROVIDER
+    model = args.model or env.get("AGENTREEL_MODEL") or DEFAULT_MODELS.get(provider, FALLBACK_MODEL)
+    root_text = args.sessions_root or env.get("AGENTREEL_SESSIONS_ROOT")
+    sessions_root = Path(root_text) if root_text else Path.cwd() / ".agentreel" / "sessions"
+
+    settings: dict[str, Any] = {}
+    raw_settings = env.get("AGENTREEL_PROVIDER_SETTINGS")
+    if raw_settings:
+        try:
+            loaded = json.loads(raw_settings)
+        except ValueError as exc:
+            raise ConfigError(
+                f"AGENTREEL_PROVIDER_SETTINGS is not valid JSON ({exc}); set it to a JSON "
+                'object such as {"base_url": "http://127.0.0.1:8000/v1"}'
+            ) from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(
+                f"AGENTREEL_PROVIDER_SETTINGS must be a JSON object, got {type(loaded).__name__}"
+            )
+        settings.update(loaded)
+    replay_dir = args.replay_dir or env.get("AGENTREEL_REPLAY_DIR")
+    if replay_dir:
+        settings["fixture_dir"] = replay_dir
+    replay_report = args.replay_report or env.get("AGENTREEL_REPLAY_REPORT")
+    if replay_report:
+        settings["report_path"] = replay_report
+    for item in args.provider_setting:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(
+                f"--provider-setting {item!r} is not KEY=VALUE; write e.g. "
+                "--provider-setting base_url=http://127.0.0.1:8000/v1"
+            )
+        settings[key] = _parse_setting_value(value)
+
+    live_cwd_text = args.replay_live_cwd or env.get("AGENTREEL_REPLAY_LIVE_CWD")
+    max_steps_text = (
+        args.max_steps if args.max_steps is not None else env.get("AGENTREEL_MAX_STEPS")
+    )
+    max_steps = DEFAULT_MAX_STEPS
+    if max_steps_text is not None:
+        try:
+            max_steps = int(max_steps_text)
+        except ValueError:
+            raise ConfigError(
+                f"AGENTREEL_MAX_STEPS={max_steps_text!r} is not an integer; set a positive "
+                "number of model calls per turn"
+            ) from None
+    if max_steps < 1:
+        raise ConfigError(f"max steps must be at least 1, got {max_steps}")
+
+    return AgentConfig(
+        provider=provider,
+        model=model,
+        sessions_root=sessions_root,
+        provider_settings=settings,
+        max_steps=max_steps,
+        replay_live_cwd=Path(live_cwd_text) if live_cwd_text else None,
+        log_level=(args.log_level or env.get("AGENTREEL_LOG_LEVEL") or "WARNING").upper(),
+    )

@@ -1,0 +1,295 @@
+"""The ACP side: the ``acp.Agent`` implementation and the channel that feeds the editor.
+
+Error decisions (documented in the README):
+
+- A model failure (``LlmError``, a broken stream, ``finish{error}``) ends the turn cleanly
+  (``turn/end`` error in the log) and the ``session/prompt`` request is answered with a
+  JSON-RPC error ``-32603`` whose message names the session, turn, step and the failure,
+  and whose ``data`` carries ``code``/``status`` of the ``LlmError``. ACP has no "error"
+  stop reason; a JSON-RPC error is how the protocol reports a failed request.
+- ``session/cancel`` ends the running turn at once: ``turn/end`` aborted, stop reason
+  ``cancelled``.
+- The max-steps bound ends the turn with ``turn/end`` max-turns and stop reason
+  ``max_turn_requests``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from acp import (
+    PROTOCOL_VERSION,
+    InitializeResponse,
+    NewSessionResponse,
+    PromptResponse,
+    RequestError,
+    start_tool_call,
+    text_block,
+    tool_content,
+    update_agent_message_text,
+    update_tool_call,
+)
+from acp.interfaces import Client
+from acp.schema import (
+    AgentCapabilities,
+    AllowedOutcome,
+    Implementation,
+    PermissionOption,
+    ToolCallLocation,
+    ToolCallUpdate,
+)
+
+from agentreel.acp_agent._config import AgentConfig
+from agentreel.acp_agent._loop import (
+    AgentRuntime,
+    AgentSession,
+    ToolKindName,
+    ToolStatus,
+)
+from agentreel.llm import Provider, ToolCallPart, load_provider
+from agentreel.session import SessionStore
+
+logger = logging.getLogger("agentreel.acp_agent")
+
+AGENT_NAME = "agentreel-acp-agent"
+AGENT_VERSION = "0.1.0"
+ALLOW_OPTION = "allow"
+REJECT_OPTION = "reject"
+
+
+class AcpChannel:
+    """Sends one ACP session's updates to the editor over the agent-side connection."""
+
+    def __init__(self, client: Client, acp_session_id: str, cwd: str) -> None:
+        self._client = client
+        self._session_id = acp_session_id
+        self._cwd = cwd
+
+    def _locations(self, path: str | None) -> list[ToolCallLocation] | None:
+        if path is None:
+            return None
+        return [ToolCallLocation(path=os.path.normpath(os.path.join(self._cwd, path)))]
+
+    async def agent_text(self, text: str) -> None:
+        await self._client.session_update(self._session_id, update_agent_message_text(text))
+
+    async def tool_call_started(
+        self, call: ToolCallPart, title: str, kind: ToolKindName, path: str | None
+    ) -> None:
+        await self._client.session_update(
+            self._session_id,
+            start_tool_call(
+                call.id,
+                title,
+                kind=kind,
+                status="pending",
+                locations=self._locations(path),
+                raw_input=_raw_input(call.arguments),
+            ),
+        )
+
+    async def tool_call_running(self, call_id: str) -> None:
+        await self._client.session_update(
+            self._session_id, update_tool_call(call_id, status="in_progress")
+        )
+
+    async def tool_call_finished(self, call_id: str, status: ToolStatus, output: str) -> None:
+        await self._client.session_update(
+            self._session_id,
+            update_tool_call(call_id, status=status, content=[tool_content(text_block(output))]),
+        )
+
+    async def request_permission(self, call: ToolCallPart, title: str, path: str) -> bool:
+        response = await self._client.request_permission(
+            session_id=self._session_id,
+            tool_call=ToolCallUpdate(
+                tool_call_id=call.id,
+                title=title,
+                kind="edit",
+                status="pending",
+                locations=[ToolCallLocation(path=path)],
+                raw_input=_raw_input(call.arguments),
+            ),
+            options=[
+                PermissionOption(option_id=ALLOW_OPTION, name="Allow", kind="allow_once"),
+                PermissionOption(option_id=REJECT_OPTION, name="Reject", kind="reject_once"),
+            ],
+        )
+        outcome = response.outcome
+        return isinstance(outcome, AllowedOutcome) and outcome.option_id == ALLOW_OPTION
+
+
+def _raw_input(arguments: str) -> Any:
+    try:
+        return json.loads(arguments)
+    except ValueError:
+        return arguments
+
+
+@dataclass
+class _AcpSession:
+    agent: AgentSession
+    turn_task: asyncio.Task[Any] | None = None
+
+
+class ReferenceAgent:
+    """agentreel's reference coding agent, served with ``acp.run_agent``.
+
+    The provider is created on the first ``session/new`` (so the replay provider can learn
+    the live cwd), then shared by every session and subagent of the process.
+    """
+
+    def __init__(self, config: AgentConfig, provider: Provider | None = None) -> None:
+        self.config = config
+        self._client: Client | None = None
+        self._provider = provider
+        self._runtime: AgentRuntime | None = None
+        self._sessions: dict[str, _AcpSession] = {}
+
+    def on_connect(self, conn: Client) -> None:
+        self._client = conn
+
+    # -- ACP methods -------------------------------------------------------------------
+
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: Any = None,
+        client_info: Any = None,
+        **kwargs: Any,
+    ) -> InitializeResponse:
+        return InitializeResponse(
+            protocol_version=min(protocol_version, PROTOCOL_VERSION),
+            agent_capabilities=AgentCapabilities(load_session=False),
+            agent_info=Implementation(name=AGENT_NAME, title="agentreel", version=AGENT_VERSION),
+        )
+
+    async def new_session(
+        self, cwd: str, mcp_servers: Any = None, **kwargs: Any
+    ) -> NewSessionResponse:
+        if not os.path.isabs(cwd) or not os.path.isdir(cwd):  # noqa: ASYNC240 (one stat)
+            raise RequestError.invalid_params(
+                {
+                    "cwd": cwd,
+                    "details": "session/new needs an absolute path to an existing directory",
+                }
+            )
+        runtime = self._ensure_runtime(cwd)
+        client = self._require_client()
+        session_cwd = str(Path(cwd))
+        # The ACP session id is the agentreel main session's id.
+        agent = runtime.open_main(
+            session_cwd, lambda session_id: AcpChannel(client, session_id, session_cwd)
+        )
+        self._sessions[agent.id] = _AcpSession(agent)
+        logger.info("session %s opened in %s (%s)", agent.id, session_cwd, agent.session.path)
+        return NewSessionResponse(session_id=agent.id)
+
+    async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
+        state = self._sessions.get(session_id)
+        if state is None:
+            raise RequestError.invalid_params(
+                {"sessionId": session_id, "details": "unknown session; call session/new first"}
+            )
+        if state.turn_task is not None:
+            raise RequestError.invalid_request(
+                {
+                    "sessionId": session_id,
+                    "details": "a prompt is already running in this session; wait for its "
+                    "response or send session/cancel",
+                }
+            )
+        text = _prompt_text(prompt)
+        state.agent.cancel_scope.requested = False
+        task = asyncio.create_task(state.agent.run_turn(text), name=f"turn {session_id}")
+        state.turn_task = task
+        try:
+            outcome = await task
+        finally:
+            state.turn_task = None
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise asyncio.CancelledError
+        if outcome.stop_reason == "error":
+            data: dict[str, Any] = {"sessionId": session_id, "details": outcome.error}
+            if outcome.llm_error is not None:
+                data["code"] = outcome.llm_error.code
+                data["status"] = outcome.llm_error.status
+            raise RequestError(-32603, f"model call failed: {outcome.error}", data)
+        return PromptResponse(stop_reason=outcome.stop_reason)
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        state = self._sessions.get(session_id)
+        if state is None or state.turn_task is None:
+            logger.info("session/cancel for %s: no turn running", session_id)
+            return
+        state.agent.cancel_scope.requested = True
+        state.turn_task.cancel()
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush and close every session; close the provider (replay writes its report)."""
+        if self._runtime is not None:
+            self._runtime.close_all()
+        close = getattr(self._provider, "close", None)
+        if callable(close):
+            try:
+                close()
+            except Exception:
+                logger.exception("closing the %r provider failed", self.config.provider)
+
+    def _require_client(self) -> Client:
+        if self._client is None:
+            raise RequestError.internal_error({"details": "agent is not connected to a client"})
+        return self._client
+
+    def _ensure_runtime(self, cwd: str) -> AgentRuntime:
+        if self._runtime is None:
+            if self._provider is None:
+                self._provider = self._load_provider(cwd)
+            self._runtime = AgentRuntime(
+                store=SessionStore(self.config.sessions_root),
+                provider=self._provider,
+                model=self.config.model,
+                max_steps=self.config.max_steps,
+            )
+        return self._runtime
+
+    def _load_provider(self, cwd: str) -> Provider:
+        settings = dict(self.config.provider_settings)
+        if self.config.provider == "replay" and "live_cwd" not in settings:
+            live = self.config.replay_live_cwd
+            settings["live_cwd"] = str(live) if live is not None else cwd
+        try:
+            return load_provider(self.config.provider, **settings)
+        except Exception as exc:
+            logger.exception("loading provider %r failed", self.config.provider)
+            raise RequestError.internal_error(
+                {
+                    "provider": self.config.provider,
+                    "settings": sorted(settings),
+                    "details": f"{type(exc).__name__}: {exc}",
+                }
+            ) from exc
+
+
+def _prompt_text(blocks: list[Any]) -> str:
+    """The prompt's text: text blocks and embedded text resources, in order."""
+    parts: list[str] = []
+    for block in blocks:
+        text = getattr(block, "text", None)
+        if isinstance(text, str):
+            parts.append(text)
+            continue
+        resource = getattr(block, "resource", None)
+        resource_text = getattr(resource, "text", None)
+        if isinstance(resource_text, str):
+            parts.append(resource_text)
+    return "\n".join(parts)

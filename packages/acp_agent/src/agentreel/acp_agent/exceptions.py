@@ -1,0 +1,33 @@
+"""Exceptions raised by ``agentreel.acp_agent``.
+
+Hierarchy::
+
+    AcpAgentError                 base of everything this package raises
+    ├── ConfigError               a flag or AGENTREEL_* variable is missing or malformed
+    └── ToolError                 a tool call cannot be carried out (the model sees it
+        │                         as an ``is_error`` tool result, the agent never crashes)
+        └── PathEscapeError       a tool path leaves the session cwd (``..``, absolute
+                                  path elsewhere, or a symlink pointing outside)
+
+This module imports nothing from the rest of the package.
+"""
+
+from __future__ import annotations
+
+__all__ = ["AcpAgentError", "ConfigError", "PathEscapeError", "ToolError"]
+
+
+class AcpAgentError(Exception):
+    """Base class of every error raised by ``agentreel.acp_agent``."""
+
+
+class ConfigError(AcpAgentError):
+    """The agent's configuration (flags or ``AGENTREEL_*`` environment) is unusable."""
+
+
+class ToolError(AcpAgentError):
+    """A tool call failed; the message is what the model receives as the tool result."""
+
+
+class PathEscapeError(ToolError):
+    """A tool path resolves outside the session cwd."""
