@@ -183,7 +183,9 @@ def load_recording(fixture_dir: Path | str, *, respect_seed_length: bool = True)
     recording = Recording(fixture_dir=fixture_dir, scripts=tuple(scripts), lineage=lineage)
     override_path = fixture_dir / OVERRIDE_FILE
     if override_path.exists():
-        overrides = load_overrides(override_path, [len(s.calls) for s in scripts])
+        overrides = load_overrides(
+            override_path, [[len(c.chunks) for c in s.calls] for s in scripts]
+        )
         recording = Recording(
             fixture_dir=fixture_dir, scripts=tuple(scripts), lineage=lineage, overrides=overrides
         )

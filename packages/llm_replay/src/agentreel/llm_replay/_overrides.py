@@ -61,8 +61,10 @@ class _OverrideFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 _DECODER = msgspec.json.Decoder(_OverrideFile)
 
 
-def load_overrides(path: Path, calls_per_session: list[int]) -> dict[tuple[int, int], Override]:
+def load_overrides(path: Path, chunks_per_call: list[list[int]]) -> dict[tuple[int, int], Override]:
     """Parse and check ``path`` against the scripts it patches.
+
+    ``chunks_per_call[session][call - 1]`` is the number of chunks of that recorded call.
 
     Returns ``{(session number, call number): override}``.
     """
@@ -81,14 +83,14 @@ def load_overrides(path: Path, calls_per_session: list[int]) -> dict[tuple[int, 
     result: dict[tuple[int, int], Override] = {}
     for position, override in enumerate(parsed.overrides):
         where = f"{path}: $.overrides[{position}]"
-        if not 0 <= override.session < len(calls_per_session):
+        if not 0 <= override.session < len(chunks_per_call):
             raise OverrideError(
                 path,
                 f"{where}: session {override.session} does not exist; the fixture has "
-                f"sessions 0..{len(calls_per_session) - 1} (0 = session.jsonl, n = "
+                f"sessions 0..{len(chunks_per_call) - 1} (0 = session.jsonl, n = "
                 f"session.<n>.jsonl). Fix the override or re-record: nox -s record -- {scenario}",
             )
-        recorded = calls_per_session[override.session]
+        recorded = len(chunks_per_call[override.session])
         if not 1 <= override.call <= recorded:
             raise OverrideError(
                 path,
@@ -97,6 +99,14 @@ def load_overrides(path: Path, calls_per_session: list[int]) -> dict[tuple[int, 
             )
         if override.chunks < 0:
             raise OverrideError(path, f"{where}: chunks must be >= 0, got {override.chunks}")
+        available = chunks_per_call[override.session][override.call - 1]
+        if override.chunks >= available:
+            raise OverrideError(
+                path,
+                f"{where}: chunks {override.chunks} must be fewer than the {available} chunks "
+                f"session {override.session} call {override.call} recorded (the prefix never "
+                "includes finish).",
+            )
         key = (override.session, override.call)
         if key in result:
             raise OverrideError(

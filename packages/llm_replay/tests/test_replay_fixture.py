@@ -1,0 +1,208 @@
+"""Fixture loading and script derivation: file set, seed slicing, calls split at finish."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from agentreel.brand import new_session_id
+from agentreel.llm import BlockStart, Finish, TextDelta
+from agentreel.llm_replay import (
+    FixtureError,
+    IncompleteCallError,
+    ReplayProvider,
+    load_recording,
+)
+from agentreel.llm_replay.testing import FixtureRecorder, collect, options_for, text_call
+
+
+def _three_sessions(recorder: FixtureRecorder, fixture_dir: Path) -> list[str]:
+    main = recorder.main()
+    recorder.call(main, text_call("main"))
+    recorder.call(recorder.spawn(main, 0), text_call("child 0"))
+    recorder.call(recorder.spawn(main, 1), text_call("child 1"))
+    return recorder.save(fixture_dir)
+
+
+def test_scripts_follow_file_numbering_with_lineage(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    ids = _three_sessions(recorder, fixture_dir)
+    recording = load_recording(fixture_dir)
+
+    assert [s.file for s in recording.scripts] == [
+        "session.jsonl",
+        "session.1.jsonl",
+        "session.2.jsonl",
+    ]
+    assert [s.header.id for s in recording.scripts] == ids
+    assert recording.lineage == {(ids[0], 0): 1, (ids[0], 1): 2}
+    assert [len(s.calls) for s in recording.scripts] == [1, 1, 1]
+    assert isinstance(recording.scripts[0].calls[0].chunks[-1], Finish)
+
+
+def test_missing_main_session_is_named(recorder: FixtureRecorder, fixture_dir: Path) -> None:
+    _three_sessions(recorder, fixture_dir)
+    (fixture_dir / "session.jsonl").unlink()
+
+    with pytest.raises(FixtureError, match=r"missing .*my-scenario/session\.jsonl") as caught:
+        load_recording(fixture_dir)
+    assert caught.value.path == fixture_dir / "session.jsonl"
+    assert "nox -s record -- my-scenario" in str(caught.value)
+
+
+def test_gap_in_child_numbers_names_the_missing_file(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    _three_sessions(recorder, fixture_dir)
+    (fixture_dir / "session.1.jsonl").unlink()
+
+    with pytest.raises(FixtureError, match=r"missing .*session\.1\.jsonl.*without gaps"):
+        load_recording(fixture_dir)
+
+
+@pytest.mark.parametrize("stray", ["session.01.jsonl", "session.x.jsonl", "session.json"])
+def test_stray_session_file_is_named(
+    recorder: FixtureRecorder, fixture_dir: Path, stray: str
+) -> None:
+    _three_sessions(recorder, fixture_dir)
+    shutil.copyfile(fixture_dir / "session.1.jsonl", fixture_dir / stray)
+
+    with pytest.raises(FixtureError, match=rf"stray file .*{stray.replace('.', chr(92) + '.')}"):
+        load_recording(fixture_dir)
+
+
+def test_other_files_are_ignored(recorder: FixtureRecorder, fixture_dir: Path) -> None:
+    _three_sessions(recorder, fixture_dir)
+    (fixture_dir / "transcript.jsonl").write_text("{}\n")
+    (fixture_dir / "scenario.toml").write_text("")
+
+    assert len(load_recording(fixture_dir).scripts) == 3
+
+
+def test_missing_fixture_directory(tmp_path: Path) -> None:
+    with pytest.raises(FixtureError, match="does not exist"):
+        load_recording(tmp_path / "nope")
+
+
+def test_call_without_finish_names_session_turn_and_step(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    main = recorder.main()
+    recorder.call(main, text_call("complete"))
+    child = recorder.spawn(main, 0)
+    recorder.call(child, text_call("cut")[:-1])
+    ids = recorder.save(fixture_dir)
+
+    with pytest.raises(IncompleteCallError) as caught:
+        load_recording(fixture_dir)
+
+    message = str(caught.value)
+    assert "session.1.jsonl" in message
+    assert f"session {ids[1]}, turn 1, step 1" in message
+    assert "no finish chunk" in message
+    assert "nox -s record -- my-scenario" in message
+    assert (caught.value.turn, caught.value.step) == (1, 1)
+
+
+def test_torn_last_line_is_a_fixture_error(recorder: FixtureRecorder, fixture_dir: Path) -> None:
+    _three_sessions(recorder, fixture_dir)
+    path = fixture_dir / "session.2.jsonl"
+    path.write_bytes(path.read_bytes() + b'{"type":"turn/st')
+
+    with pytest.raises(FixtureError, match=r"session\.2\.jsonl:\d+: the last line is cut"):
+        load_recording(fixture_dir)
+
+
+def test_corrupt_line_is_a_fixture_error(recorder: FixtureRecorder, fixture_dir: Path) -> None:
+    _three_sessions(recorder, fixture_dir)
+    path = fixture_dir / "session.1.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines.insert(1, b"garbage\n")
+    path.write_bytes(b"".join(lines))
+
+    with pytest.raises(FixtureError, match=r"session\.1\.jsonl:2"):
+        load_recording(fixture_dir)
+
+
+@pytest.mark.asyncio
+async def test_fork_child_script_excludes_its_seed(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    main = recorder.main()
+    recorder.call(main, text_call("parent turn one"))
+    recorder.end_turn(main)
+    recorder.turn(main)
+    recorder.call(main, text_call("parent forks"))
+    child = recorder.fork(main, 0)
+    recorder.call(child, text_call("fork child works"))
+    recorder.call(main, text_call("parent ends"))
+    recorder.save(fixture_dir)
+
+    recording = load_recording(fixture_dir)
+    assert recording.scripts[1].header.seed_length > 0
+    assert len(recording.scripts[1].calls) == 1
+
+    provider = ReplayProvider(fixture_dir)
+    parent, forked = new_session_id(), new_session_id()
+    await collect(provider.stream(options_for(parent)))
+    await collect(provider.stream(options_for(parent)))
+    chunks = await collect(provider.stream(options_for(forked, parent=parent, spawn_index=0)))
+    assert "".join(c.text for c in chunks if isinstance(c, TextDelta)) == "fork child works"
+
+
+@pytest.mark.asyncio
+async def test_ignoring_the_seed_replays_the_parents_calls_to_the_child(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    """The respect_seed_length test hook shows why the seed slice exists."""
+    main = recorder.main()
+    recorder.call(main, text_call("parent turn one"))
+    recorder.end_turn(main)
+    child = recorder.fork(main, 0)
+    recorder.call(child, text_call("fork child works"))
+    recorder.save(fixture_dir)
+
+    provider = ReplayProvider(fixture_dir, respect_seed_length=False)
+    parent, forked = new_session_id(), new_session_id()
+    await collect(provider.stream(options_for(parent)))
+    chunks = await collect(provider.stream(options_for(forked, parent=parent, spawn_index=0)))
+
+    assert "".join(c.text for c in chunks if isinstance(c, TextDelta)) == "parent turn one"
+
+
+def test_session_without_model_calls_is_never_a_first_call_candidate(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    main = recorder.main()
+    recorder.call(main, text_call("main"))
+    recorder.child_without_index(main)  # a child that failed before calling the model
+    late = recorder.child_without_index(main)
+    recorder.call(late, text_call("late child"))
+    recorder.save(fixture_dir)
+
+    recording = load_recording(fixture_dir)
+    assert [len(s.calls) for s in recording.scripts] == [1, 0, 1]
+    provider = ReplayProvider(fixture_dir)
+    provider.stream(options_for(None))
+    stream = provider.stream(options_for(new_session_id()))
+    assert stream is not None
+    provider.assert_consumed()
+
+
+def test_calls_keep_their_request_headers_and_block_order(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    main = recorder.main()
+    recorder.call(main, text_call("with header"), options=options_for("x"))
+    recorder.call(main, text_call("without header"))
+    recorder.save(fixture_dir)
+
+    calls = load_recording(fixture_dir).scripts[0].calls
+    assert calls[0].request is not None
+    assert calls[0].request.system == "You are a test agent."
+    assert calls[1].request is None
+    assert isinstance(calls[1].chunks[0], BlockStart)
+    assert [(c.number, c.turn, c.step) for c in calls] == [(1, 1, 1), (2, 1, 2)]
