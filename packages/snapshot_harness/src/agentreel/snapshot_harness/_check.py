@@ -1,0 +1,144 @@
+"""One scenario in one mode, end to end: inventory, run, consumption, compare or write.
+
+The pytest plugin, the CLI and the nox sessions all call ``check_scenario``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agentreel.session import AssistantChunk, load_session_log
+from agentreel.snapshot_harness import _environment as envvars
+from agentreel.snapshot_harness._fixtures import (
+    GOLDEN_DIR,
+    GOLDEN_FILE_PATTERN,
+    SESSION_FILE_PATTERN,
+    check_inventory,
+    compare_goldens,
+    render_run,
+    write_files,
+)
+from agentreel.snapshot_harness._runner import Mode, RunResult, run_scenario, tail
+from agentreel.snapshot_harness._scenario import RecordConfig, Scenario, load_scenario
+from agentreel.snapshot_harness._secrets import scan_for_secrets
+from agentreel.snapshot_harness.exceptions import (
+    GoldenMismatchError,
+    ReplayConsumptionError,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A scenario that passed (replay) or was written (record, refresh)."""
+
+    scenario: Scenario
+    mode: Mode
+    sessions: int
+    duration: float
+    written: list[str] = field(default_factory=list)
+    result: RunResult | None = None
+
+
+def check_scenario(
+    scenario: Scenario | Path | str,
+    mode: Mode = "replay",
+    *,
+    record: RecordConfig | None = None,
+    work_dir: Path | None = None,
+) -> Outcome:
+    """Run one scenario in ``mode``; raise a ``HarnessError`` with a readable message on failure.
+
+    ``replay`` compares with ``golden/`` and checks every recorded call was consumed;
+    ``refresh`` replays the same way and rewrites ``golden/``; ``record`` runs against
+    a real or stub model and rewrites the recordings and ``golden/`` (after a secret scan).
+    """
+    if not isinstance(scenario, Scenario):
+        scenario = load_scenario(scenario)
+    started = time.monotonic()
+    check_inventory(scenario, mode)
+    result = run_scenario(scenario, mode, record=record, work_dir=work_dir)
+    if mode != "record":
+        verify_consumption(scenario, result)
+    rendered = render_run(result)
+    sessions = len(result.session_logs)
+    if mode == "replay":
+        diffs = compare_goldens(scenario, rendered.goldens)
+        if diffs:
+            raise GoldenMismatchError(_mismatch_message(scenario, diffs, result), diffs=diffs)
+        return Outcome(scenario, mode, sessions, time.monotonic() - started, result=result)
+
+    golden_dir = scenario.directory / GOLDEN_DIR
+    written: list[str] = []
+    if mode == "record":
+        secrets = envvars.secret_values(os.environ)
+        everything = {**rendered.recordings}
+        everything.update({f"{GOLDEN_DIR}/{k}": v for k, v in rendered.goldens.items()})
+        scan_for_secrets(everything, secrets, scenario.name)
+        write_files(scenario.directory, rendered.recordings, keep_pattern=SESSION_FILE_PATTERN)
+        written += sorted(rendered.recordings)
+    else:
+        scan_for_secrets(
+            {f"{GOLDEN_DIR}/{k}": v for k, v in rendered.goldens.items()},
+            envvars.secret_values(os.environ),
+            scenario.name,
+        )
+    write_files(golden_dir, rendered.goldens, keep_pattern=GOLDEN_FILE_PATTERN)
+    written += [f"{GOLDEN_DIR}/{name}" for name in rendered.goldens]
+    return Outcome(scenario, mode, sessions, time.monotonic() - started, written, result)
+
+
+def _mismatch_message(scenario: Scenario, diffs: dict[str, str], result: RunResult) -> str:
+    parts = [
+        f"{scenario.name}: the live run differs from the goldens in {len(diffs)} file(s): "
+        f"{', '.join(diffs)}"
+    ]
+    for name, diff in diffs.items():
+        parts.append(f"--- {name} ---\n{diff.rstrip()}")
+    parts.append(
+        "If the change is intended: `nox -s refresh -- "
+        f"{scenario.name}` rewrites the goldens from the same recording; if the model calls "
+        f"changed, re-record: nox -s record -- {scenario.name}"
+    )
+    stderr = result.stderr_tail()
+    if stderr:
+        parts.append("--- agent stderr (tail) ---\n" + stderr)
+    return "\n".join(parts)
+
+
+def _recorded_calls(scenario: Scenario) -> int:
+    calls = 0
+    for path in sorted(scenario.directory.glob("session*.jsonl")):
+        if SESSION_FILE_PATTERN.fullmatch(path.name):
+            log = load_session_log(path)
+            calls += sum(1 for event in log.own_events if isinstance(event, AssistantChunk))
+    return calls
+
+
+def verify_consumption(scenario: Scenario, result: RunResult) -> None:
+    """Every replay: the agent's replay report must show no error and nothing unconsumed."""
+    stderr = tail(result.stderr)
+    report = result.replay_report
+    if report is None:
+        if _recorded_calls(scenario):
+            raise ReplayConsumptionError(
+                f"{scenario.name}: the agent wrote no replay consumption report, yet the "
+                "recording holds model calls: the agent never loaded the replay provider "
+                "(is it configured from AGENTREEL_PROVIDER / AGENTREEL_REPLAY_REPORT?) or "
+                f"exited without closing it. If the agent no longer calls the model, "
+                f"re-record: nox -s record -- {scenario.name}",
+                stderr_tail=stderr,
+            )
+        return
+    problems = [f"{error.type}: {error.message}" for error in report.errors]
+    problems += report.unconsumed()
+    if problems:
+        listing = "\n".join(f"- {problem}" for problem in problems)
+        raise ReplayConsumptionError(
+            f"{scenario.name}: the replay did not match its recording:\n{listing}\n"
+            f"If the agent's behaviour changed on purpose, re-record: "
+            f"nox -s record -- {scenario.name}",
+            stderr_tail=stderr,
+        )

@@ -1,0 +1,99 @@
+"""The agent's explicit environment: built from nothing, never inherited wholesale.
+
+Replay gets no credential of any kind and proxies pointing at a closed loopback port, so a
+stray network call fails at once instead of hanging or reaching a real model. Record gets
+exactly what its provider needs. The ``AGENTREEL_*`` names are the configuration contract
+with the agent (see the acp_agent README): any agent built on agentreel's llm and session
+packages reads the same ones.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+
+PROVIDER = "AGENTREEL_PROVIDER"
+MODEL = "AGENTREEL_MODEL"
+PROVIDER_SETTINGS = "AGENTREEL_PROVIDER_SETTINGS"
+SESSIONS_ROOT = "AGENTREEL_SESSIONS_ROOT"
+REPLAY_DIR = "AGENTREEL_REPLAY_DIR"
+REPLAY_LIVE_CWD = "AGENTREEL_REPLAY_LIVE_CWD"
+REPLAY_REPORT = "AGENTREEL_REPLAY_REPORT"
+
+# Placeholder key handed to the openai SDK when recording against the stub server (the SDK
+# refuses to start without one). It is not a secret and the stub server ignores it.
+STUB_API_KEY = "agentreel-stub-no-key"
+
+_PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+_NO_PROXY_VARS = ("NO_PROXY", "no_proxy")
+# Credential-looking names: never inherited in replay, scanned for in record.
+SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.IGNORECASE)
+# What a real provider may need from the caller's environment while recording.
+_RECORD_PASSTHROUGH = re.compile(
+    r"^(OPENAI_|ANTHROPIC_|AZURE_OPENAI_|HTTPS?_PROXY$|ALL_PROXY$|NO_PROXY$|SSL_CERT_|"
+    r"REQUESTS_CA_BUNDLE$|CURL_CA_BUNDLE$)",
+    re.IGNORECASE,
+)
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released): connections are refused."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def base_environment(run_dir: Path) -> dict[str, str]:
+    """What every agent gets: PATH, a private HOME and TMPDIR, UTF-8, unbuffered Python."""
+    home = run_dir / "home"
+    tmp = run_dir / "tmp"
+    home.mkdir(exist_ok=True)
+    tmp.mkdir(exist_ok=True)
+    env = {
+        "PATH": os.environ.get("PATH", os.defpath),
+        "HOME": str(home),
+        "TMPDIR": str(tmp),
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "TZ": "UTC",
+        "PYTHONIOENCODING": "utf-8",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    if os.name == "nt":  # pragma: no cover - Windows needs these to start Python at all
+        for key in ("SYSTEMROOT", "SYSTEMDRIVE", "COMSPEC", "PATHEXT"):
+            if key in os.environ:
+                env[key] = os.environ[key]
+    return env
+
+
+def offline_proxies() -> dict[str, str]:
+    """Proxy variables aimed at a closed loopback port, with no bypass list."""
+    proxy = f"http://127.0.0.1:{closed_port()}"
+    env = dict.fromkeys(_PROXY_VARS, proxy)
+    env.update(dict.fromkeys(_NO_PROXY_VARS, ""))
+    return env
+
+
+def loopback_bypass() -> dict[str, str]:
+    """No proxy for loopback, so the agent reaches a stub server on 127.0.0.1 directly."""
+    return dict.fromkeys(_NO_PROXY_VARS, "127.0.0.1,localhost")
+
+
+def record_passthrough(source: Mapping[str, str]) -> dict[str, str]:
+    """The provider keys, base URLs, proxies and CA settings a real recording needs."""
+    return {key: value for key, value in source.items() if _RECORD_PASSTHROUGH.match(key)}
+
+
+def secret_values(*sources: Mapping[str, str]) -> dict[str, str]:
+    """``{value: variable name}`` for every credential-looking variable worth scanning for."""
+    found: dict[str, str] = {}
+    for source in sources:
+        for key, value in source.items():
+            if SECRET_NAME.search(key) and len(value) >= 8 and value != STUB_API_KEY:
+                found.setdefault(value, key)
+    return found

@@ -1,0 +1,271 @@
+"""The fixture layout of a scenario directory, its inventory check, and golden rendering.
+
+Layout (``fixtures/<name>/``)::
+
+    scenario.toml             the scenario (required)
+    README.md                 optional notes
+    workspace/                optional: copied into the run's cwd
+    stub-rules.toml           the stub server's rules (``[record] provider = "stub"``)
+    replay.override.json      optional replay overrides (throw / hang)
+    session.jsonl             recording of the main session   } what the replay provider
+    session.<n>.jsonl         recordings of children, n = 1..k } reads (raw ids and times,
+                                                                 cwd as ``{{cwd}}``)
+    golden/transcript.jsonl   normalized agent stdout          } what a replay is
+    golden/session.jsonl      normalized main session log      } compared with
+    golden/session.<n>.jsonl  normalized child logs            }
+
+Recordings and goldens are separate on purpose: a recording keeps real session ids,
+parent links and times so the replay provider can bind and order scripts, while a golden is
+the normalized, review-friendly text a run is diffed against. ``refresh`` rewrites only
+``golden/``; ``record`` rewrites both.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentreel.session import Normalizer
+from agentreel.snapshot_harness._runner import Mode, RunResult
+from agentreel.snapshot_harness._scenario import SCENARIO_FILE, WORKSPACE_DIR, Scenario
+from agentreel.snapshot_harness.exceptions import FixtureInventoryError
+
+GOLDEN_DIR = "golden"
+TRANSCRIPT_FILE = "transcript.jsonl"
+OVERRIDE_FILE = "replay.override.json"
+README_FILE = "README.md"
+CWD_TOKEN = "{{cwd}}"
+_SESSION_FILE = re.compile(r"session(?:\.([1-9][0-9]*))?\.jsonl")
+DIFF_MAX_LINES = 120
+
+
+def session_file_name(number: int) -> str:
+    """``session.jsonl`` for 0 (the main session), ``session.<n>.jsonl`` otherwise."""
+    return "session.jsonl" if number == 0 else f"session.{number}.jsonl"
+
+
+def recording_names(directory: Path) -> list[str]:
+    """The recording files present: ``session.jsonl`` then ``session.<n>.jsonl`` by n."""
+    found: list[tuple[int, str]] = []
+    for path in directory.glob("session*.jsonl"):
+        match = _SESSION_FILE.fullmatch(path.name)
+        if match is not None and path.is_file():
+            found.append((int(match.group(1) or 0), path.name))
+    return [name for _, name in sorted(found)]
+
+
+def _contiguous(count: int) -> list[str]:
+    return [session_file_name(n) for n in range(count)]
+
+
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    """What a scenario directory holds, split into inputs, recordings and goldens."""
+
+    recordings: list[str]
+    goldens: list[str]
+    orphans: list[str]
+
+
+def take_inventory(scenario: Scenario) -> Inventory:
+    """Classify every file of the scenario directory; unknown ones are orphans."""
+    directory = scenario.directory
+    allowed_inputs = {SCENARIO_FILE, README_FILE, OVERRIDE_FILE}
+    if scenario.record.rules is not None:
+        allowed_inputs.add(scenario.record.rules.name)
+    recordings: list[str] = []
+    goldens: list[str] = []
+    orphans: list[str] = []
+    for path in sorted(directory.iterdir()):
+        name = path.name
+        if name == WORKSPACE_DIR and path.is_dir() and not path.is_symlink():
+            continue
+        if name == GOLDEN_DIR and path.is_dir() and not path.is_symlink():
+            for golden in sorted(path.iterdir()):
+                if golden.is_file() and (
+                    golden.name == TRANSCRIPT_FILE or _SESSION_FILE.fullmatch(golden.name)
+                ):
+                    goldens.append(golden.name)
+                else:
+                    orphans.append(f"{GOLDEN_DIR}/{golden.name}")
+            continue
+        if path.is_file() and name in allowed_inputs:
+            continue
+        if path.is_file() and _SESSION_FILE.fullmatch(name):
+            recordings.append(name)
+            continue
+        orphans.append(name + ("/" if path.is_dir() else ""))
+    order = {name: i for i, name in enumerate(recording_names(directory))}
+    recordings.sort(key=lambda n: order.get(n, 1 << 30))
+    return Inventory(recordings=recordings, goldens=goldens, orphans=orphans)
+
+
+def check_inventory(scenario: Scenario, mode: Mode) -> Inventory:
+    """The directory must hold exactly what ``mode`` needs: gaps and orphans fail, named.
+
+    ``replay``: contiguous recordings, ``golden/transcript.jsonl`` and one golden log per
+    recording. ``refresh``: contiguous recordings (goldens are rewritten). ``record``: the
+    stub rules file when recording through the stub (outputs are rewritten). Orphans fail
+    in every mode.
+    """
+    inventory = take_inventory(scenario)
+    missing: list[str] = []
+    orphans = list(inventory.orphans)
+    rerecord = f"nox -s record -- {scenario.name}"
+    if mode == "record":
+        rules = scenario.record.rules
+        if rules is not None and not rules.is_file():
+            missing.append(rules.name)
+    else:
+        count = len(inventory.recordings)
+        if scenario.creates_sessions:
+            expected = _contiguous(max(count, 1))
+            missing += [n for n in expected if n not in inventory.recordings]
+            orphans += [n for n in inventory.recordings if n not in expected]
+        else:
+            orphans += inventory.recordings
+            expected = []
+        if mode == "replay":
+            golden_expected = [TRANSCRIPT_FILE, *expected]
+            missing += [f"{GOLDEN_DIR}/{n}" for n in golden_expected if n not in inventory.goldens]
+            orphans += [f"{GOLDEN_DIR}/{n}" for n in inventory.goldens if n not in golden_expected]
+    if missing or orphans:
+        lines = [f"{scenario.directory}: the fixture files do not fit {mode} mode"]
+        if missing:
+            lines.append(f"  missing: {', '.join(missing)}")
+        if orphans:
+            lines.append(
+                f"  orphans (no scenario needs them; delete them): {', '.join(sorted(orphans))}"
+            )
+        if mode == "record":
+            lines.append(f"Then record again: {rerecord}")
+        else:
+            lines.append(
+                "Restore the missing files from version control, or re-record: " + rerecord
+            )
+        raise FixtureInventoryError("\n".join(lines), missing=missing, orphans=sorted(orphans))
+    return inventory
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """A run turned into fixture files: ``goldens`` and ``recordings``, name → bytes."""
+
+    goldens: dict[str, bytes]
+    recordings: dict[str, bytes]
+
+
+def render_run(result: RunResult) -> Rendered:
+    """Normalize a run into golden texts and tokenize its logs into recordings.
+
+    The normalizer is the shared one (``agentreel.session.Normalizer``): transcript first,
+    then the logs in session order, so numbering is the same on every run.
+    """
+    normalizer = Normalizer.for_logs(result.cwd, result.session_logs)
+    goldens: dict[str, bytes] = {
+        TRANSCRIPT_FILE: normalizer.transcript(
+            result.transcript, source=f"agent stdout of {result.scenario.name}"
+        ).encode()
+    }
+    recordings: dict[str, bytes] = {}
+    for number, (log, raw) in enumerate(
+        zip(result.session_logs, result.session_log_bytes, strict=True)
+    ):
+        name = session_file_name(number)
+        goldens[name] = normalizer.session_log(log).encode()
+        recordings[name] = tokenize_cwd(raw, result.cwd)
+    return Rendered(goldens=goldens, recordings=recordings)
+
+
+def tokenize_cwd(data: bytes, cwd: Path) -> bytes:
+    """``data`` with the run's cwd written as ``{{cwd}}`` (ids and times kept as they are).
+
+    The cwd is a fresh temp path the harness made (``<run dir>/cwd``), so it has no
+    characters JSON escapes and nothing else in the run starts with it: a plain
+    replacement of its spellings is exact. The replay provider turns the token back into
+    the live cwd.
+    """
+    for spelling in sorted({str(cwd), str(cwd.resolve())}, key=len, reverse=True):
+        for form in (spelling, spelling.replace("/", "\\/")):
+            data = data.replace(form.encode(), CWD_TOKEN.encode())
+    return data
+
+
+def unified_diff(name: str, expected: bytes, actual: bytes, max_lines: int = DIFF_MAX_LINES) -> str:
+    """A unified diff of one file, golden vs live, cut at ``max_lines`` with a note."""
+    lines = list(
+        difflib.unified_diff(
+            expected.decode("utf-8", errors="replace").splitlines(keepends=True),
+            actual.decode("utf-8", errors="replace").splitlines(keepends=True),
+            fromfile=f"golden/{name}",
+            tofile=f"live/{name}",
+            n=2,
+        )
+    )
+    lines = [
+        line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines
+    ]
+    lines = [_shorten(line) for line in lines]
+    if len(lines) > max_lines:
+        hidden = len(lines) - max_lines
+        lines = [*lines[:max_lines], f"[... {hidden} more diff lines not shown ...]\n"]
+    return "".join(lines)
+
+
+def _shorten(line: str, limit: int = 400) -> str:
+    if len(line) <= limit + 1:
+        return line
+    return f"{line[:limit]}[... {len(line) - limit - 1} more characters]\n"
+
+
+def compare_goldens(scenario: Scenario, goldens: dict[str, bytes]) -> dict[str, str]:
+    """Per-file diffs between ``golden/`` and a run's rendered goldens (empty: all equal)."""
+    golden_dir = scenario.directory / GOLDEN_DIR
+    diffs: dict[str, str] = {}
+    names = sorted(
+        set(goldens) | {p.name for p in golden_dir.glob("*") if p.is_file()},
+        key=_golden_sort_key,
+    )
+    for name in names:
+        path = golden_dir / name
+        expected = path.read_bytes() if path.is_file() else b""
+        actual = goldens.get(name, b"")
+        if expected != actual:
+            if not path.is_file():
+                diffs[name] = f"golden/{name} does not exist; the live run produced it\n"
+                diffs[name] += unified_diff(name, b"", actual)
+            elif name not in goldens:
+                diffs[name] = f"the live run did not produce golden/{name}\n"
+            else:
+                diffs[name] = unified_diff(name, expected, actual)
+    return diffs
+
+
+def _golden_sort_key(name: str) -> tuple[int, int]:
+    if name == TRANSCRIPT_FILE:
+        return (0, 0)
+    match = _SESSION_FILE.fullmatch(name)
+    return (1, int(match.group(1) or 0)) if match else (2, 0)
+
+
+def write_files(directory: Path, files: dict[str, bytes], *, keep_pattern: re.Pattern[str]) -> None:
+    """Write ``files`` into ``directory`` and delete stale files matching ``keep_pattern``.
+
+    Stale means: matches the pattern (e.g. ``session.<n>.jsonl``) but is not being written
+    now — the numbered children of an earlier recording that had more sessions.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    for path in directory.iterdir():
+        if path.is_file() and keep_pattern.fullmatch(path.name) and path.name not in files:
+            path.unlink()
+    for name, data in files.items():
+        target = directory / name
+        temporary = target.with_name(f".{name}.tmp")
+        temporary.write_bytes(data)
+        temporary.replace(target)
+
+
+SESSION_FILE_PATTERN = _SESSION_FILE
+GOLDEN_FILE_PATTERN = re.compile(rf"{re.escape(TRANSCRIPT_FILE)}|{_SESSION_FILE.pattern}")

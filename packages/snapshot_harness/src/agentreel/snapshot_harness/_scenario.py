@@ -1,0 +1,463 @@
+"""``scenario.toml``: the strictly validated description of one scenario.
+
+A scenario is a directory ``fixtures/<name>/``. Its ``scenario.toml`` lists ordered steps,
+FIFO permission answers, the timeout, the agent command and how to record. Unknown keys
+and bad values are errors that name the file and the key, so a typo never silently
+changes what a test does.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from agentreel.snapshot_harness.exceptions import ScenarioError
+
+SCENARIO_FILE = "scenario.toml"
+WORKSPACE_DIR = "workspace"
+DEFAULT_TIMEOUT = 60.0
+MAX_TIMEOUT = 3600.0
+DEFAULT_STUB_RULES = "stub-rules.toml"
+DEFAULT_STUB_MODEL = "stub-model"
+DEFAULT_AGENT_MODULE = "agentreel.acp_agent"
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+PermissionKind = Literal["allow_once", "allow_always", "reject_once", "reject_always", "cancelled"]
+_PERMISSION_ALIASES: dict[str, PermissionKind] = {
+    "allow": "allow_once",
+    "allow_once": "allow_once",
+    "allow_always": "allow_always",
+    "reject": "reject_once",
+    "reject_once": "reject_once",
+    "reject_always": "reject_always",
+    "cancelled": "cancelled",
+}
+ErrorMethod = Literal["initialize", "new_session", "prompt"]
+
+
+@dataclass(frozen=True, slots=True)
+class Initialize:
+    """``initialize``: protocol handshake."""
+
+
+@dataclass(frozen=True, slots=True)
+class NewSession:
+    """``session/new`` in the run's temp cwd; later prompts go to the newest session."""
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """``session/prompt`` with ``text``, awaited to its stop reason."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class PromptAndCancel:
+    """``session/prompt``; ``session/cancel`` once the first ``agent_message_chunk`` arrives."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectError:
+    """A request that must fail with a JSON-RPC error.
+
+    ``session = "unknown"`` sends a prompt to a session id the agent never created.
+    ``code`` and ``message`` (a substring), when given, must match the error.
+    """
+
+    method: ErrorMethod
+    text: str = ""
+    session: Literal["current", "unknown"] = "current"
+    code: int | None = None
+    message: str | None = None
+
+
+Step = Initialize | NewSession | Prompt | PromptAndCancel | ExpectError
+
+
+@dataclass(frozen=True, slots=True)
+class RecordConfig:
+    """How ``record`` mode reaches a model.
+
+    ``provider = "stub"`` starts the stub model server with ``rules`` and records through
+    the real ``openai`` adapter pointed at it; any other provider is passed to the agent
+    as is and gets its key from the environment.
+    """
+
+    provider: str = "stub"
+    model: str = DEFAULT_STUB_MODEL
+    rules: Path | None = None
+    base_url: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """One loaded, validated scenario."""
+
+    name: str
+    directory: Path
+    steps: tuple[Step, ...]
+    description: str = ""
+    timeout: float = DEFAULT_TIMEOUT
+    agent: tuple[str, ...] | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    permissions: tuple[PermissionKind, ...] = ()
+    record: RecordConfig = field(default_factory=RecordConfig)
+
+    @property
+    def toml_path(self) -> Path:
+        return self.directory / SCENARIO_FILE
+
+    @property
+    def workspace(self) -> Path | None:
+        """The ``workspace/`` directory copied into the run's cwd, if the scenario has one."""
+        path = self.directory / WORKSPACE_DIR
+        return path if path.is_dir() else None
+
+    @property
+    def creates_sessions(self) -> bool:
+        """Whether a run makes a session log (so ``session.jsonl`` is a needed fixture)."""
+        return any(isinstance(step, NewSession) for step in self.steps)
+
+    def agent_command(self) -> list[str]:
+        """The agent command line, placeholders expanded.
+
+        ``{python}`` is the running interpreter and ``{scenario}`` the scenario directory.
+        The default is the reference agent: ``{python} -m agentreel.acp_agent``.
+        """
+        if self.agent is None:
+            return [sys.executable, "-m", DEFAULT_AGENT_MODULE]
+        return [
+            part.replace("{python}", sys.executable).replace("{scenario}", str(self.directory))
+            for part in self.agent
+        ]
+
+
+def validate_scenario_name(name: str, *, where: str = "scenario name") -> str:
+    """Return ``name`` if it is a single safe directory name, else raise ``ScenarioError``."""
+    if "/" in name or "\\" in name or os.sep in name or (os.altsep and os.altsep in name):
+        raise ScenarioError(
+            f"{where} {name!r} contains a path separator: a scenario is one directory "
+            "directly under fixtures/ — use its bare name, e.g. 'plain-turn'"
+        )
+    if not _NAME.match(name):
+        raise ScenarioError(
+            f"{where} {name!r} is not a valid scenario name: use letters, digits, '.', '_' "
+            "and '-', starting with a letter or digit"
+        )
+    return name
+
+
+class _Reader:
+    """Typed access to a TOML table that reports unknown keys and bad values by path."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, key: str, problem: str) -> ScenarioError:
+        return ScenarioError(f"{self.path}: key '{key}': {problem}")
+
+    def check_keys(self, table: Mapping[str, object], allowed: set[str], prefix: str) -> None:
+        unknown = sorted(set(table) - allowed)
+        if unknown:
+            key = f"{prefix}{unknown[0]}"
+            raise self.fail(key, f"unknown key; allowed here: {', '.join(sorted(allowed))}")
+
+    def string(self, table: Mapping[str, object], key: str, prefix: str) -> str | None:
+        value = table.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise self.fail(f"{prefix}{key}", f"expected a string, got {_kind(value)}")
+        return value
+
+    def required_string(self, table: Mapping[str, object], key: str, prefix: str) -> str:
+        value = self.string(table, key, prefix)
+        if value is None or not value:
+            raise self.fail(f"{prefix}{key}", "required: a non-empty string")
+        return value
+
+
+def _kind(value: object) -> str:
+    return {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a float",
+        str: "a string",
+        list: "an array",
+        dict: "a table",
+    }.get(type(value), type(value).__name__)
+
+
+_TOP_KEYS = {
+    "name",
+    "description",
+    "timeout",
+    "agent",
+    "env",
+    "permissions",
+    "steps",
+    "record",
+}
+_STEP_KEYS: dict[str, set[str]] = {
+    "initialize": {"type"},
+    "new_session": {"type"},
+    "prompt": {"type", "text"},
+    "prompt_and_cancel": {"type", "text"},
+    "expect_error": {"type", "method", "text", "session", "code", "message"},
+}
+_RECORD_KEYS = {"provider", "model", "rules", "base_url"}
+
+
+def load_scenario(directory: Path | str) -> Scenario:
+    """Load and validate ``<directory>/scenario.toml``.
+
+    Raises ``ScenarioError`` naming the file and key for unknown keys, wrong types, bad
+    values, a name that is not a bare directory name, or a workspace symlink that points
+    outside the workspace.
+    """
+    directory = Path(directory)
+    path = directory / SCENARIO_FILE
+    if not path.is_file():
+        raise ScenarioError(
+            f"{path}: no scenario.toml here; a scenario directory needs one (see the "
+            "agentreel-snapshot-harness README for the format)"
+        )
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
+    reader = _Reader(path)
+    reader.check_keys(data, _TOP_KEYS, "")
+
+    dir_name = directory.resolve().name
+    validate_scenario_name(dir_name, where=f"{path}: directory name")
+    name = reader.string(data, "name", "") or dir_name
+    if name != dir_name:
+        validate_scenario_name(name, where=f"{path}: key 'name':")
+        raise reader.fail(
+            "name", f"{name!r} differs from the directory name {dir_name!r}; make them equal"
+        )
+
+    description = reader.string(data, "description", "") or ""
+    timeout = _timeout(reader, data.get("timeout"))
+    agent = _agent(reader, data.get("agent"))
+    env = _env(reader, data.get("env"))
+    permissions = _permissions(reader, data.get("permissions"))
+    steps = _steps(reader, data.get("steps"))
+    record = _record(reader, data.get("record"), directory)
+    scenario = Scenario(
+        name=name,
+        directory=directory,
+        steps=steps,
+        description=description,
+        timeout=timeout,
+        agent=agent,
+        env=env,
+        permissions=permissions,
+        record=record,
+    )
+    check_workspace(scenario)
+    return scenario
+
+
+def _timeout(reader: _Reader, value: object) -> float:
+    if value is None:
+        return DEFAULT_TIMEOUT
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise reader.fail("timeout", f"expected seconds as a number, got {_kind(value)}")
+    if not 0 < value <= MAX_TIMEOUT:
+        raise reader.fail("timeout", f"{value} is out of range: use 0 < timeout <= {MAX_TIMEOUT}")
+    return float(value)
+
+
+def _agent(reader: _Reader, value: object) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(part, str) and part for part in value)
+    ):
+        raise reader.fail(
+            "agent",
+            'expected a non-empty array of non-empty strings, e.g. ["{python}", "-m", "my_agent"]',
+        )
+    return tuple(value)
+
+
+def _env(reader: _Reader, value: object) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise reader.fail("env", f"expected a table of strings, got {_kind(value)}")
+    env: dict[str, str] = {}
+    for key, item in value.items():
+        if not isinstance(item, str):
+            raise reader.fail(f"env.{key}", f"expected a string, got {_kind(item)}")
+        env[key] = item
+    return env
+
+
+def _permissions(reader: _Reader, value: object) -> tuple[PermissionKind, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise reader.fail("permissions", f"expected an array of answers, got {_kind(value)}")
+    answers: list[PermissionKind] = []
+    for index, item in enumerate(value):
+        if not isinstance(item, str) or item not in _PERMISSION_ALIASES:
+            raise reader.fail(
+                f"permissions[{index}]",
+                f"{item!r} is not an answer; use one of {', '.join(_PERMISSION_ALIASES)}",
+            )
+        answers.append(_PERMISSION_ALIASES[item])
+    return tuple(answers)
+
+
+def _steps(reader: _Reader, value: object) -> tuple[Step, ...]:
+    if not isinstance(value, list) or not value:
+        raise reader.fail(
+            "steps",
+            'required: a non-empty array of tables, e.g. [[steps]] type = "initialize"',
+        )
+    steps: list[Step] = []
+    have_session = False
+    for index, table in enumerate(value):
+        prefix = f"steps[{index}]."
+        if not isinstance(table, dict):
+            raise reader.fail(f"steps[{index}]", f"expected a table, got {_kind(table)}")
+        kind = table.get("type")
+        if not isinstance(kind, str) or kind not in _STEP_KEYS:
+            raise reader.fail(
+                f"{prefix}type",
+                f"{kind!r} is not a step type; use one of {', '.join(_STEP_KEYS)}",
+            )
+        reader.check_keys(table, _STEP_KEYS[kind], prefix)
+        step: Step
+        if kind == "initialize":
+            step = Initialize()
+        elif kind == "new_session":
+            step = NewSession()
+            have_session = True
+        elif kind in ("prompt", "prompt_and_cancel"):
+            text = reader.required_string(table, "text", prefix)
+            if not have_session:
+                raise reader.fail(
+                    f"{prefix}type",
+                    f"{kind} before any new_session step; add a new_session step first "
+                    "(or use expect_error to test that the agent refuses it)",
+                )
+            step = Prompt(text) if kind == "prompt" else PromptAndCancel(text)
+        else:
+            step = _expect_error(reader, table, prefix, have_session)
+        steps.append(step)
+    return tuple(steps)
+
+
+def _expect_error(
+    reader: _Reader, table: Mapping[str, object], prefix: str, have_session: bool
+) -> ExpectError:
+    method = table.get("method")
+    if method not in ("initialize", "new_session", "prompt"):
+        raise reader.fail(
+            f"{prefix}method", f"{method!r} is not one of initialize, new_session, prompt"
+        )
+    session = table.get("session", "current")
+    if session not in ("current", "unknown"):
+        raise reader.fail(f"{prefix}session", f"{session!r} is not 'current' or 'unknown'")
+    if method == "prompt" and session == "current" and not have_session:
+        raise reader.fail(
+            f"{prefix}session",
+            'no session exists yet at this step; add a new_session step or use session = "unknown"',
+        )
+    code = table.get("code")
+    if code is not None and (isinstance(code, bool) or not isinstance(code, int)):
+        raise reader.fail(f"{prefix}code", f"expected an integer, got {_kind(code)}")
+    return ExpectError(
+        method=method,
+        text=reader.string(table, "text", prefix) or "",
+        session=session,
+        code=code,
+        message=reader.string(table, "message", prefix),
+    )
+
+
+def _record(reader: _Reader, value: object, directory: Path) -> RecordConfig:
+    if value is None:
+        value = {}
+    if not isinstance(value, dict):
+        raise reader.fail("record", f"expected a table, got {_kind(value)}")
+    reader.check_keys(value, _RECORD_KEYS, "record.")
+    provider = reader.string(value, "provider", "record.") or "stub"
+    model = reader.string(value, "model", "record.")
+    rules_name = reader.string(value, "rules", "record.")
+    base_url = reader.string(value, "base_url", "record.")
+    rules: Path | None = None
+    if provider == "stub":
+        rules_name = rules_name or DEFAULT_STUB_RULES
+        validate_scenario_name(rules_name, where=f"{reader.path}: key 'record.rules':")
+        rules = directory / rules_name
+        model = model or DEFAULT_STUB_MODEL
+    elif rules_name is not None:
+        raise reader.fail("record.rules", f"only the stub provider uses rules, not {provider!r}")
+    if not model:
+        raise reader.fail("record.model", f"required for provider {provider!r}")
+    return RecordConfig(provider=provider, model=model, rules=rules, base_url=base_url)
+
+
+def check_workspace(scenario: Scenario) -> None:
+    """Refuse a workspace holding a symlink that leaves it (or is absolute)."""
+    root = scenario.directory / WORKSPACE_DIR
+    if root.is_symlink():
+        raise ScenarioError(
+            f"{root}: the workspace directory itself is a symlink; make it a real directory"
+        )
+    if not root.is_dir():
+        return
+    real_root = root.resolve()
+    for dirpath, dirnames, filenames in os.walk(root):
+        for entry in [*dirnames, *filenames]:
+            path = Path(dirpath) / entry
+            if not path.is_symlink():
+                continue
+            target = os.readlink(path)
+            resolved = (path.parent / target).resolve()
+            if os.path.isabs(target) or not resolved.is_relative_to(real_root):
+                raise ScenarioError(
+                    f"{path}: workspace symlink points outside the workspace ({target!r}); "
+                    "a scenario must be self-contained — copy the file in or use a relative "
+                    "link inside workspace/"
+                )
+
+
+def discover_scenarios(root: Path | str) -> list[Path]:
+    """Every directory directly under ``root`` holding a ``scenario.toml``, sorted by name."""
+    return sorted(p.parent for p in Path(root).glob(f"*/{SCENARIO_FILE}"))
+
+
+def resolve_scenario(root: Path | str, name_or_path: str) -> Path:
+    """A scenario directory from a bare name under ``root``, or an existing directory path."""
+    candidate = Path(name_or_path)
+    if (candidate / SCENARIO_FILE).is_file() and (
+        os.sep in name_or_path or "/" in name_or_path or candidate.is_absolute()
+    ):
+        return candidate
+    validate_scenario_name(name_or_path)
+    directory = Path(root) / name_or_path
+    if not (directory / SCENARIO_FILE).is_file():
+        known = ", ".join(p.name for p in discover_scenarios(root)) or "none"
+        raise ScenarioError(
+            f"no scenario named {name_or_path!r} under {root} (no {directory / SCENARIO_FILE}); "
+            f"known scenarios: {known}"
+        )
+    return directory

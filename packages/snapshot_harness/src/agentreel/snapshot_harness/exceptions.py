@@ -1,0 +1,110 @@
+"""Exceptions raised by ``agentreel.snapshot_harness``.
+
+Hierarchy::
+
+    HarnessError                    base of everything this package raises
+    ├── ScenarioError               scenario.toml is invalid: names the file and the key
+    ├── FixtureError                a scenario directory holds the wrong files
+    │   └── FixtureInventoryError   orphan or missing fixture files, named
+    ├── RunError                    the agent run itself failed; carries the stderr tail
+    │   ├── AgentCrashError         the agent exited non-zero or vanished mid-run
+    │   ├── AgentTimeoutError       the run exceeded the scenario timeout (group killed)
+    │   ├── AgentOutputError        agent stdout held a line that is not JSON (line named)
+    │   ├── StepError               a step's outcome was not what the scenario expects
+    │   └── ReplayConsumptionError  the replay report says scripts or calls were unused
+    ├── GoldenMismatchError         normalized output differs from the goldens (diffs)
+    ├── SecretLeakError             record mode found a live key in what it would write
+    └── RecordSetupError            record mode cannot start (provider, stub server, ...)
+
+Every message says what failed, where, and what to do next. This module imports nothing
+from the rest of the package.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AgentCrashError",
+    "AgentOutputError",
+    "AgentTimeoutError",
+    "FixtureError",
+    "FixtureInventoryError",
+    "GoldenMismatchError",
+    "HarnessError",
+    "RecordSetupError",
+    "ReplayConsumptionError",
+    "RunError",
+    "ScenarioError",
+    "SecretLeakError",
+    "StepError",
+]
+
+
+class HarnessError(Exception):
+    """Base class of every error raised by ``agentreel.snapshot_harness``."""
+
+
+class ScenarioError(HarnessError):
+    """A ``scenario.toml`` is invalid or unsafe; the message names file and key."""
+
+
+class FixtureError(HarnessError):
+    """A scenario directory cannot be used as a fixture as it stands."""
+
+
+class FixtureInventoryError(FixtureError):
+    """Files the mode needs are missing, or files nobody needs are present."""
+
+    def __init__(self, message: str, *, missing: list[str], orphans: list[str]) -> None:
+        self.missing = missing
+        self.orphans = orphans
+        super().__init__(message)
+
+
+class RunError(HarnessError):
+    """Running the agent failed. ``stderr_tail`` holds the last lines the agent wrote."""
+
+    def __init__(self, message: str, *, stderr_tail: str = "") -> None:
+        self.stderr_tail = stderr_tail
+        text = message
+        if stderr_tail:
+            text += "\n--- agent stderr (tail) ---\n" + stderr_tail
+        super().__init__(text)
+
+
+class AgentCrashError(RunError):
+    """The agent process exited with a non-zero code or closed its stdout mid-run."""
+
+
+class AgentTimeoutError(RunError):
+    """The run took longer than the scenario's timeout; the process group was killed."""
+
+
+class AgentOutputError(RunError):
+    """The agent wrote something on stdout that is not a JSON-RPC frame."""
+
+
+class StepError(RunError):
+    """A scenario step did not end as the scenario says it should."""
+
+
+class ReplayConsumptionError(RunError):
+    """The replay provider reports recorded scripts or calls the live run never used."""
+
+
+class GoldenMismatchError(HarnessError):
+    """The normalized run differs from the committed goldens.
+
+    ``diffs`` maps each differing fixture file name to its (truncated) unified diff.
+    """
+
+    def __init__(self, message: str, *, diffs: dict[str, str]) -> None:
+        self.diffs = diffs
+        super().__init__(message)
+
+
+class SecretLeakError(HarnessError):
+    """Record mode found a live credential in a file it was about to write; nothing written."""
+
+
+class RecordSetupError(HarnessError):
+    """Record mode cannot start: unknown provider, missing rules file, no key, ..."""

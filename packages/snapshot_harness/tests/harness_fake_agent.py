@@ -1,0 +1,229 @@
+"""A tiny ACP agent built on agentreel's llm and session packages, for the harness tests.
+
+It is what "any ACP agent using agentreel's packages" looks like at its smallest: each
+prompt is one turn of one model call through the configured provider
+(``AGENTREEL_PROVIDER``: ``replay``, ``openai``, or the built-in ``echo``), every chunk
+persisted, text streamed as ``agent_message_chunk``. ``FAKE_SUBAGENTS=n`` makes each turn
+also run n spawned children (one call each, with lineage). ``FAKE_BEHAVIOUR`` makes it
+misbehave on the first prompt: ``crash``, ``hang`` (after starting a grandchild process
+whose pid goes to ``FAKE_PID_FILE``), ``garbage`` (a non-JSON line on stdout),
+``fail-exit`` (exit 5 at stdin EOF).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from acp import PROTOCOL_VERSION, run_agent, update_agent_message_text
+from acp.interfaces import Client
+from acp.schema import InitializeResponse, NewSessionResponse, PromptResponse
+
+from agentreel.brand import SessionId
+from agentreel.llm import (
+    BlockEnd,
+    BlockStart,
+    Chunk,
+    Finish,
+    GenerateOptions,
+    Message,
+    Provider,
+    TextDelta,
+    TextPart,
+    Usage,
+    load_provider,
+)
+from agentreel.session import (
+    AssistantChunkData,
+    Session,
+    SessionStore,
+    SubagentEndData,
+    SubagentStartData,
+    TurnEndData,
+    TurnStartData,
+    UserMessageData,
+    build_request_header,
+)
+
+BEHAVIOUR = os.environ.get("FAKE_BEHAVIOUR", "normal")
+SYSTEM_PROMPT = os.environ.get("FAKE_SYSTEM_PROMPT", "You are a terse test agent.")
+SUBAGENTS = int(os.environ.get("FAKE_SUBAGENTS", "0"))
+
+
+class EchoProvider:
+    """A model that answers ``echo: <last user text>`` in two deltas."""
+
+    async def stream(self, options: GenerateOptions) -> AsyncIterator[Chunk]:
+        text = ""
+        for part in options.messages[-1].content:
+            if isinstance(part, TextPart):
+                text = part.text
+        answer = f"echo: {text}"
+        yield BlockStart(index=0, block_type="text")
+        yield TextDelta(index=0, text=answer[:6])
+        yield TextDelta(index=0, text=answer[6:])
+        yield BlockEnd(index=0, block=TextPart(answer))
+        yield Usage(input_tokens=3, output_tokens=2)
+        yield Finish(reason="stop")
+
+
+def make_provider() -> Provider:
+    name = os.environ.get("AGENTREEL_PROVIDER", "echo")
+    if name == "echo":
+        return EchoProvider()
+    settings: dict[str, Any] = json.loads(os.environ.get("AGENTREEL_PROVIDER_SETTINGS", "{}"))
+    if name == "replay":
+        settings["fixture_dir"] = os.environ["AGENTREEL_REPLAY_DIR"]
+        settings["report_path"] = os.environ.get("AGENTREEL_REPLAY_REPORT")
+        settings["live_cwd"] = os.environ.get("AGENTREEL_REPLAY_LIVE_CWD")
+    return load_provider(name, **settings)
+
+
+class FakeAgent:
+    def __init__(self) -> None:
+        self.store = SessionStore(os.environ["AGENTREEL_SESSIONS_ROOT"])
+        self.provider: Provider | None = None
+        self.sessions: dict[str, Session] = {}
+        self.turns: dict[str, int] = {}
+        self.client: Client | None = None
+        self.running: dict[str, asyncio.Task[str]] = {}
+
+    def on_connect(self, conn: Client) -> None:
+        self.client = conn
+
+    async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
+        return InitializeResponse(protocol_version=PROTOCOL_VERSION)
+
+    async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
+        session = self.store.create(cwd)
+        self.sessions[session.id] = session
+        self.turns[session.id] = 0
+        return NewSessionResponse(session_id=session.id)
+
+    async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
+        text = " ".join(getattr(block, "text", "") for block in prompt)
+        misbehave(text)
+        task = asyncio.create_task(self.turn(session_id, text))
+        self.running[session_id] = task
+        try:
+            await task
+        except asyncio.CancelledError:
+            return PromptResponse(stop_reason="cancelled")
+        finally:
+            self.running.pop(session_id, None)
+        return PromptResponse(stop_reason="end_turn")
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        task = self.running.get(session_id)
+        if task is not None:
+            task.cancel()
+
+    async def turn(self, session_id: str, text: str) -> str:
+        session = self.sessions[session_id]
+        turn = self.turns[session_id]
+        self.turns[session_id] += 1
+        session.append(TurnStartData(turn=turn))
+        session.append(UserMessageData(turn=turn, text=text))
+        reason = "completed"
+        try:
+            answer = await self.call(session, turn, text, stream_to=session_id)
+            for index in range(SUBAGENTS):
+                child = self.store.spawn(session, index)
+                session.append(
+                    SubagentStartData(child_session=child.id, spawn_index=index, mode="spawn")
+                )
+                child.append(TurnStartData(turn=0))
+                await self.call(child, 0, f"subtask {index}", parent=session, spawn_index=index)
+                child.append(TurnEndData(turn=0, reason="completed"))
+                child.close()
+                session.append(SubagentEndData(child_session=child.id, outcome="completed"))
+            return answer
+        except asyncio.CancelledError:
+            reason = "aborted"
+            raise
+        except Exception as exc:
+            reason = "error"
+            print(f"fake agent: turn failed: {exc}", file=sys.stderr)
+            return ""
+        finally:
+            session.append(TurnEndData(turn=turn, reason=reason))  # type: ignore[arg-type]
+
+    async def call(
+        self,
+        session: Session,
+        turn: int,
+        text: str,
+        *,
+        stream_to: str | None = None,
+        parent: Session | None = None,
+        spawn_index: int | None = None,
+    ) -> str:
+        if self.provider is None:
+            self.provider = make_provider()
+        session.step_start(turn, 0)
+        options = GenerateOptions(
+            model=os.environ.get("AGENTREEL_MODEL", "echo-model"),
+            messages=(Message(role="user", content=(TextPart(text),)),),
+            system=SYSTEM_PROMPT,
+            session_id=SessionId(session.id),
+            parent_session_id=SessionId(parent.id) if parent is not None else None,
+            spawn_index=spawn_index,
+        )
+        session.append(build_request_header(options, turn=turn, step=0, cwd=session.header.cwd))
+        answer = ""
+        async for chunk in self.provider.stream(options):
+            session.append(AssistantChunkData(turn=turn, step=0, chunk=chunk))
+            if isinstance(chunk, TextDelta):
+                answer += chunk.text
+                if stream_to is not None and self.client is not None:
+                    await self.client.session_update(
+                        session_id=stream_to, update=update_agent_message_text(chunk.text)
+                    )
+        session.step_end(turn, 0)
+        return answer
+
+    def shutdown(self) -> None:
+        self.store.close_all()
+        close = getattr(self.provider, "close", None)
+        if close is not None:
+            close()
+
+
+def misbehave(text: str) -> None:
+    if BEHAVIOUR == "crash":
+        print("fake agent: crashing on purpose while handling the prompt", file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(3)
+    if BEHAVIOUR == "garbage":
+        os.write(1, b"this line is not json\n")
+    if BEHAVIOUR == "hang":
+        grandchild = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(600)"],
+            stdin=subprocess.DEVNULL,
+        )
+        Path(os.environ["FAKE_PID_FILE"]).write_text(str(grandchild.pid))
+        print("fake agent: hanging on purpose", file=sys.stderr)
+        sys.stderr.flush()
+        import time
+
+        time.sleep(600)
+
+
+async def main() -> None:
+    agent = FakeAgent()
+    try:
+        await run_agent(agent)  # type: ignore[arg-type]
+    finally:
+        agent.shutdown()
+    if BEHAVIOUR == "fail-exit":
+        sys.exit(5)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
