@@ -12,7 +12,8 @@ Hierarchy::
     │   └── StreamInterruptedError     the stream ended before its finish event
     ├── ChunkDecodeError               a chunk line is not valid chunk JSON
     ├── StreamContractError            a chunk stream breaks the stream contract
-    └── ProviderNotFoundError          no provider registered under that name
+    ├── ProviderNotFoundError          no provider registered under that name
+    └── StubRulesError                 a stub model server rules file is invalid
 
 This module imports nothing from the rest of the package so any layer may import it.
 """
@@ -31,6 +32,7 @@ __all__ = [
     "ServerError",
     "StreamContractError",
     "StreamInterruptedError",
+    "StubRulesError",
 ]
 
 
@@ -107,3 +109,7 @@ class ProviderNotFoundError(AgentreelLlmError):
             "Install the package that provides it, or register one under the entry-point "
             "group 'agentreel.llm.providers'."
         )
+
+
+class StubRulesError(AgentreelLlmError, ValueError):
+    """A stub model server rules file is invalid; the message names the file and the key."""

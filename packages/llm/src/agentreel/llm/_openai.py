@@ -1,0 +1,443 @@
+"""The ``openai`` provider: Chat Completions streaming through the official ``openai`` SDK.
+
+Works with any OpenAI-compatible server through ``base_url``; the ``stub`` provider is
+this adapter pointed at the stub model server. Mapping of the wire stream to chunks:
+
+- ``delta.content`` → one text block; ``delta.reasoning_content`` / ``delta.reasoning``
+  (OpenAI-compatible servers that stream reasoning) → one reasoning block;
+- ``delta.tool_calls[k]`` → one tool-call block per wire index ``k``: the first delta
+  brings ``id`` and ``name``, later ones argument pieces, possibly interleaved between
+  calls; a call that streamed no arguments gets ``{}``;
+- ``finish_reason`` ends every open block (the wire has no per-block end), the final
+  usage chunk (``stream_options.include_usage``) becomes ``usage``, then ``finish``:
+  ``stop`` → stop, ``tool_calls``/``function_call`` → tool-calls, ``length`` →
+  max-tokens, ``content_filter`` and anything else → error (code = the wire reason).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx2
+import openai
+
+from agentreel.llm._chunks import (
+    BlockEnd,
+    BlockStart,
+    Chunk,
+    Finish,
+    FinishReason,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
+from agentreel.llm._messages import (
+    Message,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    ToolSpec,
+)
+from agentreel.llm._options import GenerateOptions
+from agentreel.llm._retry import RetryNotice, open_with_retries
+from agentreel.llm._sdk_common import (
+    STUB_API_KEY,
+    LoopBoundClient,
+    ProviderLabel,
+    SdkErrorTypes,
+    classify_open_error,
+    make_policy,
+    notify,
+    setting_or_env,
+    stream_error,
+)
+from agentreel.llm.exceptions import AuthenticationError, StreamInterruptedError
+
+__all__ = [
+    "STUB_API_KEY",
+    "OpenAIProvider",
+    "create_provider",
+    "create_stub_provider",
+    "to_openai_messages",
+    "to_openai_tools",
+]
+
+_SDK_ERRORS = SdkErrorTypes(
+    status=openai.APIStatusError,
+    timeout=openai.APITimeoutError,
+    connection=openai.APIConnectionError,
+)
+_FINISH: dict[str, FinishReason] = {
+    "stop": "stop",
+    "tool_calls": "tool-calls",
+    "function_call": "tool-calls",
+    "length": "max-tokens",
+}
+
+
+def to_openai_messages(options: GenerateOptions) -> list[dict[str, Any]]:
+    """agentreel messages as Chat Completions messages (tool results → role ``tool``)."""
+    wire: list[dict[str, Any]] = []
+    if options.system:
+        wire.append({"role": "system", "content": options.system})
+    for message in options.messages:
+        wire.extend(_convert_message(message))
+    return wire
+
+
+def _convert_message(message: Message) -> list[dict[str, Any]]:
+    text = "".join(p.text for p in message.content if isinstance(p, TextPart))
+    if message.role in ("system", "user"):
+        out: list[dict[str, Any]] = []
+        if text or not any(isinstance(p, ToolResultPart) for p in message.content):
+            out.append({"role": message.role, "content": text})
+        out += [_tool_result(p) for p in message.content if isinstance(p, ToolResultPart)]
+        return out
+    if message.role == "tool":
+        results = [_tool_result(p) for p in message.content if isinstance(p, ToolResultPart)]
+        return results + ([{"role": "user", "content": text}] if text else [])
+    calls = [p for p in message.content if isinstance(p, ToolCallPart)]
+    assistant: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if calls:
+        assistant["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments or "{}"},
+            }
+            for call in calls
+        ]
+    elif not text:
+        assistant["content"] = ""
+    return [assistant]
+
+
+def _tool_result(part: ToolResultPart) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": part.call_id, "content": part.content}
+
+
+def to_openai_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
+    """Tool specs as Chat Completions ``function`` tools."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": tool.parameters or {"type": "object", "properties": {}},
+            },
+        }
+        for tool in tools
+    ]
+
+
+class _ToolState:
+    __slots__ = ("arguments", "block", "id", "name")
+
+    def __init__(self, block: int, call_id: str, name: str) -> None:
+        self.block = block
+        self.id = call_id
+        self.name = name
+        self.arguments: list[str] = []
+
+
+class OpenAIStreamMapper:
+    """Turns ``ChatCompletionChunk`` objects into agentreel chunks, one at a time."""
+
+    def __init__(self) -> None:
+        self._next_block = 0
+        self._text: tuple[int, list[str]] | None = None
+        self._reasoning: tuple[int, list[str]] | None = None
+        self._tools: dict[int, _ToolState] = {}
+        self._ended = False
+        self.finish_reason: str | None = None
+        self.usage: Usage | None = None
+        self.events = 0
+
+    def _new_block(self) -> int:
+        block = self._next_block
+        self._next_block += 1
+        return block
+
+    def feed(self, chunk: Any) -> list[Chunk]:
+        self.events += 1
+        out: list[Chunk] = []
+        usage = getattr(chunk, "usage", None)
+        if usage is not None:
+            self.usage = _usage(usage)
+        for choice in getattr(chunk, "choices", None) or []:
+            if getattr(choice, "index", 0) != 0:
+                continue
+            delta = choice.delta
+            if delta is not None and not self._ended:
+                out += self._delta(delta)
+            if choice.finish_reason is not None and self.finish_reason is None:
+                self.finish_reason = str(choice.finish_reason)
+                out += self._end_blocks()
+        return out
+
+    def _delta(self, delta: Any) -> list[Chunk]:
+        out: list[Chunk] = []
+        reasoning = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
+        if isinstance(reasoning, str) and reasoning:
+            if self._reasoning is None:
+                self._reasoning = (self._new_block(), [])
+                out.append(BlockStart(index=self._reasoning[0], block_type="reasoning"))
+            self._reasoning[1].append(reasoning)
+            out.append(ReasoningDelta(index=self._reasoning[0], text=reasoning))
+        for text in (getattr(delta, "content", None), getattr(delta, "refusal", None)):
+            if isinstance(text, str) and text:
+                if self._text is None:
+                    self._text = (self._new_block(), [])
+                    out.append(BlockStart(index=self._text[0], block_type="text"))
+                self._text[1].append(text)
+                out.append(TextDelta(index=self._text[0], text=text))
+        for call in getattr(delta, "tool_calls", None) or []:
+            wire_index = int(call.index) if call.index is not None else len(self._tools)
+            function = call.function
+            name = function.name if function is not None else None
+            arguments = (function.arguments if function is not None else None) or ""
+            state = self._tools.get(wire_index)
+            if state is None:
+                block = self._new_block()
+                state = _ToolState(block, call.id or f"call_{wire_index}", name or "")
+                self._tools[wire_index] = state
+                out.append(BlockStart(index=block, block_type="tool-call"))
+                out.append(
+                    ToolCallDelta(
+                        index=block, id=state.id, name=state.name, arguments_delta=arguments
+                    )
+                )
+                if arguments:
+                    state.arguments.append(arguments)
+                continue
+            if name and not state.name:
+                state.name = name
+            if arguments:
+                state.arguments.append(arguments)
+                out.append(ToolCallDelta(index=state.block, id=state.id, arguments_delta=arguments))
+        return out
+
+    def _end_blocks(self) -> list[Chunk]:
+        self._ended = True
+        ends: list[tuple[int, list[Chunk]]] = []
+        if self._reasoning is not None:
+            block, parts = self._reasoning
+            ends.append((block, [BlockEnd(index=block, block=ReasoningPart("".join(parts)))]))
+        if self._text is not None:
+            block, parts = self._text
+            ends.append((block, [BlockEnd(index=block, block=TextPart("".join(parts)))]))
+        for state in self._tools.values():
+            closing: list[Chunk] = []
+            arguments = "".join(state.arguments)
+            if not arguments:
+                arguments = "{}"
+                closing.append(ToolCallDelta(index=state.block, id=state.id, arguments_delta="{}"))
+            part = ToolCallPart(id=state.id, name=state.name, arguments=arguments)
+            closing.append(BlockEnd(index=state.block, block=part))
+            ends.append((state.block, closing))
+        return [chunk for _, group in sorted(ends, key=lambda e: e[0]) for chunk in group]
+
+    def finish(self, label: ProviderLabel) -> list[Chunk]:
+        """The closing ``usage`` and ``finish``; a stream without finish_reason was cut."""
+        if self.finish_reason is None:
+            raise StreamInterruptedError(
+                "stream_cut",
+                None,
+                f"the stream from {label.where()} ended after {self.events} events without a "
+                "finish_reason. The call did not finish; retry it.",
+            )
+        out: list[Chunk] = [self.usage] if self.usage is not None else []
+        reason = _FINISH.get(self.finish_reason)
+        if reason is None:
+            out.append(
+                Finish(
+                    reason="error",
+                    code=self.finish_reason,
+                    message=f"the model stopped with finish_reason {self.finish_reason!r}",
+                )
+            )
+        else:
+            out.append(Finish(reason=reason))
+        return out
+
+
+def _usage(usage: Any) -> Usage:
+    prompt_details = getattr(usage, "prompt_tokens_details", None)
+    completion_details = getattr(usage, "completion_tokens_details", None)
+    cached = getattr(prompt_details, "cached_tokens", None) if prompt_details else None
+    reasoning = (
+        getattr(completion_details, "reasoning_tokens", None) if completion_details else None
+    )
+    return Usage(
+        input_tokens=int(usage.prompt_tokens or 0),
+        output_tokens=int(usage.completion_tokens or 0),
+        cache_read_tokens=int(cached) if cached else None,
+        reasoning_tokens=int(reasoning) if reasoning else None,
+    )
+
+
+class OpenAIProvider:
+    """Streams Chat Completions through ``openai.AsyncOpenAI`` (SDK retries off; ours on)."""
+
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 120.0,
+        connect_timeout: float = 10.0,
+        max_retries: int = 4,
+        retry_initial_delay: float = 0.5,
+        retry_max_delay: float = 8.0,
+        retry_budget: float = 60.0,
+        include_usage: bool = True,
+        max_tokens_param: str = "max_completion_tokens",
+        on_retry: Callable[[RetryNotice], None] | None = None,
+        provider_name: str = "openai",
+        key_env: str = "OPENAI_API_KEY",
+        base_url_env: str = "OPENAI_BASE_URL",
+    ) -> None:
+        self.model = model
+        self.base_url = setting_or_env(base_url, base_url_env)
+        self._api_key = setting_or_env(api_key, key_env)
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self.policy = make_policy(max_retries, retry_initial_delay, retry_max_delay, retry_budget)
+        self.include_usage = include_usage
+        if max_tokens_param not in ("max_completion_tokens", "max_tokens"):
+            raise ValueError(
+                "max_tokens_param must be 'max_completion_tokens' or 'max_tokens', "
+                f"got {max_tokens_param!r}"
+            )
+        self.max_tokens_param = max_tokens_param
+        self._on_retry = notify(on_retry)
+        self.label = ProviderLabel(
+            provider_name, self.base_url or "https://api.openai.com/v1", key_env
+        )
+        self._client = LoopBoundClient(self._make_client)
+
+    def __repr__(self) -> str:
+        return f"OpenAIProvider(name={self.label.name!r}, base_url={self.label.base_url!r})"
+
+    def _make_client(self) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(
+            api_key=self._api_key,
+            base_url=self.base_url,
+            max_retries=0,
+            timeout=httpx2.Timeout(self.timeout, connect=self.connect_timeout),
+        )
+
+    async def aclose(self) -> None:
+        """Close the HTTP connection pool."""
+        await self._client.aclose()
+
+    async def __aenter__(self) -> OpenAIProvider:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def request_body(self, options: GenerateOptions) -> dict[str, Any]:
+        """The keyword arguments for ``chat.completions.create`` (without ``stream``)."""
+        body: dict[str, Any] = {
+            "model": options.model or self.model or "",
+            "messages": to_openai_messages(options),
+        }
+        if options.tools:
+            body["tools"] = to_openai_tools(options.tools)
+        if options.temperature is not None:
+            body["temperature"] = options.temperature
+        if options.max_tokens is not None:
+            body[self.max_tokens_param] = options.max_tokens
+        if options.stop:
+            body["stop"] = list(options.stop)
+        if self.include_usage:
+            body["stream_options"] = {"include_usage": True}
+        return body
+
+    async def stream(self, options: GenerateOptions) -> AsyncIterator[Chunk]:
+        """Stream one call; raises a typed ``LlmError`` on failure (see module docstring)."""
+        if not self._api_key:
+            raise AuthenticationError(
+                "auth",
+                None,
+                f"no API key for {self.label.where()}: set {self.label.key_env} or pass "
+                "api_key=... to the provider.",
+            )
+        body = self.request_body(options)
+        if not body["model"]:
+            raise ValueError(
+                f"{self.label.name} provider: no model; set GenerateOptions.model or the "
+                "provider's `model` setting"
+            )
+        client = self._client.get()
+
+        async def open_once() -> openai.AsyncStream[Any]:
+            created: openai.AsyncStream[Any] = await client.chat.completions.create(
+                stream=True, **body
+            )
+            return created
+
+        sdk_stream = await open_with_retries(
+            open_once,
+            classify=lambda exc: classify_open_error(exc, _SDK_ERRORS, self.label, body["model"]),
+            policy=self.policy,
+            provider=self.label.name,
+            on_retry=self._on_retry,
+        )
+        mapper = OpenAIStreamMapper()
+        try:
+            iterator = sdk_stream.__aiter__()
+            while True:
+                try:
+                    wire_chunk = await iterator.__anext__()
+                except StopAsyncIteration:
+                    break
+                except Exception as exc:
+                    error = stream_error(exc, _SDK_ERRORS, self.label, mapper.events)
+                    if error is None:
+                        raise
+                    raise error from exc
+                for chunk in mapper.feed(wire_chunk):
+                    yield chunk
+            for chunk in mapper.finish(self.label):
+                yield chunk
+        finally:
+            await sdk_stream.close()
+
+
+def create_provider(**settings: Any) -> OpenAIProvider:
+    """Entry point ``openai``: settings as ``OpenAIProvider`` keyword arguments."""
+    return OpenAIProvider(**settings)
+
+
+def create_stub_provider(**settings: Any) -> OpenAIProvider:
+    """Entry point ``stub``: the openai adapter pointed at a running stub model server.
+
+    ``base_url`` (or ``AGENTREEL_STUB_URL``) is the server's root URL as it prints it;
+    ``/v1`` is appended when missing. The key is the fixed, non-secret ``STUB_API_KEY``.
+    """
+    base_url = settings.pop("base_url", None) or os.environ.get("AGENTREEL_STUB_URL")
+    if not base_url:
+        raise ValueError(
+            "the stub provider needs the stub server's URL: pass base_url=... or set "
+            "AGENTREEL_STUB_URL (python -m agentreel.llm.stub --rules FILE prints it)"
+        )
+    base_url = base_url.rstrip("/")
+    if not base_url.endswith("/v1"):
+        base_url += "/v1"
+    if "api_key" in settings:
+        raise ValueError("the stub provider takes no api_key: it always sends STUB_API_KEY")
+    settings.setdefault("model", "stub-model")
+    settings.setdefault("provider_name", "stub")
+    settings.setdefault("max_retries", 2)
+    settings.setdefault("retry_budget", 10.0)
+    return OpenAIProvider(
+        base_url=base_url, api_key=STUB_API_KEY, key_env="AGENTREEL_STUB_API_KEY", **settings
+    )

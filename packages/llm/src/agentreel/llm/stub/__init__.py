@@ -1,0 +1,37 @@
+"""The stub model server: an offline, loopback model speaking the OpenAI and Anthropic wires.
+
+It answers from a TOML rules file (see ``packages/llm/README.md``), can inject faults
+(429 with retry-after, 500, a stream cut, slow chunks), and records every request it
+received so tests can inspect them. Start it in process with ``StubServer`` or from a
+shell with ``python -m agentreel.llm.stub --rules FILE`` (prints its base URL).
+Only the standard library and msgspec: no provider SDK is imported.
+"""
+
+from agentreel.llm.exceptions import StubRulesError
+from agentreel.llm.stub._rules import (
+    RequestView,
+    Rule,
+    RuleMatch,
+    RuleSet,
+    ToolCallRule,
+    UsageRule,
+    load_rules,
+    parse_rules,
+    rules_from_mapping,
+)
+from agentreel.llm.stub._server import StubRequest, StubServer
+
+__all__ = [
+    "RequestView",
+    "Rule",
+    "RuleMatch",
+    "RuleSet",
+    "StubRequest",
+    "StubRulesError",
+    "StubServer",
+    "ToolCallRule",
+    "UsageRule",
+    "load_rules",
+    "parse_rules",
+    "rules_from_mapping",
+]

@@ -1,0 +1,414 @@
+"""The stub model server: a loopback HTTP server answering both streaming APIs from rules.
+
+It runs ``http.server`` in a daemon thread, so it works the same from a synchronous
+test, an asyncio test (the event loop is never blocked by it) and a separate process
+(``python -m agentreel.llm.stub``). Responses use HTTP/1.1 chunked transfer encoding, as
+the real APIs do, so a cut stream is a truncated chunked body the client notices.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import select
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, Self
+
+import msgspec
+
+from agentreel.llm.stub._rules import (
+    RequestView,
+    RuleSet,
+    anthropic_request_view,
+    load_rules,
+    openai_request_view,
+    parse_rules,
+)
+from agentreel.llm.stub._wire import (
+    anthropic_error_body,
+    anthropic_frames,
+    openai_error_body,
+    openai_frames,
+)
+
+logger = logging.getLogger("agentreel.llm.stub")
+
+Outcome = Literal["pending", "completed", "cut", "disconnected", "error", "no-rule"]
+_SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key"})
+
+
+class StubRequest(msgspec.Struct, kw_only=True):
+    """One request the server received, kept for tests to inspect.
+
+    ``outcome`` is ``completed`` (whole stream sent), ``cut`` (``cut_after`` fault),
+    ``disconnected`` (the client went away mid-stream), ``error`` (an error status was
+    answered), ``no-rule`` (no rule matched) or ``pending`` while it is still streaming.
+    Secret headers are redacted.
+    """
+
+    index: int
+    api: Literal["openai", "anthropic"]
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+    rule: str | None
+    status: int
+    outcome: Outcome = "pending"
+    frames_sent: int = 0
+
+
+class _Disconnected(Exception):
+    pass
+
+
+class StubServer:
+    """A loopback model server speaking OpenAI Chat Completions and Anthropic Messages SSE.
+
+    Use it as a context manager (sync or async) or call ``start()``/``stop()``::
+
+        with StubServer.from_toml('[[rule]]\\ntext = "hi"') as server:
+            provider = load_provider("stub", base_url=server.base_url)
+    """
+
+    def __init__(self, rules: RuleSet | str | Path, *, port: int = 0) -> None:
+        self.rules = rules if isinstance(rules, RuleSet) else load_rules(rules)
+        self._requested_port = port
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._requests: list[StubRequest] = []
+        self._disconnects = 0
+        self._stopping = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def from_toml(cls, text: str, *, source: str = "<inline rules>", port: int = 0) -> StubServer:
+        """A server answering from rules given as TOML text."""
+        return cls(parse_rules(text, source), port=port)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> Self:
+        """Bind 127.0.0.1 (a free port unless one was given) and serve in a daemon thread."""
+        if self._httpd is not None:
+            return self
+        httpd = _Httpd(("127.0.0.1", self._requested_port), _Handler)
+        httpd.stub = self
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            target=httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"agentreel-stub-{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+        logger.info(
+            "stub model server listening on %s (rules: %s)", self.base_url, self.rules.source
+        )
+        return self
+
+    def stop(self) -> None:
+        """Stop serving; streams still running are cut at their next frame."""
+        httpd, thread = self._httpd, self._thread
+        if httpd is None:
+            return
+        self._stopping.set()
+        httpd.shutdown()
+        httpd.server_close()
+        if thread is not None:
+            thread.join()
+        self._httpd = None
+        self._thread = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> Self:
+        return self.start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- addresses ---------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("the stub server is not running; call start() first")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>``: the Anthropic base URL, and the ``stub`` provider's."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def openai_base_url(self) -> str:
+        """``<base_url>/v1``: what the ``openai`` SDK wants as ``base_url``."""
+        return f"{self.base_url}/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        return self.base_url
+
+    # -- what happened -------------------------------------------------------------------------
+
+    @property
+    def requests(self) -> list[StubRequest]:
+        """Every request received so far, in arrival order (a snapshot copy of the list)."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def disconnects(self) -> int:
+        """How many streams the client closed before the server finished sending them."""
+        with self._lock:
+            return self._disconnects
+
+    def wait_for_disconnect(self, count: int = 1, timeout: float = 10.0) -> bool:
+        """Block until ``count`` client disconnects were seen; False if ``timeout`` passed."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self._disconnects < count:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(remaining)
+            return True
+
+    def wait_for_requests(self, count: int, timeout: float = 10.0) -> bool:
+        """Block until ``count`` requests have finished; False if ``timeout`` passed."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while sum(r.outcome != "pending" for r in self._requests) < count:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(remaining)
+            return True
+
+    # -- used by the handler -------------------------------------------------------------------
+
+    def _admit(
+        self, api: Literal["openai", "anthropic"], path: str, headers: dict[str, str], body: Any
+    ) -> tuple[StubRequest, RequestView, int | None]:
+        with self._lock:
+            index = len(self._requests)
+            view = (openai_request_view if api == "openai" else anthropic_request_view)(body, index)
+            position = self.rules.take(view)
+            record = StubRequest(
+                index=index,
+                api=api,
+                path=path,
+                headers=headers,
+                body=body,
+                rule=None if position is None else self.rules.describe(position),
+                status=200 if position is None else self.rules.rules[position].status,
+            )
+            self._requests.append(record)
+        return record, view, position
+
+    def _finish(self, record: StubRequest, outcome: Outcome) -> None:
+        with self._changed:
+            record.outcome = outcome
+            if outcome == "disconnected":
+                self._disconnects += 1
+            self._changed.notify_all()
+
+
+class _Httpd(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = False
+    stub: StubServer
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Httpd
+
+    def log_message(self, format: str, *args: Any) -> None:
+        logger.debug("%s " + format, self.address_string(), *args)
+
+    def do_GET(self) -> None:
+        self._send_json(404, b'{"error":{"message":"the stub server only answers POST"}}')
+
+    def do_POST(self) -> None:
+        stub = self.server.stub
+        path = self.path.split("?", 1)[0].rstrip("/")
+        api: Literal["openai", "anthropic"]
+        if path.endswith("/chat/completions"):
+            api = "openai"
+        elif path.endswith("/messages"):
+            api = "anthropic"
+        else:
+            message = (
+                f"agentreel stub server: no endpoint {self.path!r}; it serves "
+                "POST /v1/chat/completions (OpenAI) and POST /v1/messages (Anthropic)"
+            )
+            self._drain_body()
+            self._send_json(404, openai_error_body(404, message))
+            return
+        raw = self._drain_body()
+        try:
+            body = json.loads(raw or b"{}")
+            if not isinstance(body, dict):
+                raise ValueError("the body is not a JSON object")
+        except ValueError as exc:
+            self._send_error(api, 400, f"agentreel stub server: request body is not JSON: {exc}")
+            return
+        headers = {
+            k.lower(): ("<redacted>" if k.lower() in _SECRET_HEADERS else v)
+            for k, v in self.headers.items()
+        }
+        record, view, position = stub._admit(api, path, headers, body)
+        if position is None:
+            message = (
+                f"agentreel stub server: no rule in {stub.rules.source} matches "
+                f"{view.summary()}. Add a [[rule]] whose [rule.match] fits this request "
+                "(rules format: packages/llm/README.md)."
+            )
+            logger.warning("%s", message)
+            record.status = 400
+            self._send_error(api, 400, message)
+            stub._finish(record, "no-rule")
+            return
+        rule = stub.rules.rules[position]
+        label = stub.rules.describe(position)
+        logger.info("request #%d (%s) answered by %s", record.index, api, label)
+        if rule.status != 200:
+            message = rule.error_message or (
+                f"agentreel stub server: {label} injected HTTP {rule.status}"
+            )
+            extra: dict[str, str] = {}
+            if rule.retry_after is not None:
+                extra["retry-after"] = str(math.ceil(rule.retry_after))
+                extra["retry-after-ms"] = str(round(rule.retry_after * 1000))
+            self._send_error(api, rule.status, message, extra)
+            stub._finish(record, "error")
+            return
+        if body.get("stream") is not True:
+            self._send_error(
+                api, 400, "agentreel stub server answers streaming requests only (stream: true)"
+            )
+            stub._finish(record, "error")
+            return
+        digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        id_prefix = "call_" if api == "openai" else "toolu_"
+        call_ids = [
+            call.id or id_prefix + hashlib.sha256(f"{digest}:{i}".encode()).hexdigest()[:24]
+            for i, call in enumerate(rule.tool_calls)
+        ]
+        if api == "openai":
+            frames = openai_frames(rule, body, f"chatcmpl-stub{digest[:24]}", call_ids)
+        else:
+            frames = anthropic_frames(rule, body, f"msg_stub{digest[:24]}", call_ids)
+        stub._finish(record, self._stream(record, frames, rule.delay_ms, rule.cut_after, api))
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _drain_body(self) -> bytes:
+        length = int(self.headers.get("content-length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _send_json(self, status: int, payload: bytes, extra: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(payload)))
+        for key, value in (extra or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _send_error(
+        self,
+        api: Literal["openai", "anthropic"],
+        status: int,
+        message: str,
+        extra: dict[str, str] | None = None,
+    ) -> None:
+        if api == "openai":
+            payload = openai_error_body(status, message)
+            headers = {"x-request-id": "req_stub", **(extra or {})}
+        else:
+            payload = anthropic_error_body(status, message)
+            headers = {"request-id": "req_stub", **(extra or {})}
+        self._send_json(status, payload, headers)
+
+    def _stream(
+        self,
+        record: StubRequest,
+        frames: list[bytes],
+        delay_ms: int,
+        cut_after: int | None,
+        api: Literal["openai", "anthropic"],
+    ) -> Outcome:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("transfer-encoding", "chunked")
+        self.send_header("x-request-id" if api == "openai" else "request-id", "req_stub")
+        self.end_headers()
+        try:
+            for position, frame in enumerate(frames):
+                if cut_after is not None and position >= cut_after:
+                    self._cut()
+                    return "cut"
+                self._pause(delay_ms / 1000)
+                if self.server.stub._stopping.is_set():
+                    self._cut()
+                    return "cut"
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(frame), frame))
+                record.frames_sent = position + 1
+            self.wfile.write(b"0\r\n\r\n")
+        except (_Disconnected, BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+            logger.info("request #%d: the client disconnected mid-stream", record.index)
+            return "disconnected"
+        return "completed"
+
+    def _pause(self, seconds: float) -> None:
+        """Wait ``seconds`` (or just poll), noticing at once if the client hung up."""
+        deadline = time.monotonic() + seconds
+        while True:
+            remaining = max(0.0, deadline - time.monotonic())
+            readable, _, _ = select.select([self.connection], [], [], remaining)
+            if readable:
+                try:
+                    peeked = self.connection.recv(1, socket.MSG_PEEK)
+                except (ConnectionResetError, OSError):
+                    raise _Disconnected from None
+                if not peeked:
+                    raise _Disconnected
+                time.sleep(remaining)  # a pipelined request: just wait out the delay
+                return
+            if remaining <= 0:
+                return
+
+    def _cut(self) -> None:
+        """Drop the connection without ending the chunked body: a truncated stream."""
+        self.close_connection = True
+        try:
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass

@@ -1,0 +1,276 @@
+"""Wire shapes of the two streaming APIs: SSE frames and error bodies, as the real APIs send.
+
+OpenAI Chat Completions: ``data: {chunk}\\n\\n`` frames of ``chat.completion.chunk`` objects,
+a final usage-only chunk when ``stream_options.include_usage`` is set, then
+``data: [DONE]``. Anthropic Messages: ``event: <type>\\ndata: {json}\\n\\n`` frames
+``message_start``, ``ping``, ``content_block_start/delta/stop``, ``message_delta``,
+``message_stop``. JSON is compact, as both APIs send it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agentreel.llm.stub._rules import Rule, UsageRule
+
+CREATED = 1_700_000_000
+DEFAULT_INPUT_TOKENS = 16
+
+_OPENAI_FINISH = {
+    "stop": "stop",
+    "tool-calls": "tool_calls",
+    "max-tokens": "length",
+    "refusal": "content_filter",
+}
+_ANTHROPIC_STOP = {
+    "stop": "end_turn",
+    "tool-calls": "tool_use",
+    "max-tokens": "max_tokens",
+    "refusal": "refusal",
+}
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _tool_pieces(rule: Rule) -> list[list[str]]:
+    return [_pieces(call.arguments_json(), rule.chunk_size) for call in rule.tool_calls]
+
+
+def _interleaved(per_call: list[list[str]], interleave: bool) -> list[tuple[int, str]]:
+    """(call position, piece) in wire order: call by call, or round-robin when interleaved."""
+    if not interleave:
+        return [(i, piece) for i, pieces in enumerate(per_call) for piece in pieces]
+    order: list[tuple[int, str]] = []
+    longest = max((len(p) for p in per_call), default=0)
+    for step in range(longest):
+        for i, pieces in enumerate(per_call):
+            if step < len(pieces):
+                order.append((i, pieces[step]))
+    return order
+
+
+def usage_for(rule: Rule) -> UsageRule:
+    """The rule's usage, or a stable default computed from what it streams."""
+    if rule.usage is not None:
+        return rule.usage
+    pieces = len(_pieces(rule.reasoning, rule.chunk_size)) + len(
+        _pieces(rule.text, rule.chunk_size)
+    )
+    pieces += sum(len(p) for p in _tool_pieces(rule))
+    return UsageRule(input_tokens=DEFAULT_INPUT_TOKENS, output_tokens=max(1, pieces))
+
+
+def openai_frames(
+    rule: Rule, body: dict[str, Any], response_id: str, call_ids: list[str]
+) -> list[bytes]:
+    """Every SSE frame of an OpenAI Chat Completions stream answering ``body``."""
+    model = str(body.get("model", ""))
+    stream_options = body.get("stream_options") or {}
+    include_usage = isinstance(stream_options, dict) and stream_options.get("include_usage") is True
+
+    def frame(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
+        chunk: dict[str, Any] = {
+            "id": response_id,
+            "object": "chat.completion.chunk",
+            "created": CREATED,
+            "model": model,
+            "system_fingerprint": "fp_stub",
+            "choices": [
+                {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+            ],
+        }
+        if include_usage:
+            chunk["usage"] = None
+        return b"data: " + _json(chunk) + b"\n\n"
+
+    frames = [frame({"role": "assistant", "content": "", "refusal": None})]
+    frames += [
+        frame({"reasoning_content": piece}) for piece in _pieces(rule.reasoning, rule.chunk_size)
+    ]
+    frames += [frame({"content": piece}) for piece in _pieces(rule.text, rule.chunk_size)]
+
+    def tool_start(i: int) -> bytes:
+        call = rule.tool_calls[i]
+        entry = {
+            "index": i,
+            "id": call_ids[i],
+            "type": "function",
+            "function": {"name": call.name, "arguments": ""},
+        }
+        return frame({"tool_calls": [entry]})
+
+    def tool_piece(i: int, piece: str) -> bytes:
+        return frame({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+
+    per_call = _tool_pieces(rule)
+    if rule.interleave:
+        frames += [tool_start(i) for i in range(len(rule.tool_calls))]
+        frames += [tool_piece(i, piece) for i, piece in _interleaved(per_call, True)]
+    else:
+        for i, pieces in enumerate(per_call):
+            frames.append(tool_start(i))
+            frames += [tool_piece(i, piece) for piece in pieces]
+    frames.append(frame({}, _OPENAI_FINISH[rule.finish_name]))
+    if include_usage:
+        usage = usage_for(rule)
+        usage_body: dict[str, Any] = {
+            "prompt_tokens": usage.input_tokens,
+            "completion_tokens": usage.output_tokens,
+            "total_tokens": usage.input_tokens + usage.output_tokens,
+            "prompt_tokens_details": {
+                "cached_tokens": usage.cache_read_tokens or 0,
+                "audio_tokens": 0,
+            },
+            "completion_tokens_details": {
+                "reasoning_tokens": usage.reasoning_tokens or 0,
+                "audio_tokens": 0,
+                "accepted_prediction_tokens": 0,
+                "rejected_prediction_tokens": 0,
+            },
+        }
+        final = {
+            "id": response_id,
+            "object": "chat.completion.chunk",
+            "created": CREATED,
+            "model": model,
+            "system_fingerprint": "fp_stub",
+            "choices": [],
+            "usage": usage_body,
+        }
+        frames.append(b"data: " + _json(final) + b"\n\n")
+    frames.append(b"data: [DONE]\n\n")
+    return frames
+
+
+def _event(name: str, data: dict[str, Any]) -> bytes:
+    return b"event: " + name.encode() + b"\ndata: " + _json(data) + b"\n\n"
+
+
+def anthropic_frames(
+    rule: Rule, body: dict[str, Any], message_id: str, call_ids: list[str]
+) -> list[bytes]:
+    """Every SSE frame of an Anthropic Messages stream answering ``body``."""
+    usage = usage_for(rule)
+    start_usage: dict[str, Any] = {
+        "input_tokens": usage.input_tokens,
+        "cache_creation_input_tokens": usage.cache_write_tokens or 0,
+        "cache_read_input_tokens": usage.cache_read_tokens or 0,
+        "output_tokens": 1,
+    }
+    message: dict[str, Any] = {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": str(body.get("model", "")),
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": start_usage,
+    }
+    frames = [
+        _event("message_start", {"type": "message_start", "message": message}),
+        _event("ping", {"type": "ping"}),
+    ]
+    index = 0
+
+    def start(block: dict[str, Any], at: int) -> bytes:
+        payload = {"type": "content_block_start", "index": at, "content_block": block}
+        return _event("content_block_start", payload)
+
+    def delta(at: int, value: dict[str, Any]) -> bytes:
+        payload = {"type": "content_block_delta", "index": at, "delta": value}
+        return _event("content_block_delta", payload)
+
+    def stop(at: int) -> bytes:
+        return _event("content_block_stop", {"type": "content_block_stop", "index": at})
+
+    if rule.reasoning:
+        frames.append(start({"type": "thinking", "thinking": "", "signature": ""}, index))
+        frames += [
+            delta(index, {"type": "thinking_delta", "thinking": piece})
+            for piece in _pieces(rule.reasoning, rule.chunk_size)
+        ]
+        frames.append(delta(index, {"type": "signature_delta", "signature": "stub-signature"}))
+        frames.append(stop(index))
+        index += 1
+    if rule.text:
+        frames.append(start({"type": "text", "text": ""}, index))
+        frames += [
+            delta(index, {"type": "text_delta", "text": piece})
+            for piece in _pieces(rule.text, rule.chunk_size)
+        ]
+        frames.append(stop(index))
+        index += 1
+
+    def tool_start(i: int) -> bytes:
+        call = rule.tool_calls[i]
+        block = {"type": "tool_use", "id": call_ids[i], "name": call.name, "input": {}}
+        return start(block, index + i)
+
+    def tool_piece(i: int, piece: str) -> bytes:
+        return delta(index + i, {"type": "input_json_delta", "partial_json": piece})
+
+    per_call = _tool_pieces(rule)
+    if rule.interleave:
+        frames += [tool_start(i) for i in range(len(rule.tool_calls))]
+        frames += [tool_piece(i, piece) for i, piece in _interleaved(per_call, True)]
+        frames += [stop(index + i) for i in range(len(rule.tool_calls))]
+    else:
+        for i, pieces in enumerate(per_call):
+            frames.append(tool_start(i))
+            frames += [tool_piece(i, piece) for piece in pieces]
+            frames.append(stop(index + i))
+    delta_usage: dict[str, Any] = {"output_tokens": usage.output_tokens}
+    frames.append(
+        _event(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": _ANTHROPIC_STOP[rule.finish_name], "stop_sequence": None},
+                "usage": delta_usage,
+            },
+        )
+    )
+    frames.append(_event("message_stop", {"type": "message_stop"}))
+    return frames
+
+
+_OPENAI_ERROR_TYPES = {
+    400: ("invalid_request_error", None),
+    401: ("authentication_error", "invalid_api_key"),
+    403: ("permission_error", None),
+    404: ("not_found_error", "model_not_found"),
+    429: ("rate_limit_error", "rate_limit_exceeded"),
+}
+_ANTHROPIC_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+
+
+def openai_error_body(status: int, message: str, code: str | None = None) -> bytes:
+    kind, default_code = _OPENAI_ERROR_TYPES.get(
+        status, ("server_error" if status >= 500 else "invalid_request_error", None)
+    )
+    return _json(
+        {"error": {"message": message, "type": kind, "param": None, "code": code or default_code}}
+    )
+
+
+def anthropic_error_body(status: int, message: str) -> bytes:
+    kind = _ANTHROPIC_ERROR_TYPES.get(
+        status, "api_error" if status >= 500 else "invalid_request_error"
+    )
+    return _json({"type": "error", "error": {"type": kind, "message": message}})
