@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -244,3 +245,55 @@ async def test_assert_consumed_lists_scripts_and_calls_never_requested(
     assert "session.1.jsonl" not in message
     assert "nox -s record -- my-scenario" in message
     assert len(caught.value.unconsumed) == 2
+
+
+async def _run_children_concurrently_reversed(provider: ReplayProvider) -> dict[int, str]:
+    """The parent calls, then children 1 and 0 run as concurrent tasks — child 1 first,
+    the opposite of the recording — interleaving their chunks."""
+    parent = new_session_id()
+    await collect(provider.stream(options_for(parent)))
+    texts: dict[int, str] = {}
+    child_1_started = asyncio.Event()
+
+    async def child(spawn_index: int) -> None:
+        if spawn_index == 0:
+            await child_1_started.wait()
+        stream = provider.stream(
+            options_for(new_session_id(), parent=parent, spawn_index=spawn_index)
+        )
+        child_1_started.set()
+        parts: list[str] = []
+        async for chunk in stream:
+            if isinstance(chunk, TextDelta):
+                parts.append(chunk.text)
+            await asyncio.sleep(0)
+        texts[spawn_index] = "".join(parts)
+
+    await asyncio.gather(child(0), child(1))
+    await collect(provider.stream(options_for(parent)))
+    return texts
+
+
+@pytest.mark.asyncio
+async def test_concurrent_children_in_reverse_order_get_their_own_scripts(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    _parent_with_two_children(recorder, fixture_dir)
+    provider = ReplayProvider(fixture_dir)
+
+    texts = await _run_children_concurrently_reversed(provider)
+
+    assert texts == {0: "child zero reads the docs", 1: "child one writes the tests"}
+    provider.assert_consumed()
+
+
+@pytest.mark.asyncio
+async def test_concurrent_children_in_reverse_order_are_swapped_without_lineage(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    _parent_with_two_children(recorder, fixture_dir)
+    provider = ReplayProvider(fixture_dir, lineage_binding=False)
+
+    texts = await _run_children_concurrently_reversed(provider)
+
+    assert texts == {0: "child one writes the tests", 1: "child zero reads the docs"}
