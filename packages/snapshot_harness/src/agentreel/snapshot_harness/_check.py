@@ -136,9 +136,10 @@ def verify_consumption(scenario: Scenario, result: RunResult) -> None:
     problems += report.unconsumed()
     if problems:
         listing = "\n".join(f"- {problem}" for problem in problems)
+        advice = f"nox -s record -- {scenario.name}"
+        if advice not in listing:
+            listing += f"\nIf the agent's behaviour changed on purpose, re-record: {advice}"
         raise ReplayConsumptionError(
-            f"{scenario.name}: the replay did not match its recording:\n{listing}\n"
-            f"If the agent's behaviour changed on purpose, re-record: "
-            f"nox -s record -- {scenario.name}",
+            f"{scenario.name}: the replay did not match its recording:\n{listing}",
             stderr_tail=stderr,
         )

@@ -23,9 +23,6 @@ REPLAY_DIR = "AGENTREEL_REPLAY_DIR"
 REPLAY_LIVE_CWD = "AGENTREEL_REPLAY_LIVE_CWD"
 REPLAY_REPORT = "AGENTREEL_REPLAY_REPORT"
 
-# Placeholder key handed to the openai SDK when recording against the stub server (the SDK
-# refuses to start without one). It is not a secret and the stub server ignores it.
-STUB_API_KEY = "agentreel-stub-no-key"
 
 _PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 _NO_PROXY_VARS = ("NO_PROXY", "no_proxy")
@@ -94,6 +91,6 @@ def secret_values(*sources: Mapping[str, str]) -> dict[str, str]:
     found: dict[str, str] = {}
     for source in sources:
         for key, value in source.items():
-            if SECRET_NAME.search(key) and len(value) >= 8 and value != STUB_API_KEY:
+            if SECRET_NAME.search(key) and len(value) >= 8:
                 found.setdefault(value, key)
     return found

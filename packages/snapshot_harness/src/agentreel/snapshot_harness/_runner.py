@@ -28,7 +28,13 @@ from acp.client.connection import ClientSideConnection
 from acp.schema import ClientCapabilities, Implementation
 
 from agentreel.llm_replay import ConsumptionReport, read_report
-from agentreel.session import SessionLog, harvest_session_logs
+from agentreel.session import (
+    RequestHeader,
+    SessionError,
+    SessionLog,
+    harvest_session_logs,
+    load_session_log,
+)
 from agentreel.snapshot_harness import _environment as envvars
 from agentreel.snapshot_harness._client import HarnessClient
 from agentreel.snapshot_harness._scenario import (
@@ -183,23 +189,40 @@ def _record_backend(config: RecordConfig) -> Iterator[dict[str, str]]:
     except StubRulesError as exc:
         raise RecordSetupError(f"cannot start the stub model server: {exc}") from None
     with server:
-        base_url = server.openai_base_url
+        # The `stub` provider is the real openai adapter pointed at the stub server, with
+        # a fixed non-secret key: recording goes through the real wire protocol.
         env = envvars.loopback_bypass()
-        env[envvars.PROVIDER] = "openai"
+        env[envvars.PROVIDER] = "stub"
         env[envvars.MODEL] = config.model
-        env[envvars.PROVIDER_SETTINGS] = json.dumps(
-            {"base_url": base_url, "api_key": envvars.STUB_API_KEY}
-        )
-        env["OPENAI_BASE_URL"] = base_url
-        env["OPENAI_API_KEY"] = envvars.STUB_API_KEY
+        env[envvars.PROVIDER_SETTINGS] = json.dumps({"base_url": server.base_url})
+        env["AGENTREEL_STUB_URL"] = server.base_url
         yield env
+
+
+def recorded_model(scenario: Scenario) -> str | None:
+    """The model the main recording asked for (its first ``request/header``), if any.
+
+    Replay runs the agent with this model so the request headers match even when the
+    scenario was recorded with ``--model`` overriding ``[record] model``.
+    """
+    path = scenario.directory / "session.jsonl"
+    if not path.is_file():
+        return None
+    try:
+        log = load_session_log(path)
+    except SessionError:
+        return None  # the inventory / replay provider report the broken file by name
+    for event in log.events:
+        if isinstance(event, RequestHeader):
+            return event.data.model
+    return None
 
 
 def _replay_environment(scenario: Scenario, cwd: Path, report: Path) -> dict[str, str]:
     """Replay and refresh: the replay provider, no key, proxies at a closed port."""
     env = envvars.offline_proxies()
     env[envvars.PROVIDER] = "replay"
-    env[envvars.MODEL] = scenario.record.model
+    env[envvars.MODEL] = recorded_model(scenario) or scenario.record.model
     env[envvars.REPLAY_DIR] = str(scenario.directory.resolve())
     env[envvars.REPLAY_LIVE_CWD] = str(cwd)
     env[envvars.REPLAY_REPORT] = str(report)

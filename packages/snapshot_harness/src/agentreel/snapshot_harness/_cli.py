@@ -1,0 +1,141 @@
+"""``agentreel replay|record|refresh [SCENARIO...]``: the command line over ``check_scenario``.
+
+One progress line per scenario (status, name, sessions, time), the failures in full, then
+a summary. Exit status 0 when every scenario passed, 1 when any failed, 2 on usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from agentreel.snapshot_harness._check import check_scenario
+from agentreel.snapshot_harness._runner import MODES, Mode
+from agentreel.snapshot_harness._scenario import (
+    DEFAULT_STUB_MODEL,
+    RecordConfig,
+    discover_scenarios,
+    load_scenario,
+    resolve_scenario,
+)
+from agentreel.snapshot_harness.exceptions import HarnessError
+
+FIXTURES_ENV = "AGENTREEL_FIXTURES"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agentreel",
+        description="Run agentreel snapshot scenarios: replay (keyless, compare with the "
+        "goldens), record (real or stub model; writes recordings and goldens) or refresh "
+        "(replay and rewrite the goldens).",
+    )
+    parser.add_argument("mode", choices=MODES, help="what to do with each scenario")
+    parser.add_argument(
+        "scenarios",
+        nargs="*",
+        metavar="SCENARIO",
+        help="scenario names under the fixtures directory, or paths to scenario "
+        "directories (default: every scenario; record needs at least one)",
+    )
+    parser.add_argument(
+        "--fixtures",
+        default=None,
+        help=f"the fixtures directory (default: ${FIXTURES_ENV} or ./fixtures)",
+    )
+    parser.add_argument(
+        "--provider",
+        help="record only: the provider to record with, overriding [record] provider "
+        "(stub, openai, anthropic, ...)",
+    )
+    parser.add_argument("--model", help="record only: the model, overriding [record] model")
+    parser.add_argument(
+        "--base-url", help="record only: an OpenAI-compatible base URL for the provider"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
+    """Entry point of the ``agentreel`` console script."""
+    out = out or sys.stdout
+    args = _parser().parse_args(argv)
+    mode: Mode = args.mode
+    fixtures = Path(args.fixtures or os.environ.get(FIXTURES_ENV) or "fixtures")
+    if mode != "record" and (args.provider or args.model or args.base_url):
+        print("agentreel: --provider/--model/--base-url only apply to record", file=sys.stderr)
+        return 2
+    if mode == "record" and not args.scenarios:
+        print(
+            "agentreel: record needs the scenario(s) to record, e.g. "
+            "`nox -s record -- plain-turn` (recording everything at once is never intended)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        if args.scenarios:
+            directories = [resolve_scenario(fixtures, name) for name in args.scenarios]
+        else:
+            directories = discover_scenarios(fixtures)
+    except HarnessError as exc:
+        print(f"agentreel: {exc}", file=sys.stderr)
+        return 2
+    if not directories:
+        print(f"agentreel: no scenarios (no */scenario.toml) under {fixtures}", file=sys.stderr)
+        return 2
+
+    started = time.monotonic()
+    failures: list[tuple[str, str]] = []
+    width = max(len(d.name) for d in directories)
+    for directory in directories:
+        begun = time.monotonic()
+        name = directory.name
+        try:
+            scenario = load_scenario(directory)
+            record = _record_override(scenario.record, args) if mode == "record" else None
+            outcome = check_scenario(scenario, mode, record=record)
+        except HarnessError as exc:
+            elapsed = time.monotonic() - begun
+            print(f"FAIL  {name:<{width}}  {'-':>10}  {elapsed:6.2f}s", file=out, flush=True)
+            failures.append((name, str(exc)))
+            continue
+        status = {"replay": "PASS", "record": "REC ", "refresh": "REFR"}[mode]
+        sessions = f"{outcome.sessions} session{'s' if outcome.sessions != 1 else ''}"
+        print(
+            f"{status}  {name:<{width}}  {sessions:>10}  {outcome.duration:6.2f}s",
+            file=out,
+            flush=True,
+        )
+    for name, message in failures:
+        print(f"\n=== {name} ===\n{message}", file=out)
+    total = time.monotonic() - started
+    passed = len(directories) - len(failures)
+    verb = {"replay": "passed", "record": "recorded", "refresh": "refreshed"}[mode]
+    summary = f"{passed} {verb}, {len(failures)} failed in {total:.2f}s ({mode})"
+    print(f"\n{summary}", file=out, flush=True)
+    return 1 if failures else 0
+
+
+def _record_override(config: RecordConfig, args: argparse.Namespace) -> RecordConfig | None:
+    if not (args.provider or args.model or args.base_url):
+        return None
+    provider = args.provider or config.provider
+    if provider == "stub":
+        return RecordConfig(
+            provider="stub",
+            model=args.model or config.model or DEFAULT_STUB_MODEL,
+            rules=config.rules,
+            base_url=None,
+        )
+    model = args.model or (config.model if provider == config.provider else None)
+    if not model:
+        raise HarnessError(f"recording with provider {provider!r} needs a model: pass --model NAME")
+    return RecordConfig(provider=provider, model=model, rules=None, base_url=args.base_url)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

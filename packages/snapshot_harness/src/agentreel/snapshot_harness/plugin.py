@@ -1,0 +1,95 @@
+"""The pytest plugin (entry point ``pytest11``): every ``scenario.toml`` is a test item.
+
+``pytest fixtures/`` replays every scenario; ``-n 2`` works because each item is
+independent (its own temp directory and agent process). Options, in the ``agentreel``
+group: ``--agentreel-mode=replay|record|refresh`` and ``--agentreel-scenario=NAME``
+(repeatable, or comma-separated) to pick scenarios. A failure shows one unified diff per
+differing file plus the agent's stderr tail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentreel.snapshot_harness._check import check_scenario
+from agentreel.snapshot_harness._runner import MODES, Mode
+from agentreel.snapshot_harness._scenario import SCENARIO_FILE, validate_scenario_name
+from agentreel.snapshot_harness.exceptions import HarnessError, ScenarioError
+
+_MODE_OPTION = "--agentreel-mode"
+_SCENARIO_OPTION = "--agentreel-scenario"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("agentreel", "agentreel snapshot scenarios")
+    group.addoption(
+        _MODE_OPTION,
+        choices=MODES,
+        default="replay",
+        help="replay (default: keyless, compare with golden/), record (run a real or stub "
+        "model, write recordings and goldens) or refresh (replay, rewrite golden/).",
+    )
+    group.addoption(
+        _SCENARIO_OPTION,
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only these scenarios (directory names; repeatable or comma-separated).",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name in _selected(config):
+        try:
+            validate_scenario_name(name, where=f"{_SCENARIO_OPTION}")
+        except ScenarioError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+
+def _selected(config: pytest.Config) -> list[str]:
+    raw: list[str] = config.getoption(_SCENARIO_OPTION) or []
+    return [name.strip() for item in raw for name in item.split(",") if name.strip()]
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if file_path.name != SCENARIO_FILE:
+        return None
+    selected = _selected(parent.config)
+    if selected and file_path.parent.name not in selected:
+        return None
+    collector: ScenarioFile = ScenarioFile.from_parent(parent, path=file_path)
+    return collector
+
+
+class ScenarioFile(pytest.File):
+    """A ``scenario.toml``: yields the one item that runs it."""
+
+    def collect(self) -> Iterator[ScenarioItem]:
+        yield ScenarioItem.from_parent(self, name=self.path.parent.name)
+
+
+class ScenarioItem(pytest.Item):
+    """One scenario run in the session's mode."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.mode: Mode = self.config.getoption(_MODE_OPTION)
+
+    def runtest(self) -> None:
+        check_scenario(self.path.parent, self.mode)
+
+    def repr_failure(
+        self,
+        excinfo: pytest.ExceptionInfo[BaseException],
+        style: Any = None,
+    ) -> str | Any:
+        if isinstance(excinfo.value, HarnessError):
+            return f"{self.mode} of scenario {self.name} failed:\n{excinfo.value}"
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, f"agentreel {self.mode}: {self.name}"
