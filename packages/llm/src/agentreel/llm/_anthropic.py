@@ -382,7 +382,8 @@ class AnthropicProvider:
         if options.tools:
             body["tools"] = to_anthropic_tools(options.tools)
         if options.temperature is not None:
-            body["temperature"] = options.temperature
+            # This SDK generation has no `temperature` parameter; send it as a raw field.
+            body["extra_body"] = {"temperature": options.temperature}
         if options.stop:
             body["stop_sequences"] = list(options.stop)
         if self.thinking_budget:
