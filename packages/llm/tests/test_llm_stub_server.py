@@ -94,7 +94,7 @@ def test_stub_matching_is_ordered_and_counts_times() -> None:
         user = {"role": "user", "content": "read a.txt"}
         _post(server, "/v1/chat/completions", _openai_body(user))
         _post(server, "/v1/chat/completions", _openai_body(user))
-        tool_turn = [
+        tool_turn: list[dict[str, Any]] = [
             user,
             {"role": "assistant", "content": None, "tool_calls": []},
             {"role": "tool", "tool_call_id": "c", "content": "file body"},
@@ -238,8 +238,9 @@ def test_stub_cli_prints_its_base_url_and_exits_when_stdin_closes(tmp_path: Path
         code = process.wait(timeout=30)
         assert process.stderr is not None
         stderr = process.stderr.read()
-        process.stdout.close()
         process.stderr.close()
+        if process.stdout is not None:
+            process.stdout.close()
     assert code == 0
     assert "answered by rule 1" in stderr
 
