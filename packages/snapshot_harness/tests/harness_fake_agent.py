@@ -216,6 +216,8 @@ def misbehave(text: str) -> None:
 
 
 async def main() -> None:
+    if BEHAVIOUR == "dump-env":
+        print("ENV=" + json.dumps(dict(os.environ)), file=sys.stderr)
     agent = FakeAgent()
     try:
         await run_agent(agent)  # type: ignore[arg-type]

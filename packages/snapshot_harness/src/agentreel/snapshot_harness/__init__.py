@@ -8,22 +8,17 @@ rewrites the goldens. The pytest plugin, the ``agentreel`` CLI and the nox sessi
 sit on ``check_scenario``.
 """
 
-from agentreel.snapshot_harness._check import Outcome, check_scenario, verify_consumption
-from agentreel.snapshot_harness._fixtures import (
-    GOLDEN_DIR,
-    TRANSCRIPT_FILE,
-    Inventory,
-    check_inventory,
-    compare_goldens,
-    render_run,
-    take_inventory,
-    unified_diff,
-)
-from agentreel.snapshot_harness._runner import MODES, Mode, RunResult, run_scenario
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from agentreel.snapshot_harness._scenario import (
+    MODES,
     SCENARIO_FILE,
     ExpectError,
     Initialize,
+    Mode,
     NewSession,
     Prompt,
     PromptAndCancel,
@@ -50,6 +45,48 @@ from agentreel.snapshot_harness.exceptions import (
     SecretLeakError,
     StepError,
 )
+
+if TYPE_CHECKING:
+    from agentreel.snapshot_harness._check import Outcome, check_scenario, verify_consumption
+    from agentreel.snapshot_harness._fixtures import (
+        GOLDEN_DIR,
+        TRANSCRIPT_FILE,
+        Inventory,
+        check_inventory,
+        compare_goldens,
+        render_run,
+        take_inventory,
+        unified_diff,
+    )
+    from agentreel.snapshot_harness._runner import RunResult, run_scenario
+
+# The runner pulls in the ACP SDK, the session and the replay packages. The pytest plugin
+# imports this package in every pytest run of the environment, so those load on first use.
+_LAZY = {
+    "Outcome": "_check",
+    "check_scenario": "_check",
+    "verify_consumption": "_check",
+    "GOLDEN_DIR": "_fixtures",
+    "TRANSCRIPT_FILE": "_fixtures",
+    "Inventory": "_fixtures",
+    "check_inventory": "_fixtures",
+    "compare_goldens": "_fixtures",
+    "render_run": "_fixtures",
+    "take_inventory": "_fixtures",
+    "unified_diff": "_fixtures",
+    "RunResult": "_runner",
+    "run_scenario": "_runner",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "GOLDEN_DIR",

@@ -21,8 +21,8 @@ from agentreel.snapshot_harness._fixtures import (
     render_run,
     write_files,
 )
-from agentreel.snapshot_harness._runner import Mode, RunResult, run_scenario, tail
-from agentreel.snapshot_harness._scenario import RecordConfig, Scenario, load_scenario
+from agentreel.snapshot_harness._runner import RunResult, run_scenario, tail
+from agentreel.snapshot_harness._scenario import Mode, RecordConfig, Scenario, load_scenario
 from agentreel.snapshot_harness._secrets import scan_for_secrets
 from agentreel.snapshot_harness.exceptions import (
     GoldenMismatchError,

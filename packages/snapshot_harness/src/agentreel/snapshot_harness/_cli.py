@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import TextIO
 
 from agentreel.snapshot_harness._check import check_scenario
-from agentreel.snapshot_harness._runner import MODES, Mode
 from agentreel.snapshot_harness._scenario import (
     DEFAULT_STUB_MODEL,
+    MODES,
+    Mode,
     RecordConfig,
     discover_scenarios,
     load_scenario,

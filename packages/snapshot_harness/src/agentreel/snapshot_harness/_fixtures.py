@@ -27,10 +27,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentreel.session import Normalizer
-from agentreel.snapshot_harness._runner import Mode, RunResult
-from agentreel.snapshot_harness._scenario import SCENARIO_FILE, WORKSPACE_DIR, Scenario
-from agentreel.snapshot_harness.exceptions import FixtureInventoryError
+from agentreel.session import Normalizer, SessionLogError, load_session_log
+from agentreel.snapshot_harness._runner import RunResult
+from agentreel.snapshot_harness._scenario import SCENARIO_FILE, WORKSPACE_DIR, Mode, Scenario
+from agentreel.snapshot_harness.exceptions import FixtureError, FixtureInventoryError
 
 GOLDEN_DIR = "golden"
 TRANSCRIPT_FILE = "transcript.jsonl"
@@ -131,6 +131,9 @@ def check_inventory(scenario: Scenario, mode: Mode) -> Inventory:
             golden_expected = [TRANSCRIPT_FILE, *expected]
             missing += [f"{GOLDEN_DIR}/{n}" for n in golden_expected if n not in inventory.goldens]
             orphans += [f"{GOLDEN_DIR}/{n}" for n in inventory.goldens if n not in golden_expected]
+    if mode != "record" and not missing:
+        for name in inventory.recordings:
+            _check_recording(scenario.directory / name, rerecord)
     if missing or orphans:
         lines = [f"{scenario.directory}: the fixture files do not fit {mode} mode"]
         if missing:
@@ -147,6 +150,20 @@ def check_inventory(scenario: Scenario, mode: Mode) -> Inventory:
             )
         raise FixtureInventoryError("\n".join(lines), missing=missing, orphans=sorted(orphans))
     return inventory
+
+
+def _check_recording(path: Path, rerecord: str) -> None:
+    """A recording must load completely: corrupt lines and torn tails fail here, named."""
+    try:
+        log = load_session_log(path)
+    except SessionLogError as exc:
+        raise FixtureError(f"corrupt recording: {exc}") from None
+    if log.torn_tail is not None:
+        raise FixtureError(
+            f"{path}:{log.torn_tail.line}: the recording's last line is cut short "
+            f"({log.torn_tail.problem}); restore it from version control or re-record: "
+            f"{rerecord}"
+        )
 
 
 @dataclass(frozen=True, slots=True)

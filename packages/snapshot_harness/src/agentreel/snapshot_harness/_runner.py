@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Literal, cast
+from typing import BinaryIO, cast
 
 from acp import PROTOCOL_VERSION, Client, RequestError, connect_to_agent, text_block
 from acp.client.connection import ClientSideConnection
@@ -38,8 +38,10 @@ from agentreel.session import (
 from agentreel.snapshot_harness import _environment as envvars
 from agentreel.snapshot_harness._client import HarnessClient
 from agentreel.snapshot_harness._scenario import (
+    MODES,
     ExpectError,
     Initialize,
+    Mode,
     NewSession,
     Prompt,
     PromptAndCancel,
@@ -57,8 +59,6 @@ from agentreel.snapshot_harness.exceptions import (
     StepError,
 )
 
-Mode = Literal["replay", "record", "refresh"]
-MODES: tuple[Mode, ...] = ("replay", "record", "refresh")
 STDERR_TAIL_LINES = 40
 _READ_SIZE = 1 << 16
 _UNKNOWN_SESSION = "00000000-0000-4000-8000-000000000000"

@@ -27,6 +27,9 @@ DEFAULT_STUB_RULES = "stub-rules.toml"
 DEFAULT_STUB_MODEL = "stub-model"
 DEFAULT_AGENT_MODULE = "agentreel.acp_agent"
 
+Mode = Literal["replay", "record", "refresh"]
+MODES: tuple[Mode, ...] = ("replay", "record", "refresh")
+
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 PermissionKind = Literal["allow_once", "allow_always", "reject_once", "reject_always", "cancelled"]

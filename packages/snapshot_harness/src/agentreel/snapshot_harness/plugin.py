@@ -15,9 +15,12 @@ from typing import Any
 
 import pytest
 
-from agentreel.snapshot_harness._check import check_scenario
-from agentreel.snapshot_harness._runner import MODES, Mode
-from agentreel.snapshot_harness._scenario import SCENARIO_FILE, validate_scenario_name
+from agentreel.snapshot_harness._scenario import (
+    MODES,
+    SCENARIO_FILE,
+    Mode,
+    validate_scenario_name,
+)
 from agentreel.snapshot_harness.exceptions import HarnessError, ScenarioError
 
 _MODE_OPTION = "--agentreel-mode"
@@ -80,6 +83,10 @@ class ScenarioItem(pytest.Item):
         self.mode: Mode = self.config.getoption(_MODE_OPTION)
 
     def runtest(self) -> None:
+        # Imported here so that loading the plugin (in every pytest run of the venv) stays
+        # cheap: the runner pulls in the ACP SDK and the session and replay packages.
+        from agentreel.snapshot_harness._check import check_scenario
+
         check_scenario(self.path.parent, self.mode)
 
     def repr_failure(

@@ -1,0 +1,76 @@
+"""Shared helpers for the harness tests: scenario directories driving the fake agent."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+FAKE_AGENT = Path(__file__).with_name("harness_fake_agent.py")
+
+ECHO_STEPS: tuple[Mapping[str, str], ...] = (
+    {"type": "initialize"},
+    {"type": "new_session"},
+    {"type": "prompt", "text": "hello there"},
+)
+
+MakeScenario = Callable[..., Path]
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"no TOML for {value!r}")
+
+
+def scenario_toml(
+    *,
+    steps: Sequence[Mapping[str, object]] = ECHO_STEPS,
+    provider: str = "echo",
+    model: str = "echo-model",
+    env: Mapping[str, str] | None = None,
+    timeout: float = 30,
+    agent: Sequence[str] | None = None,
+    permissions: Sequence[str] = (),
+    extra: str = "",
+) -> str:
+    """The text of a scenario.toml running the fake agent (by default)."""
+    command = list(agent) if agent is not None else ["{python}", str(FAKE_AGENT)]
+    lines = [f"timeout = {timeout}", f"agent = {_toml_value(command)}"]
+    if permissions:
+        lines.append(f"permissions = {_toml_value(list(permissions))}")
+    lines.append(extra)
+    for step in steps:
+        lines.append("\n[[steps]]")
+        lines += [f"{key} = {_toml_value(value)}" for key, value in step.items()]
+    lines.append(f'\n[record]\nprovider = "{provider}"\nmodel = "{model}"')
+    if env:
+        lines.append("\n[env]")
+        lines += [f"{key} = {_toml_value(value)}" for key, value in env.items()]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def make_scenario(tmp_path: Path) -> MakeScenario:
+    """``make_scenario(name, **scenario_toml kwargs)`` → a scenario dir under tmp_path/fixtures."""
+
+    def make(name: str = "echo-turn", **kwargs: object) -> Path:
+        directory = tmp_path / "fixtures" / name
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "scenario.toml").write_text(scenario_toml(**kwargs))  # type: ignore[arg-type]
+        return directory
+
+    return make
+
+
+@pytest.fixture
+def python() -> str:
+    return sys.executable
