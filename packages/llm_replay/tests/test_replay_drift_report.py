@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from agentreel.brand import new_session_id
+from agentreel.brand import SessionId, new_session_id
 from agentreel.llm import GenerateOptions, Message, ToolSpec, available_providers, load_provider
 from agentreel.llm_replay import (
     REPORT_FORMAT,
+    FixtureError,
     ReplayProvider,
     RequestDriftError,
     RequestDriftWarning,
@@ -42,7 +43,7 @@ def _request(
         system=system.format(cwd=cwd),
         tools=tools,
         messages=messages,
-        session_id=session_id,  # type: ignore[arg-type]
+        session_id=SessionId(session_id) if session_id is not None else None,
     )
 
 
@@ -233,3 +234,17 @@ def test_registry_rejects_unknown_or_missing_settings(
         load_provider("replay", fixture_path=str(fixture_dir))
     with pytest.raises(TypeError, match="needs fixture_dir"):
         load_provider("replay")
+
+
+def test_registry_reports_a_fixture_that_cannot_load(fixture_dir: Path, tmp_path: Path) -> None:
+    fixture_dir.mkdir()
+    report_path = tmp_path / "report.json"
+
+    with pytest.raises(FixtureError, match=r"missing .*session\.jsonl"):
+        load_provider("replay", fixture_dir=str(fixture_dir), report_path=str(report_path))
+
+    report = read_report(report_path)
+    assert not report.ok
+    assert report.scripts == []
+    assert report.errors[0].type == "FixtureError"
+    assert "nox -s record -- my-scenario" in report.errors[0].message

@@ -369,7 +369,9 @@ def create_replay_provider(**settings: Any) -> ReplayProvider:
 
     Takes the ``ReplayProvider`` settings as keywords; values may be strings (as they come
     from ``AGENTREEL_*`` environment variables): ``pacing_ms`` is parsed as a number and
-    ``lineage_binding`` / ``respect_seed_length`` as booleans.
+    ``lineage_binding`` / ``respect_seed_length`` as booleans. If the fixture cannot be
+    loaded and ``report_path`` is set, a report holding just that error is written before
+    the error is raised.
     """
     known = {
         "fixture_dir",
@@ -401,4 +403,17 @@ def create_replay_provider(**settings: Any) -> ReplayProvider:
     for optional in ("live_cwd", "report_path", "scenario"):
         if settings.get(optional) == "":
             settings[optional] = None
-    return ReplayProvider(fixture_dir, **settings)
+    try:
+        return ReplayProvider(fixture_dir, **settings)
+    except ReplayError as error:
+        # A harness reading the report learns why the agent could not replay at all.
+        report_path = settings.get("report_path")
+        if report_path is not None:
+            failed = ConsumptionReport(
+                fixture_dir=str(fixture_dir),
+                scenario=settings.get("scenario") or Path(fixture_dir).name,
+                scripts=[],
+                errors=[ReportedError(type=type(error).__name__, message=str(error))],
+            )
+            write_report(failed, report_path)
+        raise

@@ -1,0 +1,164 @@
+"""build_request_header / diff_request_headers: what replay's drift check compares."""
+
+from __future__ import annotations
+
+from agentreel.llm import GenerateOptions, Message, TextPart, ToolCallPart, ToolResultPart, ToolSpec
+from agentreel.session import (
+    RequestHeader,
+    build_request_header,
+    diff_request_headers,
+    encode_record,
+)
+from agentreel.session._codec import EVENT_DECODER
+
+_TOOL = ToolSpec(
+    name="read_file",
+    description="Read a file",
+    parameters={"type": "object", "properties": {"path": {"type": "string"}}},
+)
+_SESSION = "0b6f1a52-7a47-4f1c-9d55-3c8a0b1f2e3d"
+
+
+def _options(cwd: str, **changes: object) -> GenerateOptions:
+    fields: dict[str, object] = {
+        "model": "m1",
+        "system": f"Work in {cwd}. Session {_SESSION}.",
+        "tools": (_TOOL,),
+        "messages": (
+            Message.user(f"open {cwd}/a.txt"),
+            Message(
+                role="assistant",
+                content=(ToolCallPart(id="c1", name="read_file", arguments='{"path": "a.txt"}'),),
+            ),
+            Message(role="tool", content=(ToolResultPart(call_id="c1", content="hello"),)),
+        ),
+    }
+    fields.update(changes)
+    return GenerateOptions(**fields)  # type: ignore[arg-type]
+
+
+def test_header_is_independent_of_cwd_and_uuids() -> None:
+    first = build_request_header(_options("/tmp/a"), turn=1, step=2, cwd="/tmp/a")
+    second = build_request_header(_options("/srv/b"), turn=1, step=2, cwd="/srv/b")
+
+    assert first == second
+    assert first.system == "Work in {{cwd}}. Session {{uuid:1}}."
+    assert first.message_count == 3
+    assert [m.role for m in first.messages] == ["user", "assistant", "tool"]
+    assert first.messages[0].preview == "open {{cwd}}/a.txt"
+    assert first.messages[1].preview == 'read_file({"path": "a.txt"})'
+    assert first.messages[2].preview == "[result c1] hello"
+    assert [t.name for t in first.tools] == ["read_file"]
+    assert (first.turn, first.step) == (1, 2)
+    assert diff_request_headers(first, second) == []
+
+
+def test_header_round_trips_through_the_log_codec() -> None:
+    data = build_request_header(_options("/w"), turn=1, step=1, cwd="/w")
+    line = encode_record(RequestHeader(seq=0, time=0, data=data))
+
+    decoded = EVENT_DECODER.decode(line)
+    assert isinstance(decoded, RequestHeader)
+    assert decoded.data == data
+
+
+def test_diff_names_model_system_tools_and_messages() -> None:
+    recorded = build_request_header(_options("/w"), turn=1, step=1, cwd="/w")
+    live = build_request_header(
+        _options(
+            "/w",
+            model="m2",
+            system="Work in /w. Be brief.",
+            tools=(
+                ToolSpec(name="read_file", description="Read it"),
+                ToolSpec(name="ls", description=""),
+            ),
+            messages=(Message.user("open /w/b.txt"),),
+        ),
+        turn=3,
+        step=4,
+        cwd="/w",
+    )
+
+    differences = diff_request_headers(recorded, live)
+
+    assert differences[0] == "model: recorded 'm1', live 'm2'"
+    assert differences[1].startswith("system prompt differs at character 17: recorded ")
+    assert "'Work in {{cwd}}. Session {{uuid:1}}.'" in differences[1]
+    assert "'Work in {{cwd}}. Be brief.'" in differences[1]
+    assert differences[2].startswith("tool 'read_file': schema or description changed (digest ")
+    assert differences[3] == "tool 'ls': in the live request, not recorded"
+    assert "message count: recorded 3, live 1" in differences
+    assert (
+        "messages[0] (user): recorded 'open {{cwd}}/a.txt', live 'open {{cwd}}/b.txt'"
+        in differences
+    )
+    assert 'messages[1] (assistant): recorded \'read_file({"path": "a.txt"})\', missing live' in (
+        differences
+    )
+
+
+def test_diff_reports_change_beyond_preview_and_tool_order() -> None:
+    long_text = "x" * 200
+    recorded = build_request_header(
+        _options(
+            "/w",
+            messages=(Message.user(long_text + "a"),),
+            tools=(_TOOL, ToolSpec(name="b", description="")),
+        ),
+        turn=1,
+        step=1,
+        cwd="/w",
+    )
+    live = build_request_header(
+        _options(
+            "/w",
+            messages=(Message.user(long_text + "b"),),
+            tools=(ToolSpec(name="b", description=""), _TOOL),
+        ),
+        turn=1,
+        step=1,
+        cwd="/w",
+    )
+
+    differences = diff_request_headers(recorded, live)
+
+    assert (
+        differences[0] == "tool order changed: recorded ['read_file', 'b'], live ['b', 'read_file']"
+    )
+    assert differences[1].startswith("messages[0] (user): content differs beyond the preview")
+    assert len(recorded.messages[0].preview) == 80
+
+
+def test_diff_caps_the_number_of_message_lines() -> None:
+    recorded = build_request_header(
+        _options("/w", messages=tuple(Message.user(f"m{i}") for i in range(6))),
+        turn=1,
+        step=1,
+        cwd="/w",
+    )
+    live = build_request_header(
+        _options("/w", messages=tuple(Message.user(f"n{i}") for i in range(6))),
+        turn=1,
+        step=1,
+        cwd="/w",
+    )
+
+    differences = diff_request_headers(recorded, live)
+
+    assert len(differences) == 4
+    assert differences[-1] == "... and 3 more message(s)"
+
+
+def test_system_prompt_added_or_removed() -> None:
+    recorded = build_request_header(_options("/w", system=None), turn=1, step=1, cwd="/w")
+    live = build_request_header(
+        _options("/w", messages=(Message(role="user", content=(TextPart("hi"),)),)),
+        turn=1,
+        step=1,
+        cwd="/w",
+    )
+
+    assert diff_request_headers(recorded, live)[0] == (
+        "system prompt: recorded none, live 'Work in {{cwd}}. Session {{uuid:1}}.'"
+    )
