@@ -10,17 +10,26 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentreel.session import (
     CWD_TOKEN,
     MAIN_SESSION_TOKEN,
+    Event,
     Normalizer,
     NotJsonLineError,
     SessionError,
+    SessionHeader,
+    SessionLog,
     SessionStore,
+    ToolCall,
+    ToolCallData,
     TurnEndData,
     TurnStartData,
+    UserMessage,
     UserMessageData,
+    encode_record,
     is_time_key,
     load_session_log,
 )
@@ -304,3 +313,60 @@ def test_json_escape_before_a_token_is_a_boundary() -> None:
     normalizer = Normalizer("/tmp/x", [])
     encoded = json.dumps({"c": f"ls\n/tmp/x/a\n{OTHER_A}"})
     assert json.loads(normalizer.text(encoded)) == {"c": "ls\n{{cwd}}/a\n{{uuid:1}}"}
+
+
+_CWD = "/tmp/wörk dir"
+_FRAGMENTS = [
+    _CWD,
+    _CWD + "/a.txt",
+    json.dumps(_CWD)[1:-1],
+    msgspec.json.encode(_CWD).decode()[1:-1],
+    json.dumps(_CWD)[1:-1].replace("/", "\\/"),
+    "/var",
+    "x",
+    "é",
+    "-",
+    ".",
+    "_",
+    "/",
+    " ",
+    "\n",
+    "\\",
+    '"',
+    "\\n",
+    "\x01",
+    "\\u00e9",
+    "→",
+    MAIN,
+    CHILD_1,
+    OTHER_A,
+    OTHER_A.upper(),
+    uuid.UUID(OTHER_B).hex,
+    "0123456789abcdef0123456789abcdef",
+    "deadbeef",
+    "42",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_FRAGMENTS), max_size=12), st.text(max_size=8))
+def test_loaded_log_fast_path_equals_value_walk(parts: list[str], noise: str) -> None:
+    """``session_log(SessionLog)`` scans encoded bytes; it must agree with the generic
+    decode-walk-encode path on every string, whatever surrounds the tokens."""
+    text = "".join(parts) + noise
+    header = SessionHeader(id=MAIN, created_at=5, cwd=_CWD)
+    events: list[Event] = [
+        UserMessage(seq=0, time=7, data=UserMessageData(turn=0, text=text)),
+        ToolCall(
+            seq=1,
+            time=8,
+            data=ToolCallData(
+                turn=0, step=0, call_id=text[:40], name="x", arguments=json.dumps({"p": text})
+            ),
+        ),
+    ]
+    log = SessionLog(path=Path("mem.jsonl"), header=header, events=events)
+    raw = b"".join(encode_record(record) for record in [header, *events])
+    fast = Normalizer(_CWD, [MAIN, CHILD_1]).session_log(log)
+    walked = Normalizer(_CWD, [MAIN, CHILD_1]).session_log(raw)
+    assert fast == walked

@@ -46,6 +46,7 @@ from agentreel.session._request import build_request_header, diff_request_header
 from agentreel.session._store import Session, SessionStore, cwd_bucket, epoch_ms
 from agentreel.session.exceptions import (
     CorruptLineError,
+    DuplicateSessionError,
     ForkError,
     NotJsonLineError,
     SeedLengthError,
@@ -64,6 +65,7 @@ __all__ = [
     "AssistantMessage",
     "AssistantMessageData",
     "CorruptLineError",
+    "DuplicateSessionError",
     "EmptyData",
     "EndSeed",
     "Event",

@@ -9,6 +9,8 @@ from agentreel.session._events import Event, SessionHeader
 _ENCODER = msgspec.json.Encoder()
 HEADER_DECODER = msgspec.json.Decoder(SessionHeader)
 EVENT_DECODER = msgspec.json.Decoder(Event)
+# Many event lines decoded in one call (the loader joins them into one JSON array).
+EVENTS_DECODER = msgspec.json.Decoder(list[Event])
 
 
 def encode_record(record: SessionHeader | Event) -> bytes:

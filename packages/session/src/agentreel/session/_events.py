@@ -3,7 +3,10 @@
 Header: ``{"type":"session","version":1,"id",...}``. Event:
 ``{"type":"<event name>","seq":n,"time":epoch_ms,"data":{...}}``; ``seq`` counts from 0.
 Every record is a msgspec Struct in one tagged union on ``type`` so a line decodes in a
-single pass with a precise error.
+single pass with a precise error; unknown fields are rejected (strict codec). Event and
+payload structs are declared ``gc=False``: they are immutable trees that can never form a
+reference cycle, and leaving them out of the garbage collector's bookkeeping makes loading
+a large log about twice as fast.
 """
 
 from __future__ import annotations
@@ -22,8 +25,20 @@ SubagentMode = Literal["spawn", "fork"]
 SubagentOutcome = Literal["completed", "error", "cancelled"]
 
 
-class SessionHeader(msgspec.Struct, frozen=True, kw_only=True, tag="session", tag_field="type"):
-    """First line of every log."""
+class SessionHeader(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    tag="session",
+    tag_field="type",
+    forbid_unknown_fields=True,
+):
+    """First line of every log.
+
+    ``spawn_index``: the child's ordinal among its parent's children (None at top level).
+    ``seed_length``: events copied from the parent into a fork child, 0 otherwise; written,
+    never inferred.
+    """
 
     version: int = HEADER_VERSION
     id: str
@@ -35,41 +50,41 @@ class SessionHeader(msgspec.Struct, frozen=True, kw_only=True, tag="session", ta
     seed_length: int = 0
 
 
-class _Data(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class _Data(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):
     pass
 
 
-class TurnStartData(_Data, frozen=True):
+class TurnStartData(_Data, frozen=True, gc=False):
     turn: int
 
 
-class TurnEndData(_Data, frozen=True):
+class TurnEndData(_Data, frozen=True, gc=False):
     turn: int
     reason: TurnEndReason
 
 
-class StepData(_Data, frozen=True):
+class StepData(_Data, frozen=True, gc=False):
     turn: int
     step: int
 
 
-class UserMessageData(_Data, frozen=True):
+class UserMessageData(_Data, frozen=True, gc=False):
     turn: int
     text: str
 
 
-class ToolHeader(_Data, frozen=True):
+class ToolHeader(_Data, frozen=True, gc=False):
     name: str
     digest: str
 
 
-class MessageHeader(_Data, frozen=True):
+class MessageHeader(_Data, frozen=True, gc=False):
     role: str
     digest: str
     preview: str
 
 
-class RequestHeaderData(_Data, frozen=True):
+class RequestHeaderData(_Data, frozen=True, gc=False):
     """Enough of a model request to compare a live call with the recorded one.
 
     Texts are normalized (cwd and ids tokenized) before they are stored or digested.
@@ -85,19 +100,19 @@ class RequestHeaderData(_Data, frozen=True):
     message_count: int
 
 
-class AssistantChunkData(_Data, frozen=True):
+class AssistantChunkData(_Data, frozen=True, gc=False):
     turn: int
     step: int
     chunk: Chunk
 
 
-class AssistantMessageData(_Data, frozen=True):
+class AssistantMessageData(_Data, frozen=True, gc=False):
     turn: int
     step: int
     message: Message
 
 
-class ToolCallData(_Data, frozen=True):
+class ToolCallData(_Data, frozen=True, gc=False):
     turn: int
     step: int
     call_id: str
@@ -105,7 +120,7 @@ class ToolCallData(_Data, frozen=True):
     arguments: str
 
 
-class ToolResultData(_Data, frozen=True):
+class ToolResultData(_Data, frozen=True, gc=False):
     turn: int
     step: int
     call_id: str
@@ -113,75 +128,82 @@ class ToolResultData(_Data, frozen=True):
     is_error: bool
 
 
-class SubagentStartData(_Data, frozen=True):
+class SubagentStartData(_Data, frozen=True, gc=False):
     child_session: str
     spawn_index: int
     mode: SubagentMode
 
 
-class SubagentEndData(_Data, frozen=True):
+class SubagentEndData(_Data, frozen=True, gc=False):
     child_session: str
     outcome: SubagentOutcome
 
 
-class EmptyData(_Data, frozen=True):
+class EmptyData(_Data, frozen=True, gc=False):
     pass
 
 
-class _Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+class _Event(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    tag_field="type",
+    forbid_unknown_fields=True,
+    gc=False,
+):
     seq: int
     time: int
 
 
-class TurnStart(_Event, frozen=True, tag="turn/start"):
+class TurnStart(_Event, frozen=True, gc=False, tag="turn/start"):
     data: TurnStartData
 
 
-class TurnEnd(_Event, frozen=True, tag="turn/end"):
+class TurnEnd(_Event, frozen=True, gc=False, tag="turn/end"):
     data: TurnEndData
 
 
-class StepStart(_Event, frozen=True, tag="step/start"):
+class StepStart(_Event, frozen=True, gc=False, tag="step/start"):
     data: StepData
 
 
-class StepEnd(_Event, frozen=True, tag="step/end"):
+class StepEnd(_Event, frozen=True, gc=False, tag="step/end"):
     data: StepData
 
 
-class UserMessage(_Event, frozen=True, tag="user/message"):
+class UserMessage(_Event, frozen=True, gc=False, tag="user/message"):
     data: UserMessageData
 
 
-class RequestHeader(_Event, frozen=True, tag="request/header"):
+class RequestHeader(_Event, frozen=True, gc=False, tag="request/header"):
     data: RequestHeaderData
 
 
-class AssistantChunk(_Event, frozen=True, tag="assistant/chunk"):
+class AssistantChunk(_Event, frozen=True, gc=False, tag="assistant/chunk"):
     data: AssistantChunkData
 
 
-class AssistantMessage(_Event, frozen=True, tag="assistant/message"):
+class AssistantMessage(_Event, frozen=True, gc=False, tag="assistant/message"):
     data: AssistantMessageData
 
 
-class ToolCall(_Event, frozen=True, tag="tool/call"):
+class ToolCall(_Event, frozen=True, gc=False, tag="tool/call"):
     data: ToolCallData
 
 
-class ToolResult(_Event, frozen=True, tag="tool/result"):
+class ToolResult(_Event, frozen=True, gc=False, tag="tool/result"):
     data: ToolResultData
 
 
-class SubagentStart(_Event, frozen=True, tag="subagent/start"):
+class SubagentStart(_Event, frozen=True, gc=False, tag="subagent/start"):
     data: SubagentStartData
 
 
-class SubagentEnd(_Event, frozen=True, tag="subagent/end"):
+class SubagentEnd(_Event, frozen=True, gc=False, tag="subagent/end"):
     data: SubagentEndData
 
 
-class EndSeed(_Event, frozen=True, tag="session/end-seed"):
+class EndSeed(_Event, frozen=True, gc=False, tag="session/end-seed"):
     data: EmptyData = EmptyData()
 
 

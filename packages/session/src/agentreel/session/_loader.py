@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import operator
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
 
-from agentreel.session._codec import EVENT_DECODER, HEADER_DECODER
-from agentreel.session._events import HEADER_VERSION, Event, SessionHeader
+from agentreel.session._codec import EVENT_DECODER, EVENTS_DECODER, HEADER_DECODER
+from agentreel.session._events import HEADER_VERSION, EndSeed, Event, SessionHeader
 from agentreel.session.exceptions import (
     CorruptLineError,
     SeedLengthError,
     UnsupportedVersionError,
 )
 
+_SEQ = operator.attrgetter("seq")
 _REPAIR = (
     "The log is not usable as a fixture: restore it from version control or re-record the "
     "scenario (nox -s record -- <scenario>)"
@@ -53,72 +56,190 @@ class SessionLog:
 def load_session_log(path: Path | str) -> SessionLog:
     """Read one ``.jsonl`` session log.
 
-    A torn last line (no trailing newline and not decodable) is reported in
-    ``torn_tail`` with every earlier event kept. A bad line anywhere else, an unknown
-    header version, or a ``seed_length`` beyond the log raises an error naming file:line.
+    A torn last line (no trailing newline and not decodable: the writer was killed
+    mid-line) is reported in ``torn_tail`` with every earlier event kept. A bad line
+    anywhere else, an unknown header version, a ``seq`` out of order, a ``seed_length``
+    beyond the log, or a fork seed not followed by ``session/end-seed`` raises a
+    ``SessionLogError`` naming ``file:line``.
+
+    Speed: the event lines are turned into one JSON array in place (newlines become
+    commas) and decoded in a single codec call, so there is no Python work per event
+    beyond a ``seq`` check; only when that fails is the file walked line by line to name
+    the bad line. The event structs are not tracked by the garbage collector.
     """
     path = Path(path)
-    raw = path.read_bytes()
-    lines = raw.split(b"\n")
-    ends_cleanly = raw.endswith(b"\n")
-    if ends_cleanly:
-        lines.pop()
-    if not lines or (len(lines) == 1 and not ends_cleanly and not lines[0].strip()):
+    buffer = _read(path)
+    if not buffer or buffer.isspace():
         raise CorruptLineError(path, 1, "empty file: no session header", _REPAIR)
 
-    last = len(lines) - 1
-    try:
-        header = HEADER_DECODER.decode(lines[0])
-    except msgspec.DecodeError as exc:
-        version = _peek_version(lines[0])
-        if version is not None and version != HEADER_VERSION:
-            raise UnsupportedVersionError(
-                path,
-                1,
-                f"header version {version!r} is not supported (this release reads "
-                f"version {HEADER_VERSION})",
-                "Upgrade agentreel or re-record the scenario",
-            ) from None
-        if last == 0 and not ends_cleanly:
-            raise CorruptLineError(path, 1, f"torn session header ({exc})", _REPAIR) from None
-        raise CorruptLineError(path, 1, f"invalid session header: {exc}", _REPAIR) from None
-    if header.version != HEADER_VERSION:
-        raise UnsupportedVersionError(
-            path,
-            1,
-            f"header version {header.version} is not supported (this release reads "
-            f"version {HEADER_VERSION})",
-            "Upgrade agentreel or re-record the scenario",
-        )
+    header_end = buffer.find(b"\n")
+    if header_end < 0:  # the header is the only line, and has no newline
+        return _finish(path, _decode_header(path, bytes(buffer), torn=True), [], None)
+    header = _decode_header(path, bytes(buffer[:header_end]), torn=False)
+
+    torn: TornLine | None = None
+    last_event: Event | None = None
+    last_newline = len(buffer) - 1
+    if buffer[-1:] != b"\n":
+        # The last line has no newline: the writer may have died mid-line.
+        last_newline = buffer.rfind(b"\n")
+        tail = bytes(buffer[last_newline + 1 :])
+        tail_number = 2 + buffer.count(b"\n", header_end + 1)
+        try:
+            last_event = EVENT_DECODER.decode(tail)
+        except msgspec.DecodeError as exc:
+            torn = TornLine(line=tail_number, text=tail, problem=str(exc))
 
     events: list[Event] = []
-    torn: TornLine | None = None
+    if last_newline > header_end:
+        line_count = buffer.count(b"\n", header_end + 1, last_newline) + 1
+        decoded = _decode_all(buffer, header_end, last_newline)
+        if (
+            decoded is not None
+            and len(decoded) == line_count
+            and list(map(_SEQ, decoded)) == list(range(line_count))
+        ):
+            events = decoded
+        else:
+            del buffer, decoded
+            events = _decode_lines(path)
+    if last_event is not None:
+        events.append(last_event)
+        _check_seq(path, events, len(events) - 1)
+    return _finish(path, header, events, torn)
+
+
+_NEWLINE_TO_COMMA = bytes.maketrans(b"\n", b",")
+
+
+def _read(path: Path) -> bytearray:
+    with path.open("rb", buffering=0) as file:
+        buffer = bytearray(os.fstat(file.fileno()).st_size)
+        view = memoryview(buffer)
+        filled = 0
+        while filled < len(buffer):
+            got = file.readinto(view[filled:])
+            if not got:
+                break
+            filled += got
+        view.release()
+        rest = file.read()  # the file grew while we read: keep all of it
+    del buffer[filled:]
+    buffer += rest
+    return buffer
+
+
+def _decode_all(buffer: bytearray, header_end: int, last_newline: int) -> list[Event] | None:
+    """Decode lines ``header_end+1 .. last_newline`` as one array, rewriting ``buffer``:
+    the header's newline becomes ``[``, the others ``,``, the last one ``]``."""
+    body = slice(header_end + 1, last_newline)
+    buffer[body] = buffer[body].translate(_NEWLINE_TO_COMMA)
+    buffer[header_end] = ord("[")
+    buffer[last_newline] = ord("]")
+    with memoryview(buffer) as view:
+        try:
+            return EVENTS_DECODER.decode(view[header_end : last_newline + 1])
+        except msgspec.DecodeError:
+            return None
+
+
+def _decode_lines(path: Path) -> list[Event]:
+    """Slow path: decode event lines one by one to name the first bad one."""
+    lines = path.read_bytes().split(b"\n")
+    lines.pop()  # the final newline's empty piece, or the unterminated last line (apart)
+    events: list[Event] = []
     decode = EVENT_DECODER.decode
     for number, line in enumerate(lines[1:], start=2):
         try:
             event = decode(line)
         except msgspec.DecodeError as exc:
-            if number - 1 == last and not ends_cleanly:
-                torn = TornLine(line=number, text=line, problem=str(exc))
-                break
             raise CorruptLineError(path, number, f"invalid event: {exc}", _REPAIR) from None
-        if event.seq != len(events):
-            raise CorruptLineError(
-                path,
-                number,
-                f"event seq {event.seq} out of order (expected {len(events)})",
-                _REPAIR,
-            )
         events.append(event)
+        _check_seq(path, events, len(events) - 1)
+    return events
 
-    if header.seed_length > len(events):
+
+def _finish(
+    path: Path, header: SessionHeader, events: list[Event], torn: TornLine | None
+) -> SessionLog:
+    _check_seed(path, header, events, torn)
+    return SessionLog(path=path, header=header, events=events, torn_tail=torn)
+
+
+def _decode_header(path: Path, line: bytes, *, torn: bool) -> SessionHeader:
+    try:
+        header = HEADER_DECODER.decode(line)
+    except msgspec.DecodeError as exc:
+        version = _peek_version(line)
+        if version is not None and version != HEADER_VERSION:
+            raise _version_error(path, version) from None
+        problem = "torn session header" if torn else "invalid session header"
+        raise CorruptLineError(path, 1, f"{problem}: {exc}", _REPAIR) from None
+    if header.version != HEADER_VERSION:
+        raise _version_error(path, header.version)
+    return header
+
+
+def _version_error(path: Path, version: object) -> UnsupportedVersionError:
+    return UnsupportedVersionError(
+        path,
+        1,
+        f"header version {version!r} is not supported (this release reads version "
+        f"{HEADER_VERSION})",
+        "Upgrade agentreel to a release that reads it, or re-record the scenario "
+        "(nox -s record -- <scenario>)",
+    )
+
+
+def _check_seq(path: Path, events: list[Event], position: int) -> None:
+    seq = events[position].seq
+    if seq != position:
+        raise CorruptLineError(
+            path, position + 2, f"event seq {seq} out of order (expected {position})", _REPAIR
+        )
+
+
+def _check_seed(
+    path: Path, header: SessionHeader, events: list[Event], torn: TornLine | None
+) -> None:
+    seed_length = header.seed_length
+    torn_note = f" (line {torn.line} is torn: the writer was killed)" if torn else ""
+    if seed_length < 0 or (seed_length > 0 and header.origin != "fork"):
         raise SeedLengthError(
             path,
             1,
-            f"seed_length {header.seed_length} is beyond the log's {len(events)} events",
+            f"seed_length {seed_length} is invalid for a {header.origin!r} session (only a "
+            "fork child has a seed; others have 0)",
             _REPAIR,
         )
-    return SessionLog(path=path, header=header, events=events, torn_tail=torn)
+    if seed_length > len(events):
+        raise SeedLengthError(
+            path,
+            1,
+            f"seed_length {seed_length} is beyond the log's {len(events)} events{torn_note}",
+            _REPAIR,
+        )
+    if header.origin != "fork":
+        return
+    if seed_length == len(events):
+        if torn is None:
+            raise SeedLengthError(
+                path,
+                1,
+                f"fork seed of {seed_length} events is not followed by session/end-seed "
+                f"(the log ends at line {seed_length + 1})",
+                _REPAIR,
+            )
+        return
+    boundary = events[seed_length]
+    if not isinstance(boundary, EndSeed):
+        raise SeedLengthError(
+            path,
+            seed_length + 2,
+            f"expected session/end-seed after the {seed_length}-event fork seed declared in "
+            f"the header, found {type(boundary).__name__} (seq {boundary.seq})",
+            _REPAIR,
+        )
 
 
 def _peek_version(line: bytes) -> object:

@@ -15,7 +15,7 @@ T = TypeVar("T")
 def _sibling_key(header: SessionHeader) -> tuple[int, int, int, str]:
     # Children with a spawn_index come first, by it; the rest by (created_at, id).
     if header.spawn_index is not None:
-        return (0, header.spawn_index, 0, header.id)
+        return (0, header.spawn_index, header.created_at, header.id)
     return (1, 0, header.created_at, header.id)
 
 
@@ -24,41 +24,44 @@ def _top_key(header: SessionHeader) -> tuple[int, str]:
 
 
 def order_sessions(items: Iterable[T], header_of: Callable[[T], SessionHeader]) -> list[T]:
-    """Return ``items`` in session order.
+    """Return ``items`` in session order (a permutation of them: nothing dropped or added).
 
     The session tree is walked depth-first from the top-level sessions (no
     ``parent_session``, ordered by ``(created_at, id)``); each session's children come
-    right after it, ordered by ``spawn_index``, then — for children without one — by
-    ``(created_at, id)``. A session whose parent is not among ``items`` is treated as a
-    top-level session so nothing is ever dropped.
+    right after it (and their own children before the next sibling), ordered by
+    ``spawn_index``, then — for children without one — by ``(created_at, id)``. Neither
+    the input order nor clock ties change the result. A session whose parent is not among
+    ``items`` is ordered as a top-level session; sessions caught in a parent cycle (a
+    corrupt tree) come last by ``(created_at, id)``. Items sharing an id are all kept.
     """
-    items = list(items)
-    by_id = {header_of(item).id: item for item in items}
-    children: defaultdict[str, list[T]] = defaultdict(list)
-    roots: list[T] = []
-    for item in items:
-        parent = header_of(item).parent_session
-        if parent is not None and parent in by_id and parent != header_of(item).id:
-            children[parent].append(item)
+    listed = list(items)
+    headers = [header_of(item) for item in listed]
+    ids = {header.id for header in headers}
+    children: defaultdict[str, list[int]] = defaultdict(list)
+    roots: list[int] = []
+    for position, header in enumerate(headers):
+        parent = header.parent_session
+        if parent is not None and parent in ids and parent != header.id:
+            children[parent].append(position)
         else:
-            roots.append(item)
+            roots.append(position)
 
-    ordered: list[T] = []
-    seen: set[str] = set()
-    stack: list[T] = sorted(roots, key=lambda i: _top_key(header_of(i)), reverse=True)
+    ordered: list[int] = []
+    expanded: set[str] = set()
+    stack = sorted(roots, key=lambda p: (_top_key(headers[p]), p), reverse=True)
     while stack:
-        item = stack.pop()
-        sid = header_of(item).id
-        if sid in seen:
-            continue
-        seen.add(sid)
-        ordered.append(item)
-        kids = sorted(children.get(sid, ()), key=lambda i: _sibling_key(header_of(i)))
+        position = stack.pop()
+        ordered.append(position)
+        session_id = headers[position].id
+        if session_id in expanded:
+            continue  # a duplicate id: its children were placed after the first one
+        expanded.add(session_id)
+        kids = sorted(children.get(session_id, ()), key=lambda p: (_sibling_key(headers[p]), p))
         stack.extend(reversed(kids))
-    # Cycles (a corrupt tree) would leave sessions unreached: keep them, in a stable order.
-    leftovers = [i for i in items if header_of(i).id not in seen]
-    ordered.extend(sorted(leftovers, key=lambda i: _top_key(header_of(i))))
-    return ordered
+    placed = set(ordered)
+    leftovers = [p for p in range(len(listed)) if p not in placed]
+    ordered.extend(sorted(leftovers, key=lambda p: (_top_key(headers[p]), p)))
+    return [listed[position] for position in ordered]
 
 
 def order_headers(headers: Sequence[SessionHeader]) -> list[SessionHeader]:

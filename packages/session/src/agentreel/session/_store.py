@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -52,9 +53,11 @@ def cwd_bucket(cwd: str | Path) -> str:
 class Session:
     """One live session writing its log. Create through ``SessionStore``.
 
-    Appends write whole lines; the file is flushed at every ``turn/end`` and on close.
-    Use from one event loop: appends never await, so lines from concurrent tasks never
-    interleave within a file.
+    Appends write whole lines; the file is flushed at every ``turn/end`` and on close (a
+    process killed in between loses at most the unflushed tail, and the loader reports a
+    torn last line). Appends never await and take a lock, so any number of asyncio tasks
+    (or threads) may append to their sessions concurrently: lines never interleave and
+    ``seq`` stays contiguous. Usable as a context manager (closes on exit).
     """
 
     def __init__(self, path: Path, header: SessionHeader, seed: list[Event], clock: Clock) -> None:
@@ -62,6 +65,7 @@ class Session:
         self.header = header
         self._clock = clock
         self._events: list[Event] = []
+        self._lock = threading.Lock()
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file: BinaryIO | None = path.open("xb")
         self._file.write(encode_record(header))
@@ -71,9 +75,40 @@ class Session:
             self._write(EndSeed(seq=len(self._events), time=clock(), data=EmptyData()))
         self._file.flush()
 
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     @property
     def id(self) -> SessionId:
         return SessionId(self.header.id)
+
+    @property
+    def created_at(self) -> int:
+        return self.header.created_at
+
+    @property
+    def cwd(self) -> str:
+        return self.header.cwd
+
+    @property
+    def parent_session(self) -> SessionId | None:
+        parent = self.header.parent_session
+        return None if parent is None else SessionId(parent)
+
+    @property
+    def spawn_index(self) -> int | None:
+        return self.header.spawn_index
+
+    @property
+    def origin(self) -> Origin:
+        return self.header.origin
+
+    @property
+    def seed_length(self) -> int:
+        return self.header.seed_length
 
     @property
     def events(self) -> list[Event]:
@@ -88,42 +123,48 @@ class Session:
         """Append one event built from its payload; returns the written event."""
         if isinstance(data, StepData):
             raise TypeError("StepData is ambiguous: use step_start() or step_end()")
-        event_type = EVENT_FOR_DATA[type(data)]
-        event = event_type(seq=len(self._events), time=self._clock(), data=data)  # type: ignore[arg-type]
-        self._write(event)
-        if isinstance(event, TurnEnd):
-            self.flush()
-        return event
+        if isinstance(data, EmptyData):
+            raise TypeError(
+                "session/end-seed is written by SessionStore.fork() right after the seed; "
+                "it cannot be appended"
+            )
+        event_type = EVENT_FOR_DATA.get(type(data))
+        if event_type is None:
+            raise TypeError(f"{type(data).__name__} is not an event payload of the session log")
+        return self._append(event_type, data, flush=event_type is TurnEnd)
 
     def step_start(self, turn: int, step: int) -> Event:
-        event = StepStart(
-            seq=len(self._events), time=self._clock(), data=StepData(turn=turn, step=step)
-        )
-        self._write(event)
-        return event
+        return self._append(StepStart, StepData(turn=turn, step=step))
 
     def step_end(self, turn: int, step: int) -> Event:
-        event = StepEnd(
-            seq=len(self._events), time=self._clock(), data=StepData(turn=turn, step=step)
-        )
-        self._write(event)
-        return event
+        return self._append(StepEnd, StepData(turn=turn, step=step))
 
     def flush(self) -> None:
-        if self._file is not None:
-            self._file.flush()
+        with self._lock:
+            if self._file is not None:
+                self._file.flush()
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.flush()
-            self._file.close()
-            self._file = None
+        """Flush and close the log; closing twice is harmless."""
+        with self._lock:
+            if self._file is not None:
+                self._file.flush()
+                self._file.close()
+                self._file = None
+
+    def _append(self, event_type: type[Event], data: EventData, *, flush: bool = False) -> Event:
+        with self._lock:
+            event = event_type(seq=len(self._events), time=self._clock(), data=data)  # type: ignore[arg-type]
+            self._write(event)
+            if flush and self._file is not None:
+                self._file.flush()
+        return event
 
     def _write(self, event: Event) -> None:
         if self._file is None:
             raise SessionClosedError(
                 f"session {self.header.id} ({self.path}) is closed; cannot append "
-                f"{type(event).__name__} — create a new session instead"
+                f"{type(event).__name__}. Append before close(), or start a new session"
             )
         self._file.write(encode_record(event))
         self._events.append(event)
@@ -174,6 +215,11 @@ class SessionStore:
     def _child(
         self, parent: Session, spawn_index: int, origin: Origin, seed: list[Event]
     ) -> Session:
+        if isinstance(spawn_index, bool) or not isinstance(spawn_index, int) or spawn_index < 0:
+            raise ValueError(
+                f"spawn_index must be an int >= 0 (the child's ordinal among the children "
+                f"of {parent.id}), got {spawn_index!r}"
+            )
         header = SessionHeader(
             id=new_session_id(),
             created_at=self._clock(),

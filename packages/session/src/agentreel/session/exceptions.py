@@ -7,6 +7,7 @@ Hierarchy::
     │   ├── CorruptLineError        a line (not the last) is not a valid record
     │   ├── UnsupportedVersionError the header's version is not one we read
     │   └── SeedLengthError         seed_length points beyond the log
+    ├── DuplicateSessionError       two logs under one root claim the same session id
     ├── ForkError                   a fork was asked for that cannot be made
     ├── SessionClosedError          an append to a closed session
     └── NotJsonLineError            normalizer input has a line that is not a JSON object
@@ -20,6 +21,7 @@ from pathlib import Path
 
 __all__ = [
     "CorruptLineError",
+    "DuplicateSessionError",
     "ForkError",
     "NotJsonLineError",
     "SeedLengthError",
@@ -54,6 +56,18 @@ class UnsupportedVersionError(SessionLogError):
 
 class SeedLengthError(SessionLogError):
     """The header's ``seed_length`` is larger than the events the log holds."""
+
+
+class DuplicateSessionError(SessionError):
+    """Two log files under one sessions root carry the same session id."""
+
+    def __init__(self, session_id: str, first: Path, second: Path) -> None:
+        self.session_id = session_id
+        self.paths = (first, second)
+        super().__init__(
+            f"session {session_id} has two logs: {first} and {second}. A session id is "
+            "written once; remove the stray copy (or use a fresh sessions root per run)"
+        )
 
 
 class ForkError(SessionError):
