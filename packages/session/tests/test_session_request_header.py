@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from agentreel.llm import GenerateOptions, Message, TextPart, ToolCallPart, ToolResultPart, ToolSpec
 from agentreel.session import (
+    Normalizer,
     RequestHeader,
     build_request_header,
     diff_request_headers,
@@ -162,3 +163,13 @@ def test_system_prompt_added_or_removed() -> None:
     assert diff_request_headers(recorded, live)[0] == (
         "system prompt: recorded none, live 'Work in {{cwd}}. Session {{uuid:1}}.'"
     )
+
+
+def test_fast_path_matches_the_normalizer_for_awkward_cwds() -> None:
+    for cwd in ("/tmp/ünïcode dir", '/tmp/q"uote', "/", "/tmp/deadbeef12"):
+        options = _options(cwd)
+        header = build_request_header(options, turn=1, step=1, cwd=cwd)
+        expected = Normalizer(cwd).text(options.system or "")
+        assert header.system == expected
+        if cwd != "/":
+            assert header.messages[0].preview == "open {{cwd}}/a.txt"

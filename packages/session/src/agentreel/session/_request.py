@@ -14,8 +14,11 @@ must not import ``agentreel.llm_replay``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
+import re
+from collections.abc import Callable
 
 import msgspec
 
@@ -30,6 +33,56 @@ _PREVIEW_LENGTH = 80
 _MAX_MESSAGE_DIFFS = 3
 _CONTEXT = 24
 _MIDDLE = 60
+
+
+# Every UUID the Normalizer tokenizes contains 8 hex digits in a row.
+_UUID_HINT = re.compile(r"[0-9a-fA-F]{8}")
+
+
+@functools.lru_cache(maxsize=64)
+def _cwd_hints(cwd: str | None) -> tuple[str, ...] | None:
+    """Substrings every spelling of ``cwd`` contains (its last path component, as given
+    and resolved); ``None`` when JSON escaping could alter them (then always normalize)."""
+    hints: set[str] = set()
+    if cwd is None:
+        return ()
+    for variant in {cwd, os.path.realpath(cwd)}:
+        variant = variant.rstrip("/")
+        if not variant:
+            continue
+        name = variant.rsplit("/", 1)[-1]
+        if not name or not name.isascii() or '"' in name or "\\" in name:
+            return None
+        hints.add(name)
+    return tuple(sorted(hints))
+
+
+def _fast_normalizer(cwd: str | os.PathLike[str] | None) -> Callable[[str], str]:
+    """``Normalizer(cwd).text`` that skips texts which cannot contain a match.
+
+    A text needs the full normalizer only if it holds 8 hex digits in a row (a possible
+    UUID) or the cwd's last path component; the Normalizer itself (one per header, as its
+    UUID numbering is per instance) is built only when some text needs it.
+    """
+    names = _cwd_hints(os.fspath(cwd) if cwd is not None else None)
+    normalizer: Normalizer | None = None
+
+    def full(value: str) -> str:
+        nonlocal normalizer
+        if normalizer is None:
+            normalizer = Normalizer(cwd)
+        return normalizer.text(value)
+
+    if names is None:
+        return full
+    search = _UUID_HINT.search
+
+    def text(value: str) -> str:
+        if search(value) is not None or any(name in value for name in names):
+            return full(value)
+        return value
+
+    return text
 
 
 def _digest(text: str) -> str:
@@ -71,8 +124,7 @@ def build_request_header(
     ``cwd`` is the session's working directory (``None``: no cwd tokenizing). The caller
     identity, temperature, max_tokens and stop are not part of it.
     """
-    normalizer = Normalizer(cwd)
-    text = normalizer.text
+    text = _fast_normalizer(cwd)
     system = text(options.system) if options.system is not None else None
     tools = tuple(
         ToolHeader(name=text(tool.name), digest=_digest(text(_canonical(tool))))
