@@ -436,3 +436,24 @@ def test_stub_anthropic_provider_strips_v1(monkeypatch: pytest.MonkeyPatch) -> N
     provider = load_provider("stub-anthropic")
     assert isinstance(provider, AnthropicProvider)
     assert provider.base_url == "http://127.0.0.1:1234"
+
+
+@pytest.mark.asyncio
+async def test_anthropic_overloaded_error_event_inside_the_stream_raises_server_error() -> None:
+    seen: list[Chunk] = []
+    rules = (
+        '[[rule]]\ntext = "abcdef"\nchunk_size = 2\nerror_after = 5\nerror_message = "Overloaded"'
+    )
+    with StubServer.from_toml(rules) as server:
+        async with _stub(server) as provider:
+
+            async def consume() -> None:
+                async for chunk in provider.stream(_options()):
+                    seen.append(chunk)
+
+            with pytest.raises(ServerError) as caught:
+                await consume()
+        assert len(server.requests) == 1, "a failure after the stream opened is not retried"
+    assert caught.value.code == "overloaded_error"
+    assert "Overloaded" in caught.value.message
+    assert [c.text for c in seen if isinstance(c, TextDelta)] == ["ab", "cd"]

@@ -446,3 +446,22 @@ def test_stub_provider_needs_a_url(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_llm_error_is_the_base_of_adapter_errors() -> None:
     assert issubclass(StreamInterruptedError, LlmError)
+
+
+@pytest.mark.asyncio
+async def test_openai_error_inside_the_stream_raises_a_typed_error() -> None:
+    seen: list[Chunk] = []
+    rules = '[[rule]]\ntext = "abcdef"\nchunk_size = 2\nerror_after = 3\nerror_message = "melted"'
+    with StubServer.from_toml(rules) as server:
+        async with _stub(server) as provider:
+
+            async def consume() -> None:
+                async for chunk in provider.stream(_options()):
+                    seen.append(chunk)
+
+            with pytest.raises(ServerError) as caught:
+                await consume()
+        assert len(server.requests) == 1, "a failure after the stream opened is not retried"
+    assert caught.value.code == "server_error"
+    assert "melted" in caught.value.message
+    assert [c.text for c in seen if isinstance(c, TextDelta)] == ["ab", "cd"]

@@ -55,6 +55,8 @@ def test_stub_rules_unknown_top_level_rule_key(tmp_path: Path) -> None:
         ("[[rule]]\ntimes = 0", "times"),
         ("[[rule]]\nstatus = 302", "status"),
         ("[[rule]]\nretry_after = 1", "error status"),
+        ("[[rule]]\ncut_after = 1\nerror_after = 2", "not both"),
+        ("[[rule]]\nstatus = 500\ncut_after = 1", "apply to streams"),
         ("", "no [[rule]]"),
         ("[[rule]\n", "not valid TOML"),
     ],
@@ -257,3 +259,16 @@ def test_stub_cli_reports_a_bad_rules_file(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "bogus" in result.stderr
     assert str(rules) in result.stderr
+
+
+def test_stub_package_imports_no_provider_sdk() -> None:
+    code = (
+        "import sys, agentreel.llm.stub;"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('openai', 'anthropic', 'httpx', 'httpx2', 'pydantic'));"
+        "print(','.join(bad))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert result.stdout.strip() == ""

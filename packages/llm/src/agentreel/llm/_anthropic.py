@@ -63,6 +63,7 @@ _SDK_ERRORS = SdkErrorTypes(
     status=anthropic.APIStatusError,
     timeout=anthropic.APITimeoutError,
     connection=anthropic.APIConnectionError,
+    api=anthropic.APIError,
 )
 _FINISH: dict[str, FinishReason] = {
     "end_turn": "stop",

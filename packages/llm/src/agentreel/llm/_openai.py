@@ -70,6 +70,7 @@ _SDK_ERRORS = SdkErrorTypes(
     status=openai.APIStatusError,
     timeout=openai.APITimeoutError,
     connection=openai.APIConnectionError,
+    api=openai.APIError,
 )
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",

@@ -32,11 +32,12 @@ STUB_API_KEY = "agentreel-stub-not-a-secret"
 
 @dataclass(frozen=True, slots=True)
 class SdkErrorTypes:
-    """The SDK's own exception classes (both SDKs have the same three)."""
+    """The SDK's own exception classes (both SDKs have the same four; ``api`` is the base)."""
 
     status: type[Exception]
     timeout: type[Exception]
     connection: type[Exception]
+    api: type[Exception]
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,10 +180,15 @@ def stream_error(
             f"the stream from {label.where()} was cut after {chunks_seen} events: {cause}. "
             "The call did not finish; retry it.",
         )
-    if isinstance(exc, sdk.status):
+    if isinstance(exc, sdk.api):
+        # An error event inside the stream: Anthropic's `event: error` (an APIStatusError
+        # whose body is {"type": "error", "error": {...}}) or an OpenAI-compatible
+        # `data: {"error": {...}}` (an APIError whose body is the inner error object).
         body = getattr(exc, "body", None)
-        error = body.get("error") if isinstance(body, dict) else None
-        kind = str(error.get("type")) if isinstance(error, dict) else "stream_error"
+        error = body.get("error", body) if isinstance(body, dict) else None
+        kind = "stream_error"
+        if isinstance(error, dict) and (error.get("type") or error.get("code")):
+            kind = str(error.get("type") or error.get("code"))
         message = (
             f"{label.where()} sent an error mid-stream (after {chunks_seen} events): "
             f"{kind}: {_server_message(exc)}"

@@ -83,6 +83,7 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
     retry_after: float | None = None
     error_message: str | None = None
     cut_after: int | None = None
+    error_after: int | None = None
     delay_ms: int = 0
 
     @property
@@ -177,14 +178,22 @@ def _check_rule(rule: Rule, position: int, source: str) -> None:
         raise StubRulesError(f"{where}: times must be at least 1, got {rule.times}")
     if rule.delay_ms < 0:
         raise StubRulesError(f"{where}: delay_ms must not be negative")
-    if rule.cut_after is not None and rule.cut_after < 0:
-        raise StubRulesError(f"{where}: cut_after must not be negative")
+    for key in ("cut_after", "error_after"):
+        value = getattr(rule, key)
+        if value is not None and value < 0:
+            raise StubRulesError(f"{where}: {key} must not be negative")
+    if rule.cut_after is not None and rule.error_after is not None:
+        raise StubRulesError(f"{where}: use either cut_after or error_after, not both")
+    if rule.status != 200 and (rule.cut_after is not None or rule.error_after is not None):
+        raise StubRulesError(f"{where}: cut_after and error_after apply to streams (status 200)")
     if not (rule.status == 200 or 400 <= rule.status <= 599):
         raise StubRulesError(f"{where}: status must be 200 or an error status 400-599")
     if rule.retry_after is not None and rule.retry_after < 0:
         raise StubRulesError(f"{where}: retry_after must not be negative")
-    if rule.status == 200 and (rule.retry_after is not None or rule.error_message is not None):
-        raise StubRulesError(f"{where}: retry_after and error_message need an error status")
+    if rule.status == 200 and rule.retry_after is not None:
+        raise StubRulesError(f"{where}: retry_after needs an error status (e.g. status = 429)")
+    if rule.status == 200 and rule.error_message is not None and rule.error_after is None:
+        raise StubRulesError(f"{where}: error_message needs an error status or error_after")
     for key in ("last_user_regex", "last_tool_result_regex", "system_regex"):
         pattern = getattr(rule.match, key)
         if pattern is not None:

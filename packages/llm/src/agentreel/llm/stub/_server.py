@@ -34,8 +34,10 @@ from agentreel.llm.stub._rules import (
 from agentreel.llm.stub._wire import (
     anthropic_error_body,
     anthropic_frames,
+    anthropic_stream_error_frame,
     openai_error_body,
     openai_frames,
+    openai_stream_error_frame,
 )
 
 logger = logging.getLogger("agentreel.llm.stub")
@@ -322,6 +324,15 @@ class _Handler(BaseHTTPRequestHandler):
             frames = openai_frames(rule, body, f"chatcmpl-stub{digest[:24]}", call_ids)
         else:
             frames = anthropic_frames(rule, body, f"msg_stub{digest[:24]}", call_ids)
+        if rule.error_after is not None:
+            message = rule.error_message or (
+                f"agentreel stub server: {label} injected an in-stream error after "
+                f"{rule.error_after} frames"
+            )
+            error_frame = (
+                openai_stream_error_frame if api == "openai" else anthropic_stream_error_frame
+            )(message)
+            frames = [*frames[: rule.error_after], error_frame]
         stub._finish(record, self._stream(record, frames, rule.delay_ms, rule.cut_after, api))
 
     # -- helpers -------------------------------------------------------------------------------

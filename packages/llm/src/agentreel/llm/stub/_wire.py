@@ -260,6 +260,19 @@ _ANTHROPIC_ERROR_TYPES = {
 }
 
 
+def openai_stream_error_frame(message: str) -> bytes:
+    """An error inside an OpenAI-style stream, as OpenAI-compatible servers send it."""
+    error = {"message": message, "type": "server_error", "param": None, "code": None}
+    return b"data: " + _json({"error": error}) + b"\n\n"
+
+
+def anthropic_stream_error_frame(message: str) -> bytes:
+    """Anthropic's in-stream ``error`` event (e.g. ``overloaded_error`` mid-response)."""
+    return _event(
+        "error", {"type": "error", "error": {"type": "overloaded_error", "message": message}}
+    )
+
+
 def openai_error_body(status: int, message: str, code: str | None = None) -> bytes:
     kind, default_code = _OPENAI_ERROR_TYPES.get(
         status, ("server_error" if status >= 500 else "invalid_request_error", None)
