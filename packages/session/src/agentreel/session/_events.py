@@ -155,55 +155,59 @@ class _Event(
     time: int
 
 
-class TurnStart(_Event, frozen=True, gc=False, tag="turn/start"):
+# Subclasses are kw_only too so ``data`` stays after ``seq`` and ``time`` on the wire:
+# ``{"type","seq","time","data"}`` (SPEC section 4).
+
+
+class TurnStart(_Event, frozen=True, kw_only=True, gc=False, tag="turn/start"):
     data: TurnStartData
 
 
-class TurnEnd(_Event, frozen=True, gc=False, tag="turn/end"):
+class TurnEnd(_Event, frozen=True, kw_only=True, gc=False, tag="turn/end"):
     data: TurnEndData
 
 
-class StepStart(_Event, frozen=True, gc=False, tag="step/start"):
+class StepStart(_Event, frozen=True, kw_only=True, gc=False, tag="step/start"):
     data: StepData
 
 
-class StepEnd(_Event, frozen=True, gc=False, tag="step/end"):
+class StepEnd(_Event, frozen=True, kw_only=True, gc=False, tag="step/end"):
     data: StepData
 
 
-class UserMessage(_Event, frozen=True, gc=False, tag="user/message"):
+class UserMessage(_Event, frozen=True, kw_only=True, gc=False, tag="user/message"):
     data: UserMessageData
 
 
-class RequestHeader(_Event, frozen=True, gc=False, tag="request/header"):
+class RequestHeader(_Event, frozen=True, kw_only=True, gc=False, tag="request/header"):
     data: RequestHeaderData
 
 
-class AssistantChunk(_Event, frozen=True, gc=False, tag="assistant/chunk"):
+class AssistantChunk(_Event, frozen=True, kw_only=True, gc=False, tag="assistant/chunk"):
     data: AssistantChunkData
 
 
-class AssistantMessage(_Event, frozen=True, gc=False, tag="assistant/message"):
+class AssistantMessage(_Event, frozen=True, kw_only=True, gc=False, tag="assistant/message"):
     data: AssistantMessageData
 
 
-class ToolCall(_Event, frozen=True, gc=False, tag="tool/call"):
+class ToolCall(_Event, frozen=True, kw_only=True, gc=False, tag="tool/call"):
     data: ToolCallData
 
 
-class ToolResult(_Event, frozen=True, gc=False, tag="tool/result"):
+class ToolResult(_Event, frozen=True, kw_only=True, gc=False, tag="tool/result"):
     data: ToolResultData
 
 
-class SubagentStart(_Event, frozen=True, gc=False, tag="subagent/start"):
+class SubagentStart(_Event, frozen=True, kw_only=True, gc=False, tag="subagent/start"):
     data: SubagentStartData
 
 
-class SubagentEnd(_Event, frozen=True, gc=False, tag="subagent/end"):
+class SubagentEnd(_Event, frozen=True, kw_only=True, gc=False, tag="subagent/end"):
     data: SubagentEndData
 
 
-class EndSeed(_Event, frozen=True, gc=False, tag="session/end-seed"):
+class EndSeed(_Event, frozen=True, kw_only=True, gc=False, tag="session/end-seed"):
     data: EmptyData = EmptyData()
 
 
