@@ -26,12 +26,15 @@ STDIO_LIMIT_BYTES = 50 * 1024 * 1024
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console-script entry point: serve ACP on stdio until stdin closes."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    # stdout is secured first; only --help (which never serves ACP) prints to it.
+    protocol_out = None if {"-h", "--help"} & set(args) else _take_stdout()
     try:
-        config = parse_config(argv)
+        config = parse_config(args)
     except ConfigError as exc:
         print(f"agentreel-acp-agent: {exc}", file=sys.stderr)
         return 2
-    protocol_out = _take_stdout()
+    assert protocol_out is not None  # --help exited inside parse_config
     logging.basicConfig(
         stream=sys.stderr,
         level=config.log_level,

@@ -1,0 +1,500 @@
+"""End to end: the agent as a subprocess, driven by the official ACP client, against the
+stub model server through the real ``stub`` (openai adapter) provider.
+
+stdout is read straight from the pipe (every raw line is kept, then fed to the client
+connection), so the tests see exactly the bytes an editor sees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import acp
+import pytest
+from acp.schema import (
+    AgentMessageChunk,
+    AllowedOutcome,
+    PermissionOption,
+    RequestPermissionResponse,
+    ToolCallUpdate,
+)
+
+from agentreel.llm.stub import StubServer
+from agentreel.session import (
+    EndSeed,
+    SessionLog,
+    SubagentStart,
+    ToolResult,
+    TurnEnd,
+    UserMessage,
+    harvest_session_logs,
+)
+
+RULES = """
+[[rule]]
+name = "plain"
+match = { last_user = "hello" }
+text = "Hi there, friend"
+
+[[rule]]
+match = { last_user = "write one" }
+[[rule.tool_calls]]
+id = "w1"
+name = "write_file"
+arguments = { path = "out/one.txt", content = "first" }
+
+[[rule]]
+match = { last_user = "write two" }
+[[rule.tool_calls]]
+id = "w2"
+name = "write_file"
+arguments = { path = "two.txt", content = "second" }
+
+[[rule]]
+match = { last_tool_result = "wrote" }
+text = "written"
+
+[[rule]]
+match = { last_tool_result = "rejected" }
+text = "not written"
+
+[[rule]]
+match = { last_user = "delegate please" }
+[[rule.tool_calls]]
+id = "s1"
+name = "subagent"
+arguments = { description = "count", prompt = "spawned task", mode = "spawn" }
+
+[[rule]]
+match = { last_user = "spawned task" }
+text = "spawn result 42"
+
+[[rule]]
+match = { last_tool_result = "spawn result 42" }
+text = "parent saw 42"
+
+[[rule]]
+match = { last_user = "remember seven" }
+text = "noted seven"
+
+[[rule]]
+match = { last_user = "fork now" }
+[[rule.tool_calls]]
+id = "f1"
+name = "subagent"
+arguments = { description = "continue", prompt = "forked task", mode = "fork" }
+
+[[rule]]
+match = { last_user = "forked task" }
+text = "fork result seven"
+
+[[rule]]
+match = { last_tool_result = "fork result seven" }
+text = "fork merged"
+
+[[rule]]
+match = { last_user = "fan out" }
+[[rule.tool_calls]]
+id = "p1"
+name = "subagent"
+arguments = { description = "a", prompt = "task alpha", mode = "spawn" }
+[[rule.tool_calls]]
+id = "p2"
+name = "subagent"
+arguments = { description = "b", prompt = "task beta", mode = "spawn" }
+
+[[rule]]
+match = { last_user = "task alpha" }
+text = "alpha result"
+
+[[rule]]
+match = { last_user = "task beta" }
+text = "beta result"
+
+[[rule]]
+match = { last_tool_result = "beta result" }
+text = "merged alpha and beta"
+
+[[rule]]
+match = { last_user = "go slow" }
+text = "this answer streams very slowly so that the client can cancel it mid-way through"
+chunk_size = 4
+delay_ms = 150
+
+[[rule]]
+match = { last_user = "explode" }
+status = 400
+error_message = "the stub refuses this request"
+"""
+
+
+@pytest.fixture(scope="module")
+def stub_server() -> Iterator[StubServer]:
+    with StubServer.from_toml(RULES, source="test_acp_agent_e2e rules") as server:
+        yield server
+
+
+class Editor:
+    """The client side: records every session update before awaiting anything."""
+
+    def __init__(self, permission_answers: list[str] | None = None) -> None:
+        self.answers = list(permission_answers or [])
+        self.permission_requests: list[ToolCallUpdate] = []
+        self.permission_options: list[list[PermissionOption]] = []
+        self.updates: list[Any] = []
+        self.text_seen = asyncio.Event()
+
+    async def request_permission(
+        self, options: list[PermissionOption], session_id: str, tool_call: ToolCallUpdate, **_: Any
+    ) -> RequestPermissionResponse:
+        self.permission_requests.append(tool_call)
+        self.permission_options.append(options)
+        answer = self.answers.pop(0)
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id=answer)
+        )
+
+    async def session_update(self, session_id: str, update: Any, **_: Any) -> None:
+        self.updates.append(update)
+        if isinstance(update, AgentMessageChunk):
+            self.text_seen.set()
+
+    def text(self) -> str:
+        return "".join(
+            u.content.text
+            for u in self.updates
+            if isinstance(u, AgentMessageChunk) and hasattr(u.content, "text")
+        )
+
+
+class AgentRun:
+    def __init__(self, process: asyncio.subprocess.Process, conn: Any, raw: list[bytes]) -> None:
+        self.process = process
+        self.conn = conn
+        self.raw = raw
+        self.exit_code: int | None = None
+
+    def frames(self) -> list[dict[str, Any]]:
+        """Every stdout line, parsed; fails on any line that is not a JSON-RPC object."""
+        parsed = []
+        for line in self.raw:
+            frame = json.loads(line)
+            assert isinstance(frame, dict), line
+            assert frame.get("jsonrpc") == "2.0", line
+            parsed.append(frame)
+        return parsed
+
+
+def agent_env(tmp_path: Path, stub: StubServer, **extra: str) -> dict[str, str]:
+    home = tmp_path / "home"
+    temp = tmp_path / "tmp"
+    home.mkdir(exist_ok=True)
+    temp.mkdir(exist_ok=True)
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(home),
+        "TMPDIR": str(temp),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "AGENTREEL_PROVIDER": "stub",
+        "AGENTREEL_STUB_URL": stub.base_url,
+        "AGENTREEL_SESSIONS_ROOT": str(tmp_path / "sessions"),
+        "AGENTREEL_LOG_LEVEL": "INFO",
+    }
+    env.update(extra)
+    return env
+
+
+@asynccontextmanager
+async def run_agent(
+    tmp_path: Path,
+    editor: Editor,
+    env: dict[str, str],
+    command: tuple[str, ...] = ("-m", "agentreel.acp_agent"),
+) -> AsyncIterator[AgentRun]:
+    process_cwd = tmp_path / "process-cwd"
+    process_cwd.mkdir(exist_ok=True)
+    with (tmp_path / "agent.stderr").open("wb") as stderr:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=stderr,
+            env=env,
+            cwd=process_cwd,
+        )
+    assert process.stdout is not None
+    assert process.stdin is not None
+    raw: list[bytes] = []
+    reader = asyncio.StreamReader()
+    stdout = process.stdout
+
+    async def pump() -> None:
+        while line := await stdout.readline():
+            raw.append(line)
+            reader.feed_data(line)
+        reader.feed_eof()
+
+    pump_task = asyncio.create_task(pump())
+    conn = acp.connect_to_agent(editor, process.stdin, reader)  # type: ignore[arg-type]
+    run = AgentRun(process, conn, raw)
+    try:
+        yield run
+        process.stdin.close()
+        run.exit_code = await asyncio.wait_for(process.wait(), timeout=30)
+        await pump_task
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        pump_task.cancel()
+        await conn.close()
+
+
+async def start(run: AgentRun, workspace: Path) -> str:
+    await run.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+    response = await run.conn.new_session(cwd=str(workspace), mcp_servers=[])
+    session_id: str = response.session_id
+    return session_id
+
+
+async def prompt(run: AgentRun, session_id: str, text: str) -> str:
+    response = await run.conn.prompt(session_id=session_id, prompt=[acp.text_block(text)])
+    stop_reason: str = response.stop_reason
+    return stop_reason
+
+
+def make_workspace(tmp_path: Path) -> Path:
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    (workspace / "readme.txt").write_text("hello workspace")
+    return workspace
+
+
+def logs(tmp_path: Path) -> list[SessionLog]:
+    return list(harvest_session_logs(tmp_path / "sessions"))
+
+
+def tree(root: Path) -> set[Path]:
+    return set(root.rglob("*"))
+
+
+def stderr_tail(tmp_path: Path) -> str:
+    return (tmp_path / "agent.stderr").read_text()[-3000:]
+
+
+@pytest.mark.asyncio
+async def test_text_turn(tmp_path: Path, stub_server: StubServer) -> None:
+    workspace = make_workspace(tmp_path)
+    editor = Editor()
+    async with run_agent(tmp_path, editor, agent_env(tmp_path, stub_server)) as run:
+        session_id = await start(run, workspace)
+        assert await prompt(run, session_id, "hello agent") == "end_turn"
+    assert run.exit_code == 0, stderr_tail(tmp_path)
+
+    assert editor.text() == "Hi there, friend"
+    frames = run.frames()
+    assert {f["method"] for f in frames if "method" in f} == {"session/update"}
+    assert [f["id"] for f in frames if "id" in f] == [0, 1, 2]
+    chunks = [
+        f["params"]["update"]["content"]["text"]
+        for f in frames
+        if f.get("method") == "session/update"
+        and f["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+    ]
+    assert "".join(chunks) == "Hi there, friend"
+    (main,) = logs(tmp_path)
+    assert main.header.id == session_id
+    assert main.header.cwd == str(workspace)
+    assert isinstance(main.events[-1], TurnEnd)
+    assert main.events[-1].data.reason == "completed"
+
+
+@pytest.mark.asyncio
+async def test_tool_turn_with_permission_allowed_then_rejected(
+    tmp_path: Path, stub_server: StubServer
+) -> None:
+    workspace = make_workspace(tmp_path)
+    editor = Editor(permission_answers=["allow", "reject"])
+    async with run_agent(tmp_path, editor, agent_env(tmp_path, stub_server)) as run:
+        session_id = await start(run, workspace)
+        assert await prompt(run, session_id, "write one") == "end_turn"
+        assert await prompt(run, session_id, "write two") == "end_turn"
+    assert run.exit_code == 0, stderr_tail(tmp_path)
+
+    assert (workspace / "out" / "one.txt").read_text() == "first"
+    assert not (workspace / "two.txt").exists()
+    assert [r.tool_call_id for r in editor.permission_requests] == ["w1", "w2"]
+    assert {o.kind for o in editor.permission_options[0]} == {"allow_once", "reject_once"}
+    assert editor.text() == "writtennot written"
+    (main,) = logs(tmp_path)
+    results = [e.data for e in main.events if isinstance(e, ToolResult)]
+    assert [(r.call_id, r.is_error) for r in results] == [("w1", False), ("w2", True)]
+    assert "rejected" in results[1].content
+    updates = [
+        f["params"]["update"]
+        for f in run.frames()
+        if f.get("method") == "session/update"
+        and f["params"]["update"]["sessionUpdate"] in ("tool_call", "tool_call_update")
+    ]
+    statuses = [(u["toolCallId"], u["sessionUpdate"], u.get("status")) for u in updates]
+    assert statuses == [
+        ("w1", "tool_call", "pending"),
+        ("w1", "tool_call_update", "in_progress"),
+        ("w1", "tool_call_update", "completed"),
+        ("w2", "tool_call", "pending"),
+        ("w2", "tool_call_update", "in_progress"),
+        ("w2", "tool_call_update", "failed"),
+    ]
+
+
+@pytest.mark.asyncio
+async def test_spawn_and_fork_subagents(tmp_path: Path, stub_server: StubServer) -> None:
+    workspace = make_workspace(tmp_path)
+    editor = Editor()
+    async with run_agent(tmp_path, editor, agent_env(tmp_path, stub_server)) as run:
+        session_id = await start(run, workspace)
+        assert await prompt(run, session_id, "delegate please") == "end_turn"
+        assert await prompt(run, session_id, "remember seven") == "end_turn"
+        assert await prompt(run, session_id, "fork now") == "end_turn"
+    assert run.exit_code == 0, stderr_tail(tmp_path)
+
+    assert editor.text() == "parent saw 42noted sevenfork merged"
+    main, spawned, forked = logs(tmp_path)
+    assert main.header.id == session_id
+    starts = [e.data for e in main.events if isinstance(e, SubagentStart)]
+    assert [(s.child_session, s.spawn_index, s.mode) for s in starts] == [
+        (spawned.header.id, 0, "spawn"),
+        (forked.header.id, 1, "fork"),
+    ]
+    assert spawned.header.parent_session == session_id
+    assert spawned.header.origin == "spawn"
+    assert spawned.header.seed_length == 0
+    assert forked.header.parent_session == session_id
+    assert forked.header.origin == "fork"
+    # The fork child's log starts with the parent's events up to its last completed turn.
+    turn_ends = [i for i, e in enumerate(main.events) if isinstance(e, TurnEnd)]
+    assert forked.header.seed_length == turn_ends[1] + 1
+    assert forked.seed == main.events[: turn_ends[1] + 1]
+    assert isinstance(forked.own_events[0], EndSeed)
+    results = [e.data.content for e in main.events if isinstance(e, ToolResult)]
+    assert results == ["spawn result 42", "fork result seven"]
+
+
+@pytest.mark.asyncio
+async def test_two_parallel_subagents(tmp_path: Path, stub_server: StubServer) -> None:
+    workspace = make_workspace(tmp_path)
+    editor = Editor()
+    async with run_agent(tmp_path, editor, agent_env(tmp_path, stub_server)) as run:
+        session_id = await start(run, workspace)
+        assert await prompt(run, session_id, "fan out") == "end_turn"
+    assert run.exit_code == 0, stderr_tail(tmp_path)
+
+    assert editor.text() == "merged alpha and beta"
+    main, first, second = logs(tmp_path)
+    by_task = {}
+    for child in (first, second):
+        assert child.header.parent_session == session_id
+        (user,) = [e.data.text for e in child.events if isinstance(e, UserMessage)]
+        by_task[user] = child.header.spawn_index
+    assert by_task == {"task alpha": 0, "task beta": 1}
+    results = [(e.data.call_id, e.data.content) for e in main.events if isinstance(e, ToolResult)]
+    assert results == [("p1", "alpha result"), ("p2", "beta result")]
+
+
+@pytest.mark.asyncio
+async def test_cancel_mid_stream(tmp_path: Path, stub_server: StubServer) -> None:
+    workspace = make_workspace(tmp_path)
+    editor = Editor()
+    async with run_agent(tmp_path, editor, agent_env(tmp_path, stub_server)) as run:
+        session_id = await start(run, workspace)
+        pending = asyncio.create_task(prompt(run, session_id, "go slow"))
+        await asyncio.wait_for(editor.text_seen.wait(), timeout=30)
+        await run.conn.cancel(session_id=session_id)
+        assert await asyncio.wait_for(pending, timeout=30) == "cancelled"
+        # The session is still usable after a cancel.
+        assert await prompt(run, session_id, "hello again") == "end_turn"
+    assert run.exit_code == 0, stderr_tail(tmp_path)
+
+    full = "this answer streams very slowly so that the client can cancel it mid-way through"
+    assert not editor.text().startswith(full)
+    (main,) = logs(tmp_path)
+    reasons = [e.data.reason for e in main.events if isinstance(e, TurnEnd)]
+    assert reasons == ["aborted", "completed"]
+
+
+@pytest.mark.asyncio
+async def test_model_error_is_a_clean_turn_end_and_a_json_rpc_error(
+    tmp_path: Path, stub_server: StubServer
+) -> None:
+    workspace = make_workspace(tmp_path)
+    editor = Editor()
+    async with run_agent(tmp_path, editor, agent_env(tmp_path, stub_server)) as run:
+        session_id = await start(run, workspace)
+        with pytest.raises(acp.RequestError) as excinfo:
+            await prompt(run, session_id, "explode")
+        assert await prompt(run, session_id, "hello after the error") == "end_turn"
+    assert run.exit_code == 0, stderr_tail(tmp_path)
+
+    assert excinfo.value.code == -32603
+    assert "model call failed" in str(excinfo.value)
+    assert session_id in str(excinfo.value)
+    data = excinfo.value.data
+    assert isinstance(data, dict)
+    assert data["status"] == 400
+    errors = [f for f in run.frames() if "error" in f]
+    assert len(errors) == 1
+    assert set(errors[0]) == {"jsonrpc", "id", "error"}
+    assert set(errors[0]["error"]) >= {"code", "message"}
+    (main,) = logs(tmp_path)
+    reasons = [e.data.reason for e in main.events if isinstance(e, TurnEnd)]
+    assert reasons == ["error", "completed"]
+
+
+@pytest.mark.asyncio
+async def test_stdout_is_protocol_only_and_writes_stay_in_cwd_and_sessions_root(
+    tmp_path: Path, stub_server: StubServer
+) -> None:
+    workspace = make_workspace(tmp_path)
+    editor = Editor(permission_answers=["allow"])
+    # Stray output after startup (print, or raw writes to fd 1) must not reach stdout.
+    (tmp_path / "sitecustom").mkdir()
+    (tmp_path / "sitecustom" / "sitecustomize.py").write_text(
+        "import atexit, os\n"
+        "atexit.register(print, 'print noise at exit')\n"
+        "atexit.register(os.write, 1, b'fd noise at exit\\n')\n"
+    )
+    env = agent_env(tmp_path, stub_server, PYTHONPATH=str(tmp_path / "sitecustom"))
+    (tmp_path / "process-cwd").mkdir()
+    before = tree(tmp_path)
+    async with run_agent(tmp_path, editor, env) as run:
+        session_id = await start(run, workspace)
+        assert await prompt(run, session_id, "write one") == "end_turn"
+        assert await prompt(run, session_id, "fan out") == "end_turn"
+    assert run.exit_code == 0, stderr_tail(tmp_path)
+
+    frames = run.frames()  # raises on any non-JSON line
+    assert len(frames) == len(run.raw)
+    assert all(line.endswith(b"\n") for line in run.raw)
+    created = tree(tmp_path) - before
+    allowed_roots = (workspace, tmp_path / "sessions", tmp_path / "agent.stderr")
+    outside = sorted(
+        str(p)
+        for p in created
+        if not any(p == root or p.is_relative_to(root) for root in allowed_roots)
+    )
+    assert outside == []
+    assert list((tmp_path / "tmp").iterdir()) == []
+    assert list((tmp_path / "process-cwd").iterdir()) == []
+    assert list((tmp_path / "home").iterdir()) == []
+    stderr = (tmp_path / "agent.stderr").read_text()
+    assert "print noise at exit" in stderr
+    assert "fd noise at exit" in stderr
