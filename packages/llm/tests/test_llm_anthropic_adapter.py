@@ -457,3 +457,52 @@ async def test_anthropic_overloaded_error_event_inside_the_stream_raises_server_
     assert caught.value.code == "overloaded_error"
     assert "Overloaded" in caught.value.message
     assert [c.text for c in seen if isinstance(c, TextDelta)] == ["ab", "cd"]
+
+
+def test_anthropic_conversion_merges_user_turns_and_keeps_is_error() -> None:
+    from agentreel.llm import ReasoningPart
+    from agentreel.llm._anthropic import to_anthropic_messages
+
+    options = GenerateOptions(
+        model="m",
+        system="base prompt",
+        messages=(
+            Message(role="system", content=(TextPart("extra rules"),)),
+            Message.user("go"),
+            Message(
+                role="assistant",
+                content=(
+                    ReasoningPart("thinking it over"),
+                    ToolCallPart(id="t1", name="read_file", arguments='{"path": "x"}'),
+                ),
+            ),
+            Message(
+                role="tool",
+                content=(ToolResultPart(call_id="t1", content="no such file", is_error=True),),
+            ),
+            Message.user("and then?"),
+        ),
+    )
+    system, messages = to_anthropic_messages(options)
+    assert system == "base prompt\n\nextra rules"
+    assert messages == [
+        {"role": "user", "content": [{"type": "text", "text": "go"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "t1", "name": "read_file", "input": {"path": "x"}}
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t1",
+                    "content": "no such file",
+                    "is_error": True,
+                },
+                {"type": "text", "text": "and then?"},
+            ],
+        },
+    ]

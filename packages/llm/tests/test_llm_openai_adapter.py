@@ -465,3 +465,41 @@ async def test_openai_error_inside_the_stream_raises_a_typed_error() -> None:
     assert caught.value.code == "server_error"
     assert "melted" in caught.value.message
     assert [c.text for c in seen if isinstance(c, TextDelta)] == ["ab", "cd"]
+
+
+def test_openai_conversion_drops_reasoning_and_splits_tool_results() -> None:
+    from agentreel.llm import ReasoningPart
+    from agentreel.llm._openai import to_openai_messages
+
+    options = GenerateOptions(
+        model="m",
+        messages=(
+            Message(
+                role="assistant",
+                content=(
+                    ReasoningPart("hidden"),
+                    ToolCallPart(id="a", name="x", arguments='{"n":1}'),
+                    ToolCallPart(id="b", name="y", arguments='{"n":2}'),
+                ),
+            ),
+            Message(
+                role="tool",
+                content=(
+                    ToolResultPart(call_id="a", content="one"),
+                    ToolResultPart(call_id="b", content="two", is_error=True),
+                ),
+            ),
+        ),
+    )
+    assert to_openai_messages(options) == [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "x", "arguments": '{"n":1}'}},
+                {"id": "b", "type": "function", "function": {"name": "y", "arguments": '{"n":2}'}},
+            ],
+        },
+        {"role": "tool", "tool_call_id": "a", "content": "one"},
+        {"role": "tool", "tool_call_id": "b", "content": "two"},
+    ]

@@ -118,6 +118,9 @@ def to_anthropic_messages(options: GenerateOptions) -> tuple[str, list[dict[str,
             wire[-1]["content"].extend(blocks)
         else:
             wire.append({"role": role, "content": blocks})
+    for turn in wire:
+        if turn["role"] == "user":  # the API wants tool results before any text in a turn
+            turn["content"].sort(key=lambda block: block["type"] != "tool_result")
     return "\n\n".join(system_parts), wire
 
 

@@ -241,6 +241,7 @@ class StubServer:
 class _Httpd(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = False
+    request_queue_size = 256  # many concurrent subagent sessions connect at once
     stub: StubServer
 
 
