@@ -297,3 +297,39 @@ async def test_concurrent_children_in_reverse_order_are_swapped_without_lineage(
     texts = await _run_children_concurrently_reversed(provider)
 
     assert texts == {0: "child one writes the tests", 1: "child zero reads the docs"}
+
+
+@pytest.mark.asyncio
+async def test_recording_without_spawn_indexes_binds_lineage_callers_by_first_call(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    """An old recording (no spawn_index anywhere) replayed by an agent that passes one."""
+    _parent_with_two_children(recorder, fixture_dir, lineage=False)
+    provider = ReplayProvider(fixture_dir)
+    parent = new_session_id()
+    await collect(provider.stream(options_for(parent)))
+
+    first = await collect(provider.stream(options_for("a", parent=parent, spawn_index=0)))
+    second = await collect(provider.stream(options_for("b", parent=parent, spawn_index=1)))
+
+    assert _text(first) == "child zero reads the docs"
+    assert _text(second) == "child one writes the tests"
+
+
+@pytest.mark.asyncio
+async def test_child_whose_log_is_missing_is_named_by_the_parents_subagent_start(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    ids = _parent_with_two_children(recorder, fixture_dir)
+    (fixture_dir / "session.2.jsonl").unlink()
+    provider = ReplayProvider(fixture_dir)
+    parent = new_session_id()
+    await collect(provider.stream(options_for(parent)))
+
+    with pytest.raises(UnrecordedSessionError) as caught:
+        provider.stream(options_for("late", parent=parent, spawn_index=1))
+
+    assert (
+        f"which spawned child {ids[2]} with spawn index 1, but the fixture holds no log for "
+        "that child"
+    ) in str(caught.value)

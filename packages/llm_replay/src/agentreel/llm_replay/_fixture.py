@@ -33,6 +33,7 @@ from agentreel.session import (
     RequestHeaderData,
     SessionHeader,
     SessionLogError,
+    SubagentStart,
     load_session_log,
 )
 
@@ -73,6 +74,7 @@ class Script:
     path: Path
     header: SessionHeader
     calls: tuple[RecordedCall, ...]
+    spawned: dict[int, str] = field(default_factory=dict)
 
     @property
     def file(self) -> str:
@@ -89,17 +91,28 @@ class Recording:
     """Every script of a fixture directory, in session order, plus the lineage map.
 
     ``lineage`` maps (recorded parent id, spawn_index) to the script number of the child
-    recorded with that identity.
+    recorded with that identity — from the child's header, or from the parent's
+    ``subagent/start`` event. ``spawned`` holds every (parent id, spawn_index) → child id
+    the recording knows of, including children whose log is missing from the fixture.
     """
 
     fixture_dir: Path
     scripts: tuple[Script, ...]
     lineage: dict[tuple[str, int], int]
+    spawned: dict[tuple[str, int], str] = field(default_factory=dict)
     overrides: dict[tuple[int, int], Override] = field(default_factory=dict)
 
     @property
     def scenario(self) -> str:
         return self.fixture_dir.name
+
+    def records_lineage(self, parent_id: str) -> bool:
+        """Whether the recording says which spawn index each child of ``parent_id`` had.
+
+        A recording made without spawn indexes cannot bind by lineage; its children are
+        bound in first-call order instead.
+        """
+        return any(parent == parent_id for parent, _ in self.spawned)
 
 
 def fixture_files(fixture_dir: Path) -> list[Path]:
@@ -162,8 +175,28 @@ def load_recording(fixture_dir: Path | str, *, respect_seed_length: bool = True)
     scripts: list[Script] = []
     for number, path in enumerate(fixture_files(fixture_dir)):
         scripts.append(_load_script(number, path, fixture_dir.name, respect_seed_length))
+    lineage, spawned = _lineage(scripts, fixture_dir)
+    overrides: dict[tuple[int, int], Override] = {}
+    override_path = fixture_dir / OVERRIDE_FILE
+    if override_path.exists():
+        overrides = load_overrides(
+            override_path, [[len(c.chunks) for c in s.calls] for s in scripts]
+        )
+    return Recording(
+        fixture_dir=fixture_dir,
+        scripts=tuple(scripts),
+        lineage=lineage,
+        spawned=spawned,
+        overrides=overrides,
+    )
+
+
+def _lineage(
+    scripts: list[Script], fixture_dir: Path
+) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], str]]:
     by_id = {script.header.id: script for script in scripts}
     lineage: dict[tuple[str, int], int] = {}
+    spawned: dict[tuple[str, int], str] = {}
     for script in scripts[1:]:
         header = script.header
         if header.parent_session is None or header.spawn_index is None:
@@ -180,16 +213,21 @@ def load_recording(fixture_dir: Path | str, *, respect_seed_length: bool = True)
                 f"unique. Re-record: nox -s record -- {fixture_dir.name}",
             )
         lineage[key] = script.number
-    recording = Recording(fixture_dir=fixture_dir, scripts=tuple(scripts), lineage=lineage)
-    override_path = fixture_dir / OVERRIDE_FILE
-    if override_path.exists():
-        overrides = load_overrides(
-            override_path, [[len(c.chunks) for c in s.calls] for s in scripts]
-        )
-        recording = Recording(
-            fixture_dir=fixture_dir, scripts=tuple(scripts), lineage=lineage, overrides=overrides
-        )
-    return recording
+        spawned[key] = header.id
+    # The parent's own subagent/start events fill in children recorded without a spawn
+    # index in their header, and name children whose log is missing.
+    for script in scripts:
+        for spawn_index, child_id in script.spawned.items():
+            key = (script.header.id, spawn_index)
+            spawned.setdefault(key, child_id)
+            child = by_id.get(child_id)
+            if key in lineage or child is None or child.number == 0:
+                continue
+            if child.header.parent_session not in (None, script.header.id):
+                continue
+            if child.number not in lineage.values():
+                lineage[key] = child.number
+    return lineage, spawned
 
 
 def _load_script(number: int, path: Path, scenario: str, respect_seed_length: bool) -> Script:
@@ -213,9 +251,13 @@ def _load_script(number: int, path: Path, scenario: str, respect_seed_length: bo
     pending_turn = pending_step = 0
     last_request: RequestHeaderData | None = None
     pending_request: RequestHeaderData | None = None
+    spawned: dict[int, str] = {}
     for event in log.events[start:]:
         if isinstance(event, RequestHeader):
             last_request = event.data
+            continue
+        if isinstance(event, SubagentStart):
+            spawned.setdefault(event.data.spawn_index, event.data.child_session)
             continue
         if not isinstance(event, AssistantChunk):
             continue
@@ -239,7 +281,7 @@ def _load_script(number: int, path: Path, scenario: str, respect_seed_length: bo
             last_request = None
     if pending:
         raise _incomplete(path, log.header.id, pending_turn, pending_step, scenario)
-    return Script(number=number, path=path, header=log.header, calls=tuple(calls))
+    return Script(number=number, path=path, header=log.header, calls=tuple(calls), spawned=spawned)
 
 
 def _incomplete(path: Path, session_id: str, turn: int, step: int, scenario: str) -> FixtureError:

@@ -6,7 +6,9 @@ Binding a live caller, in order:
 2. already bound: its own script and cursor;
 3. new, with ``parent_session_id`` and ``spawn_index``, parent bound: the child recorded
    under that recorded parent with that spawn index (nothing else: no such child is an
-   ``UnrecordedSessionError``, never a fallback);
+   ``UnrecordedSessionError``, never a fallback). Lineage comes from the children's headers
+   and the parent's ``subagent/start`` events; a recorded parent with neither (a recording
+   made without spawn indexes) falls through to rule 4;
 4. otherwise first-call order: the next unclaimed script in session order. Scripts that
    rule 3 can reach (children recorded with a spawn index) are left to rule 3, scripts
    without a model call are skipped, and when the caller names a bound parent only that
@@ -118,6 +120,8 @@ class ReplayProvider:
         self._bound_to: list[str | None] = [None] * len(scripts)
         self._bound: dict[str, int] = {}
         reserved = set(self._recording.lineage.values()) if lineage_binding else set()
+        # Recorded parents whose children's spawn indexes are known (rule 3 applies).
+        self._lineage_parents = {parent for parent, _ in self._recording.spawned}
         self._first_call_candidates = [
             s.number for s in scripts if s.calls and s.number not in reserved
         ]
@@ -177,7 +181,12 @@ class ReplayProvider:
             if options.parent_session_id is not None
             else None
         )
-        if self._lineage_binding and parent_number is not None and options.spawn_index is not None:
+        if (
+            self._lineage_binding
+            and parent_number is not None
+            and options.spawn_index is not None
+            and self._scripts[parent_number].header.id in self._lineage_parents
+        ):
             number = self._bind_by_lineage(options, self._scripts[parent_number])
         else:
             number = self._bind_first_call(options, parent_number)
@@ -187,9 +196,18 @@ class ReplayProvider:
 
     def _bind_by_lineage(self, options: GenerateOptions, parent: Script) -> int:
         assert options.spawn_index is not None
-        number = self._recording.lineage.get((parent.header.id, options.spawn_index))
+        key = (parent.header.id, options.spawn_index)
+        number = self._recording.lineage.get(key)
+        if number is None and key in self._recording.spawned:
+            raise self._unrecorded(
+                options,
+                f"its parent is bound to {parent.label}, which spawned child "
+                f"{self._recording.spawned[key]} with spawn index {options.spawn_index}, but "
+                "the fixture holds no log for that child (a session.<n>.jsonl file is "
+                "missing or was never recorded)",
+            )
         if number is None:
-            recorded = sorted(i for (p, i) in self._recording.lineage if p == parent.header.id)
+            recorded = sorted(i for (p, i) in self._recording.spawned if p == parent.header.id)
             raise self._unrecorded(
                 options,
                 f"its parent is bound to {parent.label}, which recorded no child with spawn "

@@ -33,6 +33,7 @@ from agentreel.session import (
     Session,
     SessionHeader,
     SessionStore,
+    SubagentStartData,
     TurnEndData,
     TurnStartData,
     build_request_header,
@@ -120,10 +121,20 @@ class FixtureRecorder:
         return self.store.create(self.cwd)
 
     def spawn(self, parent: Session, spawn_index: int) -> Session:
-        return self.store.spawn(parent, spawn_index)
+        """A spawned child; the parent logs ``subagent/start`` as the agent does."""
+        child = self.store.spawn(parent, spawn_index)
+        parent.append(
+            SubagentStartData(child_session=child.header.id, spawn_index=spawn_index, mode="spawn")
+        )
+        return child
 
     def fork(self, parent: Session, spawn_index: int) -> Session:
-        return self.store.fork(parent, spawn_index)
+        """A forked child (seeded up to the parent's last ``turn/end``)."""
+        child = self.store.fork(parent, spawn_index)
+        parent.append(
+            SubagentStartData(child_session=child.header.id, spawn_index=spawn_index, mode="fork")
+        )
+        return child
 
     def child_without_index(self, parent: Session) -> Session:
         """A child recorded by an agent that does not pass spawn_index (older recordings)."""
