@@ -498,3 +498,78 @@ async def test_stdout_is_protocol_only_and_writes_stay_in_cwd_and_sessions_root(
     stderr = (tmp_path / "agent.stderr").read_text()
     assert "print noise at exit" in stderr
     assert "fd noise at exit" in stderr
+
+
+SPY_WRAPPER = r"""
+import json, os, sys
+report_to = sys.argv[1]
+env_reads = []
+class SpyEnviron(type(os.environ)):
+    def __getitem__(self, key):
+        env_reads.append(key)
+        return super().__getitem__(key)
+os.environ.__class__ = SpyEnviron
+from agentreel.acp_agent._main import main
+code = main([])
+with open(report_to, "w") as f:
+    json.dump({"modules": sorted(sys.modules), "env_reads": env_reads}, f)
+sys.exit(code)
+"""
+
+
+@pytest.mark.asyncio
+async def test_replay_run_imports_no_provider_sdk_and_reads_no_key(
+    tmp_path: Path, stub_server: StubServer
+) -> None:
+    # Record: a parent that spawns a child, through the stub server.
+    record_dir = tmp_path / "record"
+    record_dir.mkdir()
+    recorder = Editor()
+    async with run_agent(record_dir, recorder, agent_env(record_dir, stub_server)) as run:
+        session_id = await start(run, make_workspace(record_dir))
+        assert await prompt(run, session_id, "delegate please") == "end_turn"
+    assert run.exit_code == 0, stderr_tail(record_dir)
+    fixture = tmp_path / "fixture"
+    fixture.mkdir()
+    main_log, *children = logs(record_dir)
+    (fixture / "session.jsonl").write_bytes(main_log.path.read_bytes())
+    for number, child in enumerate(children, start=1):
+        (fixture / f"session.{number}.jsonl").write_bytes(child.path.read_bytes())
+    assert len(children) == 1
+
+    # Replay: keyless, no stub server, canary keys in the environment.
+    replay_dir = tmp_path / "replay"
+    replay_dir.mkdir()
+    report = replay_dir / "replay-report.json"
+    spy = replay_dir / "spy.json"
+    env = agent_env(replay_dir, stub_server)
+    del env["AGENTREEL_STUB_URL"]
+    env.update(
+        AGENTREEL_PROVIDER="replay",
+        AGENTREEL_REPLAY_DIR=str(fixture),
+        AGENTREEL_REPLAY_REPORT=str(report),
+        OPENAI_API_KEY="sk-canary-openai",
+        ANTHROPIC_API_KEY="sk-canary-anthropic",
+    )
+    editor = Editor()
+    command = ("-c", SPY_WRAPPER, str(spy))
+    async with run_agent(replay_dir, editor, env, command=command) as run:
+        session_id = await start(run, make_workspace(replay_dir))
+        assert await prompt(run, session_id, "delegate please") == "end_turn"
+    assert run.exit_code == 0, stderr_tail(replay_dir)
+
+    assert editor.text() == recorder.text() == "parent saw 42"
+    seen = json.loads(spy.read_text())
+    sdk_modules = [
+        m for m in seen["modules"] if m.split(".")[0] in ("openai", "anthropic", "httpx")
+    ]
+    assert sdk_modules == []
+    assert "agentreel.llm_replay" in seen["modules"]
+    key_reads = [k for k in seen["env_reads"] if "KEY" in k or "TOKEN" in k]
+    assert key_reads == []
+    consumption = json.loads(report.read_text())
+    assert consumption["errors"] == []
+    assert [(s["calls"], s["consumed"]) for s in consumption["scripts"]] == [(2, 2), (1, 1)]
+    replayed_main, replayed_child = logs(replay_dir)
+    assert replayed_child.header.parent_session == replayed_main.header.id
+    assert replayed_child.header.spawn_index == 0

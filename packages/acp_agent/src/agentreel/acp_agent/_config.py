@@ -25,7 +25,7 @@ DEFAULT_MODELS: dict[str, str] = {
     "openai": "gpt-4o-mini",
     "anthropic": "claude-sonnet-4-5",
 }
-FALLBACK_MODEL = "agentreel-stub"
+FALLBACK_MODEL = "stub-model"
 
 
 @dataclass(frozen=True)
