@@ -1,0 +1,111 @@
+"""The pytest plugin, driven through pytester in subprocesses (as users run it)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from agentreel.snapshot_harness import check_scenario
+
+pytest_plugins = ["pytester"]
+pytestmark = pytest.mark.slow
+
+MakeScenario = Callable[..., Path]
+QUIET = ("-p", "no:cacheprovider", "-p", "no:asyncio", "-q")
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(*QUIET, *args)
+
+
+def test_a_recorded_scenario_is_collected_and_passes(
+    pytester: pytest.Pytester, make_scenario: MakeScenario
+) -> None:
+    directory = make_scenario()
+    check_scenario(directory, "record")
+    result = run(pytester, str(directory.parent), "-vv")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*scenario.toml::echo-turn PASSED*"])
+
+
+def test_a_failing_scenario_shows_a_diff_per_file_and_the_stderr_tail(
+    pytester: pytest.Pytester, make_scenario: MakeScenario
+) -> None:
+    directory = make_scenario()
+    check_scenario(directory, "record")
+    golden = directory / "golden" / "transcript.jsonl"
+    golden.write_text(golden.read_text().replace("echo: ", "ECHO: "))
+    result = run(pytester, str(directory.parent))
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*replay of scenario echo-turn failed:*",
+            "*differs from the goldens in 1 file(s): transcript.jsonl*",
+            "--- golden/transcript.jsonl",
+            "+++ live/transcript.jsonl",
+            '-*"ECHO: "*',
+            '+*"echo: "*',
+            "*nox -s refresh -- echo-turn*",
+        ]
+    )
+
+
+def test_a_crash_under_the_plugin_shows_the_stderr_tail(
+    pytester: pytest.Pytester, make_scenario: MakeScenario
+) -> None:
+    directory = make_scenario()
+    check_scenario(directory, "record")
+    make_scenario(env={"FAKE_BEHAVIOUR": "crash"})
+    result = run(pytester, str(directory.parent))
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*exit code 3*", "*agent stderr (tail)*", "*crashing on purpose*"])
+
+
+def test_scenarios_run_under_xdist(pytester: pytest.Pytester, make_scenario: MakeScenario) -> None:
+    for name in ("first", "second", "third"):
+        check_scenario(make_scenario(name), "record")
+    result = run(pytester, "-n", "2", str(make_scenario("first").parent))
+    result.assert_outcomes(passed=3)
+
+
+def test_record_then_refresh_then_replay_modes(
+    pytester: pytest.Pytester, make_scenario: MakeScenario
+) -> None:
+    directory = make_scenario()
+    fixtures = str(directory.parent)
+    run(pytester, fixtures, "--agentreel-mode=record").assert_outcomes(passed=1)
+    golden = directory / "golden" / "transcript.jsonl"
+    recorded = golden.read_bytes()
+    golden.write_text("stale\n")
+    run(pytester, fixtures).assert_outcomes(failed=1)
+    run(pytester, fixtures, "--agentreel-mode", "refresh").assert_outcomes(passed=1)
+    assert golden.read_bytes() == recorded
+    run(pytester, fixtures, "--agentreel-mode=replay").assert_outcomes(passed=1)
+
+
+def test_scenario_option_selects_by_name(
+    pytester: pytest.Pytester, make_scenario: MakeScenario
+) -> None:
+    for name in ("alpha", "beta", "gamma"):
+        check_scenario(make_scenario(name), "record")
+    fixtures = str(make_scenario("alpha").parent)
+    result = run(pytester, fixtures, "--agentreel-scenario=beta,gamma", "-vv")
+    result.assert_outcomes(passed=2)
+    assert "alpha" not in result.stdout.str()
+    result = run(pytester, fixtures, "--agentreel-scenario", "alpha")
+    result.assert_outcomes(passed=1)
+
+
+def test_scenario_option_refuses_a_path(pytester: pytest.Pytester) -> None:
+    result = run(pytester, "--agentreel-scenario=../etc")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*path separator*"])
+
+
+def test_options_live_in_the_agentreel_group(pytester: pytest.Pytester) -> None:
+    result = run(pytester, "--help")
+    result.stdout.fnmatch_lines(
+        ["agentreel snapshot scenarios:", "*--agentreel-mode=*", "*--agentreel-scenario=NAME*"]
+    )
