@@ -259,7 +259,7 @@ def _load_script(number: int, path: Path, scenario: str, respect_seed_length: bo
         if isinstance(event, SubagentStart):
             spawned.setdefault(event.data.spawn_index, event.data.child_session)
             continue
-        if not isinstance(event, AssistantChunk):
+        if type(event) is not AssistantChunk:
             continue
         data = event.data
         if pending and (data.turn, data.step) != (pending_turn, pending_step):
@@ -298,8 +298,30 @@ def _incomplete(path: Path, session_id: str, turn: int, step: int, scenario: str
 def _make_call(
     number: int, turn: int, step: int, chunks: list[Chunk], request: RequestHeaderData | None
 ) -> RecordedCall:
-    healed = _heal_split_tokens(chunks)
-    positions = tuple(i for i, chunk in enumerate(healed) if _has_cwd_token(chunk))
+    # Fast path: a delta without a brace can hold no piece of a token, so when no delta
+    # has one only the few block-end / finish chunks need checking.
+    braces = False
+    for chunk in chunks:
+        kind = type(chunk)
+        if kind is TextDelta or kind is ReasoningDelta:
+            text = chunk.text  # type: ignore[union-attr]
+        elif kind is ToolCallDelta:
+            text = chunk.arguments_delta  # type: ignore[union-attr]
+        else:
+            continue
+        if "{" in text or "}" in text:
+            braces = True
+            break
+    if braces:
+        healed = _heal_split_tokens(chunks)
+        positions = tuple(i for i, chunk in enumerate(healed) if _has_cwd_token(chunk))
+    else:
+        healed = chunks
+        positions = tuple(
+            i
+            for i, chunk in enumerate(chunks)
+            if type(chunk) in _BLOCK_OR_FINISH and _has_cwd_token(chunk)
+        )
     return RecordedCall(
         number=number,
         turn=turn,
@@ -308,6 +330,9 @@ def _make_call(
         request=request,
         cwd_chunks=positions,
     )
+
+
+_BLOCK_OR_FINISH = (BlockEnd, Finish)
 
 
 def _delta_text(chunk: Chunk) -> str | None:
