@@ -206,3 +206,34 @@ def test_calls_keep_their_request_headers_and_block_order(
     assert calls[1].request is None
     assert isinstance(calls[1].chunks[0], BlockStart)
     assert [(c.number, c.turn, c.step) for c in calls] == [(1, 1, 1), (2, 1, 2)]
+
+
+@pytest.mark.parametrize(
+    ("pieces", "healed"),
+    [
+        (["a {", "{cw", "d}", "} b"], ["a {{cwd}}", "", "", " b"]),
+        (["{{cwd}}/x {{c", "wd}}/y"], ["{{cwd}}/x {{cwd}}", "/y"]),
+        (["x", "{{cwd", "}}", "{{cwd}}"], ["x", "{{cwd}}", "", "{{cwd}}"]),
+        (["{{cw", "d"], ["{{cw", "d"]),  # never completed: left alone
+    ],
+)
+def test_tokens_split_across_deltas_are_moved_whole(
+    recorder: FixtureRecorder, fixture_dir: Path, pieces: list[str], healed: list[str]
+) -> None:
+    main = recorder.main()
+    text = "".join(pieces)
+    chunks = [
+        BlockStart(index=0, block_type="text"),
+        *[TextDelta(index=0, text=piece) for piece in pieces],
+        Finish(reason="stop"),
+    ]
+    recorder.call(main, chunks)
+    recorder.save(fixture_dir)
+
+    call = load_recording(fixture_dir).scripts[0].calls[0]
+
+    deltas = [c for c in call.chunks if isinstance(c, TextDelta)]
+    assert [d.text for d in deltas] == healed
+    assert "".join(d.text for d in deltas) == text
+    assert len(call.chunks) == len(chunks)
+    assert call.cwd_chunks == tuple(i + 1 for i, piece in enumerate(healed) if "{{cwd}}" in piece)
