@@ -1,0 +1,102 @@
+"""The ``agentreel`` CLI: progress lines, summary, exit codes, argument checks."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from agentreel.snapshot_harness._cli import main
+
+MakeScenario = Callable[..., Path]
+
+
+def run_cli(*args: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = main(list(args), out=out)
+    return code, out.getvalue()
+
+
+@pytest.mark.slow
+def test_record_then_replay_prints_one_line_per_scenario_and_a_summary(
+    make_scenario: MakeScenario,
+) -> None:
+    first = make_scenario("first")
+    make_scenario("second", env={"FAKE_SUBAGENTS": "1"})
+    fixtures = str(first.parent)
+    code, text = run_cli("record", "first", "second", "--fixtures", fixtures)
+    assert code == 0, text
+    assert re.search(r"^REC   first\s+1 session\s+\d+\.\d\ds$", text, re.M)
+    assert re.search(r"^REC   second\s+2 sessions\s+\d+\.\d\ds$", text, re.M)
+    assert "2 recorded, 0 failed" in text
+
+    code, text = run_cli("replay", "--fixtures", fixtures)
+    assert code == 0, text
+    assert re.search(r"^PASS  first\s+1 session", text, re.M)
+    assert re.search(r"^PASS  second\s+2 sessions", text, re.M)
+    assert "2 passed, 0 failed" in text
+
+
+@pytest.mark.slow
+def test_a_failure_is_marked_detailed_and_sets_the_exit_code(make_scenario: MakeScenario) -> None:
+    good = make_scenario("good")
+    bad = make_scenario("bad")
+    fixtures = str(good.parent)
+    assert run_cli("record", "good", "bad", "--fixtures", fixtures)[0] == 0
+    golden = bad / "golden" / "transcript.jsonl"
+    golden.write_text(golden.read_text().replace("echo", "ECHO"))
+    code, text = run_cli("replay", "--fixtures", fixtures)
+    assert code == 1
+    assert re.search(r"^FAIL  bad\s+-\s+\d+\.\d\ds$", text, re.M)
+    assert re.search(r"^PASS  good", text, re.M)
+    assert "=== bad ===" in text
+    assert "+++ live/transcript.jsonl" in text
+    assert "1 passed, 1 failed" in text
+
+
+@pytest.mark.slow
+def test_refresh_rewrites_goldens(make_scenario: MakeScenario) -> None:
+    directory = make_scenario()
+    assert run_cli("record", str(directory))[0] == 0
+    golden = directory / "golden" / "transcript.jsonl"
+    golden.write_text("stale\n")
+    code, text = run_cli("refresh", str(directory))
+    assert code == 0, text
+    assert "REFR  echo-turn" in text
+    assert "stale" not in golden.read_text()
+
+
+def test_record_needs_a_scenario(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli("record")[0] == 2
+    assert "record needs the scenario(s)" in capsys.readouterr().err
+
+
+def test_provider_flags_only_apply_to_record(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli("replay", "--provider", "openai")[0] == 2
+    assert "only apply to record" in capsys.readouterr().err
+
+
+def test_a_path_separator_name_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_cli("replay", "../evil", "--fixtures", str(tmp_path))[0] == 2
+    assert "path separator" in capsys.readouterr().err
+
+
+def test_no_scenarios_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli("replay", "--fixtures", str(tmp_path))[0] == 2
+    assert "no scenarios" in capsys.readouterr().err
+
+
+def test_an_invalid_scenario_fails_its_line(
+    make_scenario: MakeScenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory = make_scenario("broken")
+    (directory / "scenario.toml").write_text("steps = 3\n")
+    code, text = run_cli("replay", "--fixtures", str(directory.parent))
+    assert code == 1
+    assert re.search(r"^FAIL  broken", text, re.M)
+    assert "key 'steps'" in text
