@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agentreel.brand import new_session_id
-from agentreel.llm import BlockStart, Finish, TextDelta
+from agentreel.llm import BlockStart, Chunk, Finish, TextDelta
 from agentreel.llm_replay import (
     FixtureError,
     IncompleteCallError,
@@ -222,7 +222,7 @@ def test_tokens_split_across_deltas_are_moved_whole(
 ) -> None:
     main = recorder.main()
     text = "".join(pieces)
-    chunks = [
+    chunks: list[Chunk] = [
         BlockStart(index=0, block_type="text"),
         *[TextDelta(index=0, text=piece) for piece in pieces],
         Finish(reason="stop"),
