@@ -573,3 +573,27 @@ async def test_replay_run_imports_no_provider_sdk_and_reads_no_key(
     replayed_main, replayed_child = logs(replay_dir)
     assert replayed_child.header.parent_session == replayed_main.header.id
     assert replayed_child.header.spawn_index == 0
+
+
+@pytest.mark.asyncio
+async def test_stdin_eof_mid_turn_flushes_the_sessions_and_exits_zero(
+    tmp_path: Path, stub_server: StubServer
+) -> None:
+    workspace = make_workspace(tmp_path)
+    editor = Editor()
+    async with run_agent(tmp_path, editor, agent_env(tmp_path, stub_server)) as run:
+        session_id = await start(run, workspace)
+        pending = asyncio.create_task(prompt(run, session_id, "go slow"))
+        await asyncio.wait_for(editor.text_seen.wait(), timeout=30)
+        assert run.process.stdin is not None
+        run.process.stdin.close()
+        assert await asyncio.wait_for(run.process.wait(), timeout=30) == 0
+        with pytest.raises(ConnectionError):
+            await asyncio.wait_for(pending, timeout=30)
+    assert run.exit_code == 0, stderr_tail(tmp_path)
+
+    (main,) = logs(tmp_path)
+    assert main.torn_tail is None
+    last = main.events[-1]
+    assert isinstance(last, TurnEnd)
+    assert last.data.reason == "interrupted"

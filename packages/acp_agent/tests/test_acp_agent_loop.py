@@ -22,6 +22,7 @@ from agentreel.llm import (
     ToolCallDelta,
     ToolCallPart,
     Usage,
+    validate_stream,
 )
 from agentreel.session import (
     AssistantChunk,
@@ -551,3 +552,64 @@ async def test_a_failing_child_is_an_error_result_for_the_parent(tmp_path: Path)
 
 def test_cancel_scope_defaults_to_interrupted() -> None:
     assert CancelScope().requested is False
+
+
+def call_chunks(events: list[Event]) -> list[Chunk]:
+    return [e.data.chunk for e in events if isinstance(e, AssistantChunk)]
+
+
+@pytest.mark.asyncio
+async def test_every_recorded_call_ends_with_finish_even_on_cancel_and_error(
+    tmp_path: Path,
+) -> None:
+    streaming = asyncio.Event()
+    mode = "hang"
+
+    async def stream(options: GenerateOptions) -> AsyncIterator[Chunk]:
+        yield BlockStart(index=0, block_type="text")
+        yield TextDelta(index=0, text="part")
+        if mode == "hang":
+            streaming.set()
+            await asyncio.Event().wait()
+        raise LlmError("stream_cut", None, "the connection dropped")
+
+    class Provider:
+        def stream(self, options: GenerateOptions) -> AsyncIterator[Chunk]:
+            return stream(options)
+
+    agent, _, _ = make_agent(tmp_path, Provider())
+    task = asyncio.create_task(agent.run_turn("one"))
+    await streaming.wait()
+    agent.cancel_scope.requested = True
+    task.cancel()
+    assert (await task).stop_reason == "cancelled"
+    mode = "cut"
+    assert (await agent.run_turn("two")).stop_reason == "error"
+
+    chunks = call_chunks(agent.session.events)
+    finishes = [c for c in chunks if isinstance(c, Finish)]
+    assert finishes == [
+        Finish(reason="aborted", message="cancelled by the client"),
+        Finish(reason="error", message="the connection dropped", code="stream_cut"),
+    ]
+    validate_stream(chunks[:3])
+    validate_stream(chunks[3:])
+
+
+@pytest.mark.asyncio
+async def test_a_provider_finishing_aborted_ends_the_turn_as_cancelled(tmp_path: Path) -> None:
+    provider = ScriptedProvider(
+        lambda options: [
+            BlockStart(index=0, block_type="text"),
+            TextDelta(index=0, text="cut"),
+            Finish(reason="aborted", message="cancelled by the client"),
+        ]
+    )
+    agent, _, _ = make_agent(tmp_path, provider)
+    outcome = await agent.run_turn("replayed cancel")
+    assert outcome.stop_reason == "cancelled"
+    last = agent.session.events[-1]
+    assert isinstance(last, TurnEnd)
+    assert last.data.reason == "aborted"
+    # The aborted finish is the recorded one: nothing synthetic is added after it.
+    assert len([c for c in call_chunks(agent.session.events) if isinstance(c, Finish)]) == 1

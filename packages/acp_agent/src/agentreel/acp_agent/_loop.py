@@ -185,6 +185,10 @@ class _ModelFailure(Exception):
         self.llm_error = llm_error
 
 
+class _StreamAborted(Exception):
+    """The provider ended the stream with ``finish{aborted}`` (e.g. a replayed cancel)."""
+
+
 class _StepResult:
     __slots__ = ("calls", "finish", "text")
 
@@ -266,6 +270,9 @@ class AgentSession:
             reason: TurnEndReason = "aborted" if self.cancel_scope.requested else "interrupted"
             self._end_abnormally(turn, step_open, pending, reason, "cancelled")
             return TurnOutcome("cancelled", error=f"session {self.id}: turn {turn} was cancelled")
+        except _StreamAborted as aborted:
+            self._end_abnormally(turn, step_open, pending, "aborted", "the stream was aborted")
+            return TurnOutcome("cancelled", error=str(aborted))
         except _ModelFailure as failure:
             self._end_abnormally(turn, step_open, pending, "error", "the turn ended with an error")
             return TurnOutcome("error", error=str(failure), llm_error=failure.llm_error)
@@ -320,6 +327,7 @@ class AgentSession:
         checker = StreamContractChecker()
         blocks: dict[int, CompletedBlock] = {}
         finish: Finish | None = None
+        where = f"session {self.id}, turn {turn}, step {step}"
         try:
             stream = self.runtime.provider.stream(options)
             async with _closing(stream):
@@ -335,29 +343,46 @@ class AgentSession:
                     elif isinstance(chunk, Finish):
                         finish = chunk
             checker.close()
+        except asyncio.CancelledError:
+            if finish is None:
+                why = "cancelled by the client" if self.cancel_scope.requested else "interrupted"
+                self._seal(turn, step, Finish(reason="aborted", message=why))
+            raise
         except LlmError as exc:
-            raise _ModelFailure(
-                f"session {self.id}, turn {turn}, step {step}: model call failed: {exc}", exc
-            ) from exc
+            if finish is None:
+                self._seal(turn, step, Finish(reason="error", message=exc.message, code=exc.code))
+            raise _ModelFailure(f"{where}: model call failed: {exc}", exc) from exc
         except AgentreelLlmError as exc:
-            raise _ModelFailure(
-                f"session {self.id}, turn {turn}, step {step}: the provider's stream is "
-                f"invalid: {exc}"
-            ) from exc
+            if finish is None:
+                self._seal(
+                    turn, step, Finish(reason="error", message=str(exc), code="invalid-stream")
+                )
+            raise _ModelFailure(f"{where}: the provider's stream is invalid: {exc}") from exc
+        except Exception as exc:
+            if finish is None:
+                failure = f"{type(exc).__name__}: {exc}"
+                self._seal(turn, step, Finish(reason="error", message=failure, code="agent-error"))
+            raise
         assert finish is not None  # checker.close() guarantees a finish chunk
-        if finish.reason in ("error", "aborted"):
+        if finish.reason == "aborted":
+            raise _StreamAborted(f"{where}: the provider aborted the stream: {finish.message}")
+        if finish.reason == "error":
             detail = finish.message or "no message"
             code = f" [{finish.code}]" if finish.code else ""
             raise _ModelFailure(
-                f"session {self.id}, turn {turn}, step {step}: the model stream finished with "
-                f"{finish.reason!r}{code}: {detail}",
-                LlmError(finish.code or f"finish-{finish.reason}", None, detail),
+                f"{where}: the model stream finished with an error{code}: {detail}",
+                LlmError(finish.code or "finish-error", None, detail),
             )
         content = tuple(blocks[index] for index in sorted(blocks))
         message = Message(role="assistant", content=content)
         if content:
             self._append(AssistantMessageData(turn=turn, step=step, message=message))
         return _StepResult(message.text, message.tool_calls, finish)
+
+    def _seal(self, turn: int, step: int, finish: Finish) -> None:
+        """Complete a call the provider did not finish, so every recorded call ends with
+        ``finish`` (a recording stays replayable, and replays the same failure)."""
+        self._append(AssistantChunkData(turn=turn, step=step, chunk=finish))
 
     async def _announce(self, call: ToolCallPart) -> None:
         title, kind, path = _describe(call)
