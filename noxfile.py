@@ -94,6 +94,45 @@ def lint(session: nox.Session) -> None:
     session.run("lint-imports")
 
 
+FIXTURES = ROOT / "fixtures"
+
+
+@nox.session(python=PYTHON)
+def replay(session: nox.Session) -> None:
+    """The main job: replay every scenario in fixtures/ keylessly and diff with its goldens.
+
+    No key and no network: the agent gets the replay provider and proxies aimed at a closed
+    port. Name scenarios to run only those: ``nox -s replay -- plain-turn``.
+    """
+    _install_workspace(session)
+    session.run("agentreel", "replay", "--fixtures", str(FIXTURES), *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
+def record(session: nox.Session) -> None:
+    """Record scenarios: ``nox -s record -- <scenario> [--provider openai --model NAME]``.
+
+    Without ``--provider`` the scenario's ``[record]`` table decides (``stub``: the stub
+    model server with the scenario's rules, through the real openai adapter). A real
+    provider reads its key from your environment; a recording holding it is refused.
+    """
+    if not session.posargs:
+        session.error("name what to record: nox -s record -- <scenario> [--provider ...]")
+    _install_workspace(session)
+    session.run("agentreel", "record", "--fixtures", str(FIXTURES), *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
+def refresh(session: nox.Session) -> None:
+    """Replay scenarios keylessly and rewrite their goldens (recordings untouched).
+
+    For an intended change in what the agent prints or logs while its model calls stay
+    the same: ``nox -s refresh`` (all) or ``nox -s refresh -- <scenario>``.
+    """
+    _install_workspace(session)
+    session.run("agentreel", "refresh", "--fixtures", str(FIXTURES), *session.posargs)
+
+
 @nox.session(python=PYTHON, default=False)
 def build(session: nox.Session) -> None:
     """Build every package's sdist and wheel with hatch, then install each wheel alone.
