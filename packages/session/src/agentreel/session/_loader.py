@@ -110,6 +110,7 @@ def load_session_log(path: Path | str) -> SessionLog:
 
 
 _NEWLINE_TO_COMMA = bytes.maketrans(b"\n", b",")
+_SLICE = 1 << 20
 
 
 def _read(path: Path) -> bytearray:
@@ -132,8 +133,10 @@ def _read(path: Path) -> bytearray:
 def _decode_all(buffer: bytearray, header_end: int, last_newline: int) -> list[Event] | None:
     """Decode lines ``header_end+1 .. last_newline`` as one array, rewriting ``buffer``:
     the header's newline becomes ``[``, the others ``,``, the last one ``]``."""
-    body = slice(header_end + 1, last_newline)
-    buffer[body] = buffer[body].translate(_NEWLINE_TO_COMMA)
+    # Translated in slices so the copies stay small (peak memory ~ file + events).
+    for start in range(header_end + 1, last_newline, _SLICE):
+        part = slice(start, min(start + _SLICE, last_newline))
+        buffer[part] = buffer[part].translate(_NEWLINE_TO_COMMA)
     buffer[header_end] = ord("[")
     buffer[last_newline] = ord("]")
     with memoryview(buffer) as view:

@@ -365,7 +365,11 @@ class Normalizer:
         replace = msgspec.structs.replace
         records: list[SessionHeader | Event] = [replace(log.header, created_at=0)]
         records.extend([replace(event, time=0) for event in log.events])
-        return self._encoded_tokens(_ENCODER.encode_lines(records)).decode()
+        encoded = _ENCODER.encode_lines(records)
+        del records
+        normalized = self._encoded_tokens(encoded)
+        del encoded  # keep peak memory to the log plus two copies of its text
+        return normalized.decode()
 
     def _encoded_tokens(self, data: bytes) -> bytes:
         """``data`` (encoded JSON) with every rule of ``text`` applied inside its strings.
@@ -385,19 +389,23 @@ class Normalizer:
             return data
         # Leftmost wins; at one position a path beats a UUID (as in the regex).
         spans.sort(key=lambda span: (span[0], span[2] is None))
-        pieces: list[bytes] = []
+        view = memoryview(data)  # slices of a view copy nothing until the final join
+        pieces: list[bytes | memoryview] = []
         done = 0
         for start, end, path_token in spans:
             if start < done:
                 continue
-            pieces.append(data[done:start])
+            pieces.append(view[done:start])
             if path_token is None:
                 pieces.append(self._uuid_token(data[start:end].decode("ascii")).encode())
             else:
                 pieces.append(path_token.encode())
             done = end
-        pieces.append(data[done:])
-        return b"".join(pieces)
+        pieces.append(view[done:])
+        joined = b"".join(pieces)
+        del pieces
+        view.release()
+        return joined
 
     def session_log_file(self, path: str | os.PathLike[str]) -> str:
         """``session_log`` of a ``.jsonl`` file's raw bytes, errors naming ``path``."""
