@@ -1,0 +1,126 @@
+"""Configuration parsing and the workspace confinement of the file tools."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentreel.acp_agent import AgentConfig, ConfigError, PathEscapeError, ToolError, Workspace
+from agentreel.acp_agent._config import DEFAULT_MAX_STEPS, parse_config
+
+
+def test_defaults_without_flags_or_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = parse_config([], {})
+    assert config == AgentConfig(
+        provider="stub",
+        model="stub-model",
+        sessions_root=tmp_path / ".agentreel" / "sessions",
+        provider_settings={},
+        max_steps=DEFAULT_MAX_STEPS,
+        replay_live_cwd=None,
+        log_level="WARNING",
+    )
+
+
+def test_environment_configures_replay() -> None:
+    config = parse_config(
+        [],
+        {
+            "AGENTREEL_PROVIDER": "replay",
+            "AGENTREEL_MODEL": "gpt-test",
+            "AGENTREEL_SESSIONS_ROOT": "/tmp/roots",
+            "AGENTREEL_REPLAY_DIR": "/fx/plain-turn",
+            "AGENTREEL_REPLAY_REPORT": "/tmp/report.json",
+            "AGENTREEL_REPLAY_LIVE_CWD": "/work/live",
+            "AGENTREEL_PROVIDER_SETTINGS": '{"drift": "warn", "pacing_ms": 2}',
+            "AGENTREEL_MAX_STEPS": "4",
+            "AGENTREEL_LOG_LEVEL": "debug",
+        },
+    )
+    assert config.provider == "replay"
+    assert config.model == "gpt-test"
+    assert config.sessions_root == Path("/tmp/roots")
+    assert config.provider_settings == {
+        "drift": "warn",
+        "pacing_ms": 2,
+        "fixture_dir": "/fx/plain-turn",
+        "report_path": "/tmp/report.json",
+    }
+    assert config.replay_live_cwd == Path("/work/live")
+    assert config.max_steps == 4
+    assert config.log_level == "DEBUG"
+
+
+def test_flags_override_the_environment() -> None:
+    config = parse_config(
+        [
+            "--provider",
+            "openai",
+            "--provider-setting",
+            "base_url=http://127.0.0.1:9/v1",
+            "--provider-setting",
+            "max_retries=0",
+            "--provider-setting",
+            "drift=error",
+            "--max-steps",
+            "2",
+        ],
+        {"AGENTREEL_PROVIDER": "anthropic", "AGENTREEL_PROVIDER_SETTINGS": '{"drift": "off"}'},
+    )
+    assert config.provider == "openai"
+    assert config.model == "gpt-4o-mini"
+    assert config.provider_settings == {
+        "drift": "error",
+        "base_url": "http://127.0.0.1:9/v1",
+        "max_retries": 0,
+    }
+    assert config.max_steps == 2
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "message"),
+    [
+        ([], {"AGENTREEL_PROVIDER_SETTINGS": "{nope"}, "not valid JSON"),
+        ([], {"AGENTREEL_PROVIDER_SETTINGS": "[1]"}, "must be a JSON object"),
+        (["--provider-setting", "no-equals-sign"], {}, "is not KEY=VALUE"),
+        ([], {"AGENTREEL_MAX_STEPS": "many"}, "is not an integer"),
+        (["--max-steps", "0"], {}, "at least 1"),
+    ],
+)
+def test_bad_configuration_is_a_clear_error(
+    argv: list[str], environ: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_config(argv, environ)
+
+
+def test_workspace_confines_paths(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "inner").mkdir(parents=True)
+    (root / "inner" / "a.txt").write_text("A")
+    (tmp_path / "outside.txt").write_text("secret")
+    (root / "escape").symlink_to(tmp_path)
+    (root / "inside-link").symlink_to(root / "inner")
+    workspace = Workspace(root)
+
+    assert workspace.read_file("inner/a.txt") == "A"
+    assert workspace.read_file("inside-link/a.txt") == "A"
+    assert workspace.read_file(str(root / "inner" / "a.txt")) == "A"
+    assert workspace.list_files() == "escape\ninner/\ninside-link"
+    for path in ("../outside.txt", "escape/outside.txt", str(tmp_path / "outside.txt"), "/"):
+        with pytest.raises(PathEscapeError, match="outside the workspace"):
+            workspace.read_file(path)
+    with pytest.raises(PathEscapeError):
+        workspace.check_writable("escape/new.txt")
+    assert not (tmp_path / "new.txt").exists()
+    with pytest.raises(ToolError, match="not a file"):
+        workspace.read_file("inner")
+    with pytest.raises(ToolError, match="empty path"):
+        workspace.read_file("")
+    target = workspace.check_writable("deep/er/b.txt")
+    assert workspace.write_file(target, "héllo") == "wrote 6 bytes to deep/er/b.txt"
+    assert (root / "deep" / "er" / "b.txt").read_text() == "héllo"
