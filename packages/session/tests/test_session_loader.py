@@ -312,3 +312,14 @@ def test_sigkill_while_streaming_keeps_every_complete_event(tmp_path: Path) -> N
     # Turns 0..3 were flushed at their turn/end before "ready".
     turn_ends = [e for e in log.events if isinstance(e.data, TurnEndData)]
     assert len(turn_ends) >= 4
+
+
+def test_large_log_spanning_many_translate_slices_loads_exactly(tmp_path: Path) -> None:
+    lines = [_event(i) for i in range(40_000)]  # ~3 MB: several 1 MiB slices
+    path = _log(tmp_path, *lines, b'{"type":"user/mess')
+    assert path.stat().st_size > 2 * (1 << 20)
+    log = load_session_log(path)
+    assert [e.seq for e in log.events] == list(range(40_000))
+    assert log.events[-1].data == UserMessageData(turn=0, text="m39999")
+    assert log.torn_tail is not None
+    assert log.torn_tail.line == 40_002
