@@ -90,7 +90,7 @@ def lint(session: nox.Session) -> None:
     sources = [str(p / "src") for p in _package_dirs()] + [
         str(p / "tests") for p in _package_dirs() if (p / "tests").is_dir()
     ]
-    session.run("mypy", *sources, "noxfile.py")
+    session.run("mypy", *sources, "bench", "noxfile.py")
     session.run("lint-imports")
 
 
@@ -131,6 +131,18 @@ def refresh(session: nox.Session) -> None:
     """
     _install_workspace(session)
     session.run("agentreel", "refresh", "--fixtures", str(FIXTURES), *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
+def bench(session: nox.Session) -> None:
+    """Performance as ratios measured side by side in one run (SPEC 9); not a test.
+
+    Prints a table and writes ``bench/results.json``. Arguments go to ``bench/run.py``:
+    ``nox -s bench -- --only replay --quick``.
+    """
+    _install_workspace(session)
+    session.install("vcrpy", "openai")
+    session.run("python", "-m", "bench.run", *session.posargs)
 
 
 @nox.session(python=PYTHON, default=False)

@@ -1,0 +1,54 @@
+"""The stub server, the real ``openai`` adapter, and a vcrpy-visible variant of it.
+
+The ``openai`` SDK 3.x talks through ``httpx2`` by default, which vcrpy does not patch;
+it still accepts a legacy ``httpx`` client, which vcrpy does patch. ``VcrVisibleOpenAI``
+is the real adapter (same request building, same wire → chunk mapping) with only that
+transport swapped, so a vcrpy cassette sees and replays exactly the calls the adapter
+makes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import openai
+
+from agentreel.llm import Chunk, GenerateOptions, Message
+from agentreel.llm._openai import OpenAIProvider
+
+TEXT_DELTAS = 16
+CHUNK_SIZE = 8
+# 16 deltas of 8 characters: block-start, 16 text-deltas, block-end, usage, finish = 20.
+ANSWER = "".join(f"word{n:03d} " for n in range(TEXT_DELTAS))[: TEXT_DELTAS * CHUNK_SIZE]
+CHUNKS_PER_CALL = TEXT_DELTAS + 4
+
+
+def stub_rules(delay_ms: int = 0) -> str:
+    """One rule answering every request with ``ANSWER`` in ``TEXT_DELTAS`` deltas."""
+    return (
+        "[[rule]]\n"
+        'name = "bench answer"\n'
+        f'text = "{ANSWER}"\n'
+        f"chunk_size = {CHUNK_SIZE}\n"
+        f"delay_ms = {delay_ms}\n"
+    )
+
+
+class VcrVisibleOpenAI(OpenAIProvider):
+    """The ``openai`` adapter over a legacy ``httpx.AsyncClient`` (which vcrpy patches)."""
+
+    def _make_client(self) -> openai.AsyncOpenAI:
+        client: Any = httpx.AsyncClient(timeout=self.timeout)
+        return openai.AsyncOpenAI(
+            api_key="bench-not-a-secret", base_url=self.base_url, max_retries=0, http_client=client
+        )
+
+
+def question(number: int) -> GenerateOptions:
+    return GenerateOptions(model="stub-model", messages=(Message.user(f"question {number}"),))
+
+
+async def drain(stream: AsyncIterator[Chunk]) -> list[Chunk]:
+    return [chunk async for chunk in stream]

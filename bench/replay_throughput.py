@@ -1,0 +1,192 @@
+"""1. Replay throughput: N recorded calls x 20 chunks through ``ReplayProvider`` in process.
+
+The calls are made once, for real: the ``openai`` adapter against the stub server, under a
+vcrpy cassette that records them, each chunk appended to a real ``SessionStore`` log as the
+agent does. The same calls are then replayed three ways, side by side:
+
+- floor: ``json.loads`` over the session log's ``assistant/chunk`` lines (decoding alone);
+- agentreel: ``ReplayProvider(fixture_dir)`` built and every call streamed (load + stream;
+  stream alone is reported too);
+- vcrpy: the cassette entered (``record_mode="none"``, stub server stopped) and every call
+  streamed through the same adapter and SDK.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import tempfile
+from functools import partial
+from pathlib import Path
+
+import vcr
+from vcr.serializers import yamlserializer
+
+from agentreel.llm import Chunk, GenerateOptions
+from agentreel.llm.stub import StubServer
+from agentreel.llm_replay import ReplayProvider
+from agentreel.llm_replay.testing import FixtureRecorder, options_for
+from bench._common import BenchResult, Settings, timed, timed_async
+from bench._openai_vcr import CHUNKS_PER_CALL, VcrVisibleOpenAI, drain, question, stub_rules
+
+
+async def _record(base_url: str, cassette: Path, calls: int) -> list[list[Chunk]]:
+    provider = VcrVisibleOpenAI(base_url=base_url, api_key="bench-not-a-secret")
+    recorded: list[list[Chunk]] = []
+    with vcr.use_cassette(str(cassette), record_mode="all"):
+        for number in range(calls):
+            recorded.append(await drain(provider.stream(question(number))))
+    await provider.aclose()
+    return recorded
+
+
+def _write_cassette(full: Path, target: Path, calls: int) -> None:
+    data = yamlserializer.deserialize(full.read_text())
+    data["interactions"] = data["interactions"][:calls]
+    target.write_text(yamlserializer.serialize(data))
+
+
+def _write_fixture(root: Path, fixture_dir: Path, calls: list[list[Chunk]]) -> None:
+    recorder = FixtureRecorder(root)
+    session = recorder.main()
+    for chunks in calls:
+        recorder.call(session, chunks)
+    recorder.save(fixture_dir)
+
+
+def _chunk_lines(fixture_dir: Path) -> list[bytes]:
+    lines = (fixture_dir / "session.jsonl").read_bytes().splitlines()
+    return [line for line in lines if b'"assistant/chunk"' in line]
+
+
+def _decode_floor(lines: list[bytes]) -> list[object]:
+    return [json.loads(line) for line in lines]
+
+
+async def _replay_all(
+    fixture_dir: Path, cwd: Path, options: GenerateOptions, calls: int
+) -> list[list[Chunk]]:
+    provider = ReplayProvider(fixture_dir, live_cwd=cwd)
+    return [[chunk async for chunk in provider.stream(options)] for _ in range(calls)]
+
+
+async def _stream_only(provider: ReplayProvider, options: GenerateOptions, calls: int) -> int:
+    seen = 0
+    for _ in range(calls):
+        async for _chunk in provider.stream(options):
+            seen += 1
+    return seen
+
+
+async def _vcr_replay_all(base_url: str, cassette: Path, calls: int) -> list[list[Chunk]]:
+    with vcr.use_cassette(str(cassette), record_mode="none"):
+        provider = VcrVisibleOpenAI(base_url=base_url, api_key="bench-not-a-secret")
+        out = [await drain(provider.stream(question(number))) for number in range(calls)]
+        await provider.aclose()
+    return out
+
+
+def run(settings: Settings) -> BenchResult:
+    result = BenchResult("replay", "1. Replay throughput (in process, 20 chunks a call)")
+    sizes = [10, 100] if settings.quick else [10, 100, 1000]
+    largest = sizes[-1]
+    fast_repeats = settings.scaled(15, 5)
+    with tempfile.TemporaryDirectory(prefix="agentreel-bench-replay-") as tmp_text:
+        tmp = Path(tmp_text)
+        cwd = tmp / "cwd"
+        cwd.mkdir()
+        full_cassette = tmp / "cassette-full.yaml"
+        with StubServer.from_toml(stub_rules(), source="bench stub rules") as server:
+            base_url = server.openai_base_url
+            recorded = asyncio.run(_record(base_url, full_cassette, largest))
+        # The stub server is stopped from here on: vcrpy must replay from its cassette.
+        assert all(len(call) == CHUNKS_PER_CALL for call in recorded), "unexpected chunk count"
+
+        per_call: dict[str, dict[int, float]] = {"agentreel": {}, "stream": {}, "vcrpy": {}}
+        totals: dict[str, dict[int, float]] = {"floor": {}, "agentreel": {}, "vcrpy": {}}
+        for size in sizes:
+            fixture_dir = tmp / f"replay-{size}"
+            _write_fixture(tmp / f"sessions-{size}", fixture_dir, recorded[:size])
+            cassette = tmp / f"cassette-{size}.yaml"
+            _write_cassette(full_cassette, cassette, size)
+            lines = _chunk_lines(fixture_dir)
+            assert len(lines) == size * CHUNKS_PER_CALL, len(lines)
+            anonymous = options_for(None)
+
+            # Correctness first (outside timing): every path yields the recorded chunks.
+            assert asyncio.run(_replay_all(fixture_dir, cwd, anonymous, size)) == recorded[:size]
+            assert asyncio.run(_vcr_replay_all(base_url, cassette, size)) == recorded[:size]
+
+            floor_samples: list[float] = []
+            replay_samples: list[float] = []
+            stream_samples: list[float] = []
+            for _ in range(fast_repeats):  # interleaved, so drift hits every side alike
+                floor_samples.append(timed(partial(_decode_floor, lines)))
+                replay_samples.append(
+                    asyncio.run(
+                        timed_async(partial(_replay_all, fixture_dir, cwd, anonymous, size))
+                    )
+                )
+                provider = ReplayProvider(fixture_dir, live_cwd=cwd)
+                stream_samples.append(
+                    asyncio.run(timed_async(partial(_stream_only, provider, anonymous, size)))
+                )
+            vcr_repeats = settings.scaled(3 if size >= 1000 else 5, 3)
+            vcr_samples = [
+                asyncio.run(timed_async(partial(_vcr_replay_all, base_url, cassette, size)))
+                for _ in range(vcr_repeats)
+            ]
+            floor = result.median(f"floor_{size}_s", floor_samples)
+            replay = result.median(f"agentreel_{size}_s", replay_samples)
+            stream = result.median(f"agentreel_stream_only_{size}_s", stream_samples)
+            vcr_time = result.median(f"vcrpy_{size}_s", vcr_samples)
+            totals["floor"][size] = floor
+            totals["agentreel"][size] = replay
+            totals["vcrpy"][size] = vcr_time
+            per_call["agentreel"][size] = replay / size
+            per_call["stream"][size] = stream / size
+            per_call["vcrpy"][size] = vcr_time / size
+            result.figure(f"{size} calls: json.loads floor", floor, "s")
+            result.figure(f"{size} calls: agentreel load+stream", replay, "s")
+            result.figure(f"{size} calls: agentreel stream only", stream, "s")
+            result.figure(f"{size} calls: vcrpy", vcr_time, "s")
+        shutil.rmtree(tmp / "cwd", ignore_errors=True)
+
+    for size in sizes:
+        result.figure(f"per call @{size}: agentreel load+stream", per_call["agentreel"][size], "s")
+        result.figure(f"per call @{size}: agentreel stream only", per_call["stream"][size], "s")
+        result.figure(f"per call @{size}: vcrpy", per_call["vcrpy"][size], "s")
+    smallest = sizes[0]
+    result.figure(
+        f"vcrpy per-call growth {smallest}->{largest}",
+        per_call["vcrpy"][largest] / per_call["vcrpy"][smallest],
+        "x",
+    )
+    result.target(
+        f"agentreel / json.loads floor @{largest}",
+        totals["agentreel"][largest] / totals["floor"][largest],
+        2.0,
+    )
+    result.target(
+        f"vcrpy / agentreel @{largest}",
+        totals["vcrpy"][largest] / totals["agentreel"][largest],
+        50.0,
+        ">=",
+    )
+    result.target(
+        f"agentreel per-call {largest} vs {smallest} (flat)",
+        per_call["agentreel"][largest] / per_call["agentreel"][smallest],
+        1.5,
+    )
+    result.target(
+        f"agentreel stream-only per-call {largest} vs {smallest}",
+        per_call["stream"][largest] / per_call["stream"][smallest],
+        1.5,
+    )
+    result.notes.append(
+        "agentreel = ReplayProvider built from the fixture files and every call streamed; "
+        "vcrpy = cassette loaded and every call streamed through the openai SDK + adapter "
+        "(legacy httpx transport, which vcrpy patches), stub server stopped"
+    )
+    return result
