@@ -370,3 +370,8 @@ def test_loaded_log_fast_path_equals_value_walk(parts: list[str], noise: str) ->
     fast = Normalizer(_CWD, [MAIN, CHILD_1]).session_log(log)
     walked = Normalizer(_CWD, [MAIN, CHILD_1]).session_log(raw)
     assert fast == walked
+
+
+def test_session_ids_must_be_uuids() -> None:
+    with pytest.raises(ValueError, match=r"session id 'main' \(position 0"):
+        Normalizer(None, ["main"])

@@ -70,7 +70,7 @@ _UUID = (
 _PATH_BEFORE = rf"(?:(?<![A-Za-z0-9_.\-\x80-\U0010ffff])|{_AFTER_ESCAPE})"
 _PATH_AFTER = r"(?![A-Za-z0-9_\-\x80-\U0010ffff])"
 
-# Byte-level equivalents for the encoded-log scanner (see ``_EncodedScanner``).
+# Byte-level equivalents for the encoded-log scanner (``_uuid_spans``, ``_free_before``).
 _HEX = frozenset(b"0123456789abcdefABCDEF")
 _ALNUM = frozenset(b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _PATH_NAME_BEFORE = _ALNUM | frozenset(b"_.-") | frozenset(range(0x80, 0x100))
@@ -197,7 +197,15 @@ class Normalizer:
         self._uuid_tokens: dict[str, str] = {}
         for position, session_id in enumerate(session_ids):
             token = MAIN_SESSION_TOKEN if position == 0 else f"{{{{session:{position}}}}}"
-            self._uuid_tokens.setdefault(_canonical_uuid(session_id), token)
+            try:
+                key = _canonical_uuid(session_id)
+            except ValueError:
+                raise ValueError(
+                    f"session id {session_id!r} (position {position} of session_ids) is not a "
+                    "UUID, so the normalizer cannot recognise it: session ids come from "
+                    "agentreel.brand.new_session_id()"
+                ) from None
+            self._uuid_tokens.setdefault(key, token)
         self._uuid_count = 0
         self._rpc_ids: dict[tuple[type, object], int] = {}
         self._key_cache: dict[str, tuple[str, bool]] = {}
