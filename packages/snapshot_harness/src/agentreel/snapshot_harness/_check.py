@@ -21,7 +21,7 @@ from agentreel.snapshot_harness._fixtures import (
     render_run,
     write_files,
 )
-from agentreel.snapshot_harness._runner import RunResult, run_scenario, tail
+from agentreel.snapshot_harness._runner import RunResult, replay_mismatch, run_scenario, tail
 from agentreel.snapshot_harness._scenario import Mode, RecordConfig, Scenario, load_scenario
 from agentreel.snapshot_harness._secrets import scan_for_secrets
 from agentreel.snapshot_harness.exceptions import (
@@ -132,14 +132,6 @@ def verify_consumption(scenario: Scenario, result: RunResult) -> None:
                 stderr_tail=stderr,
             )
         return
-    problems = [f"{error.type}: {error.message}" for error in report.errors]
-    problems += report.unconsumed()
-    if problems:
-        listing = "\n".join(f"- {problem}" for problem in problems)
-        advice = f"nox -s record -- {scenario.name}"
-        if advice not in listing:
-            listing += f"\nIf the agent's behaviour changed on purpose, re-record: {advice}"
-        raise ReplayConsumptionError(
-            f"{scenario.name}: the replay did not match its recording:\n{listing}",
-            stderr_tail=stderr,
-        )
+    failure = replay_mismatch(scenario, report, stderr_tail=stderr)
+    if failure is not None:
+        raise failure

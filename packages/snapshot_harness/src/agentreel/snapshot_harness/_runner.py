@@ -199,6 +199,30 @@ def _record_backend(config: RecordConfig) -> Iterator[dict[str, str]]:
         yield env
 
 
+def replay_mismatch(
+    scenario: Scenario,
+    report: ConsumptionReport,
+    *,
+    stderr_tail: str,
+    then: str | None = None,
+) -> ReplayConsumptionError | None:
+    """The error for a replay report with errors or unconsumed calls; ``None`` if clean."""
+    problems = [f"{error.type}: {error.message}" for error in report.errors]
+    problems += report.unconsumed()
+    if not problems:
+        return None
+    listing = "\n".join(f"- {problem}" for problem in problems)
+    advice = f"nox -s record -- {scenario.name}"
+    if advice not in listing:
+        listing += f"\nIf the agent's behaviour changed on purpose, re-record: {advice}"
+    if then:
+        listing += f"\nThe run then failed: {then}"
+    return ReplayConsumptionError(
+        f"{scenario.name}: the replay did not match its recording:\n{listing}",
+        stderr_tail=stderr_tail,
+    )
+
+
 def recorded_model(scenario: Scenario) -> str | None:
     """The model the main recording asked for (its first ``request/header``), if any.
 
@@ -275,8 +299,26 @@ def _run_in(
             env.update(_replay_environment(scenario, cwd, report))
         env.update(scenario.env)
         started = time.monotonic()
-        with stderr_path.open("wb") as stderr_file:
-            driven = asyncio.run(_drive(scenario, env, cwd, stderr_file, stderr_path))
+        try:
+            with stderr_path.open("wb") as stderr_file:
+                driven = asyncio.run(_drive(scenario, env, cwd, stderr_file, stderr_path))
+        except RunError as failure:
+            # A replay error inside the agent (drift, an unrecorded session, ...) usually
+            # surfaces as a failed step; the replay report says what really went wrong.
+            if mode != "record" and report.exists():
+                mismatch: ReplayConsumptionError | None = None
+                with contextlib.suppress(OSError, ValueError):
+                    reported = read_report(report)
+                    if reported.errors:  # else the run failure itself is the story
+                        mismatch = replay_mismatch(
+                            scenario,
+                            reported,
+                            stderr_tail=failure.stderr_tail,
+                            then=str(failure).split("\n--- agent stderr", 1)[0],
+                        )
+                if mismatch is not None:
+                    raise mismatch from failure
+            raise
         duration = time.monotonic() - started
 
     stderr = stderr_path.read_text(encoding="utf-8", errors="replace")
