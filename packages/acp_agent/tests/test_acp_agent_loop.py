@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from agentreel.acp_agent import AgentRuntime, AgentSession, CancelScope, TurnOutcome
+from agentreel.acp_agent import (
+    AgentRuntime,
+    AgentSession,
+    CancelScope,
+    ClientDisconnectedError,
+    TurnOutcome,
+)
 from agentreel.llm import (
     BlockEnd,
     BlockStart,
@@ -613,3 +619,21 @@ async def test_a_provider_finishing_aborted_ends_the_turn_as_cancelled(tmp_path:
     assert last.data.reason == "aborted"
     # The aborted finish is the recorded one: nothing synthetic is added after it.
     assert len([c for c in call_chunks(agent.session.events) if isinstance(c, Finish)]) == 1
+
+
+@pytest.mark.asyncio
+async def test_a_vanished_client_interrupts_the_turn(tmp_path: Path) -> None:
+    class GoneChannel(RecordingChannel):
+        async def agent_text(self, text: str) -> None:
+            raise ClientDisconnectedError("session x: the client connection closed")
+
+    agent, _, _ = make_agent(
+        tmp_path, ScriptedProvider(lambda options: text_chunks("hello")), GoneChannel()
+    )
+    outcome = await agent.run_turn("anyone there?")
+    assert outcome.stop_reason == "cancelled"
+    events = agent.session.events
+    last = events[-1]
+    assert isinstance(last, TurnEnd)
+    assert last.data.reason == "interrupted"
+    assert call_chunks(events)[-1] == Finish(reason="aborted", message="interrupted")

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from agentreel.acp_agent._workspace import Workspace
     from agentreel.acp_agent.exceptions import (
         AcpAgentError,
+        ClientDisconnectedError,
         ConfigError,
         PathEscapeError,
         ToolError,
@@ -57,6 +58,7 @@ _HOMES = {
     "ReferenceAgent": "_server",
     "Workspace": "_workspace",
     "AcpAgentError": "exceptions",
+    "ClientDisconnectedError": "exceptions",
     "ConfigError": "exceptions",
     "PathEscapeError": "exceptions",
     "ToolError": "exceptions",
@@ -82,6 +84,7 @@ __all__ = [
     "AgentSession",
     "CancelScope",
     "ClientChannel",
+    "ClientDisconnectedError",
     "ConfigError",
     "Conversation",
     "PathEscapeError",

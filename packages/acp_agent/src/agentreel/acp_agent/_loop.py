@@ -35,7 +35,7 @@ from agentreel.acp_agent._workspace import (
     parse_arguments,
     string_argument,
 )
-from agentreel.acp_agent.exceptions import ToolError
+from agentreel.acp_agent.exceptions import ClientDisconnectedError, ToolError
 from agentreel.brand import SessionId
 from agentreel.llm import (
     AgentreelLlmError,
@@ -266,10 +266,10 @@ class AgentSession:
                 error=f"session {self.id}: turn {turn} stopped after "
                 f"{self.runtime.max_steps} model calls (the max-steps bound)",
             )
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, ClientDisconnectedError):
             reason: TurnEndReason = "aborted" if self.cancel_scope.requested else "interrupted"
             self._end_abnormally(turn, step_open, pending, reason, "cancelled")
-            return TurnOutcome("cancelled", error=f"session {self.id}: turn {turn} was cancelled")
+            return TurnOutcome("cancelled", error=f"session {self.id}: turn {turn} was {reason}")
         except _StreamAborted as aborted:
             self._end_abnormally(turn, step_open, pending, "aborted", "the stream was aborted")
             return TurnOutcome("cancelled", error=str(aborted))
@@ -343,7 +343,7 @@ class AgentSession:
                     elif isinstance(chunk, Finish):
                         finish = chunk
             checker.close()
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, ClientDisconnectedError):
             if finish is None:
                 why = "cancelled by the client" if self.cancel_scope.requested else "interrupted"
                 self._seal(turn, step, Finish(reason="aborted", message=why))

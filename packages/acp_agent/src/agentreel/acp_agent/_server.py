@@ -41,6 +41,7 @@ from acp.schema import (
     AllowedOutcome,
     Implementation,
     PermissionOption,
+    RequestPermissionResponse,
     ToolCallLocation,
     ToolCallUpdate,
 )
@@ -51,7 +52,9 @@ from agentreel.acp_agent._loop import (
     AgentSession,
     ToolKindName,
     ToolStatus,
+    TurnOutcome,
 )
+from agentreel.acp_agent.exceptions import ClientDisconnectedError
 from agentreel.llm import Provider, ToolCallPart, load_provider
 from agentreel.session import SessionStore
 
@@ -76,14 +79,21 @@ class AcpChannel:
             return None
         return [ToolCallLocation(path=os.path.normpath(os.path.join(self._cwd, path)))]
 
+    async def _update(self, update: Any) -> None:
+        try:
+            await self._client.session_update(self._session_id, update)
+        except ConnectionError as exc:
+            raise ClientDisconnectedError(
+                f"session {self._session_id}: the client connection closed ({exc})"
+            ) from exc
+
     async def agent_text(self, text: str) -> None:
-        await self._client.session_update(self._session_id, update_agent_message_text(text))
+        await self._update(update_agent_message_text(text))
 
     async def tool_call_started(
         self, call: ToolCallPart, title: str, kind: ToolKindName, path: str | None
     ) -> None:
-        await self._client.session_update(
-            self._session_id,
+        await self._update(
             start_tool_call(
                 call.id,
                 title,
@@ -95,18 +105,28 @@ class AcpChannel:
         )
 
     async def tool_call_running(self, call_id: str) -> None:
-        await self._client.session_update(
-            self._session_id, update_tool_call(call_id, status="in_progress")
-        )
+        await self._update(update_tool_call(call_id, status="in_progress"))
 
     async def tool_call_finished(self, call_id: str, status: ToolStatus, output: str) -> None:
-        await self._client.session_update(
-            self._session_id,
-            update_tool_call(call_id, status=status, content=[tool_content(text_block(output))]),
+        await self._update(
+            update_tool_call(call_id, status=status, content=[tool_content(text_block(output))])
         )
 
     async def request_permission(self, call: ToolCallPart, title: str, path: str) -> bool:
-        response = await self._client.request_permission(
+        try:
+            response = await self._ask_permission(call, title, path)
+        except ConnectionError as exc:
+            raise ClientDisconnectedError(
+                f"session {self._session_id}: the client connection closed while asking "
+                f"permission for {call.id} ({exc})"
+            ) from exc
+        outcome = response.outcome
+        return isinstance(outcome, AllowedOutcome) and outcome.option_id == ALLOW_OPTION
+
+    async def _ask_permission(
+        self, call: ToolCallPart, title: str, path: str
+    ) -> RequestPermissionResponse:
+        return await self._client.request_permission(
             session_id=self._session_id,
             tool_call=ToolCallUpdate(
                 tool_call_id=call.id,
@@ -121,8 +141,6 @@ class AcpChannel:
                 PermissionOption(option_id=REJECT_OPTION, name="Reject", kind="reject_once"),
             ],
         )
-        outcome = response.outcome
-        return isinstance(outcome, AllowedOutcome) and outcome.option_id == ALLOW_OPTION
 
 
 def _raw_input(arguments: str) -> Any:
@@ -209,13 +227,18 @@ class ReferenceAgent:
         state.agent.cancel_scope.requested = False
         task = asyncio.create_task(state.agent.run_turn(text), name=f"turn {session_id}")
         state.turn_task = task
+        current = asyncio.current_task()
         try:
             outcome = await task
+        except asyncio.CancelledError:
+            if current is not None and current.cancelling():
+                raise
+            # session/cancel landed before the turn task ever ran: nothing was logged.
+            outcome = TurnOutcome("cancelled", error="cancelled before the turn started")
         finally:
             state.turn_task = None
-        current = asyncio.current_task()
         if current is not None and current.cancelling():
-            raise asyncio.CancelledError
+            raise asyncio.CancelledError  # shutting down: no response to send
         if outcome.stop_reason == "error":
             data: dict[str, Any] = {"sessionId": session_id, "details": outcome.error}
             if outcome.llm_error is not None:

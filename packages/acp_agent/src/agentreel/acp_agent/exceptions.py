@@ -4,6 +4,8 @@ Hierarchy::
 
     AcpAgentError                 base of everything this package raises
     ├── ConfigError               a flag or AGENTREEL_* variable is missing or malformed
+    ├── ClientDisconnectedError   the editor's connection closed while a turn was running
+    │                             (the turn ends ``interrupted``)
     └── ToolError                 a tool call cannot be carried out (the model sees it
         │                         as an ``is_error`` tool result, the agent never crashes)
         └── PathEscapeError       a tool path leaves the session cwd (``..``, absolute
@@ -14,7 +16,13 @@ This module imports nothing from the rest of the package.
 
 from __future__ import annotations
 
-__all__ = ["AcpAgentError", "ConfigError", "PathEscapeError", "ToolError"]
+__all__ = [
+    "AcpAgentError",
+    "ClientDisconnectedError",
+    "ConfigError",
+    "PathEscapeError",
+    "ToolError",
+]
 
 
 class AcpAgentError(Exception):
@@ -23,6 +31,10 @@ class AcpAgentError(Exception):
 
 class ConfigError(AcpAgentError):
     """The agent's configuration (flags or ``AGENTREEL_*`` environment) is unusable."""
+
+
+class ClientDisconnectedError(AcpAgentError):
+    """The client connection is gone (stdin closed); the running turn is interrupted."""
 
 
 class ToolError(AcpAgentError):
