@@ -127,3 +127,40 @@ def test_record_with_a_missing_rules_file_is_named(make_scenario: MakeScenario) 
     with pytest.raises(FixtureInventoryError) as caught:
         check_scenario(directory, "record")
     assert caught.value.missing == ["stub-rules.toml"]
+
+
+STORY_RULES = """
+[[rule]]
+name = "story"
+match = { last_user = "long story" }
+text = "Once upon a time there was a very long story that never seemed to end at all."
+delay_ms = 100
+"""
+
+
+def test_prompt_and_cancel_with_a_hang_override_replays_deterministically(
+    make_scenario: MakeScenario,
+) -> None:
+    steps = (
+        {"type": "initialize"},
+        {"type": "new_session"},
+        {"type": "prompt_and_cancel", "text": "Tell me a long story."},
+    )
+    directory = stub_scenario(
+        make_scenario,
+        STORY_RULES,
+        name="cancel",
+        agent=["{python}", "-m", "agentreel.acp_agent"],
+        steps=steps,
+    )
+    check_scenario(directory, "record")
+    (directory / "replay.override.json").write_text(
+        '{"overrides": [{"action": "hang", "session": 0, "call": 1, "chunks": 2}]}'
+    )
+    check_scenario(directory, "refresh")
+    transcript = (directory / "golden" / "transcript.jsonl").read_text()
+    assert transcript.count("agent_message_chunk") == 1
+    assert transcript.rstrip().endswith('{"stopReason":"cancelled"}}')
+    outcome = check_scenario(directory, "replay")
+    assert outcome.result is not None
+    assert outcome.result.stop_reasons == ["cancelled"]
