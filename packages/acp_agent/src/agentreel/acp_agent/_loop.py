@@ -513,18 +513,24 @@ class AgentSession:
             planned.append((call, child, prompt))
         if not planned:
             return
-        for call, _, _ in planned:
-            await self.channel.tool_call_running(call.id)
-        tasks = [
-            asyncio.create_task(child.run_turn(prompt), name=f"subagent {child.id}")
-            for _, child, prompt in planned
-        ]
+        tasks: list[asyncio.Task[TurnOutcome]] = []
         try:
+            for call, _, _ in planned:
+                await self.channel.tool_call_running(call.id)
+            tasks = [
+                asyncio.create_task(child.run_turn(prompt), name=f"subagent {child.id}")
+                for _, child, prompt in planned
+            ]
             outcomes = await asyncio.gather(*tasks)
-        except asyncio.CancelledError:
-            # gather waited for the children, which ended their own turns as cancelled.
-            for (call, child, _), task in zip(planned, tasks, strict=True):
-                outcome = _task_outcome(task)
+        except (asyncio.CancelledError, ClientDisconnectedError):
+            # gather waited for the children, which ended their own turns as cancelled;
+            # children never started are closed as cancelled too.
+            for position, (call, child, _) in enumerate(planned):
+                outcome = (
+                    _task_outcome(tasks[position])
+                    if position < len(tasks)
+                    else TurnOutcome("cancelled")
+                )
                 self._finish_child(turn, step, call, child, outcome, pending)
             raise
         for (call, child, _), outcome in zip(planned, outcomes, strict=True):
@@ -562,7 +568,7 @@ class AgentSession:
 
 
 def _task_outcome(task: asyncio.Task[TurnOutcome]) -> TurnOutcome:
-    if task.cancelled():
+    if not task.done() or task.cancelled():
         return TurnOutcome("cancelled")
     exc = task.exception()
     if exc is not None:
