@@ -597,3 +597,29 @@ async def test_stdin_eof_mid_turn_flushes_the_sessions_and_exits_zero(
     last = main.events[-1]
     assert isinstance(last, TurnEnd)
     assert last.data.reason == "interrupted"
+
+
+@pytest.mark.asyncio
+async def test_spawn_agent_process_drives_the_console_script(
+    tmp_path: Path, stub_server: StubServer
+) -> None:
+    """The SDK's own spawn helper works too: explicit env, stderr to a file."""
+    workspace = make_workspace(tmp_path)
+    editor = Editor()
+    script = Path(sys.executable).with_name("agentreel-acp-agent")
+    with (tmp_path / "agent.stderr").open("wb") as stderr:
+        async with acp.spawn_agent_process(
+            editor,  # type: ignore[arg-type]
+            str(script),
+            env=agent_env(tmp_path, stub_server),
+            cwd=workspace,
+            transport_kwargs={"stderr": stderr},
+        ) as (conn, process):
+            await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+            session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+            response = await conn.prompt(
+                session_id=session.session_id, prompt=[acp.text_block("hello there")]
+            )
+            assert response.stop_reason == "end_turn"
+    assert process.returncode == 0, stderr_tail(tmp_path)
+    assert editor.text() == "Hi there, friend"
