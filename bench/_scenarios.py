@@ -1,0 +1,124 @@
+"""Scenarios the end-to-end benchmarks replay: committed ones when present, else recorded.
+
+``fixtures/subagent-multi`` (3 sessions: a parent and two children in sequence) and
+``fixtures/plain-turn`` (one prompt, one model call) are used when they exist and replay
+cleanly; otherwise equivalent scenarios are recorded into a temporary directory through
+the harness's own record mode (the stub model server and the real ``openai`` adapter).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from agentreel.snapshot_harness import HarnessError, check_scenario
+from bench._common import FIXTURES
+
+_STEPS = """
+[[steps]]
+type = "initialize"
+
+[[steps]]
+type = "new_session"
+
+[[steps]]
+type = "prompt"
+text = "{prompt}"
+
+[record]
+provider = "stub"
+model = "stub-model"
+"""
+
+PLAIN_RULES = """
+[[rule]]
+name = "greeting"
+match = { last_user = "Say hello" }
+text = "Hello! I am the agentreel reference agent, ready to help."
+"""
+
+MULTI_RULES = """
+[[rule]]
+name = "parent delegates the first task"
+match = { last_user = "Run the two helpers" }
+[[rule.tool_calls]]
+id = "call_first"
+name = "subagent"
+arguments = { description = "first", prompt = "first helper task", mode = "spawn" }
+
+[[rule]]
+name = "first child"
+match = { last_user = "first helper task" }
+text = "first helper result"
+
+[[rule]]
+name = "parent delegates the second task"
+match = { last_tool_result = "first helper result" }
+[[rule.tool_calls]]
+id = "call_second"
+name = "subagent"
+arguments = { description = "second", prompt = "second helper task", mode = "spawn" }
+
+[[rule]]
+name = "second child"
+match = { last_user = "second helper task" }
+text = "second helper result"
+
+[[rule]]
+name = "parent concludes"
+match = { last_tool_result = "second helper result" }
+text = "Both helpers are done."
+"""
+
+
+def _replays(directory: Path) -> bool:
+    try:
+        check_scenario(directory, "replay")
+    except HarnessError:
+        return False
+    return True
+
+
+def _record(root: Path, name: str, prompt: str, rules: str) -> Path:
+    directory = root / name
+    directory.mkdir(parents=True)
+    (directory / "scenario.toml").write_text(
+        f'description = "bench scenario {name}"\n' + _STEPS.format(prompt=prompt)
+    )
+    (directory / "stub-rules.toml").write_text(rules)
+    check_scenario(directory, "record")
+    return directory
+
+
+def scenario_pair(root: Path) -> tuple[Path, Path, list[str]]:
+    """(3-session scenario, one-call floor scenario, notes on where they came from)."""
+    notes: list[str] = []
+    multi = FIXTURES / "subagent-multi"
+    if not ((multi / "scenario.toml").is_file() and _replays(multi)):
+        multi = _record(root, "bench-subagent-multi", "Run the two helpers", MULTI_RULES)
+        notes.append("3-session scenario recorded into a temp dir (fixtures/subagent-multi absent)")
+    else:
+        notes.append("3-session scenario: fixtures/subagent-multi")
+    plain = FIXTURES / "plain-turn"
+    if not ((plain / "scenario.toml").is_file() and _replays(plain)):
+        plain = _record(root, "bench-plain-turn", "Say hello", PLAIN_RULES)
+        notes.append("floor scenario recorded into a temp dir (fixtures/plain-turn absent)")
+    else:
+        notes.append("floor scenario: fixtures/plain-turn (one prompt, one model call)")
+    return multi, plain, notes
+
+
+def with_agent(source: Path, root: Path, name: str, agent: list[str]) -> Path:
+    """A copy of scenario ``source`` named ``name`` whose agent command is ``agent``."""
+    target = root / name
+    shutil.copytree(source, target)
+    toml = target / "scenario.toml"
+    text = toml.read_text()
+    lines = [
+        line
+        for line in text.splitlines()
+        if not line.startswith(("name ", "name=", "agent ", "agent="))
+    ]
+    quoted = ", ".join(f'"{part}"' for part in agent)
+    toml.write_text(f"agent = [{quoted}]\n" + "\n".join(lines) + "\n")
+    return target
