@@ -65,6 +65,8 @@ class EchoProvider:
             if isinstance(part, TextPart):
                 text = part.text
         answer = f"echo: {text}"
+        if os.environ.get("FAKE_ECHO_FILES"):
+            answer += " files: " + ", ".join(sorted(os.listdir(os.getcwd())))
         yield BlockStart(index=0, block_type="text")
         yield TextDelta(index=0, text=answer[:6])
         yield TextDelta(index=0, text=answer[6:])

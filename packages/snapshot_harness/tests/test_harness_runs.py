@@ -317,3 +317,26 @@ def test_agent_that_cannot_start_is_reported(make_scenario: MakeScenario, tmp_pa
 
 def test_the_fake_agent_exists() -> None:
     assert FAKE_AGENT.is_file()
+
+
+def test_the_workspace_is_copied_into_a_fresh_cwd(make_scenario: MakeScenario) -> None:
+    directory = make_scenario(env={"FAKE_ECHO_FILES": "1"})
+    (directory / "workspace" / "src").mkdir(parents=True)
+    (directory / "workspace" / "notes.md").write_text("notes")
+    (directory / "workspace" / "src" / "main.py").write_text("print()")
+    check_scenario(directory, "record")
+    golden = (directory / "golden" / "session.jsonl").read_text()
+    assert "echo: hello there files: notes.md, src" in golden
+    work = directory.parent.parent / "run"
+    result = run_scenario(load_scenario(directory), "replay", work_dir=work)
+    assert result.cwd == work.resolve() / "cwd"
+    assert sorted(p.name for p in work.iterdir()) == [
+        "agent.stderr",
+        "cwd",
+        "home",
+        "replay-report.json",
+        "sessions",
+        "tmp",
+    ]
+    assert (result.cwd / "src" / "main.py").read_text() == "print()"
+    check_scenario(directory, "replay")

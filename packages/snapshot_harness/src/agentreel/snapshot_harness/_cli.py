@@ -17,9 +17,11 @@ from typing import TextIO
 from agentreel.snapshot_harness._check import check_scenario
 from agentreel.snapshot_harness._scenario import (
     DEFAULT_STUB_MODEL,
+    DEFAULT_STUB_RULES,
     MODES,
     Mode,
     RecordConfig,
+    Scenario,
     discover_scenarios,
     load_scenario,
     resolve_scenario,
@@ -97,7 +99,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         name = directory.name
         try:
             scenario = load_scenario(directory)
-            record = _record_override(scenario.record, args) if mode == "record" else None
+            record = _record_override(scenario, args) if mode == "record" else None
             outcome = check_scenario(scenario, mode, record=record)
         except HarnessError as exc:
             elapsed = time.monotonic() - begun
@@ -121,15 +123,18 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     return 1 if failures else 0
 
 
-def _record_override(config: RecordConfig, args: argparse.Namespace) -> RecordConfig | None:
+def _record_override(scenario: Scenario, args: argparse.Namespace) -> RecordConfig | None:
+    """``[record]`` with the command line's --provider/--model/--base-url applied."""
+    config = scenario.record
     if not (args.provider or args.model or args.base_url):
         return None
     provider = args.provider or config.provider
     if provider == "stub":
+        same = config.provider == "stub"
         return RecordConfig(
             provider="stub",
-            model=args.model or config.model or DEFAULT_STUB_MODEL,
-            rules=config.rules,
+            model=args.model or (config.model if same else DEFAULT_STUB_MODEL),
+            rules=config.rules or scenario.directory / DEFAULT_STUB_RULES,
             base_url=None,
         )
     model = args.model or (config.model if provider == config.provider else None)
