@@ -247,6 +247,9 @@ class _Httpd(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY: each SSE frame is a small write; with Nagle's algorithm it waits for the
+    # client's delayed ACK (~40 ms on Linux), which made every streamed call ~40 ms slower.
+    disable_nagle_algorithm = True
     server: _Httpd
 
     def log_message(self, format: str, *args: Any) -> None:
