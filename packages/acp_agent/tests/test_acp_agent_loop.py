@@ -23,6 +23,8 @@ from agentreel.llm import (
     Finish,
     GenerateOptions,
     LlmError,
+    ReasoningDelta,
+    ReasoningPart,
     TextDelta,
     TextPart,
     ToolCallDelta,
@@ -32,6 +34,7 @@ from agentreel.llm import (
 )
 from agentreel.session import (
     AssistantChunk,
+    AssistantMessage,
     EndSeed,
     Event,
     SessionStore,
@@ -101,6 +104,9 @@ class RecordingChannel:
 
     async def agent_text(self, text: str) -> None:
         self.frames.append(("text", text))
+
+    async def agent_thought(self, text: str) -> None:
+        self.frames.append(("thought", text))
 
     async def tool_call_started(
         self, call: ToolCallPart, title: str, kind: str, path: str | None
@@ -180,6 +186,26 @@ async def test_text_turn_writes_the_turn_and_streams_text(tmp_path: Path) -> Non
     assert request.parent_session_id is None
     assert request.spawn_index is None
     assert request.model == "test-model"
+
+
+@pytest.mark.asyncio
+async def test_reasoning_streams_as_thoughts_and_stays_in_the_message(tmp_path: Path) -> None:
+    chunks: list[Chunk] = [
+        BlockStart(index=0, block_type="reasoning"),
+        ReasoningDelta(index=0, text="let me think"),
+        BlockEnd(index=0, block=ReasoningPart("let me think")),
+        BlockStart(index=1, block_type="text"),
+        TextDelta(index=1, text="answer"),
+        BlockEnd(index=1, block=TextPart("answer")),
+        Finish(reason="stop"),
+    ]
+    validate_stream(chunks)
+    agent, channel, _ = make_agent(tmp_path, ScriptedProvider(lambda options: chunks))
+    outcome = await agent.run_turn("think")
+    assert outcome.text == "answer"
+    assert ("thought", "let me think") in channel.frames
+    (message,) = [e.data.message for e in agent.session.events if isinstance(e, AssistantMessage)]
+    assert message.content == (ReasoningPart("let me think"), TextPart("answer"))
 
 
 @pytest.mark.asyncio

@@ -47,6 +47,7 @@ from agentreel.llm import (
     LlmError,
     Message,
     Provider,
+    ReasoningDelta,
     StreamContractChecker,
     TextDelta,
     ToolCallPart,
@@ -93,6 +94,9 @@ class ClientChannel(Protocol):
     async def agent_text(self, text: str) -> None:
         """A piece of assistant text, as it streams."""
 
+    async def agent_thought(self, text: str) -> None:
+        """A piece of model reasoning, as it streams."""
+
     async def tool_call_started(
         self, call: ToolCallPart, title: str, kind: ToolKindName, path: str | None
     ) -> None:
@@ -116,6 +120,9 @@ class SubagentChannel:
         self._parent = parent
 
     async def agent_text(self, text: str) -> None:
+        return None
+
+    async def agent_thought(self, text: str) -> None:
         return None
 
     async def tool_call_started(
@@ -336,6 +343,8 @@ class AgentSession:
                     checker.feed(chunk)
                     if isinstance(chunk, TextDelta):
                         await self.channel.agent_text(chunk.text)
+                    elif isinstance(chunk, ReasoningDelta):
+                        await self.channel.agent_thought(chunk.text)
                     elif isinstance(chunk, BlockEnd):
                         blocks[chunk.index] = chunk.block
                         if isinstance(chunk.block, ToolCallPart):

@@ -33,6 +33,7 @@ from acp import (
     text_block,
     tool_content,
     update_agent_message_text,
+    update_agent_thought_text,
     update_tool_call,
 )
 from acp.interfaces import Client
@@ -89,6 +90,9 @@ class AcpChannel:
 
     async def agent_text(self, text: str) -> None:
         await self._update(update_agent_message_text(text))
+
+    async def agent_thought(self, text: str) -> None:
+        await self._update(update_agent_thought_text(text))
 
     async def tool_call_started(
         self, call: ToolCallPart, title: str, kind: ToolKindName, path: str | None
