@@ -73,7 +73,7 @@ def check_scenario(
     golden_dir = scenario.directory / GOLDEN_DIR
     written: list[str] = []
     if mode == "record":
-        secrets = envvars.secret_values(os.environ)
+        secrets = envvars.secret_values(os.environ, scenario.env)
         everything = {**rendered.recordings}
         everything.update({f"{GOLDEN_DIR}/{k}": v for k, v in rendered.goldens.items()})
         scan_for_secrets(everything, secrets, scenario.name)
@@ -82,7 +82,7 @@ def check_scenario(
     else:
         scan_for_secrets(
             {f"{GOLDEN_DIR}/{k}": v for k, v in rendered.goldens.items()},
-            envvars.secret_values(os.environ),
+            envvars.secret_values(os.environ, scenario.env),
             scenario.name,
         )
     write_files(golden_dir, rendered.goldens, keep_pattern=GOLDEN_FILE_PATTERN)

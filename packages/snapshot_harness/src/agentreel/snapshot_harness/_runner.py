@@ -414,7 +414,7 @@ async def _drive(
                 "or find what the agent waits for in its stderr",
                 stderr_tail=stderr_tail(),
             )
-        if garbage in done and tee.garbage is not None:
+        if tee.garbage is not None:  # checked first: garbage explains what follows it
             number, line = tee.garbage
             shown = line[:200].decode("utf-8", errors="replace").rstrip("\n")
             raise AgentOutputError(
@@ -433,7 +433,9 @@ async def _drive(
                 stderr_tail=stderr_tail(),
             ) from None
         if client.problems:
-            raise StepError(f"{scenario.name}: " + "; ".join(client.problems))
+            raise StepError(
+                f"{scenario.name}: " + "; ".join(client.problems), stderr_tail=stderr_tail()
+            )
         if exit_code != 0:
             raise AgentCrashError(
                 f"{scenario.name}: the agent exited with code {exit_code} after stdin was "
@@ -441,8 +443,10 @@ async def _drive(
                 stderr_tail=stderr_tail(),
             )
         return _Driven(bytes(tee.raw), exit_code, progress.stop_reasons)
-    except RunError:
-        raise
+    except RunError as exc:
+        if exc.stderr_tail:
+            raise
+        raise type(exc)(str(exc), stderr_tail=stderr_tail()) from None
     except RequestError as exc:
         raise StepError(
             f"{scenario.name}: {progress.current} failed with JSON-RPC error {exc.code} "
