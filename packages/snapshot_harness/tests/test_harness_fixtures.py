@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentreel.snapshot_harness import SecretLeakError, unified_diff
 from agentreel.snapshot_harness._environment import (
@@ -84,3 +86,40 @@ def test_record_passthrough_keeps_provider_settings_only() -> None:
         {"OPENAI_API_KEY": "k", "ANTHROPIC_BASE_URL": "u", "HOME": "/h", "GITHUB_TOKEN": "t"}
     )
     assert kept == {"OPENAI_API_KEY": "k", "ANTHROPIC_BASE_URL": "u"}
+
+
+def _apply(expected: list[str], diff: str) -> list[str]:
+    """Apply a unified diff (as ``unified_diff`` renders it) to ``expected``'s lines."""
+    result = list(expected)
+    offset = 0
+    lines = diff.splitlines(keepends=True)[2:]
+    position = 0
+    while position < len(lines):
+        header = lines[position]
+        numbers = header.split("@@")[1].split()
+        old_start, _, old_count = numbers[0][1:].partition(",")
+        count = int(old_count) if old_count else 1
+        start = int(old_start) - (1 if count else 0)
+        position += 1
+        replacement: list[str] = []
+        while position < len(lines) and not lines[position].startswith("@@"):
+            line = lines[position]
+            if line[0] in " +":
+                replacement.append(line[1:])
+            position += 1
+        result[start + offset : start + offset + count] = replacement
+        offset += len(replacement) - count
+    return result
+
+
+_LINE = st.sampled_from(["a\n", "b\n", "c\n", '{"x": 1}\n', "\n"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_LINE, max_size=30), st.lists(_LINE, max_size=30))
+def test_unified_diff_applies_back_to_the_live_file(expected: list[str], actual: list[str]) -> None:
+    diff = unified_diff("f", "".join(expected).encode(), "".join(actual).encode(), 10_000)
+    if expected == actual:
+        assert diff == ""
+        return
+    assert _apply(expected, diff) == actual
