@@ -211,16 +211,25 @@ def tokenize_cwd(data: bytes, cwd: Path) -> bytes:
 
 
 def unified_diff(name: str, expected: bytes, actual: bytes, max_lines: int = DIFF_MAX_LINES) -> str:
-    """A unified diff of one file, golden vs live, cut at ``max_lines`` with a note."""
+    """A unified diff of one file, golden vs live, cut at ``max_lines`` with a note.
+
+    Only the line-aligned region between the files' common head and common tail (plus
+    the context lines) is decoded and handed to ``difflib``; hunk line numbers are shifted
+    back. A one-line change in a 100k-event log costs a byte comparison, not a split and
+    match of every line (``nox -s bench``, scale).
+    """
+    skipped, expected_middle, actual_middle = _differing_middle(expected, actual, _DIFF_CONTEXT)
     lines = list(
         difflib.unified_diff(
-            expected.decode("utf-8", errors="replace").splitlines(keepends=True),
-            actual.decode("utf-8", errors="replace").splitlines(keepends=True),
+            expected_middle.decode("utf-8", errors="replace").splitlines(keepends=True),
+            actual_middle.decode("utf-8", errors="replace").splitlines(keepends=True),
             fromfile=f"golden/{name}",
             tofile=f"live/{name}",
-            n=2,
+            n=_DIFF_CONTEXT,
         )
     )
+    if skipped:
+        lines = [_shift_hunk(line, skipped) if line.startswith("@@") else line for line in lines]
     lines = [
         line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines
     ]
@@ -229,6 +238,78 @@ def unified_diff(name: str, expected: bytes, actual: bytes, max_lines: int = DIF
         hidden = len(lines) - max_lines
         lines = [*lines[:max_lines], f"[... {hidden} more diff lines not shown ...]\n"]
     return "".join(lines)
+
+
+_DIFF_CONTEXT = 2
+_COMPARE_BLOCK = 1 << 16
+_HUNK = re.compile(r"^@@ -(\d+)((?:,\d+)?) \+(\d+)((?:,\d+)?) @@")
+
+
+def _common_prefix(a: bytes, b: bytes) -> int:
+    """Length of the common prefix of ``a`` and ``b`` (compared a block at a time)."""
+    limit = min(len(a), len(b))
+    position = 0
+    while position < limit:
+        end = min(position + _COMPARE_BLOCK, limit)
+        if a[position:end] != b[position:end]:
+            while a[position] == b[position]:
+                position += 1
+            return position
+        position = end
+    return limit
+
+
+def _common_suffix(a: bytes, b: bytes, limit: int) -> int:
+    """Length of the common suffix of ``a`` and ``b``, at most ``limit`` bytes."""
+    length = 0
+    while length < limit:
+        step = min(_COMPARE_BLOCK, limit - length)
+        if (
+            a[len(a) - length - step : len(a) - length]
+            != b[len(b) - length - step : len(b) - length]
+        ):
+            while length < limit and a[len(a) - length - 1] == b[len(b) - length - 1]:
+                length += 1
+            return length
+        length += step
+    return limit
+
+
+def _differing_middle(expected: bytes, actual: bytes, context: int) -> tuple[int, bytes, bytes]:
+    """(lines skipped at the start, expected middle, actual middle): both files without
+    their common whole-line head and tail, keeping ``context`` common lines each side."""
+    prefix = _common_prefix(expected, actual)
+    start = expected.rfind(b"\n", 0, prefix) + 1  # a line start inside the common head
+    for _ in range(context):
+        if start == 0:
+            break
+        start = expected.rfind(b"\n", 0, start - 1) + 1
+    suffix = _common_suffix(expected, actual, min(len(expected), len(actual)) - start)
+    # The tail starts right after a newline that lies inside the common tail, so it starts
+    # a line in both files.
+    newline = expected.find(b"\n", len(expected) - suffix)
+    tail = len(expected) if newline < 0 else newline + 1
+    for _ in range(context):
+        if tail >= len(expected):
+            break
+        newline = expected.find(b"\n", tail)
+        tail = len(expected) if newline < 0 else newline + 1
+    tail_length = len(expected) - tail
+    return (
+        expected.count(b"\n", 0, start),
+        expected[start:tail],
+        actual[start : len(actual) - tail_length],
+    )
+
+
+def _shift_hunk(header: str, lines: int) -> str:
+    """A ``@@ -a,b +c,d @@`` header with both start lines moved down by ``lines``."""
+
+    def shifted(match: re.Match[str]) -> str:
+        old, old_count, new, new_count = match.groups()
+        return f"@@ -{int(old) + lines}{old_count} +{int(new) + lines}{new_count} @@"
+
+    return _HUNK.sub(shifted, header, count=1)
 
 
 def _shorten(line: str, limit: int = 400) -> str:
