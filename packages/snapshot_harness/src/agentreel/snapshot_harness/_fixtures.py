@@ -180,7 +180,14 @@ def render_run(result: RunResult) -> Rendered:
     The normalizer is the shared one (``agentreel.session.Normalizer``): transcript first,
     then the logs in session order, so numbering is the same on every run.
     """
-    normalizer = Normalizer.for_logs(result.cwd, result.session_logs)
+    # Besides the cwd, the run's other private paths become tokens too, in case an agent
+    # mentions its sessions root, HOME or TMPDIR: they differ on every run.
+    extra = {
+        str(result.run_dir / "sessions"): "{{sessions}}",
+        str(result.run_dir / "home"): "{{home}}",
+        str(result.run_dir / "tmp"): "{{tmp}}",
+    }
+    normalizer = Normalizer.for_logs(result.cwd, result.session_logs, extra_paths=extra)
     goldens: dict[str, bytes] = {
         TRANSCRIPT_FILE: normalizer.transcript(
             result.transcript, source=f"agent stdout of {result.scenario.name}"

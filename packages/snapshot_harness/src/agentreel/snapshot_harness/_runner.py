@@ -70,13 +70,15 @@ class RunResult:
 
     ``transcript`` is the agent's stdout, byte for byte; ``session_logs`` are the harvested
     logs in session order (``session_log_bytes`` their raw content, same order);
-    ``replay_report`` is what the replay provider reported from inside the agent process
-    (``None`` outside replay or when the agent never loaded the provider).
+    ``run_dir`` held the run (cwd, sessions root, home, tmp; removed afterwards unless a
+    ``work_dir`` was given); ``replay_report`` is what the replay provider reported from
+    inside the agent process (``None`` outside replay or when it was never loaded).
     """
 
     scenario: Scenario
     mode: Mode
     cwd: Path
+    run_dir: Path
     transcript: bytes
     session_logs: list[SessionLog]
     session_log_bytes: list[bytes]
@@ -336,6 +338,7 @@ def _run_in(
         scenario=scenario,
         mode=mode,
         cwd=cwd,
+        run_dir=run_dir,
         transcript=bytes(driven.transcript),
         session_logs=logs,
         session_log_bytes=[log.path.read_bytes() for log in logs],
