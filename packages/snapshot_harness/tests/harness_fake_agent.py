@@ -7,7 +7,8 @@ persisted, text streamed as ``agent_message_chunk``. ``FAKE_SUBAGENTS=n`` makes 
 also run n spawned children (one call each, with lineage). ``FAKE_BEHAVIOUR`` makes it
 misbehave on the first prompt: ``crash``, ``hang`` (after starting a grandchild process
 whose pid goes to ``FAKE_PID_FILE``), ``garbage`` (a non-JSON line on stdout),
-``fail-exit`` (exit 5 at stdin EOF).
+``fail-exit`` (exit 5 at stdin EOF), ``network`` (try an HTTP request, report on stderr),
+``dump-env`` (print the environment to stderr at start).
 """
 
 from __future__ import annotations
@@ -202,6 +203,14 @@ def misbehave(text: str) -> None:
         print("fake agent: crashing on purpose while handling the prompt", file=sys.stderr)
         sys.stderr.flush()
         os._exit(3)
+    if BEHAVIOUR == "network":
+        import urllib.request
+
+        try:
+            urllib.request.urlopen("http://example.invalid/", timeout=30)
+            print("fake agent: NETWORK REACHED", file=sys.stderr)
+        except OSError as exc:
+            print(f"fake agent: network blocked: {exc!r}", file=sys.stderr)
     if BEHAVIOUR == "garbage":
         os.write(1, b"this line is not json\n")
     if BEHAVIOUR == "hang":

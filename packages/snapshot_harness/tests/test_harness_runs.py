@@ -91,6 +91,17 @@ def test_replay_environment_has_no_key_and_a_dead_proxy(
     assert env["NO_PROXY"] == ""
 
 
+def test_a_stray_network_call_in_replay_is_refused_by_the_dead_proxy(
+    make_scenario: MakeScenario,
+) -> None:
+    directory = recorded(make_scenario)
+    make_scenario("echo-turn", env={"FAKE_BEHAVIOUR": "network"})
+    result = run_scenario(load_scenario(directory), "replay")
+    assert "network blocked" in result.stderr
+    assert "Connection refused" in result.stderr
+    assert "NETWORK REACHED" not in result.stderr
+
+
 def test_a_golden_difference_fails_with_a_unified_diff(make_scenario: MakeScenario) -> None:
     directory = recorded(make_scenario)
     golden = directory / "golden" / "transcript.jsonl"
