@@ -38,6 +38,7 @@ from agentreel.session import (
 from agentreel.snapshot_harness import _environment as envvars
 from agentreel.snapshot_harness._client import HarnessClient
 from agentreel.snapshot_harness._scenario import (
+    DEFAULT_AGENT_MODULE,
     MODES,
     ExpectError,
     Initialize,
@@ -430,10 +431,18 @@ async def _drive(
             exit_code = main.result()
         except (ConnectionError, asyncio.IncompleteReadError, BrokenPipeError) as exc:
             code = await _exit_code_soon(process)
+            stderr = stderr_tail()
+            hint = "See its stderr below"
+            if scenario.agent is None and f"No module named '{DEFAULT_AGENT_MODULE}" in stderr:
+                hint = (
+                    "The default agent is not installed: install "
+                    "agentreel-snapshot-harness[agent] (the reference agent) or set `agent` "
+                    f"in {scenario.toml_path}"
+                )
             raise AgentCrashError(
                 f"{scenario.name}: the agent went away during {progress.current} "
-                f"(exit code {code}; {type(exc).__name__}: {exc}). See its stderr below",
-                stderr_tail=stderr_tail(),
+                f"(exit code {code}; {type(exc).__name__}: {exc}). {hint}",
+                stderr_tail=stderr,
             ) from None
         if client.problems:
             raise StepError(
