@@ -78,7 +78,7 @@ def check_scenario(
         everything.update({f"{GOLDEN_DIR}/{k}": v for k, v in rendered.goldens.items()})
         scan_for_secrets(everything, secrets, scenario.name)
         write_files(scenario.directory, rendered.recordings, keep_pattern=SESSION_FILE_PATTERN)
-        written += sorted(rendered.recordings)
+        written += list(rendered.recordings)  # session order: main, then children
     else:
         scan_for_secrets(
             {f"{GOLDEN_DIR}/{k}": v for k, v in rendered.goldens.items()},
