@@ -141,7 +141,8 @@ def bench(session: nox.Session) -> None:
     ``nox -s bench -- --only replay --quick``.
     """
     _install_workspace(session)
-    session.install("vcrpy", "openai")
+    # vcrpy is the peer replay tool; it patches the legacy httpx (openai 3.x uses httpx2).
+    session.install("vcrpy", "openai", "httpx")
     session.run("python", "-m", "bench.run", *session.posargs)
 
 

@@ -74,9 +74,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in names:
         print(f"bench: running {name}{' (quick)' if settings.quick else ''} ...", flush=True)
         started = time.monotonic()
-        module = importlib.import_module(BENCHMARKS[name])
-        run: Callable[[Settings], BenchResult] = module.run
         try:
+            module = importlib.import_module(BENCHMARKS[name])
+            run: Callable[[Settings], BenchResult] = module.run
             result = run(settings)
         except Exception as exc:  # one broken benchmark must not hide the others' figures
             failures.append(f"{name}: {type(exc).__name__}: {exc}")
