@@ -8,7 +8,8 @@ also run n spawned children (one call each, with lineage). ``FAKE_BEHAVIOUR`` ma
 misbehave on the first prompt: ``crash``, ``hang`` (after starting a grandchild process
 whose pid goes to ``FAKE_PID_FILE``), ``garbage`` (a non-JSON line on stdout),
 ``fail-exit`` (exit 5 at stdin EOF), ``network`` (try an HTTP request, report on stderr),
-``dump-env`` (print the environment to stderr at start).
+``dump-env`` (print the environment to stderr at start), ``random-system`` (a random
+system prompt on every run).
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ from agentreel.session import (
 BEHAVIOUR = os.environ.get("FAKE_BEHAVIOUR", "normal")
 SYSTEM_PROMPT = os.environ.get("FAKE_SYSTEM_PROMPT", "You are a terse test agent.")
 SUBAGENTS = int(os.environ.get("FAKE_SUBAGENTS", "0"))
+if BEHAVIOUR == "random-system":  # a different request on every run: cannot replay
+    SYSTEM_PROMPT += f" Run {os.urandom(4).hex()}."
 
 
 class EchoProvider:

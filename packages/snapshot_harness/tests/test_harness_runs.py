@@ -22,6 +22,7 @@ from agentreel.snapshot_harness import (
     FixtureError,
     FixtureInventoryError,
     GoldenMismatchError,
+    RecordError,
     ReplayConsumptionError,
     SecretLeakError,
     StepError,
@@ -294,7 +295,7 @@ def test_record_refuses_to_write_a_live_key(
         check_scenario(directory, "record")
     message = str(caught.value)
     assert "$ACME_API_KEY" in message
-    assert "golden/transcript.jsonl:" in message
+    assert "session.jsonl:" in message
     assert secret not in message
     assert sorted(p.name for p in directory.iterdir()) == ["scenario.toml"]
 
@@ -351,3 +352,16 @@ def test_the_workspace_is_copied_into_a_fresh_cwd(make_scenario: MakeScenario) -
     ]
     assert (result.cwd / "src" / "main.py").read_text() == "print()"
     check_scenario(directory, "replay")
+
+
+def test_record_writes_nothing_when_the_new_recording_does_not_replay(
+    make_scenario: MakeScenario,
+) -> None:
+    directory = make_scenario(env={"FAKE_BEHAVIOUR": "random-system"})
+    with pytest.raises(RecordError) as caught:
+        check_scenario(directory, "record")
+    message = str(caught.value)
+    assert "the new recording does not replay, so nothing was written" in message
+    assert "RequestDriftError" in message
+    assert "system prompt differs" in message
+    assert sorted(p.name for p in directory.iterdir()) == ["scenario.toml"]

@@ -5,7 +5,10 @@ The pytest plugin, the CLI and the nox sessions all call ``check_scenario``.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +18,7 @@ from agentreel.snapshot_harness import _environment as envvars
 from agentreel.snapshot_harness._fixtures import (
     GOLDEN_DIR,
     GOLDEN_FILE_PATTERN,
+    OVERRIDE_FILE,
     SESSION_FILE_PATTERN,
     check_inventory,
     compare_goldens,
@@ -22,10 +26,18 @@ from agentreel.snapshot_harness._fixtures import (
     write_files,
 )
 from agentreel.snapshot_harness._runner import RunResult, replay_mismatch, run_scenario, tail
-from agentreel.snapshot_harness._scenario import Mode, RecordConfig, Scenario, load_scenario
+from agentreel.snapshot_harness._scenario import (
+    WORKSPACE_DIR,
+    Mode,
+    RecordConfig,
+    Scenario,
+    load_scenario,
+)
 from agentreel.snapshot_harness._secrets import scan_for_secrets
 from agentreel.snapshot_harness.exceptions import (
     GoldenMismatchError,
+    HarnessError,
+    RecordError,
     ReplayConsumptionError,
 )
 
@@ -52,16 +64,21 @@ def check_scenario(
     """Run one scenario in ``mode``; raise a ``HarnessError`` with a readable message on failure.
 
     ``replay`` compares with ``golden/`` and checks every recorded call was consumed;
-    ``refresh`` replays the same way and rewrites ``golden/``; ``record`` runs against
-    a real or stub model and rewrites the recordings and ``golden/`` (after a secret scan).
+    ``refresh`` replays the same way and rewrites ``golden/``; ``record`` runs against a
+    real or stub model, then replays the new recording keylessly (from a scratch copy of
+    the scenario) and writes recordings and goldens only if that replay is clean and the
+    secret scan finds nothing. Goldens therefore always come from a replay: exactly what
+    ``nox -s replay`` will compare, with nothing record-only in them (a stub server's
+    port, retry messages).
     """
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario)
     started = time.monotonic()
     check_inventory(scenario, mode)
-    result = run_scenario(scenario, mode, record=record, work_dir=work_dir)
-    if mode != "record":
-        verify_consumption(scenario, result)
+    if mode == "record":
+        return _record(scenario, record, work_dir, started)
+    result = run_scenario(scenario, mode, work_dir=work_dir)
+    verify_consumption(scenario, result)
     rendered = render_run(result)
     sessions = len(result.session_logs)
     if mode == "replay":
@@ -69,25 +86,58 @@ def check_scenario(
         if diffs:
             raise GoldenMismatchError(_mismatch_message(scenario, diffs, result), diffs=diffs)
         return Outcome(scenario, mode, sessions, time.monotonic() - started, result=result)
+    goldens = {f"{GOLDEN_DIR}/{k}": v for k, v in rendered.goldens.items()}
+    scan_for_secrets(goldens, envvars.secret_values(os.environ, scenario.env), scenario.name)
+    write_files(scenario.directory / GOLDEN_DIR, rendered.goldens, keep_pattern=GOLDEN_FILE_PATTERN)
+    return Outcome(scenario, mode, sessions, time.monotonic() - started, list(goldens), result)
 
-    golden_dir = scenario.directory / GOLDEN_DIR
-    written: list[str] = []
-    if mode == "record":
-        secrets = envvars.secret_values(os.environ, scenario.env)
-        everything = {**rendered.recordings}
-        everything.update({f"{GOLDEN_DIR}/{k}": v for k, v in rendered.goldens.items()})
-        scan_for_secrets(everything, secrets, scenario.name)
-        write_files(scenario.directory, rendered.recordings, keep_pattern=SESSION_FILE_PATTERN)
-        written += list(rendered.recordings)  # session order: main, then children
-    else:
-        scan_for_secrets(
-            {f"{GOLDEN_DIR}/{k}": v for k, v in rendered.goldens.items()},
-            envvars.secret_values(os.environ, scenario.env),
-            scenario.name,
-        )
-    write_files(golden_dir, rendered.goldens, keep_pattern=GOLDEN_FILE_PATTERN)
-    written += [f"{GOLDEN_DIR}/{name}" for name in rendered.goldens]
-    return Outcome(scenario, mode, sessions, time.monotonic() - started, written, result)
+
+_REPLAY_INPUTS = ("scenario.toml", OVERRIDE_FILE)
+
+
+def _record(
+    scenario: Scenario, record: RecordConfig | None, work_dir: Path | None, started: float
+) -> Outcome:
+    recorded = run_scenario(scenario, "record", record=record, work_dir=work_dir)
+    recordings = render_run(recorded).recordings
+    secrets = envvars.secret_values(os.environ, scenario.env)
+    scan_for_secrets(recordings, secrets, scenario.name)
+
+    with tempfile.TemporaryDirectory(prefix="agentreel-record-") as scratch:
+        # The scratch copy keeps the scenario's name: replay messages name the scenario.
+        copy = Path(scratch) / scenario.name
+        copy.mkdir()
+        for name in _REPLAY_INPUTS:
+            if (scenario.directory / name).is_file():
+                shutil.copy2(scenario.directory / name, copy / name)
+        if scenario.workspace is not None:
+            shutil.copytree(scenario.workspace, copy / WORKSPACE_DIR, symlinks=True)
+        write_files(copy, recordings, keep_pattern=SESSION_FILE_PATTERN)
+        trial = dataclasses.replace(scenario, directory=copy)
+        try:
+            replayed = run_scenario(trial, "replay")
+            verify_consumption(trial, replayed)
+        except HarnessError as exc:
+            raise RecordError(
+                f"{scenario.name}: recorded, but the new recording does not replay, so nothing "
+                f"was written:\n{exc}\nAn agent must make the same requests on every run "
+                "for its recording to replay (check for randomness, time or ordering in "
+                "what it sends)"
+            ) from exc
+        goldens = render_run(replayed).goldens
+
+    scan_for_secrets({f"{GOLDEN_DIR}/{k}": v for k, v in goldens.items()}, secrets, scenario.name)
+    write_files(scenario.directory, recordings, keep_pattern=SESSION_FILE_PATTERN)
+    write_files(scenario.directory / GOLDEN_DIR, goldens, keep_pattern=GOLDEN_FILE_PATTERN)
+    written = [*recordings, *(f"{GOLDEN_DIR}/{name}" for name in goldens)]
+    return Outcome(
+        scenario,
+        "record",
+        len(recorded.session_logs),
+        time.monotonic() - started,
+        written,
+        recorded,
+    )
 
 
 def _mismatch_message(scenario: Scenario, diffs: dict[str, str], result: RunResult) -> str:

@@ -65,7 +65,15 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
     """Entry point of the ``agentreel`` console script."""
-    out = out or sys.stdout
+    try:
+        return _main(argv, out or sys.stdout)
+    except BrokenPipeError:  # `agentreel replay | head`: the reader left; not an error of ours
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+
+
+def _main(argv: Sequence[str] | None, out: TextIO) -> int:
     args = _parser().parse_args(argv)
     mode: Mode = args.mode
     fixtures = Path(args.fixtures or os.environ.get(FIXTURES_ENV) or "fixtures")

@@ -14,7 +14,8 @@ Hierarchy::
     │   └── ReplayConsumptionError  the replay report says scripts or calls were unused
     ├── GoldenMismatchError         normalized output differs from the goldens (diffs)
     ├── SecretLeakError             record mode found a live key in what it would write
-    └── RecordSetupError            record mode cannot start (provider, stub server, ...)
+    ├── RecordSetupError            record mode cannot start (provider, stub server, ...)
+    └── RecordError                 the new recording does not replay; nothing written
 
 Every message says what failed, where, and what to do next. This module imports nothing
 from the rest of the package.
@@ -30,6 +31,7 @@ __all__ = [
     "FixtureInventoryError",
     "GoldenMismatchError",
     "HarnessError",
+    "RecordError",
     "RecordSetupError",
     "ReplayConsumptionError",
     "RunError",
@@ -108,3 +110,7 @@ class SecretLeakError(HarnessError):
 
 class RecordSetupError(HarnessError):
     """Record mode cannot start: unknown provider, missing rules file, no key, ..."""
+
+
+class RecordError(HarnessError):
+    """A fresh recording failed its keyless trial replay; nothing was written."""
