@@ -164,3 +164,33 @@ def test_prompt_and_cancel_with_a_hang_override_replays_deterministically(
     outcome = check_scenario(directory, "replay")
     assert outcome.result is not None
     assert outcome.result.stop_reasons == ["cancelled"]
+
+
+FAULT_RULES = """
+[[rule]]
+name = "upstream down"
+match = { last_user = "Say hello" }
+status = 500
+error_message = "upstream died"
+"""
+
+
+def test_a_model_error_recorded_through_a_stub_fault_replays_as_the_same_error(
+    make_scenario: MakeScenario,
+) -> None:
+    steps = (
+        {"type": "initialize"},
+        {"type": "new_session"},
+        {"type": "expect_error", "method": "prompt", "text": "Say hello briefly.", "code": -32603},
+    )
+    directory = stub_scenario(
+        make_scenario,
+        FAULT_RULES,
+        name="error-finish",
+        agent=["{python}", "-m", "agentreel.acp_agent"],
+        steps=steps,
+    )
+    check_scenario(directory, "record")
+    transcript = (directory / "golden" / "transcript.jsonl").read_text()
+    assert '"error":{"code":-32603' in transcript
+    check_scenario(directory, "replay")
