@@ -68,8 +68,8 @@ def check_scenario(
     real or stub model, then replays the new recording keylessly (from a scratch copy of
     the scenario) and writes recordings and goldens only if that replay is clean and the
     secret scan finds nothing. Goldens therefore always come from a replay: exactly what
-    ``nox -s replay`` will compare, with nothing record-only in them (a stub server's
-    port, retry messages).
+    ``nox -s replay`` will compare, with nothing only the live run did (retries, where a
+    slow stream happened to be cancelled).
     """
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario)
