@@ -100,3 +100,13 @@ def test_an_invalid_scenario_fails_its_line(
     assert code == 1
     assert re.search(r"^FAIL  broken", text, re.M)
     assert "key 'steps'" in text
+
+
+@pytest.mark.slow
+def test_keep_runs_keeps_the_run_directory(make_scenario: MakeScenario, tmp_path: Path) -> None:
+    directory = make_scenario()
+    keep = tmp_path / "runs"
+    code, text = run_cli("record", str(directory), "--keep-runs", str(keep))
+    assert code == 0, text
+    assert (keep / "echo-turn" / "agent.stderr").is_file()
+    assert any((keep / "echo-turn" / "sessions").glob("*/*.jsonl"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -50,6 +51,12 @@ def _parser() -> argparse.ArgumentParser:
         "--fixtures",
         default=None,
         help=f"the fixtures directory (default: ${FIXTURES_ENV} or ./fixtures)",
+    )
+    parser.add_argument(
+        "--keep-runs",
+        metavar="DIR",
+        help="keep each run's files (cwd, session logs, agent stderr, replay report) in "
+        "DIR/<scenario> instead of a temp directory removed afterwards; for debugging",
     )
     parser.add_argument(
         "--provider",
@@ -108,7 +115,10 @@ def _main(argv: Sequence[str] | None, out: TextIO) -> int:
         try:
             scenario = load_scenario(directory)
             record = _record_override(scenario, args) if mode == "record" else None
-            outcome = check_scenario(scenario, mode, record=record)
+            keep = Path(args.keep_runs) / name if args.keep_runs else None
+            if keep is not None and keep.exists():
+                shutil.rmtree(keep)
+            outcome = check_scenario(scenario, mode, record=record, work_dir=keep)
         except HarnessError as exc:
             elapsed = time.monotonic() - begun
             print(f"FAIL  {name:<{width}}  {'-':>10}  {elapsed:6.2f}s", file=out, flush=True)
