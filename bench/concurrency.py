@@ -20,7 +20,7 @@ from agentreel.brand import new_session_id
 from agentreel.llm import BlockEnd, BlockStart, Chunk, Finish, TextDelta, TextPart, Usage
 from agentreel.llm_replay import ReplayProvider
 from agentreel.llm_replay.testing import FixtureRecorder, options_for, text_call
-from bench._common import BenchResult, Settings, timed_async
+from bench._common import BenchResult, Settings, cpu_timed_async
 
 CHILDREN = 64
 CHUNKS = 50
@@ -73,7 +73,7 @@ async def _measure(fixture_dir: Path, cwd: Path, spawn_indexes: list[int]) -> fl
         tasks = [asyncio.create_task(_child(provider, parent, i)) for i in spawn_indexes]
         outputs.extend(await asyncio.gather(*tasks))
 
-    elapsed = await timed_async(children)
+    elapsed = await cpu_timed_async(children)
     for spawn_index, output in zip(spawn_indexes, outputs, strict=True):
         if output != child_chunks(spawn_index):
             raise AssertionError(
@@ -105,6 +105,7 @@ def run(settings: Settings) -> BenchResult:
     result.target(f"{CHILDREN} concurrent / alone, per chunk", together / alone, 2.0)
     result.notes.append(
         "children start in shuffled spawn order and bind by lineage "
-        "(parent_session_id + spawn_index); each consumer awaits sleep(0) per chunk"
+        "(parent_session_id + spawn_index); each consumer awaits sleep(0) per chunk; "
+        "times are CPU time of the process"
     )
     return result

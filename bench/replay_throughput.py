@@ -27,7 +27,7 @@ from agentreel.llm import Chunk, GenerateOptions
 from agentreel.llm.stub import StubServer
 from agentreel.llm_replay import ReplayProvider
 from agentreel.llm_replay.testing import FixtureRecorder, options_for
-from bench._common import BenchResult, Settings, timed, timed_async
+from bench._common import BenchResult, Settings, cpu_timed, cpu_timed_async
 from bench._openai_vcr import CHUNKS_PER_CALL, VcrVisibleOpenAI, drain, question, stub_rules
 
 
@@ -122,19 +122,19 @@ def run(settings: Settings) -> BenchResult:
             replay_samples: list[float] = []
             stream_samples: list[float] = []
             for _ in range(fast_repeats):  # interleaved, so drift hits every side alike
-                floor_samples.append(timed(partial(_decode_floor, lines)))
+                floor_samples.append(cpu_timed(partial(_decode_floor, lines)))
                 replay_samples.append(
                     asyncio.run(
-                        timed_async(partial(_replay_all, fixture_dir, cwd, anonymous, size))
+                        cpu_timed_async(partial(_replay_all, fixture_dir, cwd, anonymous, size))
                     )
                 )
                 provider = ReplayProvider(fixture_dir, live_cwd=cwd)
                 stream_samples.append(
-                    asyncio.run(timed_async(partial(_stream_only, provider, anonymous, size)))
+                    asyncio.run(cpu_timed_async(partial(_stream_only, provider, anonymous, size)))
                 )
             vcr_repeats = settings.scaled(3 if size >= 1000 else 5, 3)
             vcr_samples = [
-                asyncio.run(timed_async(partial(_vcr_replay_all, base_url, cassette, size)))
+                asyncio.run(cpu_timed_async(partial(_vcr_replay_all, base_url, cassette, size)))
                 for _ in range(vcr_repeats)
             ]
             floor = result.median(f"floor_{size}_s", floor_samples)
@@ -187,6 +187,7 @@ def run(settings: Settings) -> BenchResult:
     result.notes.append(
         "agentreel = ReplayProvider built from the fixture files and every call streamed; "
         "vcrpy = cassette loaded and every call streamed through the openai SDK + adapter "
-        "(legacy httpx transport, which vcrpy patches), stub server stopped"
+        "(legacy httpx transport, which vcrpy patches), stub server stopped; times are CPU time "
+        "of the process (all three run in process)"
     )
     return result
