@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import tempfile
 from functools import partial
 from pathlib import Path
@@ -151,7 +150,6 @@ def run(settings: Settings) -> BenchResult:
             result.figure(f"{size} calls: agentreel load+stream", replay, "s")
             result.figure(f"{size} calls: agentreel stream only", stream, "s")
             result.figure(f"{size} calls: vcrpy", vcr_time, "s")
-        shutil.rmtree(tmp / "cwd", ignore_errors=True)
 
     for size in sizes:
         result.figure(f"per call @{size}: agentreel load+stream", per_call["agentreel"][size], "s")
