@@ -14,6 +14,7 @@ agent does. The same calls are then replayed three ways, side by side:
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import tempfile
 from functools import partial
@@ -156,11 +157,12 @@ def run(settings: Settings) -> BenchResult:
         result.figure(f"per call @{size}: agentreel stream only", per_call["stream"][size], "s")
         result.figure(f"per call @{size}: vcrpy", per_call["vcrpy"][size], "s")
     smallest = sizes[0]
-    result.figure(
-        f"vcrpy per-call growth {smallest}->{largest}",
-        per_call["vcrpy"][largest] / per_call["vcrpy"][smallest],
-        "x",
-    )
+    for small, large in itertools.pairwise(sizes):
+        result.figure(
+            f"vcrpy per-call growth {small}->{large}",
+            per_call["vcrpy"][large] / per_call["vcrpy"][small],
+            "x",
+        )
     result.target(
         f"agentreel / json.loads floor @{largest}",
         totals["agentreel"][largest] / totals["floor"][largest],

@@ -179,6 +179,26 @@ def _peak_bytes(work: Callable[[_Log], int], log: _Log) -> int:
         tracemalloc.stop()
 
 
+def _harness_phases(log: _Log) -> dict[str, int]:
+    """Where the harness side's memory goes: tracemalloc (current, peak) per phase."""
+    phases: dict[str, int] = {}
+    tracemalloc.start()
+    try:
+        loaded = load_session_log(log.path)
+        phases["load: peak"], phases["load: typed log kept"] = reversed(
+            tracemalloc.get_traced_memory()
+        )
+        tracemalloc.reset_peak()
+        live = Normalizer.for_logs(log.cwd, [loaded]).session_log(loaded).encode()
+        phases["normalize + encode: peak, log alive"] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        unified_diff("session.jsonl", log.golden, live)
+        phases["diff: peak, log and text alive"] = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return phases
+
+
 def _timed_without_gc(work: Callable[[], object]) -> float:
     """``cpu_timed`` with the collector paused: the diagnostic twin of the real figure."""
     gc.disable()
@@ -223,6 +243,13 @@ def run(settings: Settings) -> BenchResult:
                     f"{peak / log.size:.2f}x the file",
                 )
             if size == sizes[-1]:
+                for phase, used in _harness_phases(log).items():
+                    result.figure(
+                        f"{label} harness side, {phase}",
+                        used / 1e6,
+                        "MB",
+                        f"{used / log.size:.2f}x the file",
+                    )
                 for side, peak in (("replay side", replay_peak), ("harness side", harness_peak)):
                     result.target(f"{label}: peak memory / file, {side}", peak / log.size, 3)
     for small, large in itertools.pairwise(sizes):
