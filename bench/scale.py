@@ -217,7 +217,7 @@ def run(settings: Settings) -> BenchResult:
         tmp = Path(tmp_text)
         for size in sizes:
             log = _write_log(tmp / f"log-{size}", size)
-            repeats = settings.scaled({1_000: 21, 10_000: 9}.get(size, 5), 3)
+            repeats = settings.scaled({1_000: 21, 10_000: 9}.get(size, 7), 3)
             samples: list[float] = []
             samples_without_gc: list[float] = []
             for _ in range(repeats):
