@@ -81,7 +81,8 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
 
 
 def _main(argv: Sequence[str] | None, out: TextIO) -> int:
-    args = _parser().parse_args(argv)
+    # Intermixed: nox runs `agentreel record --fixtures DIR <scenario>` (options first).
+    args = _parser().parse_intermixed_args(argv)
     mode: Mode = args.mode
     fixtures = Path(args.fixtures or os.environ.get(FIXTURES_ENV) or "fixtures")
     if mode != "record" and (args.provider or args.model or args.base_url):
