@@ -1,0 +1,113 @@
+"""The committed scenarios can never silently drift from their stub rules.
+
+Each scenario in ``fixtures/`` is recorded again through the stub model server — the same
+``record`` path as ``nox -s record -- <scenario>``, trial replay included — into a temporary
+copy of its inputs, and the result must equal the committed recordings and goldens after
+normalization. A rule, workspace or scenario.toml edited without re-recording fails here,
+and so does an agent change that alters what the agent sends or prints.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from agentreel.session import Normalizer, load_session_log
+from agentreel.snapshot_harness import (
+    GOLDEN_DIR,
+    check_scenario,
+    discover_scenarios,
+    load_scenario,
+    unified_diff,
+)
+
+pytestmark = pytest.mark.slow
+
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
+SCENARIOS = [directory.name for directory in discover_scenarios(FIXTURES)]
+# What record reads: everything but the outputs (recordings and goldens).
+INPUTS = ("scenario.toml", "README.md", "replay.override.json", "workspace")
+# A stub fault's error message names the stub server's URL, whose port is per run.
+STUB_URL = re.compile(rb"http://127\.0\.0\.1:[0-9]+")
+
+
+def test_every_committed_scenario_is_checked() -> None:
+    expected = {
+        "plain-turn",
+        "tool-call",
+        "multi-turn",
+        "cancel",
+        "error-finish",
+        "subagent-spawn",
+        "subagent-multi",
+        "subagent-fork",
+        "subagent-mixed",
+        "subagent-parallel",
+    }
+    assert expected <= set(SCENARIOS)
+
+
+def copy_inputs(source: Path, target: Path) -> None:
+    target.mkdir(parents=True)
+    scenario = load_scenario(source)
+    names = list(INPUTS)
+    if scenario.record.rules is not None:
+        names.append(scenario.record.rules.name)
+    for name in names:
+        path = source / name
+        if path.is_dir():
+            shutil.copytree(path, target / name, symlinks=True)
+        elif path.is_file():
+            shutil.copy2(path, target / name)
+
+
+def outputs(directory: Path) -> list[str]:
+    """Recordings and goldens, relative to the scenario directory."""
+    found = [p.name for p in directory.glob("session*.jsonl")]
+    found += [f"{GOLDEN_DIR}/{p.name}" for p in (directory / GOLDEN_DIR).glob("*.jsonl")]
+    return sorted(found)
+
+
+def normalized_recordings(directory: Path) -> dict[str, bytes]:
+    """Recordings with ids, times and the stub URL tokenized (they keep raw ones on disk)."""
+    paths = sorted(directory.glob("session*.jsonl"))
+    logs = [load_session_log(path) for path in paths]
+    normalizer = Normalizer.for_logs(None, logs)
+    return {
+        log.path.name: STUB_URL.sub(b"{{stub}}", normalizer.session_log(log).encode())
+        for log in logs
+    }
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_rerecording_through_the_stub_reproduces_the_committed_fixture(
+    name: str, tmp_path: Path
+) -> None:
+    committed = FIXTURES / name
+    fresh = tmp_path / name
+    copy_inputs(committed, fresh)
+    check_scenario(fresh, "record")
+
+    assert outputs(fresh) == outputs(committed), (
+        f"re-recording {name} wrote other files than are committed; "
+        f"run `nox -s record -- {name}` and commit the result"
+    )
+    diffs: list[str] = []
+    expected = normalized_recordings(committed)
+    actual = normalized_recordings(fresh)
+    for file in sorted(expected):
+        if expected[file] != actual[file]:
+            diffs.append(unified_diff(file, expected[file], actual[file]))
+    for file in sorted((committed / GOLDEN_DIR).glob("*.jsonl")):
+        golden = file.read_bytes()
+        again = (fresh / GOLDEN_DIR / file.name).read_bytes()
+        if golden != again:
+            diffs.append(unified_diff(f"{GOLDEN_DIR}/{file.name}", golden, again))
+    assert not diffs, (
+        f"{name}: re-recording through its stub rules no longer reproduces the committed "
+        f"fixture (a rule, the workspace or the agent changed). If intended, re-record: "
+        f"nox -s record -- {name}\n" + "\n".join(diffs)
+    )
