@@ -98,14 +98,14 @@ def test_rerecording_through_the_stub_reproduces_the_committed_fixture(
     diffs: list[str] = []
     expected = normalized_recordings(committed)
     actual = normalized_recordings(fresh)
-    for file in sorted(expected):
-        if expected[file] != actual[file]:
-            diffs.append(unified_diff(file, expected[file], actual[file]))
-    for file in sorted((committed / GOLDEN_DIR).glob("*.jsonl")):
-        golden = file.read_bytes()
-        again = (fresh / GOLDEN_DIR / file.name).read_bytes()
+    for recording in sorted(expected):
+        if expected[recording] != actual[recording]:
+            diffs.append(unified_diff(recording, expected[recording], actual[recording]))
+    for path in sorted((committed / GOLDEN_DIR).glob("*.jsonl")):
+        golden = path.read_bytes()
+        again = (fresh / GOLDEN_DIR / path.name).read_bytes()
         if golden != again:
-            diffs.append(unified_diff(f"{GOLDEN_DIR}/{file.name}", golden, again))
+            diffs.append(unified_diff(f"{GOLDEN_DIR}/{path.name}", golden, again))
     assert not diffs, (
         f"{name}: re-recording through its stub rules no longer reproduces the committed "
         f"fixture (a rule, the workspace or the agent changed). If intended, re-record: "
