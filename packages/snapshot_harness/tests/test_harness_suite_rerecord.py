@@ -1,10 +1,10 @@
 """The committed scenarios can never silently drift from their stub rules.
 
-Each scenario in ``fixtures/`` is recorded again through the stub model server — the same
-``record`` path as ``nox -s record -- <scenario>``, trial replay included — into a temporary
-copy of its inputs, and the result must equal the committed recordings and goldens after
-normalization. A rule, workspace or scenario.toml edited without re-recording fails here,
-and so does an agent change that alters what the agent sends or prints.
+Each stub-recorded scenario in ``fixtures/`` is recorded again through the stub model
+server (the same ``record`` path as ``nox -s record -- <scenario>``, trial replay included)
+into a temporary copy of its inputs, and the result must equal the committed recordings
+and goldens after normalization. A rule, workspace or scenario.toml edited without
+re-recording fails here, and so does an agent change that alters what it sends or prints.
 """
 
 from __future__ import annotations
@@ -27,7 +27,13 @@ from agentreel.snapshot_harness import (
 pytestmark = pytest.mark.slow
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
-SCENARIOS = [directory.name for directory in discover_scenarios(FIXTURES)]
+# Scenarios recorded through the stub; one recorded against a real model (its [record]
+# names that provider) cannot be reproduced without a key and is not re-recorded here.
+SCENARIOS = [
+    directory.name
+    for directory in discover_scenarios(FIXTURES)
+    if load_scenario(directory).record.provider == "stub"
+]
 # What record reads: everything but the outputs (recordings and goldens).
 INPUTS = ("scenario.toml", "README.md", "replay.override.json", "workspace")
 # A stub fault's error message names the stub server's URL, whose port is per run.
