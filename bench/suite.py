@@ -15,6 +15,7 @@ does, the benchmark's own recorded scenarios are used.
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -31,6 +32,11 @@ def _agentreel() -> list[str]:
     return (
         [str(script)] if script.exists() else [sys.executable, "-m", "agentreel.snapshot_harness"]
     )
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _run(command: list[str]) -> None:
@@ -89,15 +95,23 @@ def run(settings: Settings) -> BenchResult:
         }
         _run(commands["pytest -n 1"])  # warm-up
         samples: dict[str, list[float]] = {name: [] for name in commands}
+        cpu_samples: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(repeats):
             for name, command in commands.items():
+                cpu_before = _children_cpu()
                 samples[name].append(timed(partial(_run, command)))
+                cpu_samples[name].append(_children_cpu() - cpu_before)
     medians = {name: result.median(name, values) for name, values in samples.items()}
     for name, value in medians.items():
         result.figure(f"{name}, {count} scenarios", value, "s")
+        cpu = result.median(f"{name} cpu", cpu_samples[name])
+        result.figure(f"{name}: CPU, all processes", cpu, "s")
     result.figure("speed-up -n 2 over -n 1", medians["pytest -n 1"] / medians["pytest -n 2"], "x")
     result.notes.append(f"scenarios from {source}: {', '.join(names)}")
     if skipped:
         result.notes.append(f"left out, not replaying cleanly yet: {', '.join(skipped)}")
-    result.notes.append("2 CPU cores, shared with other work")
+    result.notes.append(
+        "wall time, and the CPU time of the command and every process it waited for "
+        "(agents, xdist workers); 2 CPU cores, shared with other work"
+    )
     return result
