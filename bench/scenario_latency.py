@@ -13,8 +13,10 @@ in replay mode, and proof that no provider SDK (openai, anthropic, httpx) is amo
 
 from __future__ import annotations
 
+import resource
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 
 from agentreel.snapshot_harness import check_scenario, load_scenario, run_scenario
@@ -22,6 +24,15 @@ from bench._common import BenchResult, Settings, timed
 from bench._scenarios import scenario_pair, with_agent
 
 SDKS = ("openai", "anthropic", "httpx", "httpx2", "httpcore")
+
+
+def _cpu_with_children() -> float:
+    """CPU seconds of this process plus every child it waited for (the agent)."""
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        usage = resource.getrusage(who)
+        total += usage.ru_utime + usage.ru_stime
+    return total
 
 
 def _imports(stderr: str) -> list[tuple[str, int, int]]:
@@ -49,15 +60,25 @@ def run(settings: Settings) -> BenchResult:
         plain_scenario = load_scenario(plain)
         sessions = check_scenario(multi_scenario, "replay").sessions
         check_scenario(plain_scenario, "replay")  # warm-up: bytecode, page cache
-        multi_samples: list[float] = []
-        plain_samples: list[float] = []
+        samples: dict[str, list[float]] = {"multi": [], "plain": []}
+        cpu: dict[str, list[float]] = {"multi": [], "plain": []}
         for _ in range(repeats):  # interleaved, so drift hits both sides alike
-            multi_samples.append(timed(lambda: check_scenario(multi_scenario, "replay")))
-            plain_samples.append(timed(lambda: check_scenario(plain_scenario, "replay")))
-        multi_time = result.median("scenario_s", multi_samples)
-        plain_time = result.median("floor_s", plain_samples)
+            for key, scenario in (("multi", multi_scenario), ("plain", plain_scenario)):
+                cpu_before = _cpu_with_children()
+                samples[key].append(timed(partial(check_scenario, scenario, "replay")))
+                cpu[key].append(_cpu_with_children() - cpu_before)
+        multi_time = result.median("scenario_s", samples["multi"])
+        plain_time = result.median("floor_s", samples["plain"])
         result.figure(f"{sessions}-session scenario, replay end to end", multi_time, "s")
         result.figure("floor: one prompt, no model, end to end", plain_time, "s")
+        result.figure(
+            f"{sessions}-session scenario: CPU, harness + agent",
+            result.median("scenario_cpu_s", cpu["multi"]),
+            "s",
+        )
+        result.figure(
+            "floor: CPU, harness + agent", result.median("floor_cpu_s", cpu["plain"]), "s"
+        )
         result.target(f"{sessions}-session scenario / floor", multi_time / plain_time, 1.3)
 
         traced = with_agent(
