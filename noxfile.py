@@ -21,6 +21,9 @@ nox.options.sessions = ["tests", "lint"]
 ROOT = Path(__file__).parent
 PACKAGES_DIR = ROOT / "packages"
 PYTHON = "3.11"
+# The bench's peers: vcrpy patches the legacy httpx (openai 3.x uses httpx2). Lint
+# installs them too so mypy can check bench/.
+BENCH_DEPS = ("vcrpy", "openai", "httpx")
 
 
 def _package_dirs() -> list[Path]:
@@ -84,7 +87,7 @@ for _package_dir in _package_dirs():
 def lint(session: nox.Session) -> None:
     """ruff check, ruff format --check, mypy strict over every package, and the layer contract."""
     _install_workspace(session)
-    session.install("ruff", "mypy", "import-linter", "nox")
+    session.install("ruff", "mypy", "import-linter", "nox", *BENCH_DEPS)
     session.run("ruff", "check", *session.posargs, ".")
     session.run("ruff", "format", "--check", ".")
     sources = [str(p / "src") for p in _package_dirs()] + [
@@ -141,8 +144,7 @@ def bench(session: nox.Session) -> None:
     ``nox -s bench -- --only replay --quick``.
     """
     _install_workspace(session)
-    # vcrpy is the peer replay tool; it patches the legacy httpx (openai 3.x uses httpx2).
-    session.install("vcrpy", "openai", "httpx")
+    session.install(*BENCH_DEPS)
     session.run("python", "-m", "bench.run", *session.posargs)
 
 
