@@ -6,8 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from agentreel.acp_agent import AgentConfig, ConfigError, PathEscapeError, ToolError, Workspace
-from agentreel.acp_agent._config import DEFAULT_MAX_STEPS, parse_config
+from agentreel.acp_agent import (
+    SYSTEM_PROMPT,
+    AgentConfig,
+    ConfigError,
+    PathEscapeError,
+    ToolError,
+    Workspace,
+)
+from agentreel.acp_agent._config import DEFAULT_MAX_STEPS, DEFAULT_SYSTEM_PROMPT, parse_config
 
 
 def test_defaults_without_flags_or_environment(
@@ -23,7 +30,12 @@ def test_defaults_without_flags_or_environment(
         max_steps=DEFAULT_MAX_STEPS,
         replay_live_cwd=None,
         log_level="WARNING",
+        system_prompt=DEFAULT_SYSTEM_PROMPT,
     )
+    # The loop's default and the configuration's are one prompt: the committed recordings
+    # hold it in every request header.
+    assert SYSTEM_PROMPT is DEFAULT_SYSTEM_PROMPT
+    assert DEFAULT_SYSTEM_PROMPT.startswith("You are agentreel's reference coding agent.")
 
 
 def test_environment_configures_replay() -> None:
@@ -89,6 +101,18 @@ def test_flags_override_the_environment() -> None:
         (["--provider-setting", "no-equals-sign"], {}, "is not KEY=VALUE"),
         ([], {"AGENTREEL_MAX_STEPS": "many"}, "is not an integer"),
         (["--max-steps", "0"], {}, "at least 1"),
+        (["--system-prompt", "  "], {}, "--system-prompt gives an empty system prompt"),
+        ([], {"AGENTREEL_SYSTEM_PROMPT": "\n"}, "AGENTREEL_SYSTEM_PROMPT gives an empty"),
+        (
+            [],
+            {"AGENTREEL_SYSTEM_PROMPT": "a", "AGENTREEL_SYSTEM_PROMPT_FILE": "b"},
+            "both set",
+        ),
+        (
+            ["--system-prompt-file", "/nonexistent/prompt.txt"],
+            {},
+            "--system-prompt-file '/nonexistent/prompt.txt' cannot be read",
+        ),
     ],
 )
 def test_bad_configuration_is_a_clear_error(
@@ -96,6 +120,38 @@ def test_bad_configuration_is_a_clear_error(
 ) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_config(argv, environ)
+
+
+def test_system_prompt_flags_win_over_the_environment(tmp_path: Path) -> None:
+    prompt_file = tmp_path / "prompt.txt"
+    prompt_file.write_text("From the file.\nSecond line.\n", encoding="utf-8")
+    env_file = tmp_path / "env-prompt.txt"
+    env_file.write_text("From the env file.\r\n", encoding="utf-8")
+
+    assert parse_config([], {"AGENTREEL_SYSTEM_PROMPT": "From env."}).system_prompt == ("From env.")
+    assert parse_config([], {"AGENTREEL_SYSTEM_PROMPT_FILE": str(env_file)}).system_prompt == (
+        "From the env file."
+    )
+    assert parse_config(
+        ["--system-prompt", "From the flag."], {"AGENTREEL_SYSTEM_PROMPT": "From env."}
+    ).system_prompt == ("From the flag.")
+    # A flag of either kind beats both environment variables (which alone would conflict).
+    both = {"AGENTREEL_SYSTEM_PROMPT": "a", "AGENTREEL_SYSTEM_PROMPT_FILE": str(env_file)}
+    assert parse_config(["--system-prompt-file", str(prompt_file)], both).system_prompt == (
+        "From the file.\nSecond line."
+    )
+    # An empty variable counts as unset, like every other AGENTREEL_* variable.
+    assert parse_config([], {"AGENTREEL_SYSTEM_PROMPT": ""}).system_prompt == (
+        DEFAULT_SYSTEM_PROMPT
+    )
+
+
+def test_system_prompt_text_and_file_flags_are_exclusive(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        parse_config(["--system-prompt", "a", "--system-prompt-file", str(tmp_path)], {})
+    assert "not allowed with argument" in capsys.readouterr().err
 
 
 def test_workspace_confines_paths(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from acp.schema import (
 from agentreel.llm.stub import StubServer
 from agentreel.session import (
     EndSeed,
+    RequestHeader,
     SessionLog,
     SubagentStart,
     ToolResult,
@@ -316,6 +317,30 @@ async def test_text_turn(tmp_path: Path, stub_server: StubServer) -> None:
     assert main.header.cwd == str(workspace)
     assert isinstance(main.events[-1], TurnEnd)
     assert main.events[-1].data.reason == "completed"
+
+
+@pytest.mark.asyncio
+async def test_system_prompt_setting_reaches_every_request(
+    tmp_path: Path, stub_server: StubServer
+) -> None:
+    """--system-prompt (over AGENTREEL_SYSTEM_PROMPT) is what the model receives, in the
+    parent's and a subagent's requests, and what the request headers record."""
+    workspace = make_workspace(tmp_path)
+    env = agent_env(tmp_path, stub_server, AGENTREEL_SYSTEM_PROMPT="From the environment.")
+    command = ("-m", "agentreel.acp_agent", "--system-prompt", "From the flag.")
+    first_request = len(stub_server.requests)
+    async with run_agent(tmp_path, Editor(), env, command) as run:
+        session_id = await start(run, workspace)
+        assert await prompt(run, session_id, "delegate please") == "end_turn"
+    assert run.exit_code == 0, stderr_tail(tmp_path)
+
+    sent = stub_server.requests[first_request:]
+    assert len(sent) == 3  # parent, spawned child, parent again
+    assert [r.body["messages"][0] for r in sent] == [
+        {"role": "system", "content": "From the flag."}
+    ] * 3
+    headers = [e.data for log in logs(tmp_path) for e in log.events if isinstance(e, RequestHeader)]
+    assert [h.system for h in headers] == ["From the flag."] * 3
 
 
 @pytest.mark.asyncio

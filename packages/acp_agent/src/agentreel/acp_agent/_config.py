@@ -26,6 +26,15 @@ DEFAULT_MODELS: dict[str, str] = {
     "anthropic": "claude-sonnet-4-5",
 }
 FALLBACK_MODEL = "stub-model"
+# The system prompt of every model call (children included). It is part of every recorded
+# request header: changing it makes every committed recording drift, which is the point
+# of --system-prompt in a test, and why this default must only change with a re-record.
+DEFAULT_SYSTEM_PROMPT = (
+    "You are agentreel's reference coding agent. You work inside one workspace directory: "
+    "use list_files and read_file to look around, write_file to change files (the user "
+    "approves every write), and subagent to delegate self-contained tasks. Several subagent "
+    "calls in one response run concurrently. Answer concisely when the task is done."
+)
 
 
 @dataclass(frozen=True)
@@ -41,6 +50,7 @@ class AgentConfig:
     # cwd of the first ACP session is used (the provider is created lazily for that reason).
     replay_live_cwd: Path | None = None
     log_level: str = "WARNING"
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -91,6 +101,19 @@ def _parser() -> argparse.ArgumentParser:
         help=f"model calls per turn before the turn ends with max-turns. "
         f"Env: AGENTREEL_MAX_STEPS. Default: {DEFAULT_MAX_STEPS}.",
     )
+    prompt = parser.add_mutually_exclusive_group()
+    prompt.add_argument(
+        "--system-prompt",
+        metavar="TEXT",
+        help="the system prompt of every model call. Env: AGENTREEL_SYSTEM_PROMPT. "
+        "Default: the built-in reference prompt.",
+    )
+    prompt.add_argument(
+        "--system-prompt-file",
+        metavar="PATH",
+        help="read the system prompt from a UTF-8 file (trailing line breaks removed). "
+        "Env: AGENTREEL_SYSTEM_PROMPT_FILE.",
+    )
     parser.add_argument(
         "--log-level", help="stderr log level. Env: AGENTREEL_LOG_LEVEL. Default: WARNING."
     )
@@ -102,6 +125,48 @@ def _parse_setting_value(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         return text
+
+
+def _read_prompt_file(path_text: str, source: str) -> str:
+    try:
+        text = Path(path_text).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(
+            f"{source} {path_text!r} cannot be read ({exc}); point it at a readable UTF-8 "
+            "text file holding the system prompt"
+        ) from None
+    return text.rstrip("\r\n")
+
+
+def _system_prompt(args: argparse.Namespace, env: Mapping[str, str]) -> str:
+    """Flags over environment over the default; text and file at the same level conflict."""
+    prompt: str
+    if args.system_prompt is not None:
+        prompt, source = args.system_prompt, "--system-prompt"
+    elif args.system_prompt_file is not None:
+        prompt = _read_prompt_file(args.system_prompt_file, "--system-prompt-file")
+        source = f"--system-prompt-file {args.system_prompt_file!r}"
+    else:
+        env_text = env.get("AGENTREEL_SYSTEM_PROMPT")
+        env_file = env.get("AGENTREEL_SYSTEM_PROMPT_FILE")
+        if env_text and env_file:
+            raise ConfigError(
+                "AGENTREEL_SYSTEM_PROMPT and AGENTREEL_SYSTEM_PROMPT_FILE are both set; "
+                "unset one of them (or pass --system-prompt / --system-prompt-file)"
+            )
+        if env_text:
+            prompt, source = env_text, "AGENTREEL_SYSTEM_PROMPT"
+        elif env_file:
+            prompt = _read_prompt_file(env_file, "AGENTREEL_SYSTEM_PROMPT_FILE")
+            source = f"AGENTREEL_SYSTEM_PROMPT_FILE {env_file!r}"
+        else:
+            return DEFAULT_SYSTEM_PROMPT
+    if not prompt.strip():
+        raise ConfigError(
+            f"{source} gives an empty system prompt; give some text, or drop it to use "
+            "the built-in prompt"
+        )
+    return prompt
 
 
 def parse_config(
@@ -170,4 +235,5 @@ def parse_config(
         max_steps=max_steps,
         replay_live_cwd=Path(live_cwd_text) if live_cwd_text else None,
         log_level=(args.log_level or env.get("AGENTREEL_LOG_LEVEL") or "WARNING").upper(),
+        system_prompt=_system_prompt(args, env),
     )

@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from agentreel.acp_agent._config import DEFAULT_SYSTEM_PROMPT
 from agentreel.acp_agent._conversation import Conversation
 from agentreel.acp_agent._workspace import (
     LIST_FILES,
@@ -74,12 +75,8 @@ from agentreel.session import (
 
 logger = logging.getLogger("agentreel.acp_agent")
 
-SYSTEM_PROMPT = (
-    "You are agentreel's reference coding agent. You work inside one workspace directory: "
-    "use list_files and read_file to look around, write_file to change files (the user "
-    "approves every write), and subagent to delegate self-contained tasks. Several subagent "
-    "calls in one response run concurrently. Answer concisely when the task is done."
-)
+# The default lives with the configuration (``--system-prompt`` / AGENTREEL_SYSTEM_PROMPT).
+SYSTEM_PROMPT = DEFAULT_SYSTEM_PROMPT
 ALL_TOOLS: tuple[ToolSpec, ...] = (READ_FILE, LIST_FILES, WRITE_FILE, SUBAGENT)
 DEFAULT_MAX_DEPTH = 2
 

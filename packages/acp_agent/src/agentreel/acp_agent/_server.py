@@ -286,6 +286,7 @@ class ReferenceAgent:
                 provider=self._provider,
                 model=self.config.model,
                 max_steps=self.config.max_steps,
+                system_prompt=self.config.system_prompt,
             )
         return self._runtime
 
