@@ -68,7 +68,7 @@ def tests(session: nox.Session) -> None:
 def _make_isolated_tests_session(package_dir: Path) -> None:
     name = package_dir.name
 
-    @nox.session(name=f"tests-{name}", python=PYTHON, default=False)
+    @nox.session(name=f"tests-{name}", python=PYTHON, default=False, tags=["isolated"])
     def isolated_tests(session: nox.Session) -> None:
         session.install(f"{package_dir}{_extras(package_dir)}", *_test_group(package_dir))
         session.run("pytest", "-n", "auto", str(package_dir / "tests"), *session.posargs)
