@@ -16,12 +16,10 @@ Mapping of the raw stream events to chunks:
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anthropic
-import httpx2
 
 from agentreel.llm._chunks import (
     BlockEnd,
@@ -37,19 +35,14 @@ from agentreel.llm._chunks import (
 from agentreel.llm._messages import ReasoningPart as _ReasoningPart
 from agentreel.llm._messages import TextPart, ToolCallPart, ToolResultPart, ToolSpec
 from agentreel.llm._options import GenerateOptions
-from agentreel.llm._retry import RetryNotice, open_with_retries
+from agentreel.llm._retry import RetryNotice
 from agentreel.llm._sdk_common import (
-    STUB_API_KEY,
-    LoopBoundClient,
     ProviderLabel,
     SdkErrorTypes,
-    classify_open_error,
-    make_policy,
-    notify,
-    setting_or_env,
-    stream_error,
+    SdkProvider,
+    stub_settings,
 )
-from agentreel.llm.exceptions import AuthenticationError, StreamInterruptedError
+from agentreel.llm.exceptions import StreamInterruptedError
 
 __all__ = [
     "AnthropicProvider",
@@ -316,7 +309,7 @@ class AnthropicStreamMapper:
         return out
 
 
-class AnthropicProvider:
+class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
     """Streams Messages through ``anthropic.AsyncAnthropic`` (SDK retries off; ours on)."""
 
     def __init__(
@@ -338,40 +331,33 @@ class AnthropicProvider:
         key_env: str = "ANTHROPIC_API_KEY",
         base_url_env: str = "ANTHROPIC_BASE_URL",
     ) -> None:
-        self.model = model
-        self.base_url = setting_or_env(base_url, base_url_env)
-        self._api_key = setting_or_env(api_key, key_env)
         self.max_tokens = max_tokens
         self.thinking_budget = thinking_budget
-        self.timeout = timeout
-        self.connect_timeout = connect_timeout
-        self.policy = make_policy(max_retries, retry_initial_delay, retry_max_delay, retry_budget)
-        self._on_retry = notify(on_retry)
-        self.label = ProviderLabel(
-            provider_name, self.base_url or "https://api.anthropic.com", key_env
+        super().__init__(
+            model=model,
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            max_retries=max_retries,
+            retry_initial_delay=retry_initial_delay,
+            retry_max_delay=retry_max_delay,
+            retry_budget=retry_budget,
+            on_retry=on_retry,
+            provider_name=provider_name,
+            key_env=key_env,
+            base_url_env=base_url_env,
+            default_base_url="https://api.anthropic.com",
+            errors=_SDK_ERRORS,
         )
-        self._client = LoopBoundClient(self._make_client)
-
-    def __repr__(self) -> str:
-        return f"AnthropicProvider(name={self.label.name!r}, base_url={self.label.base_url!r})"
 
     def _make_client(self) -> anthropic.AsyncAnthropic:
         return anthropic.AsyncAnthropic(
             api_key=self._api_key,
             base_url=self.base_url,
             max_retries=0,
-            timeout=httpx2.Timeout(self.timeout, connect=self.connect_timeout),
+            timeout=self._http_timeout(),
         )
-
-    async def aclose(self) -> None:
-        """Close the HTTP connection pool."""
-        await self._client.aclose()
-
-    async def __aenter__(self) -> AnthropicProvider:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     def request_body(self, options: GenerateOptions) -> dict[str, Any]:
         """The keyword arguments for ``messages.create`` (without ``stream``)."""
@@ -396,51 +382,16 @@ class AnthropicProvider:
 
     async def stream(self, options: GenerateOptions) -> AsyncIterator[Chunk]:
         """Stream one call; raises a typed ``LlmError`` on failure (see module docstring)."""
-        if not self._api_key:
-            raise AuthenticationError(
-                "auth",
-                None,
-                f"no API key for {self.label.where()}: set {self.label.key_env} or pass "
-                "api_key=... to the provider.",
-            )
         body = self.request_body(options)
-        if not body["model"]:
-            raise ValueError(
-                f"{self.label.name} provider: no model; set GenerateOptions.model or the "
-                "provider's `model` setting"
-            )
-        client = self._client.get()
+        client = self._client_for_call(body)
 
         async def open_once() -> anthropic.AsyncStream[Any]:
             created: anthropic.AsyncStream[Any] = await client.messages.create(stream=True, **body)
             return created
 
-        sdk_stream = await open_with_retries(
-            open_once,
-            classify=lambda exc: classify_open_error(exc, _SDK_ERRORS, self.label, body["model"]),
-            policy=self.policy,
-            provider=self.label.name,
-            on_retry=self._on_retry,
-        )
         mapper = AnthropicStreamMapper()
-        try:
-            iterator = sdk_stream.__aiter__()
-            while not mapper.stopped:
-                try:
-                    event = await iterator.__anext__()
-                except StopAsyncIteration:
-                    break
-                except Exception as exc:
-                    error = stream_error(exc, _SDK_ERRORS, self.label, mapper.events)
-                    if error is None:
-                        raise
-                    raise error from exc
-                for chunk in mapper.feed(event):
-                    yield chunk
-            for chunk in mapper.finish(self.label):
-                yield chunk
-        finally:
-            await sdk_stream.close()
+        async for chunk in self._stream_through(open_once, body["model"], mapper):
+            yield chunk
 
 
 def create_provider(**settings: Any) -> AnthropicProvider:
@@ -450,20 +401,6 @@ def create_provider(**settings: Any) -> AnthropicProvider:
 
 def create_stub_provider(**settings: Any) -> AnthropicProvider:
     """Entry point ``stub-anthropic``: the anthropic adapter pointed at the stub server."""
-    base_url = settings.pop("base_url", None) or os.environ.get("AGENTREEL_STUB_URL")
-    if not base_url:
-        raise ValueError(
-            "the stub-anthropic provider needs the stub server's URL: pass base_url=... or "
-            "set AGENTREEL_STUB_URL (python -m agentreel.llm.stub --rules FILE prints it)"
-        )
-    base_url = base_url.rstrip("/")
-    base_url = base_url.removesuffix("/v1")
-    if "api_key" in settings:
-        raise ValueError("the stub-anthropic provider takes no api_key")
-    settings.setdefault("model", "stub-model")
-    settings.setdefault("provider_name", "stub-anthropic")
-    settings.setdefault("max_retries", 2)
-    settings.setdefault("retry_budget", 10.0)
     return AnthropicProvider(
-        base_url=base_url, api_key=STUB_API_KEY, key_env="AGENTREEL_STUB_API_KEY", **settings
+        **stub_settings(settings, "stub-anthropic", lambda url: url.removesuffix("/v1"))
     )

@@ -16,11 +16,9 @@ this adapter pointed at the stub model server. Mapping of the wire stream to chu
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import httpx2
 import openai
 
 from agentreel.llm._chunks import (
@@ -43,19 +41,15 @@ from agentreel.llm._messages import (
     ToolSpec,
 )
 from agentreel.llm._options import GenerateOptions
-from agentreel.llm._retry import RetryNotice, open_with_retries
+from agentreel.llm._retry import RetryNotice
 from agentreel.llm._sdk_common import (
     STUB_API_KEY,
-    LoopBoundClient,
     ProviderLabel,
     SdkErrorTypes,
-    classify_open_error,
-    make_policy,
-    notify,
-    setting_or_env,
-    stream_error,
+    SdkProvider,
+    stub_settings,
 )
-from agentreel.llm.exceptions import AuthenticationError, StreamInterruptedError
+from agentreel.llm.exceptions import StreamInterruptedError
 
 __all__ = [
     "STUB_API_KEY",
@@ -158,6 +152,8 @@ class OpenAIStreamMapper:
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self.events = 0
+        # Chat Completions has no end-of-message event: the stream simply ends.
+        self.stopped = False
 
     def _new_block(self) -> int:
         block = self._next_block
@@ -282,7 +278,7 @@ def _usage(usage: Any) -> Usage:
     )
 
 
-class OpenAIProvider:
+class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
     """Streams Chat Completions through ``openai.AsyncOpenAI`` (SDK retries off; ours on)."""
 
     def __init__(
@@ -304,45 +300,38 @@ class OpenAIProvider:
         key_env: str = "OPENAI_API_KEY",
         base_url_env: str = "OPENAI_BASE_URL",
     ) -> None:
-        self.model = model
-        self.base_url = setting_or_env(base_url, base_url_env)
-        self._api_key = setting_or_env(api_key, key_env)
-        self.timeout = timeout
-        self.connect_timeout = connect_timeout
-        self.policy = make_policy(max_retries, retry_initial_delay, retry_max_delay, retry_budget)
-        self.include_usage = include_usage
         if max_tokens_param not in ("max_completion_tokens", "max_tokens"):
             raise ValueError(
                 "max_tokens_param must be 'max_completion_tokens' or 'max_tokens', "
                 f"got {max_tokens_param!r}"
             )
+        self.include_usage = include_usage
         self.max_tokens_param = max_tokens_param
-        self._on_retry = notify(on_retry)
-        self.label = ProviderLabel(
-            provider_name, self.base_url or "https://api.openai.com/v1", key_env
+        super().__init__(
+            model=model,
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            max_retries=max_retries,
+            retry_initial_delay=retry_initial_delay,
+            retry_max_delay=retry_max_delay,
+            retry_budget=retry_budget,
+            on_retry=on_retry,
+            provider_name=provider_name,
+            key_env=key_env,
+            base_url_env=base_url_env,
+            default_base_url="https://api.openai.com/v1",
+            errors=_SDK_ERRORS,
         )
-        self._client = LoopBoundClient(self._make_client)
-
-    def __repr__(self) -> str:
-        return f"OpenAIProvider(name={self.label.name!r}, base_url={self.label.base_url!r})"
 
     def _make_client(self) -> openai.AsyncOpenAI:
         return openai.AsyncOpenAI(
             api_key=self._api_key,
             base_url=self.base_url,
             max_retries=0,
-            timeout=httpx2.Timeout(self.timeout, connect=self.connect_timeout),
+            timeout=self._http_timeout(),
         )
-
-    async def aclose(self) -> None:
-        """Close the HTTP connection pool."""
-        await self._client.aclose()
-
-    async def __aenter__(self) -> OpenAIProvider:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     def request_body(self, options: GenerateOptions) -> dict[str, Any]:
         """The keyword arguments for ``chat.completions.create`` (without ``stream``)."""
@@ -364,20 +353,8 @@ class OpenAIProvider:
 
     async def stream(self, options: GenerateOptions) -> AsyncIterator[Chunk]:
         """Stream one call; raises a typed ``LlmError`` on failure (see module docstring)."""
-        if not self._api_key:
-            raise AuthenticationError(
-                "auth",
-                None,
-                f"no API key for {self.label.where()}: set {self.label.key_env} or pass "
-                "api_key=... to the provider.",
-            )
         body = self.request_body(options)
-        if not body["model"]:
-            raise ValueError(
-                f"{self.label.name} provider: no model; set GenerateOptions.model or the "
-                "provider's `model` setting"
-            )
-        client = self._client.get()
+        client = self._client_for_call(body)
 
         async def open_once() -> openai.AsyncStream[Any]:
             created: openai.AsyncStream[Any] = await client.chat.completions.create(
@@ -385,32 +362,8 @@ class OpenAIProvider:
             )
             return created
 
-        sdk_stream = await open_with_retries(
-            open_once,
-            classify=lambda exc: classify_open_error(exc, _SDK_ERRORS, self.label, body["model"]),
-            policy=self.policy,
-            provider=self.label.name,
-            on_retry=self._on_retry,
-        )
-        mapper = OpenAIStreamMapper()
-        try:
-            iterator = sdk_stream.__aiter__()
-            while True:
-                try:
-                    wire_chunk = await iterator.__anext__()
-                except StopAsyncIteration:
-                    break
-                except Exception as exc:
-                    error = stream_error(exc, _SDK_ERRORS, self.label, mapper.events)
-                    if error is None:
-                        raise
-                    raise error from exc
-                for chunk in mapper.feed(wire_chunk):
-                    yield chunk
-            for chunk in mapper.finish(self.label):
-                yield chunk
-        finally:
-            await sdk_stream.close()
+        async for chunk in self._stream_through(open_once, body["model"], OpenAIStreamMapper()):
+            yield chunk
 
 
 def create_provider(**settings: Any) -> OpenAIProvider:
@@ -424,21 +377,6 @@ def create_stub_provider(**settings: Any) -> OpenAIProvider:
     ``base_url`` (or ``AGENTREEL_STUB_URL``) is the server's root URL as it prints it;
     ``/v1`` is appended when missing. The key is the fixed, non-secret ``STUB_API_KEY``.
     """
-    base_url = settings.pop("base_url", None) or os.environ.get("AGENTREEL_STUB_URL")
-    if not base_url:
-        raise ValueError(
-            "the stub provider needs the stub server's URL: pass base_url=... or set "
-            "AGENTREEL_STUB_URL (python -m agentreel.llm.stub --rules FILE prints it)"
-        )
-    base_url = base_url.rstrip("/")
-    if not base_url.endswith("/v1"):
-        base_url += "/v1"
-    if "api_key" in settings:
-        raise ValueError("the stub provider takes no api_key: it always sends STUB_API_KEY")
-    settings.setdefault("model", "stub-model")
-    settings.setdefault("provider_name", "stub")
-    settings.setdefault("max_retries", 2)
-    settings.setdefault("retry_budget", 10.0)
     return OpenAIProvider(
-        base_url=base_url, api_key=STUB_API_KEY, key_env="AGENTREEL_STUB_API_KEY", **settings
+        **stub_settings(settings, "stub", lambda url: url if url.endswith("/v1") else url + "/v1")
     )

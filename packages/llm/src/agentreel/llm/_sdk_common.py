@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, Self, TypeVar
 
 import httpx2
 
-from agentreel.llm._retry import Failure, RetryNotice, RetryPolicy
+from agentreel.llm._chunks import Chunk
+from agentreel.llm._retry import Failure, RetryNotice, RetryPolicy, open_with_retries
 from agentreel.llm.exceptions import (
     AuthenticationError,
     BadRequestError,
@@ -242,3 +243,154 @@ def notify(on_retry: Callable[[RetryNotice], None] | None) -> Callable[[RetryNot
         )
 
     return log_retry
+
+
+class StreamMapper(Protocol):
+    """Maps one SDK's stream items to agentreel chunks (see the two adapters)."""
+
+    events: int
+
+    @property
+    def stopped(self) -> bool:
+        """True once the wire said the message is complete (nothing more to read)."""
+        ...
+
+    def feed(self, item: Any) -> list[Chunk]: ...
+
+    def finish(self, label: ProviderLabel) -> list[Chunk]: ...
+
+
+class SdkProvider(Generic[ClientT]):
+    """What both SDK adapters share: settings, one client per loop, the streaming loop.
+
+    Subclasses supply ``_make_client`` (the SDK client, its own retries off) and call
+    ``_stream_through`` with a coroutine that opens the SDK stream and a fresh mapper.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str | None,
+        base_url: str | None,
+        api_key: str | None,
+        timeout: float,
+        connect_timeout: float,
+        max_retries: int,
+        retry_initial_delay: float,
+        retry_max_delay: float,
+        retry_budget: float,
+        on_retry: Callable[[RetryNotice], None] | None,
+        provider_name: str,
+        key_env: str,
+        base_url_env: str,
+        default_base_url: str,
+        errors: SdkErrorTypes,
+    ) -> None:
+        self.model = model
+        self.base_url = setting_or_env(base_url, base_url_env)
+        self._api_key = setting_or_env(api_key, key_env)
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self.policy = make_policy(max_retries, retry_initial_delay, retry_max_delay, retry_budget)
+        self._on_retry = notify(on_retry)
+        self.label = ProviderLabel(provider_name, self.base_url or default_base_url, key_env)
+        self._errors = errors
+        self._client = LoopBoundClient(self._make_client)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.label.name!r}, base_url={self.label.base_url!r})"
+
+    def _make_client(self) -> ClientT:
+        raise NotImplementedError
+
+    def _http_timeout(self) -> httpx2.Timeout:
+        return httpx2.Timeout(self.timeout, connect=self.connect_timeout)
+
+    async def aclose(self) -> None:
+        """Close the HTTP connection pool."""
+        await self._client.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def _client_for_call(self, body: dict[str, Any]) -> ClientT:
+        """The loop's client, after checking the call has a key and a model."""
+        if not self._api_key:
+            raise AuthenticationError(
+                "auth",
+                None,
+                f"no API key for {self.label.where()}: set {self.label.key_env} or pass "
+                "api_key=... to the provider.",
+            )
+        if not body["model"]:
+            raise ValueError(
+                f"{self.label.name} provider: no model; set GenerateOptions.model or the "
+                "provider's `model` setting"
+            )
+        return self._client.get()
+
+    async def _stream_through(
+        self,
+        open_once: Callable[[], Awaitable[Any]],
+        model: str,
+        mapper: StreamMapper,
+    ) -> AsyncIterator[Chunk]:
+        """Open with retries, map every wire item, and always close the HTTP stream."""
+        sdk_stream = await open_with_retries(
+            open_once,
+            classify=lambda exc: classify_open_error(exc, self._errors, self.label, model),
+            policy=self.policy,
+            provider=self.label.name,
+            on_retry=self._on_retry,
+        )
+        try:
+            iterator = sdk_stream.__aiter__()
+            while not mapper.stopped:
+                try:
+                    item = await iterator.__anext__()
+                except StopAsyncIteration:
+                    break
+                except Exception as exc:
+                    error = stream_error(exc, self._errors, self.label, mapper.events)
+                    if error is None:
+                        raise
+                    raise error from exc
+                for chunk in mapper.feed(item):
+                    yield chunk
+            for chunk in mapper.finish(self.label):
+                yield chunk
+        finally:
+            await sdk_stream.close()
+
+
+def stub_settings(
+    settings: dict[str, Any], provider_name: str, normalize_url: Callable[[str], str]
+) -> dict[str, Any]:
+    """Settings for an adapter pointed at the stub model server (``stub``, ``stub-anthropic``).
+
+    ``base_url`` (or ``AGENTREEL_STUB_URL``) is the server's root URL as it prints it; the
+    key is the fixed, non-secret ``STUB_API_KEY``.
+    """
+    base_url = settings.pop("base_url", None) or os.environ.get("AGENTREEL_STUB_URL")
+    if not base_url:
+        raise ValueError(
+            f"the {provider_name} provider needs the stub server's URL: pass base_url=... or "
+            "set AGENTREEL_STUB_URL (python -m agentreel.llm.stub --rules FILE prints it)"
+        )
+    if "api_key" in settings:
+        raise ValueError(
+            f"the {provider_name} provider takes no api_key: it always sends STUB_API_KEY"
+        )
+    settings.setdefault("model", "stub-model")
+    settings.setdefault("provider_name", provider_name)
+    settings.setdefault("max_retries", 2)
+    settings.setdefault("retry_budget", 10.0)
+    return {
+        **settings,
+        "base_url": normalize_url(base_url.rstrip("/")),
+        "api_key": STUB_API_KEY,
+        "key_env": "AGENTREEL_STUB_API_KEY",
+    }
