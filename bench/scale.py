@@ -7,7 +7,8 @@ session log costs in a replay run:
 
 - replay side (the agent process): ``load_recording`` (load the log, derive the scripts);
 - harness side (the harness process): ``load_session_log``,
-  ``Normalizer.for_logs(...).session_log``, and the comparison with a golden that differs
+  ``Normalizer.for_logs(...).session_log_bytes`` (what ``render_run`` makes a golden
+  with), and the comparison with a golden that differs
   in one line (so a real unified diff is made).
 
 Time is a median over repeats of both sides back to back. Peak memory is
@@ -144,7 +145,7 @@ def _write_log(root: Path, events: int) -> _Log:
     path = fixture_dir / "session.jsonl"
     path.write_bytes(session.path.read_bytes())
     log = load_session_log(path)
-    normalized = Normalizer.for_logs(cwd, [log]).session_log(log).encode()
+    normalized = Normalizer.for_logs(cwd, [log]).session_log_bytes(log)
     lines = normalized.splitlines(keepends=True)
     middle = next(n for n in range(len(lines) // 2, len(lines)) if b"token" in lines[n])
     lines[middle] = lines[middle].replace(b"token", b"TOKEN", 1)  # the one golden change
@@ -159,7 +160,7 @@ def _replay_side(log: _Log) -> int:
 def _harness_side(log: _Log) -> int:
     """What the harness process does: load (harvest), normalize, diff with the golden."""
     loaded = load_session_log(log.path)
-    live = Normalizer.for_logs(log.cwd, [loaded]).session_log(loaded).encode()
+    live = Normalizer.for_logs(log.cwd, [loaded]).session_log_bytes(loaded)
     if live == log.golden:
         raise AssertionError("the golden was meant to differ in one line")
     return len(unified_diff("session.jsonl", log.golden, live))
@@ -189,8 +190,8 @@ def _harness_phases(log: _Log) -> dict[str, int]:
             tracemalloc.get_traced_memory()
         )
         tracemalloc.reset_peak()
-        live = Normalizer.for_logs(log.cwd, [loaded]).session_log(loaded).encode()
-        phases["normalize + encode: peak, log alive"] = tracemalloc.get_traced_memory()[1]
+        live = Normalizer.for_logs(log.cwd, [loaded]).session_log_bytes(loaded)
+        phases["normalize to bytes: peak, log alive"] = tracemalloc.get_traced_memory()[1]
         tracemalloc.reset_peak()
         unified_diff("session.jsonl", log.golden, live)
         phases["diff: peak, log and text alive"] = tracemalloc.get_traced_memory()[1]

@@ -28,6 +28,7 @@ Output keeps key order and is compact JSON, one value a line, each line ending i
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -38,7 +39,6 @@ from typing import Any
 
 import msgspec
 
-from agentreel.session._events import Event, SessionHeader
 from agentreel.session._loader import SessionLog
 from agentreel.session._order import order_sessions
 from agentreel.session.exceptions import NotJsonLineError
@@ -85,6 +85,9 @@ _HEX_RUN = b"x" * 32
 _MASKED_HEX = re.compile(rb"x*")
 
 _ENCODER = msgspec.json.Encoder()
+# Records encoded and scanned per call when normalizing a loaded log: big enough that the
+# per-call cost vanishes, small enough that a slice's bytes are nothing next to the log.
+_RECORDS_PER_SLICE = 4096
 _decode_json = msgspec.json.decode
 
 
@@ -339,7 +342,11 @@ class Normalizer:
         Every line must be a JSON object; otherwise ``NotJsonLineError`` names ``source``,
         the 1-based line number and shows the line. A missing final newline is accepted.
         """
-        out: list[bytes] = []
+        return self.transcript_bytes(stdout, source=source).decode()
+
+    def transcript_bytes(self, stdout: bytes, *, source: str = "agent stdout") -> bytes:
+        """``transcript`` as UTF-8 bytes, built without a text copy (what goldens hold)."""
+        out = io.BytesIO()
         for number, line in enumerate(_lines(stdout), start=1):
             message = _decode_object(
                 line,
@@ -347,8 +354,9 @@ class Normalizer:
                 number,
                 "Only protocol frames may go to stdout: send logs and prints to stderr",
             )
-            out.append(_ENCODER.encode(self.jsonrpc_line(message)))
-        return _join(out)
+            out.write(_ENCODER.encode(self.jsonrpc_line(message)))
+            out.write(b"\n")
+        return out.getvalue()  # hands over the buffer: no copy
 
     def session_log(self, log: SessionLog | bytes, *, source: str = "session log") -> str:
         """A session log as normalized JSONL text (header line, then one event a line).
@@ -357,27 +365,48 @@ class Normalizer:
         already reported it) or the raw bytes of a ``.jsonl`` file (every line must be a
         JSON object; ``source`` names it in errors).
         """
+        return self.session_log_bytes(log, source=source).decode()
+
+    def session_log_bytes(self, log: SessionLog | bytes, *, source: str = "session log") -> bytes:
+        """``session_log`` as UTF-8 bytes: the same text, encoded, without ever holding it
+        twice. Goldens are bytes, so the harness uses this one (SPEC 9, peak memory)."""
         if isinstance(log, SessionLog):
             return self._typed_log(log)
-        values = [
-            _decode_object(line, source, number, "Restore or re-record the log")
-            for number, line in enumerate(_lines(log), start=1)
-        ]
-        return _join([_ENCODER.encode(self.value(value)) for value in values])
+        return self._raw_log(log, source)
 
-    def _typed_log(self, log: SessionLog) -> str:
+    def _raw_log(self, data: bytes, source: str) -> bytes:
+        # Line by line into one buffer. A bad line leaves the numbering as it was (as if
+        # every line had been decoded before any was normalized).
+        saved = (dict(self._uuid_tokens), self._uuid_count, dict(self._rpc_ids))
+        out = io.BytesIO()
+        try:
+            for number, line in enumerate(_lines(data), start=1):
+                value = _decode_object(line, source, number, "Restore or re-record the log")
+                out.write(_ENCODER.encode(self.value(value)))
+                out.write(b"\n")
+        except NotJsonLineError:
+            self._uuid_tokens, self._uuid_count, self._rpc_ids = saved
+            raise
+        return out.getvalue()
+
+    def _typed_log(self, log: SessionLog) -> bytes:
         # Fast path, same result as walking the values: in typed records the only time
         # fields are the header's created_at and each event's time (no other field of any
-        # event type is time-like), so zero those, encode every line in one call and
-        # scan the encoded bytes once for paths and UUIDs (``_encoded_tokens``).
+        # event type is time-like), so zero those, encode a slice of records per call and
+        # scan the encoded bytes for paths and UUIDs (``_encoded_tokens``). Slices end at
+        # line ends and no token spans a line, so slicing changes nothing but the peak
+        # memory: the log, the output and one slice (SPEC 9). Slices are scanned in order,
+        # so UUIDs are numbered by first appearance as in one whole-log scan.
         replace = msgspec.structs.replace
-        records: list[SessionHeader | Event] = [replace(log.header, created_at=0)]
-        records.extend([replace(event, time=0) for event in log.events])
-        encoded = _ENCODER.encode_lines(records)
-        del records
-        normalized = self._encoded_tokens(encoded)
-        del encoded  # keep peak memory to the log plus two copies of its text
-        return normalized.decode()
+        out = io.BytesIO()
+        out.write(self._encoded_tokens(_ENCODER.encode_lines([replace(log.header, created_at=0)])))
+        events = log.events
+        for start in range(0, len(events), _RECORDS_PER_SLICE):
+            records = [
+                replace(event, time=0) for event in events[start : start + _RECORDS_PER_SLICE]
+            ]
+            out.write(self._encoded_tokens(_ENCODER.encode_lines(records)))
+        return out.getvalue()  # hands over the buffer: no copy
 
     def _encoded_tokens(self, data: bytes) -> bytes:
         """``data`` (encoded JSON) with every rule of ``text`` applied inside its strings.
@@ -419,6 +448,10 @@ class Normalizer:
         """``session_log`` of a ``.jsonl`` file's raw bytes, errors naming ``path``."""
         return self.session_log(Path(path).read_bytes(), source=os.fspath(path))
 
+    def session_log_file_bytes(self, path: str | os.PathLike[str]) -> bytes:
+        """``session_log_file`` as UTF-8 bytes (``session_log_bytes`` of the file)."""
+        return self.session_log_bytes(Path(path).read_bytes(), source=os.fspath(path))
+
 
 def _lines(data: bytes) -> list[bytes]:
     lines = data.split(b"\n")
@@ -437,9 +470,3 @@ def _decode_object(line: bytes, source: str, number: int, advice: str) -> dict[s
             source, number, line, f"JSON {type(value).__name__}, not an object", advice
         )
     return value
-
-
-def _join(lines: list[bytes]) -> str:
-    if not lines:
-        return ""
-    return (b"\n".join(lines) + b"\n").decode()

@@ -189,16 +189,17 @@ def render_run(result: RunResult) -> Rendered:
     }
     normalizer = Normalizer.for_logs(result.cwd, result.session_logs, extra_paths=extra)
     goldens: dict[str, bytes] = {
-        TRANSCRIPT_FILE: normalizer.transcript(
+        TRANSCRIPT_FILE: normalizer.transcript_bytes(
             result.transcript, source=f"agent stdout of {result.scenario.name}"
-        ).encode()
+        )
     }
     recordings: dict[str, bytes] = {}
     for number, (log, raw) in enumerate(
         zip(result.session_logs, result.session_log_bytes, strict=True)
     ):
         name = session_file_name(number)
-        goldens[name] = normalizer.session_log(log).encode()
+        # Bytes straight from the normalizer: the text never exists twice (SPEC 9 memory).
+        goldens[name] = normalizer.session_log_bytes(log)
         recordings[name] = tokenize_cwd(raw, result.cwd)
     return Rendered(goldens=goldens, recordings=recordings)
 

@@ -1,0 +1,88 @@
+"""``render_run`` builds goldens from the normalizer's bytes outputs (no text copy): they
+must be exactly the normalized texts, encoded, numbered transcript first then by session."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from agentreel.session import (
+    Normalizer,
+    SessionStore,
+    ToolCallData,
+    TurnEndData,
+    TurnStartData,
+    UserMessageData,
+    harvest_session_logs,
+)
+from agentreel.snapshot_harness import RunResult, load_scenario, render_run
+
+OTHER = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"
+
+
+def test_render_run_goldens_are_the_normalized_texts_encoded(
+    tmp_path: Path, make_scenario: Callable[..., Path]
+) -> None:
+    run_dir = tmp_path / "run"
+    cwd = run_dir / "cwd"
+    cwd.mkdir(parents=True)
+    store = SessionStore(run_dir / "sessions")
+    main = store.create(cwd)
+    main.append(TurnStartData(turn=1))
+    main.append(UserMessageData(turn=1, text=f"read {cwd}/a.txt\u2028→🙂 {OTHER}"))
+    child = store.spawn(main, 0)
+    child.append(
+        ToolCallData(
+            turn=1,
+            step=1,
+            call_id="c1",
+            name="read",
+            arguments=json.dumps({"path": f"{cwd}/é.txt", "in": str(run_dir / "home")}),
+        )
+    )
+    main.append(TurnEndData(turn=1, reason="completed"))
+    store.close_all()
+    logs = harvest_session_logs(run_dir / "sessions")
+    transcript = (
+        json.dumps({"jsonrpc": "2.0", "id": 7, "result": {"sessionId": str(main.id)}})
+        + "\n"
+        + json.dumps({"jsonrpc": "2.0", "method": "n", "params": {"u": OTHER, "ts": 3}})
+        + "\n"
+    ).encode()
+    result = RunResult(
+        scenario=load_scenario(make_scenario()),
+        mode="replay",
+        cwd=cwd,
+        run_dir=run_dir,
+        transcript=transcript,
+        session_logs=logs,
+        session_log_bytes=[log.path.read_bytes() for log in logs],
+        stderr="",
+        exit_code=0,
+        replay_report=None,
+        duration=0.0,
+    )
+
+    goldens = render_run(result).goldens
+
+    text_normalizer = Normalizer.for_logs(
+        cwd,
+        logs,
+        extra_paths={
+            str(run_dir / "sessions"): "{{sessions}}",
+            str(run_dir / "home"): "{{home}}",
+            str(run_dir / "tmp"): "{{tmp}}",
+        },
+    )
+    expected = {"transcript.jsonl": text_normalizer.transcript(transcript).encode()}
+    expected["session.jsonl"] = text_normalizer.session_log(logs[0]).encode()
+    expected["session.1.jsonl"] = text_normalizer.session_log(logs[1]).encode()
+    assert goldens == expected
+    assert all(type(data) is bytes for data in goldens.values())
+    assert b"{{session:main}}" in goldens["transcript.jsonl"]
+    assert b"{{uuid:1}}" in goldens["transcript.jsonl"]  # numbered in the transcript first
+    assert b"{{uuid:1}}" in goldens["session.jsonl"]
+    assert b"{{cwd}}/" in goldens["session.1.jsonl"]
+    assert not any(str(run_dir).encode() in data for data in goldens.values())
+    assert b"{{home}}" in goldens["session.1.jsonl"]
