@@ -129,13 +129,13 @@ def test_loaded_log_bytes_equal_the_text_encoded_across_slices(
 
 def test_default_slicing_numbers_uuids_like_one_slice() -> None:
     """A log longer than one slice: every slice boundary keeps first-appearance order."""
-    texts = [str(uuid.UUID(int=n % 5000, version=4)) for n in range(3 * 4096 // 2 + 7)]
+    texts = [str(uuid.UUID(int=n % 2000, version=4)) for n in range(3 * 1024 + 7)]
     log = _log(texts)
     with _slices_of(len(log.events) + 1):
         whole = Normalizer(None, [MAIN]).session_log_bytes(log)
     assert Normalizer(None, [MAIN]).session_log_bytes(log) == whole
-    assert b"{{uuid:5000}}" in whole
-    assert b"{{uuid:5001}}" not in whole
+    assert b"{{uuid:2000}}" in whole
+    assert b"{{uuid:2001}}" not in whole
 
 
 def test_empty_log_is_the_header_line() -> None:

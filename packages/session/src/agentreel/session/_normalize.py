@@ -87,7 +87,7 @@ _MASKED_HEX = re.compile(rb"x*")
 _ENCODER = msgspec.json.Encoder()
 # Records encoded and scanned per call when normalizing a loaded log: big enough that the
 # per-call cost vanishes, small enough that a slice's bytes are nothing next to the log.
-_RECORDS_PER_SLICE = 4096
+_RECORDS_PER_SLICE = 1024
 _decode_json = msgspec.json.decode
 
 
