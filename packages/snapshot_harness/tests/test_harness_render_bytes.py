@@ -1,11 +1,15 @@
-"""``render_run`` builds goldens from the normalizer's bytes outputs (no text copy): they
-must be exactly the normalized texts, encoded, numbered transcript first then by session."""
+"""``render_goldens`` builds goldens from the normalizer's bytes outputs (no text copy):
+they must be exactly the normalized texts, encoded, numbered transcript first then by
+session. ``render_recordings`` is the other half of ``render_run``, on its own."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from agentreel.session import (
     Normalizer,
@@ -16,14 +20,18 @@ from agentreel.session import (
     UserMessageData,
     harvest_session_logs,
 )
-from agentreel.snapshot_harness import RunResult, load_scenario, render_run
+from agentreel.snapshot_harness import (
+    RunResult,
+    load_scenario,
+    render_goldens,
+    render_recordings,
+    render_run,
+)
 
 OTHER = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"
 
 
-def test_render_run_goldens_are_the_normalized_texts_encoded(
-    tmp_path: Path, make_scenario: Callable[..., Path]
-) -> None:
+def _run_result(tmp_path: Path, make_scenario: Callable[..., Path]) -> RunResult:
     run_dir = tmp_path / "run"
     cwd = run_dir / "cwd"
     cwd.mkdir(parents=True)
@@ -50,7 +58,7 @@ def test_render_run_goldens_are_the_normalized_texts_encoded(
         + json.dumps({"jsonrpc": "2.0", "method": "n", "params": {"u": OTHER, "ts": 3}})
         + "\n"
     ).encode()
-    result = RunResult(
+    return RunResult(
         scenario=load_scenario(make_scenario()),
         mode="replay",
         cwd=cwd,
@@ -64,7 +72,19 @@ def test_render_run_goldens_are_the_normalized_texts_encoded(
         duration=0.0,
     )
 
-    goldens = render_run(result).goldens
+
+def test_render_goldens_are_the_normalized_texts_encoded(
+    tmp_path: Path, make_scenario: Callable[..., Path]
+) -> None:
+    result = _run_result(tmp_path, make_scenario)
+    run_dir, cwd, logs, transcript = (
+        result.run_dir,
+        result.cwd,
+        result.session_logs,
+        result.transcript,
+    )
+
+    goldens = render_goldens(result)
 
     text_normalizer = Normalizer.for_logs(
         cwd,
@@ -86,3 +106,26 @@ def test_render_run_goldens_are_the_normalized_texts_encoded(
     assert b"{{cwd}}/" in goldens["session.1.jsonl"]
     assert not any(str(run_dir).encode() in data for data in goldens.values())
     assert b"{{home}}" in goldens["session.1.jsonl"]
+
+
+def test_render_run_is_goldens_plus_recordings(
+    tmp_path: Path, make_scenario: Callable[..., Path]
+) -> None:
+    result = _run_result(tmp_path, make_scenario)
+    rendered = render_run(result)
+    assert rendered.goldens == render_goldens(result)
+    recordings = render_recordings(result)
+    assert rendered.recordings == recordings
+    assert list(recordings) == ["session.jsonl", "session.1.jsonl"]
+    raw = result.session_log_bytes[0]
+    assert recordings["session.jsonl"] == raw.replace(str(result.cwd).encode(), b"{{cwd}}")
+    assert b"{{cwd}}" in recordings["session.jsonl"]
+
+
+def test_render_recordings_needs_one_raw_content_per_log(
+    tmp_path: Path, make_scenario: Callable[..., Path]
+) -> None:
+    result = _run_result(tmp_path, make_scenario)
+    short = dataclasses.replace(result, session_log_bytes=result.session_log_bytes[:1])
+    with pytest.raises(ValueError, match=r"2 session logs but 1 raw contents"):
+        render_recordings(short)

@@ -22,7 +22,8 @@ from agentreel.snapshot_harness._fixtures import (
     SESSION_FILE_PATTERN,
     check_inventory,
     compare_goldens,
-    render_run,
+    render_goldens,
+    render_recordings,
     write_files,
 )
 from agentreel.snapshot_harness._runner import RunResult, replay_mismatch, run_scenario, tail
@@ -79,16 +80,16 @@ def check_scenario(
         return _record(scenario, record, work_dir, started)
     result = run_scenario(scenario, mode, work_dir=work_dir)
     verify_consumption(scenario, result)
-    rendered = render_run(result)
+    rendered = render_goldens(result)  # no recordings: a replay keeps the committed ones
     sessions = len(result.session_logs)
     if mode == "replay":
-        diffs = compare_goldens(scenario, rendered.goldens)
+        diffs = compare_goldens(scenario, rendered)
         if diffs:
             raise GoldenMismatchError(_mismatch_message(scenario, diffs, result), diffs=diffs)
         return Outcome(scenario, mode, sessions, time.monotonic() - started, result=result)
-    goldens = {f"{GOLDEN_DIR}/{k}": v for k, v in rendered.goldens.items()}
+    goldens = {f"{GOLDEN_DIR}/{k}": v for k, v in rendered.items()}
     scan_for_secrets(goldens, envvars.secret_values(os.environ, scenario.env), scenario.name)
-    write_files(scenario.directory / GOLDEN_DIR, rendered.goldens, keep_pattern=GOLDEN_FILE_PATTERN)
+    write_files(scenario.directory / GOLDEN_DIR, rendered, keep_pattern=GOLDEN_FILE_PATTERN)
     return Outcome(scenario, mode, sessions, time.monotonic() - started, list(goldens), result)
 
 
@@ -99,7 +100,7 @@ def _record(
     scenario: Scenario, record: RecordConfig | None, work_dir: Path | None, started: float
 ) -> Outcome:
     recorded = run_scenario(scenario, "record", record=record, work_dir=work_dir)
-    recordings = render_run(recorded).recordings
+    recordings = render_recordings(recorded)
     secrets = envvars.secret_values(os.environ, scenario.env)
     scan_for_secrets(recordings, secrets, scenario.name)
 
@@ -124,7 +125,7 @@ def _record(
                 "for its recording to replay (check for randomness, time or ordering in "
                 "what it sends)"
             ) from exc
-        goldens = render_run(replayed).goldens
+        goldens = render_goldens(replayed)
 
     scan_for_secrets({f"{GOLDEN_DIR}/{k}": v for k, v in goldens.items()}, secrets, scenario.name)
     write_files(scenario.directory, recordings, keep_pattern=SESSION_FILE_PATTERN)

@@ -177,8 +177,18 @@ class Rendered:
 def render_run(result: RunResult) -> Rendered:
     """Normalize a run into golden texts and tokenize its logs into recordings.
 
+    ``render_goldens`` and ``render_recordings`` together; a caller needing one side only
+    calls that one (a replay never needs recordings: no cwd-tokenized copy of each log).
+    """
+    return Rendered(goldens=render_goldens(result), recordings=render_recordings(result))
+
+
+def render_goldens(result: RunResult) -> dict[str, bytes]:
+    """A run's goldens, file name → normalized bytes.
+
     The normalizer is the shared one (``agentreel.session.Normalizer``): transcript first,
-    then the logs in session order, so numbering is the same on every run.
+    then the logs in session order, so numbering is the same on every run. Its bytes
+    outputs are used so the normalized text never exists twice (SPEC 9, peak memory).
     """
     # Besides the cwd, the run's other private paths become tokens too, in case an agent
     # mentions its sessions root, HOME or TMPDIR: they differ on every run.
@@ -193,15 +203,23 @@ def render_run(result: RunResult) -> Rendered:
             result.transcript, source=f"agent stdout of {result.scenario.name}"
         )
     }
-    recordings: dict[str, bytes] = {}
-    for number, (log, raw) in enumerate(
-        zip(result.session_logs, result.session_log_bytes, strict=True)
-    ):
-        name = session_file_name(number)
-        # Bytes straight from the normalizer: the text never exists twice (SPEC 9 memory).
-        goldens[name] = normalizer.session_log_bytes(log)
-        recordings[name] = tokenize_cwd(raw, result.cwd)
-    return Rendered(goldens=goldens, recordings=recordings)
+    for number, log in enumerate(result.session_logs):
+        goldens[session_file_name(number)] = normalizer.session_log_bytes(log)
+    return goldens
+
+
+def render_recordings(result: RunResult) -> dict[str, bytes]:
+    """A run's recordings, file name → raw log bytes with the cwd as ``{{cwd}}``."""
+    if len(result.session_log_bytes) != len(result.session_logs):
+        raise ValueError(
+            f"{result.scenario.name}: the run has {len(result.session_logs)} session logs but "
+            f"{len(result.session_log_bytes)} raw contents; build RunResult with one raw "
+            "content per harvested log, in the same order"
+        )
+    return {
+        session_file_name(number): tokenize_cwd(raw, result.cwd)
+        for number, raw in enumerate(result.session_log_bytes)
+    }
 
 
 def tokenize_cwd(data: bytes, cwd: Path) -> bytes:
