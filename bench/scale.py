@@ -7,9 +7,9 @@ session log costs in a replay run:
 
 - replay side (the agent process): ``load_recording`` (load the log, derive the scripts);
 - harness side (the harness process): ``load_session_log``,
-  ``Normalizer.for_logs(...).session_log_bytes`` (what ``render_run`` makes a golden
-  with), and the comparison with a golden that differs
-  in one line (so a real unified diff is made).
+  ``Normalizer.for_logs(...).session_log_bytes`` (what ``render_goldens`` makes a golden
+  with), and the comparison with a golden file that differs in one line, as
+  ``compare_goldens`` makes it (``file_equals``, ``unified_diff_file``: a real diff).
 
 Time is a median over repeats of both sides back to back. Peak memory is
 ``tracemalloc``'s peak (every Python and msgspec allocation) of each side run on its own,
@@ -54,7 +54,7 @@ from agentreel.session import (
     build_request_header,
     load_session_log,
 )
-from agentreel.snapshot_harness import unified_diff
+from agentreel.snapshot_harness import file_equals, unified_diff_file
 from bench._common import BenchResult, Settings, cpu_timed
 
 STEPS_PER_TURN = 4
@@ -65,7 +65,6 @@ class _Log:
     fixture_dir: Path
     path: Path
     cwd: Path
-    golden: bytes
     golden_path: Path
     events: int
     size: int
@@ -150,10 +149,9 @@ def _write_log(root: Path, events: int) -> _Log:
     lines = normalized.splitlines(keepends=True)
     middle = next(n for n in range(len(lines) // 2, len(lines)) if b"token" in lines[n])
     lines[middle] = lines[middle].replace(b"token", b"TOKEN", 1)  # the one golden change
-    golden = b"".join(lines)
     golden_path = root / "golden.jsonl"
-    golden_path.write_bytes(golden)
-    return _Log(fixture_dir, path, cwd, golden, golden_path, len(log.events), path.stat().st_size)
+    golden_path.write_bytes(b"".join(lines))
+    return _Log(fixture_dir, path, cwd, golden_path, len(log.events), path.stat().st_size)
 
 
 def _replay_side(log: _Log) -> int:
@@ -162,26 +160,25 @@ def _replay_side(log: _Log) -> int:
 
 
 def _harness_side(log: _Log) -> int:
-    """What the harness process does: load (harvest), normalize, diff with the golden."""
+    """What the harness process does: load (harvest), normalize, compare with the golden
+    file and diff them (as ``compare_goldens``: from the file, a block at a time)."""
     loaded = load_session_log(log.path)
     live = Normalizer.for_logs(log.cwd, [loaded]).session_log_bytes(loaded)
-    if live == log.golden:
+    if file_equals(log.golden_path, live):
         raise AssertionError("the golden was meant to differ in one line")
-    return len(unified_diff("session.jsonl", log.golden, live))
+    return len(unified_diff_file("session.jsonl", log.golden_path, live))
 
 
 def _harness_as_a_replay_holds_it(log: _Log) -> int:
     """``_harness_side`` plus what a replay run (``check_scenario``) also keeps alive: the
     raw log bytes ``RunResult.session_log_bytes`` holds (for recordings, needed only when
-    recording), and the golden read from disk by ``compare_goldens``. A diagnostic: SPEC
-    9's target is on the load + normalize + diff pipeline above."""
+    recording). A diagnostic: SPEC 9's target is on the load + normalize + diff pipeline."""
     loaded = load_session_log(log.path)
     raw = log.path.read_bytes()
     live = Normalizer.for_logs(log.cwd, [loaded]).session_log_bytes(loaded)
-    golden = log.golden_path.read_bytes()
-    if live == golden:
+    if file_equals(log.golden_path, live):
         raise AssertionError("the golden was meant to differ in one line")
-    return len(unified_diff("session.jsonl", golden, live)) + len(raw)
+    return len(unified_diff_file("session.jsonl", log.golden_path, live)) + len(raw)
 
 
 def _pipeline(log: _Log) -> int:
@@ -211,8 +208,11 @@ def _harness_phases(log: _Log) -> dict[str, int]:
         live = Normalizer.for_logs(log.cwd, [loaded]).session_log_bytes(loaded)
         phases["normalize to bytes: peak, log alive"] = tracemalloc.get_traced_memory()[1]
         tracemalloc.reset_peak()
-        unified_diff("session.jsonl", log.golden, live)
-        phases["diff: peak, log and text alive"] = tracemalloc.get_traced_memory()[1]
+        file_equals(log.golden_path, live)
+        unified_diff_file("session.jsonl", log.golden_path, live)
+        phases["compare + diff with the golden file: peak, log and text alive"] = (
+            tracemalloc.get_traced_memory()[1]
+        )
     finally:
         tracemalloc.stop()
     return phases
@@ -267,7 +267,7 @@ def run(settings: Settings) -> BenchResult:
                     f"{label} events: peak memory, harness side as a replay run holds it",
                     as_run / 1e6,
                     "MB",
-                    f"{as_run / log.size:.2f}x the file (+ raw log kept, golden read from disk)",
+                    f"{as_run / log.size:.2f}x the file (+ the raw log RunResult keeps)",
                 )
                 for phase, used in _harness_phases(log).items():
                     result.figure(

@@ -55,11 +55,13 @@ if TYPE_CHECKING:
         Inventory,
         check_inventory,
         compare_goldens,
+        file_equals,
         render_goldens,
         render_recordings,
         render_run,
         take_inventory,
         unified_diff,
+        unified_diff_file,
     )
     from agentreel.snapshot_harness._runner import RunResult, run_scenario
 
@@ -74,11 +76,13 @@ _LAZY = {
     "Inventory": "_fixtures",
     "check_inventory": "_fixtures",
     "compare_goldens": "_fixtures",
+    "file_equals": "_fixtures",
     "render_goldens": "_fixtures",
     "render_recordings": "_fixtures",
     "render_run": "_fixtures",
     "take_inventory": "_fixtures",
     "unified_diff": "_fixtures",
+    "unified_diff_file": "_fixtures",
     "RunResult": "_runner",
     "run_scenario": "_runner",
 }
@@ -128,6 +132,7 @@ __all__ = [
     "check_scenario",
     "compare_goldens",
     "discover_scenarios",
+    "file_equals",
     "load_scenario",
     "render_goldens",
     "render_recordings",
@@ -136,6 +141,7 @@ __all__ = [
     "run_scenario",
     "take_inventory",
     "unified_diff",
+    "unified_diff_file",
     "validate_scenario_name",
     "verify_consumption",
 ]

@@ -23,9 +23,11 @@ the normalized, review-friendly text a run is diffed against. ``refresh`` rewrit
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from agentreel.session import Normalizer, SessionLogError, load_session_log
 from agentreel.snapshot_harness._runner import RunResult
@@ -245,6 +247,29 @@ def unified_diff(name: str, expected: bytes, actual: bytes, max_lines: int = DIF
     match of every line (``nox -s bench``, scale).
     """
     skipped, expected_middle, actual_middle = _differing_middle(expected, actual, _DIFF_CONTEXT)
+    return _render_diff(name, skipped, expected_middle, actual_middle, max_lines)
+
+
+def unified_diff_file(
+    name: str, golden: Path, actual: bytes, max_lines: int = DIFF_MAX_LINES
+) -> str:
+    """``unified_diff`` with the golden read from the file ``golden``, a block at a time:
+    only its differing middle is ever held in memory (a replay compares a live golden
+    with the committed one; SPEC 9 peak memory)."""
+    skipped, expected_middle, actual_middle = _file_differing_middle(golden, actual, _DIFF_CONTEXT)
+    return _render_diff(name, skipped, expected_middle, actual_middle, max_lines)
+
+
+def file_equals(path: Path, data: bytes) -> bool:
+    """Whether the file ``path`` holds exactly ``data`` (read a block at a time)."""
+    with path.open("rb") as file:
+        size = os.fstat(file.fileno()).st_size
+        return size == len(data) and _file_common_prefix(file, data, size) == size
+
+
+def _render_diff(
+    name: str, skipped: int, expected_middle: bytes, actual_middle: bytes, max_lines: int
+) -> str:
     lines = list(
         difflib.unified_diff(
             expected_middle.decode("utf-8", errors="replace").splitlines(keepends=True),
@@ -328,6 +353,74 @@ def _differing_middle(expected: bytes, actual: bytes, context: int) -> tuple[int
     )
 
 
+def _file_common_prefix(file: BinaryIO, data: bytes, limit: int) -> int:
+    """``_common_prefix`` of the file's bytes and ``data``, at most ``limit`` bytes."""
+    file.seek(0)
+    position = 0
+    while position < limit:
+        block = file.read(min(_COMPARE_BLOCK, limit - position))
+        if not block:
+            return position
+        other = data[position : position + len(block)]
+        if block != other:
+            index = 0
+            while block[index] == other[index]:
+                index += 1
+            return position + index
+        position += len(block)
+    return limit
+
+
+def _file_common_suffix(file: BinaryIO, size: int, data: bytes, limit: int) -> int:
+    """``_common_suffix`` of the file's bytes (``size`` of them) and ``data``."""
+    length = 0
+    while length < limit:
+        step = min(_COMPARE_BLOCK, limit - length)
+        file.seek(size - length - step)
+        block = file.read(step)
+        other = data[len(data) - length - step : len(data) - length]
+        if block != other:
+            if len(block) != step:
+                return length  # the file changed under us: nothing more is common
+            index = step - 1
+            while index >= 0 and block[index] == other[index]:
+                length += 1
+                index -= 1
+            return length
+        length += step
+    return limit
+
+
+def _file_differing_middle(path: Path, actual: bytes, context: int) -> tuple[int, bytes, bytes]:
+    """``_differing_middle`` with ``expected`` the file at ``path``, read in blocks. Line
+    ends inside the common head and tail are looked up in ``actual``: the same bytes."""
+    with path.open("rb") as file:
+        size = os.fstat(file.fileno()).st_size
+        prefix = _file_common_prefix(file, actual, min(size, len(actual)))
+        start = actual.rfind(b"\n", 0, prefix) + 1
+        for _ in range(context):
+            if start == 0:
+                break
+            start = actual.rfind(b"\n", 0, start - 1) + 1
+        suffix = _file_common_suffix(file, size, actual, min(size, len(actual)) - start)
+        shift = len(actual) - size  # a position in the common tail: actual = golden + shift
+        newline = actual.find(b"\n", len(actual) - suffix)
+        tail = size if newline < 0 else newline - shift + 1
+        for _ in range(context):
+            if tail >= size:
+                break
+            newline = actual.find(b"\n", tail + shift)
+            tail = size if newline < 0 else newline - shift + 1
+        tail_length = size - tail
+        file.seek(start)
+        expected_middle = file.read(tail - start)
+    return (
+        actual.count(b"\n", 0, start),
+        expected_middle,
+        actual[start : len(actual) - tail_length],
+    )
+
+
 def _shift_hunk(header: str, lines: int) -> str:
     """A ``@@ -a,b +c,d @@`` header with both start lines moved down by ``lines``."""
 
@@ -354,16 +447,19 @@ def compare_goldens(scenario: Scenario, goldens: dict[str, bytes]) -> dict[str, 
     )
     for name in names:
         path = golden_dir / name
-        expected = path.read_bytes() if path.is_file() else b""
         actual = goldens.get(name, b"")
-        if expected != actual:
-            if not path.is_file():
+        # The committed golden is compared (and diffed) from its file a block at a time,
+        # never read whole next to the live one (SPEC 9 peak memory).
+        if not path.is_file():
+            if actual:
                 diffs[name] = f"golden/{name} does not exist; the live run produced it\n"
                 diffs[name] += unified_diff(name, b"", actual)
-            elif name not in goldens:
-                diffs[name] = f"the live run did not produce golden/{name}\n"
-            else:
-                diffs[name] = unified_diff(name, expected, actual)
+        elif file_equals(path, actual):
+            continue
+        elif name not in goldens:
+            diffs[name] = f"the live run did not produce golden/{name}\n"
+        else:
+            diffs[name] = unified_diff_file(name, path, actual)
     return diffs
 
 
