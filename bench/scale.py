@@ -10,6 +10,8 @@ session log costs in a replay run:
   ``Normalizer.for_logs(...).session_log_bytes`` (what ``render_goldens`` makes a golden
   with), and the comparison with a golden file that differs in one line, as
   ``compare_goldens`` makes it (``file_equals``, ``unified_diff_file``: a real diff).
+  That is all a replay run holds per log: ``run_scenario`` keeps the raw log bytes only
+  in record mode (for recordings), and the golden file is read a block at a time.
 
 Time is a median over repeats of both sides back to back. Peak memory is
 ``tracemalloc``'s peak (every Python and msgspec allocation) of each side run on its own,
@@ -169,18 +171,6 @@ def _harness_side(log: _Log) -> int:
     return len(unified_diff_file("session.jsonl", log.golden_path, live))
 
 
-def _harness_as_a_replay_holds_it(log: _Log) -> int:
-    """``_harness_side`` plus what a replay run (``check_scenario``) also keeps alive: the
-    raw log bytes ``RunResult.session_log_bytes`` holds (for recordings, needed only when
-    recording). A diagnostic: SPEC 9's target is on the load + normalize + diff pipeline."""
-    loaded = load_session_log(log.path)
-    raw = log.path.read_bytes()
-    live = Normalizer.for_logs(log.cwd, [loaded]).session_log_bytes(loaded)
-    if file_equals(log.golden_path, live):
-        raise AssertionError("the golden was meant to differ in one line")
-    return len(unified_diff_file("session.jsonl", log.golden_path, live)) + len(raw)
-
-
 def _pipeline(log: _Log) -> int:
     return _replay_side(log) + _harness_side(log)
 
@@ -262,13 +252,6 @@ def run(settings: Settings) -> BenchResult:
                     f"{peak / log.size:.2f}x the file",
                 )
             if size == sizes[-1]:
-                as_run = _peak_bytes(_harness_as_a_replay_holds_it, log)
-                result.figure(
-                    f"{label} events: peak memory, harness side as a replay run holds it",
-                    as_run / 1e6,
-                    "MB",
-                    f"{as_run / log.size:.2f}x the file (+ the raw log RunResult keeps)",
-                )
                 for phase, used in _harness_phases(log).items():
                     result.figure(
                         f"{label} harness side, {phase}",

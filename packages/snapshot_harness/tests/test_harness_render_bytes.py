@@ -127,5 +127,7 @@ def test_render_recordings_needs_one_raw_content_per_log(
 ) -> None:
     result = _run_result(tmp_path, make_scenario)
     short = dataclasses.replace(result, session_log_bytes=result.session_log_bytes[:1])
-    with pytest.raises(ValueError, match=r"2 session logs but 1 raw contents"):
+    with pytest.raises(ValueError, match="no recordings can be made") as caught:
         render_recordings(short)
+    assert "2 session logs but 1 raw contents, so no recordings can be made" in str(caught.value)
+    assert "run_scenario(..., keep_raw_logs=True)" in str(caught.value)

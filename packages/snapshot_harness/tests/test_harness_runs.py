@@ -77,6 +77,16 @@ def test_run_result_holds_raw_stdout_logs_and_exit_code(make_scenario: MakeScena
     assert result.stop_reasons == ["end_turn"]
 
 
+def test_raw_logs_are_kept_for_recordings_only(make_scenario: MakeScenario) -> None:
+    """A replay holds no second (raw) copy of its logs unless asked (SPEC 9 memory)."""
+    scenario = load_scenario(recorded(make_scenario))
+    assert run_scenario(scenario, "replay").session_log_bytes == []
+    kept = run_scenario(scenario, "replay", keep_raw_logs=True)
+    assert len(kept.session_log_bytes) == len(kept.session_logs) == 1
+    header = json.loads(kept.session_log_bytes[0].split(b"\n", 1)[0])
+    assert header["id"] == kept.session_logs[0].header.id
+
+
 def test_replay_environment_has_no_key_and_a_dead_proxy(
     make_scenario: MakeScenario, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -179,8 +179,9 @@ class Rendered:
 def render_run(result: RunResult) -> Rendered:
     """Normalize a run into golden texts and tokenize its logs into recordings.
 
-    ``render_goldens`` and ``render_recordings`` together; a caller needing one side only
-    calls that one (a replay never needs recordings: no cwd-tokenized copy of each log).
+    ``render_goldens`` and ``render_recordings`` together (so the run must have kept its
+    raw logs: see ``render_recordings``); a caller needing one side only calls that one (a
+    replay never needs recordings: no raw or cwd-tokenized copy of each log).
     """
     return Rendered(goldens=render_goldens(result), recordings=render_recordings(result))
 
@@ -211,12 +212,16 @@ def render_goldens(result: RunResult) -> dict[str, bytes]:
 
 
 def render_recordings(result: RunResult) -> dict[str, bytes]:
-    """A run's recordings, file name → raw log bytes with the cwd as ``{{cwd}}``."""
+    """A run's recordings, file name → raw log bytes with the cwd as ``{{cwd}}``.
+
+    Needs the raw logs: a record run keeps them, another only with ``keep_raw_logs=True``.
+    """
     if len(result.session_log_bytes) != len(result.session_logs):
         raise ValueError(
             f"{result.scenario.name}: the run has {len(result.session_logs)} session logs but "
-            f"{len(result.session_log_bytes)} raw contents; build RunResult with one raw "
-            "content per harvested log, in the same order"
+            f"{len(result.session_log_bytes)} raw contents, so no recordings can be made; "
+            f"a {result.mode} run keeps raw logs only when asked: "
+            "run_scenario(..., keep_raw_logs=True)"
         )
     return {
         session_file_name(number): tokenize_cwd(raw, result.cwd)

@@ -70,7 +70,9 @@ class RunResult:
     """Everything one run produced.
 
     ``transcript`` is the agent's stdout, byte for byte; ``session_logs`` are the harvested
-    logs in session order (``session_log_bytes`` their raw content, same order);
+    logs in session order (``session_log_bytes`` their raw content, same order, kept only
+    when recordings can be made from the run: record mode, or ``keep_raw_logs=True``;
+    empty otherwise, so a replay does not hold every log twice);
     ``run_dir`` held the run (cwd, sessions root, home, tmp; removed afterwards unless a
     ``work_dir`` was given); ``replay_report`` is what the replay provider reported from
     inside the agent process (``None`` outside replay or when it was never loaded).
@@ -262,26 +264,30 @@ def run_scenario(
     *,
     record: RecordConfig | None = None,
     work_dir: Path | None = None,
+    keep_raw_logs: bool | None = None,
 ) -> RunResult:
     """Run ``scenario`` once in ``mode`` and return what it produced.
 
     Raises a ``RunError`` subclass when the run itself fails (crash, timeout, garbage on
     stdout, a step that did not end as expected); every one carries the stderr tail.
     ``record`` overrides the scenario's ``[record]`` table. ``work_dir`` keeps the run's
-    files there instead of a temp directory that is removed afterwards. Runs its own
-    event loop: call it from synchronous code.
+    files there instead of a temp directory that is removed afterwards. ``keep_raw_logs``
+    (default: only in record mode) keeps each log's raw bytes in ``session_log_bytes``,
+    which ``render_recordings`` needs. Runs its own event loop: call it from synchronous
+    code.
     """
     if mode not in MODES:
         raise ValueError(f"mode {mode!r} is not one of {', '.join(MODES)}")
+    keep_raw = mode == "record" if keep_raw_logs is None else keep_raw_logs
     if work_dir is not None:
         work_dir.mkdir(parents=True, exist_ok=True)
-        return _run_in(scenario, mode, record, work_dir.resolve())
+        return _run_in(scenario, mode, record, work_dir.resolve(), keep_raw)
     with tempfile.TemporaryDirectory(prefix=f"agentreel-{scenario.name}-") as tmp:
-        return _run_in(scenario, mode, record, Path(tmp).resolve())
+        return _run_in(scenario, mode, record, Path(tmp).resolve(), keep_raw)
 
 
 def _run_in(
-    scenario: Scenario, mode: Mode, record: RecordConfig | None, run_dir: Path
+    scenario: Scenario, mode: Mode, record: RecordConfig | None, run_dir: Path, keep_raw: bool
 ) -> RunResult:
     cwd = run_dir / "cwd"
     sessions_root = run_dir / "sessions"
@@ -342,7 +348,7 @@ def _run_in(
         run_dir=run_dir,
         transcript=bytes(driven.transcript),
         session_logs=logs,
-        session_log_bytes=[log.path.read_bytes() for log in logs],
+        session_log_bytes=[log.path.read_bytes() for log in logs] if keep_raw else [],
         stderr=stderr,
         exit_code=driven.exit_code,
         replay_report=replay_report,
