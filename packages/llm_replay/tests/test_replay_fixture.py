@@ -123,8 +123,9 @@ def test_corrupt_line_is_a_fixture_error(recorder: FixtureRecorder, fixture_dir:
     lines.insert(1, b"garbage\n")
     path.write_bytes(b"".join(lines))
 
-    with pytest.raises(FixtureError, match=r"session\.1\.jsonl:2"):
+    with pytest.raises(FixtureError, match=r"session\.1\.jsonl:2") as caught:
         load_recording(fixture_dir)
+    assert "nox -s record -- my-scenario" in str(caught.value)
 
 
 @pytest.mark.asyncio

@@ -106,14 +106,6 @@ class Recording:
     def scenario(self) -> str:
         return self.fixture_dir.name
 
-    def records_lineage(self, parent_id: str) -> bool:
-        """Whether the recording says which spawn index each child of ``parent_id`` had.
-
-        A recording made without spawn indexes cannot bind by lineage; its children are
-        bound in first-call order instead.
-        """
-        return any(parent == parent_id for parent, _ in self.spawned)
-
 
 def fixture_files(fixture_dir: Path) -> list[Path]:
     """``session.jsonl`` then ``session.1.jsonl``..``session.<k>.jsonl``; anything else
@@ -234,9 +226,15 @@ def _load_script(number: int, path: Path, scenario: str, respect_seed_length: bo
     try:
         log = load_session_log(path)
     except SessionLogError as exc:
-        raise FixtureError(path, f"cannot load replay fixture: {exc}") from None
+        raise FixtureError(
+            path, f"cannot load replay fixture: {exc}. Exact command: nox -s record -- {scenario}"
+        ) from None
     except OSError as exc:
-        raise FixtureError(path, f"cannot read replay fixture {path}: {exc}") from None
+        raise FixtureError(
+            path,
+            f"cannot read replay fixture {path}: {exc}. Check the file's permissions, or "
+            f"re-record: nox -s record -- {scenario}",
+        ) from None
     if log.torn_tail is not None:
         raise FixtureError(
             path,

@@ -79,7 +79,11 @@ def load_overrides(path: Path, chunks_per_call: list[list[int]]) -> dict[tuple[i
     except msgspec.DecodeError as exc:
         raise OverrideError(path, f"{path}: invalid override file: {exc}. {advice}") from None
     except OSError as exc:
-        raise OverrideError(path, f"cannot read {path}: {exc}") from None
+        raise OverrideError(
+            path,
+            f"cannot read {path}: {exc}. Check the file's permissions, or delete it to "
+            "replay the recording unpatched.",
+        ) from None
     result: dict[tuple[int, int], Override] = {}
     for position, override in enumerate(parsed.overrides):
         where = f"{path}: $.overrides[{position}]"
@@ -98,7 +102,11 @@ def load_overrides(path: Path, chunks_per_call: list[list[int]]) -> dict[tuple[i
                 f"{recorded} call(s), numbered from 1. Fix the override's call number.",
             )
         if override.chunks < 0:
-            raise OverrideError(path, f"{where}: chunks must be >= 0, got {override.chunks}")
+            raise OverrideError(
+                path,
+                f"{where}: chunks must be >= 0, got {override.chunks}; set it to how many "
+                "recorded chunks to stream before the failure (0 = none).",
+            )
         available = chunks_per_call[override.session][override.call - 1]
         if override.chunks >= available:
             raise OverrideError(
