@@ -71,12 +71,17 @@ text = "Both helpers are done."
 """
 
 
-def _replays(directory: Path) -> bool:
+def _why_not_committed(directory: Path) -> str | None:
+    """Why a committed scenario cannot be used (absent or not replaying); ``None`` if usable."""
+    if not (directory / "scenario.toml").is_file():
+        return f"{directory.name} absent"
     try:
         check_scenario(directory, "replay")
-    except HarnessError:
-        return False
-    return True
+    except HarnessError as exc:
+        first_line = str(exc).split("\n", 1)[0]
+        name = directory.name
+        return f"{name} does not replay: {first_line}; see `nox -s replay -- {name}`"
+    return None
 
 
 def _record(root: Path, name: str, prompt: str, rules: str) -> Path:
@@ -94,15 +99,15 @@ def scenario_pair(root: Path) -> tuple[Path, Path, list[str]]:
     """(3-session scenario, one-call floor scenario, notes on where they came from)."""
     notes: list[str] = []
     multi = FIXTURES / "subagent-multi"
-    if not ((multi / "scenario.toml").is_file() and _replays(multi)):
+    if (why := _why_not_committed(multi)) is not None:
         multi = _record(root, "bench-subagent-multi", "Run the two helpers", MULTI_RULES)
-        notes.append("3-session scenario recorded into a temp dir (fixtures/subagent-multi absent)")
+        notes.append(f"3-session scenario recorded into a temp dir (fixtures/{why})")
     else:
         notes.append("3-session scenario: fixtures/subagent-multi")
     plain = FIXTURES / "plain-turn"
-    if not ((plain / "scenario.toml").is_file() and _replays(plain)):
+    if (why := _why_not_committed(plain)) is not None:
         plain = _record(root, "bench-plain-turn", "Say hello", PLAIN_RULES)
-        notes.append("floor scenario recorded into a temp dir (fixtures/plain-turn absent)")
+        notes.append(f"floor scenario recorded into a temp dir (fixtures/{why})")
     else:
         notes.append("floor scenario: fixtures/plain-turn (one prompt, one model call)")
     return multi, plain, notes
