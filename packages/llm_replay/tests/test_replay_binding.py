@@ -37,14 +37,35 @@ def _parent_with_two_children(
     return recorder.save(fixture_dir)
 
 
+async def _replay_with_parent_bound(
+    recorder: FixtureRecorder,
+    fixture_dir: Path,
+    *,
+    lineage: bool = True,
+    lineage_binding: bool = True,
+) -> tuple[ReplayProvider, str, list[str]]:
+    """Record a parent with two children, replay it, and let the parent make its first
+    call (binding it). Returns the provider, the live parent id and the recorded ids."""
+    ids = _parent_with_two_children(recorder, fixture_dir, lineage=lineage)
+    provider = ReplayProvider(fixture_dir, lineage_binding=lineage_binding)
+    parent = new_session_id()
+    await collect(provider.stream(options_for(parent)))
+    return provider, parent, ids
+
+
+def _main_only(recorder: FixtureRecorder, fixture_dir: Path, *answers: str) -> list[str]:
+    """Record a single session whose model calls answer ``answers`` in order."""
+    main = recorder.main()
+    for answer in answers:
+        recorder.call(main, text_call(answer))
+    return recorder.save(fixture_dir)
+
+
 @pytest.mark.asyncio
 async def test_anonymous_caller_gets_the_main_script_and_keeps_it(
     recorder: FixtureRecorder, fixture_dir: Path
 ) -> None:
-    main = recorder.main()
-    recorder.call(main, text_call("first answer"))
-    recorder.call(main, text_call("second answer"))
-    recorder.save(fixture_dir)
+    _main_only(recorder, fixture_dir, "first answer", "second answer")
     provider = ReplayProvider(fixture_dir)
 
     assert _text(await collect(provider.stream(options_for(None)))) == "first answer"
@@ -76,10 +97,8 @@ async def test_bound_caller_keeps_its_script_and_cursor(
 async def test_lineage_binds_children_started_in_the_opposite_order(
     recorder: FixtureRecorder, fixture_dir: Path
 ) -> None:
-    _parent_with_two_children(recorder, fixture_dir)
-    provider = ReplayProvider(fixture_dir)
-    parent, child_0, child_1 = new_session_id(), new_session_id(), new_session_id()
-    await collect(provider.stream(options_for(parent)))
+    provider, parent, _ = await _replay_with_parent_bound(recorder, fixture_dir)
+    child_0, child_1 = new_session_id(), new_session_id()
 
     # Child 1 calls first this time; lineage still hands each its own recording.
     second = await collect(provider.stream(options_for(child_1, parent=parent, spawn_index=1)))
@@ -96,10 +115,10 @@ async def test_without_lineage_first_call_order_misroutes_reversed_children(
     recorder: FixtureRecorder, fixture_dir: Path
 ) -> None:
     """The test hook proves rule 3 matters: first-call order alone swaps the children."""
-    _parent_with_two_children(recorder, fixture_dir)
-    provider = ReplayProvider(fixture_dir, lineage_binding=False)
-    parent, child_0, child_1 = new_session_id(), new_session_id(), new_session_id()
-    await collect(provider.stream(options_for(parent)))
+    provider, parent, _ = await _replay_with_parent_bound(
+        recorder, fixture_dir, lineage_binding=False
+    )
+    child_0, child_1 = new_session_id(), new_session_id()
 
     second = await collect(provider.stream(options_for(child_1, parent=parent, spawn_index=1)))
     first = await collect(provider.stream(options_for(child_0, parent=parent, spawn_index=0)))
@@ -112,10 +131,8 @@ async def test_without_lineage_first_call_order_misroutes_reversed_children(
 async def test_first_call_order_binds_unindexed_children_by_first_call(
     recorder: FixtureRecorder, fixture_dir: Path
 ) -> None:
-    _parent_with_two_children(recorder, fixture_dir, lineage=False)
-    provider = ReplayProvider(fixture_dir)
-    parent, child_a, child_b = new_session_id(), new_session_id(), new_session_id()
-    await collect(provider.stream(options_for(parent)))
+    provider, parent, _ = await _replay_with_parent_bound(recorder, fixture_dir, lineage=False)
+    child_a, child_b = new_session_id(), new_session_id()
 
     # Streams are created (and bound) before any is read: the cursor moves at call time.
     stream_a = provider.stream(options_for(child_a, parent=parent))
@@ -128,10 +145,7 @@ async def test_first_call_order_binds_unindexed_children_by_first_call(
 async def test_cursor_advances_when_the_call_is_made(
     recorder: FixtureRecorder, fixture_dir: Path
 ) -> None:
-    main = recorder.main()
-    recorder.call(main, text_call("one"))
-    recorder.call(main, text_call("two"))
-    recorder.save(fixture_dir)
+    _main_only(recorder, fixture_dir, "one", "two")
     provider = ReplayProvider(fixture_dir)
     sid = new_session_id()
 
@@ -146,9 +160,7 @@ async def test_cursor_advances_when_the_call_is_made(
 async def test_extra_live_session_is_unrecorded(
     recorder: FixtureRecorder, fixture_dir: Path
 ) -> None:
-    main = recorder.main()
-    recorder.call(main, text_call("only one session"))
-    recorder.save(fixture_dir)
+    _main_only(recorder, fixture_dir, "only one session")
     provider = ReplayProvider(fixture_dir, scenario="plain-turn")
     parent, stray = new_session_id(), new_session_id()
     await collect(provider.stream(options_for(parent)))
@@ -168,10 +180,8 @@ async def test_extra_live_session_is_unrecorded(
 async def test_child_with_unrecorded_spawn_index_is_unrecorded_not_misrouted(
     recorder: FixtureRecorder, fixture_dir: Path
 ) -> None:
-    _parent_with_two_children(recorder, fixture_dir)
-    provider = ReplayProvider(fixture_dir)
-    parent, child = new_session_id(), new_session_id()
-    await collect(provider.stream(options_for(parent)))
+    provider, parent, _ = await _replay_with_parent_bound(recorder, fixture_dir)
+    child = new_session_id()
 
     with pytest.raises(UnrecordedSessionError) as caught:
         provider.stream(options_for(child, parent=parent, spawn_index=2))
@@ -188,23 +198,17 @@ async def test_child_with_unrecorded_spawn_index_is_unrecorded_not_misrouted(
 async def test_unindexed_child_is_not_given_a_lineage_child_script(
     recorder: FixtureRecorder, fixture_dir: Path
 ) -> None:
-    _parent_with_two_children(recorder, fixture_dir)
-    provider = ReplayProvider(fixture_dir)
-    parent, child = new_session_id(), new_session_id()
-    await collect(provider.stream(options_for(parent)))
+    provider, parent, _ = await _replay_with_parent_bound(recorder, fixture_dir)
 
     with pytest.raises(UnrecordedSessionError, match="without a spawn index"):
-        provider.stream(options_for(child, parent=parent))
+        provider.stream(options_for(new_session_id(), parent=parent))
 
 
 @pytest.mark.asyncio
 async def test_call_beyond_the_script_is_exhausted(
     recorder: FixtureRecorder, fixture_dir: Path
 ) -> None:
-    main = recorder.main()
-    recorder.call(main, text_call("one"))
-    recorder.call(main, text_call("two"))
-    ids = recorder.save(fixture_dir)
+    ids = _main_only(recorder, fixture_dir, "one", "two")
     provider = ReplayProvider(fixture_dir)
     sid = new_session_id()
     await collect(provider.stream(options_for(sid)))
@@ -224,11 +228,8 @@ async def test_call_beyond_the_script_is_exhausted(
 async def test_assert_consumed_lists_scripts_and_calls_never_requested(
     recorder: FixtureRecorder, fixture_dir: Path
 ) -> None:
-    ids = _parent_with_two_children(recorder, fixture_dir)
-    provider = ReplayProvider(fixture_dir)
-    parent, child = new_session_id(), new_session_id()
-    await collect(provider.stream(options_for(parent)))
-    await collect(provider.stream(options_for(child, parent=parent, spawn_index=0)))
+    provider, parent, ids = await _replay_with_parent_bound(recorder, fixture_dir)
+    await collect(provider.stream(options_for(new_session_id(), parent=parent, spawn_index=0)))
 
     with pytest.raises(UnconsumedScriptError) as caught:
         provider.assert_consumed()
@@ -304,10 +305,7 @@ async def test_recording_without_spawn_indexes_binds_lineage_callers_by_first_ca
     recorder: FixtureRecorder, fixture_dir: Path
 ) -> None:
     """An old recording (no spawn_index anywhere) replayed by an agent that passes one."""
-    _parent_with_two_children(recorder, fixture_dir, lineage=False)
-    provider = ReplayProvider(fixture_dir)
-    parent = new_session_id()
-    await collect(provider.stream(options_for(parent)))
+    provider, parent, _ = await _replay_with_parent_bound(recorder, fixture_dir, lineage=False)
 
     first = await collect(provider.stream(options_for("a", parent=parent, spawn_index=0)))
     second = await collect(provider.stream(options_for("b", parent=parent, spawn_index=1)))
