@@ -648,3 +648,44 @@ async def test_spawn_agent_process_drives_the_console_script(
             assert response.stop_reason == "end_turn"
     assert process.returncode == 0, stderr_tail(tmp_path)
     assert editor.text() == "Hi there, friend"
+
+
+class ClosableProvider:
+    """A provider with both shutdown hooks the agent knows: sync ``close`` (replay's
+    report) and async ``aclose`` (the SDK adapters' HTTP pool)."""
+
+    def __init__(self) -> None:
+        self.closed: list[str] = []
+
+    def stream(self, options: Any) -> AsyncIterator[Any]:
+        raise AssertionError("no model call is made in this test")
+
+    def close(self) -> None:
+        self.closed.append("close")
+
+    async def aclose(self) -> None:
+        self.closed.append("aclose")
+
+
+@pytest.mark.asyncio
+async def test_serving_until_stdin_eof_closes_the_providers_connections(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On stdin EOF both hooks run: the sync ``close`` and the awaited ``aclose``."""
+    from agentreel.acp_agent import AgentConfig, _server, serve
+
+    provider = ClosableProvider()
+    original = _server.ReferenceAgent
+
+    def agent_with_provider(config: AgentConfig) -> _server.ReferenceAgent:
+        return original(config, provider=provider)
+
+    monkeypatch.setattr(_server, "ReferenceAgent", agent_with_provider)
+    stdin_path = tmp_path / "stdin"
+    stdin_path.write_bytes(b"")
+    stdout_path = tmp_path / "stdout"
+    with stdin_path.open("rb") as stdin, stdout_path.open("wb") as stdout:
+        await serve(AgentConfig(sessions_root=tmp_path / "sessions"), stdin, stdout)
+
+    assert provider.closed == ["close", "aclose"]
+    assert stdout_path.read_bytes() == b""

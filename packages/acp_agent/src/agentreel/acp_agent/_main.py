@@ -64,7 +64,7 @@ async def serve(config: AgentConfig, stdin: BinaryIO, stdout: BinaryIO) -> None:
     try:
         await acp.run_agent(agent, writer, reader)  # type: ignore[arg-type]
     finally:
-        agent.close()
+        await agent.aclose()
         with contextlib.suppress(Exception):
             writer.close()
 

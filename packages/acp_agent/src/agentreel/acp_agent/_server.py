@@ -272,6 +272,19 @@ class ReferenceAgent:
             except Exception:
                 logger.exception("closing the %r provider failed", self.config.provider)
 
+    async def aclose(self) -> None:
+        """``close``, then release an async provider's resources (the SDK adapters' HTTP
+        pool lives behind ``aclose``; a sync ``close`` alone would leave it open)."""
+        self.close()
+        aclose = getattr(self._provider, "aclose", None)
+        if callable(aclose):
+            try:
+                await aclose()
+            except Exception:
+                logger.exception(
+                    "closing the %r provider's connections failed", self.config.provider
+                )
+
     def _require_client(self) -> Client:
         if self._client is None:
             raise RequestError.internal_error({"details": "agent is not connected to a client"})
