@@ -101,6 +101,8 @@ def test_flags_override_the_environment() -> None:
         (["--provider-setting", "no-equals-sign"], {}, "is not KEY=VALUE"),
         ([], {"AGENTREEL_MAX_STEPS": "many"}, "is not an integer"),
         (["--max-steps", "0"], {}, "at least 1"),
+        (["--log-level", "loud"], {}, "log level .* 'LOUD' is unknown; use one of DEBUG"),
+        ([], {"AGENTREEL_LOG_LEVEL": "verbose"}, "AGENTREEL_LOG_LEVEL\\) 'VERBOSE' is unknown"),
         (["--system-prompt", "  "], {}, "--system-prompt gives an empty system prompt"),
         ([], {"AGENTREEL_SYSTEM_PROMPT": "\n"}, "AGENTREEL_SYSTEM_PROMPT gives an empty"),
         (

@@ -26,6 +26,7 @@ DEFAULT_MODELS: dict[str, str] = {
     "anthropic": "claude-sonnet-4-5",
 }
 FALLBACK_MODEL = "stub-model"
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # The system prompt of every model call (children included). It is part of every recorded
 # request header: changing it makes every committed recording drift, which is the point
 # of --system-prompt in a test, and why this default must only change with a re-record.
@@ -225,7 +226,16 @@ def parse_config(
                 "number of model calls per turn"
             ) from None
     if max_steps < 1:
-        raise ConfigError(f"max steps must be at least 1, got {max_steps}")
+        raise ConfigError(
+            f"max steps (--max-steps / AGENTREEL_MAX_STEPS) must be at least 1, got "
+            f"{max_steps}; give the number of model calls a turn may make"
+        )
+    log_level = (args.log_level or env.get("AGENTREEL_LOG_LEVEL") or "WARNING").upper()
+    if log_level not in _LOG_LEVELS:
+        raise ConfigError(
+            f"log level (--log-level / AGENTREEL_LOG_LEVEL) {log_level!r} is unknown; "
+            f"use one of {', '.join(_LOG_LEVELS)}"
+        )
 
     return AgentConfig(
         provider=provider,
@@ -234,6 +244,6 @@ def parse_config(
         provider_settings=settings,
         max_steps=max_steps,
         replay_live_cwd=Path(live_cwd_text) if live_cwd_text else None,
-        log_level=(args.log_level or env.get("AGENTREEL_LOG_LEVEL") or "WARNING").upper(),
+        log_level=log_level,
         system_prompt=_system_prompt(args, env),
     )
