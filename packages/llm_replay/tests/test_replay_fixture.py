@@ -126,6 +126,7 @@ def test_corrupt_line_is_a_fixture_error(recorder: FixtureRecorder, fixture_dir:
     with pytest.raises(FixtureError, match=r"session\.1\.jsonl:2") as caught:
         load_recording(fixture_dir)
     assert "nox -s record -- my-scenario" in str(caught.value)
+    assert "<scenario>" not in str(caught.value)
 
 
 @pytest.mark.asyncio

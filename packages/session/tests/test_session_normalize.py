@@ -288,8 +288,9 @@ def test_for_logs_uses_session_order(tmp_path: Path) -> None:
 def test_session_log_bytes_garbage_names_source(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     path.write_bytes(b'{"type":"session"}\nnot json\n')
-    with pytest.raises(NotJsonLineError, match=rf"{path}:2: not JSON"):
+    with pytest.raises(NotJsonLineError, match=rf"{path}:2: not JSON") as caught:
         Normalizer(None, []).session_log_file(path)
+    assert "nox -s record -- <scenario>" in str(caught.value)
 
 
 def test_extra_paths_get_their_own_token(tmp_path: Path) -> None:

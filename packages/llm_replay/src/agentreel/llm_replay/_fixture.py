@@ -226,9 +226,9 @@ def _load_script(number: int, path: Path, scenario: str, respect_seed_length: bo
     try:
         log = load_session_log(path)
     except SessionLogError as exc:
-        raise FixtureError(
-            path, f"cannot load replay fixture: {exc}. Exact command: nox -s record -- {scenario}"
-        ) from None
+        # The session package cannot know the scenario; its advice says ``<scenario>``.
+        advice = str(exc).replace("nox -s record -- <scenario>", f"nox -s record -- {scenario}")
+        raise FixtureError(path, f"cannot load replay fixture: {advice}") from None
     except OSError as exc:
         raise FixtureError(
             path,

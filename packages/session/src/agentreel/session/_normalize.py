@@ -381,7 +381,7 @@ class Normalizer:
         out = io.BytesIO()
         try:
             for number, line in enumerate(_lines(data), start=1):
-                value = _decode_object(line, source, number, "Restore or re-record the log")
+                value = _decode_object(line, source, number, _REPAIR_LOG)
                 out.write(_ENCODER.encode(self.value(value)))
                 out.write(b"\n")
         except NotJsonLineError:
@@ -451,6 +451,9 @@ class Normalizer:
     def session_log_file_bytes(self, path: str | os.PathLike[str]) -> bytes:
         """``session_log_file`` as UTF-8 bytes (``session_log_bytes`` of the file)."""
         return self.session_log_bytes(Path(path).read_bytes(), source=os.fspath(path))
+
+
+_REPAIR_LOG = "Restore the log or re-record the scenario (nox -s record -- <scenario>)"
 
 
 def _lines(data: bytes) -> list[bytes]:
