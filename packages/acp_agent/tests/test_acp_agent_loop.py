@@ -97,6 +97,28 @@ class ScriptedProvider:
         return _yield_all(self.respond(options))
 
 
+class GeneratorProvider:
+    """Streams whatever ``generate(options)`` yields (for hanging or failing streams)."""
+
+    def __init__(self, generate: Script) -> None:
+        self.generate = generate
+
+    def stream(self, options: GenerateOptions) -> AsyncIterator[Chunk]:
+        return self.generate(options)
+
+
+async def cancel_once_streaming(
+    agent: AgentSession, prompt: str, streaming: asyncio.Event
+) -> TurnOutcome:
+    """Run a turn and cancel it as the editor's ``session/cancel`` does, once ``streaming``
+    is set: the cancel scope is marked first, then the turn's task is cancelled."""
+    task = asyncio.create_task(agent.run_turn(prompt))
+    await streaming.wait()
+    agent.cancel_scope.requested = True
+    task.cancel()
+    return await task
+
+
 class RecordingChannel:
     def __init__(self, allow: bool = True) -> None:
         self.allow = allow
@@ -445,16 +467,8 @@ async def test_cancel_mid_stream_aborts_the_turn(tmp_path: Path) -> None:
         await asyncio.Event().wait()
         yield Finish(reason="stop")  # pragma: no cover
 
-    class HangingProvider:
-        def stream(self, options: GenerateOptions) -> AsyncIterator[Chunk]:
-            return hang(options)
-
-    agent, channel, _ = make_agent(tmp_path, HangingProvider())
-    task = asyncio.create_task(agent.run_turn("wait forever"))
-    await streaming.wait()
-    agent.cancel_scope.requested = True
-    task.cancel()
-    outcome = await task
+    agent, channel, _ = make_agent(tmp_path, GeneratorProvider(hang))
+    outcome = await cancel_once_streaming(agent, "wait forever", streaming)
 
     assert outcome.stop_reason == "cancelled"
     assert ("text", "partial") in channel.frames
@@ -491,11 +505,7 @@ async def test_cancel_during_subagents_cancels_the_children(tmp_path: Path) -> N
         )
     )
     agent, _, _ = make_agent(tmp_path, provider)
-    task = asyncio.create_task(agent.run_turn("fan out"))
-    await children_streaming.wait()
-    agent.cancel_scope.requested = True
-    task.cancel()
-    outcome = await task
+    outcome = await cancel_once_streaming(agent, "fan out", children_streaming)
     agent.runtime.close_all()
 
     assert outcome.stop_reason == "cancelled"
@@ -605,16 +615,8 @@ async def test_every_recorded_call_ends_with_finish_even_on_cancel_and_error(
             await asyncio.Event().wait()
         raise LlmError("stream_cut", None, "the connection dropped")
 
-    class Provider:
-        def stream(self, options: GenerateOptions) -> AsyncIterator[Chunk]:
-            return stream(options)
-
-    agent, _, _ = make_agent(tmp_path, Provider())
-    task = asyncio.create_task(agent.run_turn("one"))
-    await streaming.wait()
-    agent.cancel_scope.requested = True
-    task.cancel()
-    assert (await task).stop_reason == "cancelled"
+    agent, _, _ = make_agent(tmp_path, GeneratorProvider(stream))
+    assert (await cancel_once_streaming(agent, "one", streaming)).stop_reason == "cancelled"
     mode = "cut"
     assert (await agent.run_turn("two")).stop_reason == "error"
 
