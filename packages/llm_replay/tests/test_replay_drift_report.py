@@ -226,6 +226,19 @@ async def test_registry_creates_the_provider_from_string_settings(
     assert await collect(provider.stream(_request())) == text_call("on it")
 
 
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [("lineage_binding", "flase"), ("respect_seed_length", ""), ("pacing_ms", "fast")],
+)
+def test_registry_rejects_a_setting_text_it_cannot_parse(
+    recorder: FixtureRecorder, fixture_dir: Path, setting: str, value: str
+) -> None:
+    """A typo in a text setting is an error naming the setting, never a silent default."""
+    _record_with_header(recorder, fixture_dir)
+    with pytest.raises(ValueError, match=rf"setting {setting} must be .*got {value!r}"):
+        load_provider("replay", fixture_dir=str(fixture_dir), **{setting: value})
+
+
 def test_registry_rejects_unknown_or_missing_settings(
     recorder: FixtureRecorder, fixture_dir: Path
 ) -> None:

@@ -387,7 +387,8 @@ def create_replay_provider(**settings: Any) -> ReplayProvider:
 
     Takes the ``ReplayProvider`` settings as keywords; values may be strings (as they come
     from ``AGENTREEL_*`` environment variables): ``pacing_ms`` is parsed as a number and
-    ``lineage_binding`` / ``respect_seed_length`` as booleans. If the fixture cannot be
+    ``lineage_binding`` / ``respect_seed_length`` as booleans (1/true/yes/on,
+    0/false/no/off; other text is a ``ValueError``). If the fixture cannot be
     loaded and ``report_path`` is set, a report holding just that error is written before
     the error is raised.
     """
@@ -414,10 +415,10 @@ def create_replay_provider(**settings: Any) -> ReplayProvider:
         )
     fixture_dir = settings.pop("fixture_dir")
     if isinstance(settings.get("pacing_ms"), str):
-        settings["pacing_ms"] = float(settings["pacing_ms"])
+        settings["pacing_ms"] = _parse_milliseconds(settings["pacing_ms"])
     for flag in ("lineage_binding", "respect_seed_length"):
         if isinstance(settings.get(flag), str):
-            settings[flag] = settings[flag].strip().lower() not in ("0", "false", "no", "off")
+            settings[flag] = _parse_flag(flag, settings[flag])
     for optional in ("live_cwd", "report_path", "scenario"):
         if settings.get(optional) == "":
             settings[optional] = None
@@ -435,3 +436,32 @@ def create_replay_provider(**settings: Any) -> ReplayProvider:
             )
             write_report(failed, report_path)
         raise
+
+
+_TRUE_WORDS = ("1", "true", "yes", "on")
+_FALSE_WORDS = ("0", "false", "no", "off")
+
+
+def _parse_flag(name: str, text: str) -> bool:
+    """A boolean setting given as text; anything but a known word is an error, so a typo
+    never silently flips a test hook."""
+    word = text.strip().lower()
+    if word in _TRUE_WORDS:
+        return True
+    if word in _FALSE_WORDS:
+        return False
+    raise ValueError(
+        f"replay provider setting {name} must be one of "
+        f"{', '.join(_TRUE_WORDS + _FALSE_WORDS)}; got {text!r}. Fix the provider settings "
+        "(e.g. AGENTREEL_PROVIDER_SETTINGS)"
+    )
+
+
+def _parse_milliseconds(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(
+            f"replay provider setting pacing_ms must be a number of milliseconds; got "
+            f"{text!r}. Fix the provider settings (e.g. AGENTREEL_PROVIDER_SETTINGS)"
+        ) from None
