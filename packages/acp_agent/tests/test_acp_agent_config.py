@@ -1,7 +1,11 @@
-"""Configuration parsing and the workspace confinement of the file tools."""
+"""Configuration parsing, the lazy entry point and the workspace confinement of the file
+tools."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -182,3 +186,32 @@ def test_workspace_confines_paths(tmp_path: Path) -> None:
     target = workspace.check_writable("deep/er/b.txt")
     assert workspace.write_file(target, "héllo") == "wrote 6 bytes to deep/er/b.txt"
     assert (root / "deep" / "er" / "b.txt").read_text() == "héllo"
+
+
+def test_the_entry_point_imports_nothing_before_stdout_is_secured() -> None:
+    """``python -m agentreel.acp_agent`` reaches ``main`` with only the configuration
+    loaded: the ACP SDK, the loop, llm/session and any provider SDK come after ``main`` has
+    taken stdout, so nothing they print at import can reach the protocol stream."""
+    probe = (
+        "import json, sys\n"
+        "import agentreel.acp_agent.__main__\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    loaded = [
+        name
+        for name in json.loads(done.stdout)
+        if name.split(".")[0] in ("acp", "openai", "anthropic", "httpx", "msgspec")
+        or name.startswith(("agentreel.llm", "agentreel.session"))
+    ]
+    assert loaded == []
+    package = sorted(name for name in json.loads(done.stdout) if name.startswith("agentreel."))
+    assert package == [
+        "agentreel.acp_agent",
+        "agentreel.acp_agent.__main__",
+        "agentreel.acp_agent._config",
+        "agentreel.acp_agent._main",
+        "agentreel.acp_agent.exceptions",
+    ]
