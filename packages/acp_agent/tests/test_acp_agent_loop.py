@@ -407,9 +407,14 @@ async def test_parallel_subagents_run_concurrently_with_ordered_spawn_indexes(
 ) -> None:
     started: set[str] = set()
     both_started = asyncio.Event()
+    parents: list[AgentSession] = []
+    starts_logged_at_child_call: list[int] = []
 
     async def child_stream(options: GenerateOptions) -> AsyncIterator[Chunk]:
         assert options.session_id is not None
+        starts_logged_at_child_call.append(
+            sum(isinstance(e, SubagentStart) for e in parents[0].session.events)
+        )
         started.add(options.session_id)
         if len(started) == 2:
             both_started.set()
@@ -435,12 +440,15 @@ async def test_parallel_subagents_run_concurrently_with_ordered_spawn_indexes(
 
     provider = ParallelProvider(respond)
     agent, _, _ = make_agent(tmp_path, provider)
+    parents.append(agent)
     outcome = await agent.run_turn("fan out")
     agent.runtime.close_all()
 
     assert outcome.text == "merged"
     starts = [e.data for e in agent.session.events if isinstance(e, SubagentStart)]
     assert [s.spawn_index for s in starts] == [0, 1]
+    # Both spawn indexes were assigned (and logged) before either child made its call.
+    assert starts_logged_at_child_call == [2, 2]
     results = [e.data for e in agent.session.events if isinstance(e, ToolResult)]
     assert [(r.call_id, r.content) for r in results] == [
         ("p1", "result for task A"),
