@@ -15,6 +15,7 @@ from agentreel.llm_replay import (
     ReplayProvider,
     RequestDriftError,
     RequestDriftWarning,
+    ScriptExhaustedError,
     UnconsumedScriptError,
     UnrecordedSessionError,
     read_report,
@@ -140,6 +141,27 @@ def test_bad_drift_mode_is_rejected(recorder: FixtureRecorder, fixture_dir: Path
     _record_with_header(recorder, fixture_dir)
     with pytest.raises(ValueError, match="drift must be one of error, warn, off"):
         ReplayProvider(fixture_dir, drift="loud")  # type: ignore[arg-type]
+
+
+def test_a_report_that_cannot_be_written_does_not_hide_the_replay_error(
+    recorder: FixtureRecorder, fixture_dir: Path, tmp_path: Path
+) -> None:
+    main = recorder.main()
+    recorder.call(main, text_call("one"))
+    recorder.save(fixture_dir)
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the report's directory should be")
+    provider = ReplayProvider(fixture_dir, report_path=blocker / "report.json")
+    sid = new_session_id()
+    provider.stream(_request(sid))
+
+    with pytest.raises(ScriptExhaustedError) as caught:
+        provider.stream(_request(sid))
+
+    assert "the replay report could not be written" in "\n".join(caught.value.__notes__)
+    assert provider.consumption_report().errors[0].type == "ScriptExhaustedError"
+    with pytest.raises(OSError, match="not-a-directory"):  # close() raises its own failure
+        provider.close()
 
 
 @pytest.mark.asyncio

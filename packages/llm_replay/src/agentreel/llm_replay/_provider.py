@@ -302,8 +302,17 @@ class ReplayProvider:
 
     def _note_error(self, error: ReplayError) -> None:
         self._errors.append(ReportedError(type=type(error).__name__, message=str(error)))
-        if self._report_path is not None:
+        if self._report_path is None:
+            return
+        try:
             write_report(self.consumption_report(), self._report_path)
+        except OSError as exc:
+            # The replay error is what the agent must see; a report that cannot be written
+            # must not replace it, so it travels along as a note.
+            error.add_note(
+                f"(the replay report could not be written to {self._report_path}: {exc}; "
+                "check that its directory is writable)"
+            )
 
     # -- consumption -----------------------------------------------------------------------
 
