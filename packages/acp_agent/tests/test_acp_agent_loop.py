@@ -363,6 +363,42 @@ async def test_spawn_subagent_runs_a_child_session(tmp_path: Path) -> None:
 
 
 @pytest.mark.asyncio
+async def test_a_subagents_write_asks_the_editor_for_permission(tmp_path: Path) -> None:
+    """A child's updates are not streamed, but its writes still go through the editor's
+    permission prompt: a rejection reaches the child as an error result, nothing is written."""
+
+    def respond(options: GenerateOptions) -> list[Chunk]:
+        last = options.messages[-1]
+        if options.parent_session_id is not None:
+            if last.role == "user":
+                return tool_chunks(("cw", "write_file", {"path": "child.txt", "content": "x"}))
+            return text_chunks(f"child saw: {last_text(options)[:40]}")
+        if last.role == "user":
+            return tool_chunks(
+                ("s1", "subagent", {"description": "d", "prompt": "write it", "mode": "spawn"})
+            )
+        return text_chunks("parent done")
+
+    agent, channel, workspace = make_agent(
+        tmp_path, ScriptedProvider(respond), RecordingChannel(allow=False)
+    )
+    outcome = await agent.run_turn("delegate a write")
+    agent.runtime.close_all()
+
+    assert outcome.text == "parent done"
+    assert [f for f in channel.frames if f[0] == "permission"] == [
+        ("permission", ("cw", "Write child.txt"))
+    ]
+    assert not (workspace / "child.txt").exists()
+    (start,) = [e.data for e in agent.session.events if isinstance(e, SubagentStart)]
+    child = load_session_log(agent.session.path.with_name(f"{start.child_session}.jsonl"))
+    (result,) = [e.data for e in child.events if isinstance(e, ToolResult)]
+    assert result.call_id == "cw"
+    assert result.is_error
+    assert "rejected" in result.content
+
+
+@pytest.mark.asyncio
 async def test_fork_child_starts_from_the_parents_last_completed_turn(tmp_path: Path) -> None:
     def respond(options: GenerateOptions) -> list[Chunk]:
         if options.parent_session_id is not None:
