@@ -178,7 +178,7 @@ def test_child_needs_a_valid_spawn_index(tmp_path: Path, spawn_index: object) ->
 def test_session_id_cannot_be_reused(tmp_path: Path) -> None:
     store = _store(tmp_path)
     first = store.create("/w")
-    with pytest.raises(FileExistsError):
+    with pytest.raises(FileExistsError, match=rf"session {first.id} already has a log at "):
         store.create("/w", session_id=first.id)
     store.close_all()
 

@@ -67,7 +67,14 @@ class Session:
         self._events: list[Event] = []
         self._lock = threading.Lock()
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: BinaryIO | None = path.open("xb")
+        try:
+            self._file: BinaryIO | None = path.open("xb")
+        except FileExistsError:
+            raise FileExistsError(
+                f"session {header.id} already has a log at {path}; a session id is written "
+                "once: start a new session (let the store pick the id) or use a fresh "
+                "sessions root"
+            ) from None
         self._file.write(encode_record(header))
         for event in seed:
             self._write(event)
