@@ -6,7 +6,7 @@ Hierarchy::
     ├── SessionLogError             a log file is unreadable: names file and line
     │   ├── CorruptLineError        a line (not the last) is not a valid record
     │   ├── UnsupportedVersionError the header's version is not one we read
-    │   └── SeedLengthError         seed_length points beyond the log
+    │   └── SeedLengthError         seed_length does not fit the log (see the class)
     ├── DuplicateSessionError       two logs under one root claim the same session id
     ├── ForkError                   a fork was asked for that cannot be made
     ├── SessionClosedError          an append to a closed session
@@ -55,7 +55,8 @@ class UnsupportedVersionError(SessionLogError):
 
 
 class SeedLengthError(SessionLogError):
-    """The header's ``seed_length`` is larger than the events the log holds."""
+    """The header's ``seed_length`` does not fit the log: beyond its events, non-zero on a
+    session that is not a fork, or not followed by ``session/end-seed``."""
 
 
 class DuplicateSessionError(SessionError):
