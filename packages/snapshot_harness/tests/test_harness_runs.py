@@ -257,6 +257,8 @@ def test_a_corrupt_recording_fails_naming_file_and_line(make_scenario: MakeScena
     with pytest.raises(FixtureError) as caught:
         check_scenario(directory, "replay")
     assert f"{recording}:3" in str(caught.value)
+    assert "nox -s record -- echo-turn" in str(caught.value)
+    assert "<scenario>" not in str(caught.value)
 
 
 def test_a_truncated_recording_fails_naming_the_file(make_scenario: MakeScenario) -> None:
@@ -266,6 +268,7 @@ def test_a_truncated_recording_fails_naming_the_file(make_scenario: MakeScenario
     with pytest.raises(FixtureError) as caught:
         check_scenario(directory, "replay")
     assert str(recording) in str(caught.value)
+    assert "nox -s record -- echo-turn" in str(caught.value)
 
 
 def test_an_unconsumed_script_fails(make_scenario: MakeScenario) -> None:
