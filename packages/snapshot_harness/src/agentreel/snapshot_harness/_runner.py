@@ -146,10 +146,11 @@ class _StdoutTee:
                 if not data:
                     break
                 self.raw += data
-                pending += data
-                while (end := pending.find(b"\n")) >= 0:
-                    line, pending = pending[: end + 1], pending[end + 1 :]
-                    self._accept(line)
+                # One split per read: re-slicing the rest after every line would copy a
+                # read's bytes once per line it holds.
+                *lines, pending = (pending + data).split(b"\n")
+                for line in lines:
+                    self._accept(line + b"\n")
             if pending:
                 self._accept(pending)
         finally:
