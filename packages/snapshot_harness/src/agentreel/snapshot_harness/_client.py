@@ -36,6 +36,7 @@ class HarnessClient:
         self.agent: Agent | None = None
         self._cancel_armed: str | None = None
         self.cancel_sent = asyncio.Event()
+        self.cancel_failure: str | None = None
         self._cancel_tasks: list[asyncio.Task[None]] = []
 
     @property
@@ -45,6 +46,7 @@ class HarnessClient:
     def arm_cancel(self, session_id: str) -> None:
         """Cancel ``session_id`` at its next ``agent_message_chunk``."""
         self.cancel_sent.clear()
+        self.cancel_failure = None
         self._cancel_armed = session_id
 
     def disarm_cancel(self) -> None:
@@ -95,7 +97,11 @@ class HarnessClient:
                 self._cancel_tasks.append(asyncio.create_task(self._send_cancel(agent, session_id)))
 
     async def _send_cancel(self, agent: Agent, session_id: str) -> None:
-        await agent.cancel(session_id=session_id)
+        try:
+            await agent.cancel(session_id=session_id)
+        except Exception as exc:  # kept for the step's error, not lost in a task
+            self.cancel_failure = f"{type(exc).__name__}: {exc}"
+            return
         self.cancel_sent.set()
 
     def on_connect(self, conn: Agent) -> None:

@@ -534,6 +534,12 @@ async def _run_steps(
             client.disarm_cancel()
             await client.wait_cancel_delivered()
             progress.stop_reasons.append(str(result.stop_reason))
+            if client.cancel_failure is not None:
+                raise StepError(
+                    f"{where}: the first agent_message_chunk arrived, but sending "
+                    f"session/cancel failed ({client.cancel_failure}); the agent's stderr "
+                    "below says whether it was still reading"
+                )
             if not client.cancel_sent.is_set():
                 raise StepError(
                     f"{where}: the prompt ended (stop reason {result.stop_reason}) before any "
