@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,6 +19,17 @@ QUIET = ("-p", "no:cacheprovider", "-p", "no:asyncio", "-q")
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest_subprocess(*QUIET, *args)
+
+
+def recorded_fixtures(make_scenario: MakeScenario, *names: str) -> Path:
+    """A fixtures directory holding ``names``: the first recorded, the others copies of it
+    (recording costs two agent runs; the plugin tests need several scenarios, not several
+    recordings)."""
+    first = make_scenario(names[0])
+    check_scenario(first, "record")
+    for name in names[1:]:
+        shutil.copytree(first, first.parent / name)
+    return first.parent
 
 
 def test_a_recorded_scenario_is_collected_and_passes(
@@ -64,9 +76,8 @@ def test_a_crash_under_the_plugin_shows_the_stderr_tail(
 
 
 def test_scenarios_run_under_xdist(pytester: pytest.Pytester, make_scenario: MakeScenario) -> None:
-    for name in ("first", "second", "third"):
-        check_scenario(make_scenario(name), "record")
-    result = run(pytester, "-n", "2", str(make_scenario("first").parent))
+    fixtures = recorded_fixtures(make_scenario, "first", "second", "third")
+    result = run(pytester, "-n", "2", str(fixtures))
     result.assert_outcomes(passed=3)
 
 
@@ -88,9 +99,7 @@ def test_record_then_refresh_then_replay_modes(
 def test_scenario_option_selects_by_name(
     pytester: pytest.Pytester, make_scenario: MakeScenario
 ) -> None:
-    for name in ("alpha", "beta", "gamma"):
-        check_scenario(make_scenario(name), "record")
-    fixtures = str(make_scenario("alpha").parent)
+    fixtures = str(recorded_fixtures(make_scenario, "alpha", "beta", "gamma"))
     result = run(pytester, fixtures, "--agentreel-scenario=beta,gamma", "-vv")
     result.assert_outcomes(passed=2)
     assert "alpha" not in result.stdout.str()
