@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
+import socket
+import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -204,6 +208,27 @@ def test_stub_429_sends_retry_after_headers_and_a_wire_error_body() -> None:
     assert headers["retry-after"] == "2"
     assert headers["retry-after-ms"] == "1500"
     assert json.loads(raw)["error"]["type"] == "rate_limit_error"
+
+
+def test_stub_client_resetting_a_keep_alive_connection_prints_no_traceback(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="agentreel.llm.stub")
+    with StubServer.from_toml('[[rule]]\ntext = "hi"') as server:
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        body = json.dumps(_openai_body({"role": "user", "content": "hello"}))
+        connection.request("POST", "/v1/chat/completions", body)
+        assert connection.getresponse().read().endswith(b"[DONE]\n\n")
+        assert connection.sock is not None
+        # Linger 0: close() sends a TCP reset, as a client pool dropping a socket may.
+        connection.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        connection.close()
+        deadline = time.monotonic() + 30
+        while "hung up on an idle connection" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert "hung up on an idle connection" in caplog.text
+        assert _post(server, "/v1/chat/completions", json.loads(body))[0] == 200
+    assert "Traceback" not in capsys.readouterr().err
 
 
 def test_stub_unknown_path_is_404() -> None:
