@@ -82,7 +82,7 @@ def test_import_agentreel_llm_pulls_in_no_provider_sdk() -> None:
     code = (
         "import sys, agentreel.llm, agentreel.llm.exceptions;"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('openai', 'anthropic', 'httpx', 'acp', 'pydantic'));"
+        "('openai', 'anthropic', 'httpx', 'httpx2', 'acp', 'pydantic'));"
         "print(','.join(bad))"
     )
     result = subprocess.run(
