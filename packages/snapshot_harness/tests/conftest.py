@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -74,3 +75,24 @@ def make_scenario(tmp_path: Path) -> MakeScenario:
 @pytest.fixture
 def python() -> str:
     return sys.executable
+
+
+@pytest.fixture(scope="session")
+def echo_turn_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The default echo-turn scenario recorded once per test session (per xdist worker)."""
+    from agentreel import snapshot_harness as harness
+
+    directory = tmp_path_factory.mktemp("template") / "echo-turn"
+    directory.mkdir()
+    (directory / "scenario.toml").write_text(scenario_toml())
+    harness.check_scenario(directory, "record")
+    return directory
+
+
+@pytest.fixture
+def recorded_echo_turn(echo_turn_template: Path, make_scenario: MakeScenario) -> Path:
+    """A fresh copy of the recorded default echo-turn scenario at ``fixtures/echo-turn``
+    (the same files as recording it, without the two agent runs a recording costs)."""
+    directory = make_scenario("echo-turn")
+    shutil.copytree(echo_turn_template, directory, dirs_exist_ok=True)
+    return directory

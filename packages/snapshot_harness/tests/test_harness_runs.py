@@ -66,8 +66,10 @@ def test_record_then_replay_passes_and_writes_the_layout(make_scenario: MakeScen
     assert outcome.result.replay_report.ok
 
 
-def test_run_result_holds_raw_stdout_logs_and_exit_code(make_scenario: MakeScenario) -> None:
-    directory = recorded(make_scenario)
+def test_run_result_holds_raw_stdout_logs_and_exit_code(
+    make_scenario: MakeScenario, recorded_echo_turn: Path
+) -> None:
+    directory = recorded_echo_turn
     result = run_scenario(load_scenario(directory), "replay")
     assert result.exit_code == 0
     lines = result.transcript.splitlines()
@@ -77,9 +79,11 @@ def test_run_result_holds_raw_stdout_logs_and_exit_code(make_scenario: MakeScena
     assert result.stop_reasons == ["end_turn"]
 
 
-def test_raw_logs_are_kept_for_recordings_only(make_scenario: MakeScenario) -> None:
+def test_raw_logs_are_kept_for_recordings_only(
+    make_scenario: MakeScenario, recorded_echo_turn: Path
+) -> None:
     """A replay holds no second (raw) copy of its logs unless asked (SPEC 9 memory)."""
-    scenario = load_scenario(recorded(make_scenario))
+    scenario = load_scenario(recorded_echo_turn)
     assert run_scenario(scenario, "replay").session_log_bytes == []
     kept = run_scenario(scenario, "replay", keep_raw_logs=True)
     assert len(kept.session_log_bytes) == len(kept.session_logs) == 1
@@ -104,8 +108,9 @@ def test_replay_environment_has_no_key_and_a_dead_proxy(
 
 def test_a_stray_network_call_in_replay_is_refused_by_the_dead_proxy(
     make_scenario: MakeScenario,
+    recorded_echo_turn: Path,
 ) -> None:
-    directory = recorded(make_scenario)
+    directory = recorded_echo_turn
     make_scenario("echo-turn", env={"FAKE_BEHAVIOUR": "network"})
     result = run_scenario(load_scenario(directory), "replay")
     assert "network blocked" in result.stderr
@@ -113,8 +118,10 @@ def test_a_stray_network_call_in_replay_is_refused_by_the_dead_proxy(
     assert "NETWORK REACHED" not in result.stderr
 
 
-def test_a_golden_difference_fails_with_a_unified_diff(make_scenario: MakeScenario) -> None:
-    directory = recorded(make_scenario)
+def test_a_golden_difference_fails_with_a_unified_diff(
+    make_scenario: MakeScenario, recorded_echo_turn: Path
+) -> None:
+    directory = recorded_echo_turn
     golden = directory / "golden" / "transcript.jsonl"
     golden.write_text(golden.read_text().replace("echo: ", "ECHO: "))
     with pytest.raises(GoldenMismatchError) as caught:
@@ -127,8 +134,10 @@ def test_a_golden_difference_fails_with_a_unified_diff(make_scenario: MakeScenar
     assert "nox -s refresh -- echo-turn" in message
 
 
-def test_refresh_rewrites_the_goldens_and_replay_passes_again(make_scenario: MakeScenario) -> None:
-    directory = recorded(make_scenario)
+def test_refresh_rewrites_the_goldens_and_replay_passes_again(
+    make_scenario: MakeScenario, recorded_echo_turn: Path
+) -> None:
+    directory = recorded_echo_turn
     golden = directory / "golden" / "transcript.jsonl"
     original = golden.read_bytes()
     golden.write_text("stale\n")
@@ -156,8 +165,10 @@ def test_record_removes_stale_numbered_children(make_scenario: MakeScenario) -> 
     assert outcome.sessions == 2
 
 
-def test_agent_crash_shows_exit_code_and_stderr_tail(make_scenario: MakeScenario) -> None:
-    directory = recorded(make_scenario)
+def test_agent_crash_shows_exit_code_and_stderr_tail(
+    make_scenario: MakeScenario, recorded_echo_turn: Path
+) -> None:
+    directory = recorded_echo_turn
     make_scenario("echo-turn", env={"FAKE_BEHAVIOUR": "crash"})
     with pytest.raises(AgentCrashError) as caught:
         check_scenario(directory, "replay")
@@ -168,8 +179,10 @@ def test_agent_crash_shows_exit_code_and_stderr_tail(make_scenario: MakeScenario
     assert "agent stderr (tail)" in message
 
 
-def test_agent_exiting_non_zero_at_eof_is_a_crash(make_scenario: MakeScenario) -> None:
-    directory = recorded(make_scenario)
+def test_agent_exiting_non_zero_at_eof_is_a_crash(
+    make_scenario: MakeScenario, recorded_echo_turn: Path
+) -> None:
+    directory = recorded_echo_turn
     make_scenario("echo-turn", env={"FAKE_BEHAVIOUR": "fail-exit"})
     with pytest.raises(AgentCrashError, match="exited with code 5 after stdin was closed"):
         check_scenario(directory, "replay")
@@ -189,9 +202,9 @@ def _alive(pid: int) -> bool:
 
 
 def test_agent_hang_is_killed_at_the_timeout_with_its_children(
-    make_scenario: MakeScenario, tmp_path: Path
+    make_scenario: MakeScenario, recorded_echo_turn: Path, tmp_path: Path
 ) -> None:
-    directory = recorded(make_scenario)
+    directory = recorded_echo_turn
     pid_file = tmp_path / "grandchild.pid"
     make_scenario(
         "echo-turn", timeout=3, env={"FAKE_BEHAVIOUR": "hang", "FAKE_PID_FILE": str(pid_file)}
@@ -210,8 +223,10 @@ def test_agent_hang_is_killed_at_the_timeout_with_its_children(
     assert not _alive(grandchild), "the agent's child process outlived the run"
 
 
-def test_garbage_on_stdout_names_the_line(make_scenario: MakeScenario) -> None:
-    directory = recorded(make_scenario)
+def test_garbage_on_stdout_names_the_line(
+    make_scenario: MakeScenario, recorded_echo_turn: Path
+) -> None:
+    directory = recorded_echo_turn
     make_scenario("echo-turn", env={"FAKE_BEHAVIOUR": "garbage"})
     with pytest.raises(AgentOutputError) as caught:
         check_scenario(directory, "replay")
@@ -220,8 +235,8 @@ def test_garbage_on_stdout_names_the_line(make_scenario: MakeScenario) -> None:
     assert "send logs and prints to stderr" in message
 
 
-def test_a_missing_golden_is_named(make_scenario: MakeScenario) -> None:
-    directory = recorded(make_scenario)
+def test_a_missing_golden_is_named(make_scenario: MakeScenario, recorded_echo_turn: Path) -> None:
+    directory = recorded_echo_turn
     (directory / "golden" / "transcript.jsonl").unlink()
     with pytest.raises(FixtureInventoryError) as caught:
         check_scenario(directory, "replay")
@@ -237,8 +252,8 @@ def test_a_missing_recording_and_a_gap_are_named(make_scenario: MakeScenario) ->
     assert caught.value.missing == ["session.1.jsonl"]
 
 
-def test_orphan_files_are_named(make_scenario: MakeScenario) -> None:
-    directory = recorded(make_scenario)
+def test_orphan_files_are_named(make_scenario: MakeScenario, recorded_echo_turn: Path) -> None:
+    directory = recorded_echo_turn
     (directory / "notes.txt").write_text("?")
     (directory / "session.3.jsonl").write_text("{}\n")
     (directory / "golden" / "extra.json").write_text("{}")
@@ -248,8 +263,10 @@ def test_orphan_files_are_named(make_scenario: MakeScenario) -> None:
     assert "delete them" in str(caught.value)
 
 
-def test_a_corrupt_recording_fails_naming_file_and_line(make_scenario: MakeScenario) -> None:
-    directory = recorded(make_scenario)
+def test_a_corrupt_recording_fails_naming_file_and_line(
+    make_scenario: MakeScenario, recorded_echo_turn: Path
+) -> None:
+    directory = recorded_echo_turn
     recording = directory / "session.jsonl"
     lines = recording.read_text().splitlines(keepends=True)
     lines[2] = '{"type": "turn/start", "seq": oops}\n'
@@ -261,8 +278,10 @@ def test_a_corrupt_recording_fails_naming_file_and_line(make_scenario: MakeScena
     assert "<scenario>" not in str(caught.value)
 
 
-def test_a_truncated_recording_fails_naming_the_file(make_scenario: MakeScenario) -> None:
-    directory = recorded(make_scenario)
+def test_a_truncated_recording_fails_naming_the_file(
+    make_scenario: MakeScenario, recorded_echo_turn: Path
+) -> None:
+    directory = recorded_echo_turn
     recording = directory / "session.jsonl"
     recording.write_bytes(recording.read_bytes()[:-25])
     with pytest.raises(FixtureError) as caught:
