@@ -109,3 +109,4 @@ def test_bad_streams_name_the_offending_chunk(stream: list[Chunk], index: int, r
     assert excinfo.value.index == index
     assert excinfo.value.reason == reason
     assert f"chunk {index}" in str(excinfo.value)
+    assert "produced this stream is at fault" in str(excinfo.value)

@@ -94,7 +94,12 @@ class StreamContractError(AgentreelLlmError):
         self.index = index
         self.chunk = chunk
         self.reason = reason
-        super().__init__(f"stream contract broken at chunk {index} ({chunk!r}): {reason}")
+        super().__init__(
+            f"stream contract broken at chunk {index} ({chunk!r}): {reason}. The provider or "
+            "replay fixture that produced this stream is at fault: fix its chunk order (a block "
+            "starts before its deltas and ends after them, usage before finish, nothing after "
+            "finish)."
+        )
 
 
 class ProviderNotFoundError(AgentreelLlmError):
