@@ -22,6 +22,7 @@ from agentreel.snapshot_harness._fixtures import (
     SESSION_FILE_PATTERN,
     check_inventory,
     compare_goldens,
+    recording_names,
     render_goldens,
     render_recordings,
     write_files,
@@ -161,10 +162,9 @@ def _mismatch_message(scenario: Scenario, diffs: dict[str, str], result: RunResu
 
 def _recorded_calls(scenario: Scenario) -> int:
     calls = 0
-    for path in sorted(scenario.directory.glob("session*.jsonl")):
-        if SESSION_FILE_PATTERN.fullmatch(path.name):
-            log = load_session_log(path)
-            calls += sum(1 for event in log.own_events if isinstance(event, AssistantChunk))
+    for name in recording_names(scenario.directory):
+        log = load_session_log(scenario.directory / name)
+        calls += sum(1 for event in log.own_events if isinstance(event, AssistantChunk))
     return calls
 
 
