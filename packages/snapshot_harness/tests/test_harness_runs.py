@@ -397,3 +397,15 @@ def test_record_writes_nothing_when_the_new_recording_does_not_replay(
     assert "RequestDriftError" in message
     assert "system prompt differs" in message
     assert sorted(p.name for p in directory.iterdir()) == ["scenario.toml"]
+
+
+def test_an_agent_that_never_loads_the_replay_provider_fails(
+    make_scenario: MakeScenario, recorded_echo_turn: Path
+) -> None:
+    """Same transcript, but no consumption report while the recording holds model calls."""
+    make_scenario("echo-turn", env={"AGENTREEL_PROVIDER": "echo"})
+    with pytest.raises(ReplayConsumptionError) as caught:
+        check_scenario(recorded_echo_turn, "replay")
+    message = str(caught.value)
+    assert "wrote no replay consumption report" in message
+    assert "nox -s record -- echo-turn" in message
