@@ -61,3 +61,67 @@ async def server_and_provider(
     with StubServer.from_toml(rules) as server:
         async with connect(server, **_FAST_RETRIES) as provider:
             yield server, provider
+
+
+class RawSseServer:
+    """A loopback HTTP server answering every POST with fixed SSE bytes, for the wire shapes
+    of real OpenAI-compatible servers the stub does not imitate.
+
+    ``ending`` says how the body ends after the frames: ``chunked`` (a complete chunked body,
+    as a finished stream), ``close`` (no length, no chunking: the server simply closes, so
+    the client sees a clean end of body) or ``drop`` (a chunked body cut before its last
+    chunk: the client sees the connection drop mid-body).
+    """
+
+    def __init__(self, frames: list[bytes], ending: str = "chunked") -> None:
+        import http.server
+        import threading
+
+        frames_to_send = list(frames)
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length", 0)))
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                if ending == "close":
+                    self.send_header("connection", "close")
+                    self.end_headers()
+                    for frame in frames_to_send:
+                        self.wfile.write(frame)
+                    self.close_connection = True
+                    return
+                self.send_header("transfer-encoding", "chunked")
+                self.end_headers()
+                for frame in frames_to_send:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(frame), frame))
+                if ending == "chunked":
+                    self.wfile.write(b"0\r\n\r\n")
+                self.close_connection = True
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def __enter__(self) -> RawSseServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+@pytest.fixture
+def raw_sse_server() -> Callable[..., RawSseServer]:
+    """``raw_sse_server(frames, ending=...)``: a ``RawSseServer`` to use as a context manager."""
+    return RawSseServer

@@ -6,6 +6,10 @@ stream, retries, errors, cancellation) is tested once for both in test_llm_sdk_a
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
 from agentreel.llm import (
@@ -15,16 +19,28 @@ from agentreel.llm import (
     Finish,
     GenerateOptions,
     Message,
+    ReasoningDelta,
     TextDelta,
     TextPart,
     ToolCallPart,
     ToolResultPart,
+    Usage,
     load_provider,
     validate_stream,
 )
 from agentreel.llm._openai import OpenAIProvider
-from agentreel.llm.exceptions import AuthenticationError
+from agentreel.llm.exceptions import (
+    AuthenticationError,
+    BadRequestError,
+    LlmError,
+    RateLimitError,
+    ServerError,
+    StreamInterruptedError,
+)
 from agentreel.llm.stub import StubServer
+
+# conftest.py's RawSseServer (test modules cannot import conftest under importlib mode).
+RawSseServer = Any
 
 
 @pytest.fixture
@@ -176,3 +192,142 @@ def test_openai_conversion_drops_reasoning_and_splits_tool_results() -> None:
         {"role": "tool", "tool_call_id": "a", "content": "one"},
         {"role": "tool", "tool_call_id": "b", "content": "two"},
     ]
+
+
+# Real OpenAI-compatible servers (RawSseServer): shapes the stub does not send.
+
+
+def _sse(payload: object) -> bytes:
+    return b"data: " + json.dumps(payload).encode() + b"\n\n"
+
+
+def _chunk(delta: dict[str, object], finish_reason: str | None = None, **extra: object) -> bytes:
+    choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
+    return _sse(
+        {
+            "id": "gen-1",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "routed/model",
+            "choices": [choice],
+            **extra,
+        }
+    )
+
+
+_USAGE = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+_DONE = b"data: [DONE]\n\n"
+
+
+def _raw_provider(server: RawSseServer) -> OpenAIProvider:
+    return OpenAIProvider(
+        base_url=server.base_url, api_key="k", model="routed/model", max_retries=0
+    )
+
+
+async def _consume(provider: OpenAIProvider, seen: list[Chunk]) -> None:
+    async with provider:
+        async for chunk in provider.stream(_options()):
+            seen.append(chunk)
+
+
+@pytest.mark.asyncio
+async def test_openai_done_without_finish_reason_is_a_finished_stream_with_usage(
+    raw_sse_server: Callable[..., RawSseServer],
+) -> None:
+    # OpenRouter-routed models: text, a usage chunk, [DONE] — and never a finish_reason.
+    frames = [
+        _chunk({"role": "assistant", "content": "Hi "}),
+        _chunk({"content": "there"}),
+        _sse(
+            {
+                "id": "gen-1",
+                "object": "chat.completion.chunk",
+                "created": 1,
+                "model": "routed/model",
+                "choices": [],
+                "usage": _USAGE,
+            }
+        ),
+        _DONE,
+    ]
+    seen: list[Chunk] = []
+    with raw_sse_server(frames) as server:
+        await _consume(_raw_provider(server), seen)
+    validate_stream(seen)
+    assert BlockEnd(index=0, block=TextPart("Hi there")) in seen
+    assert seen[-2:] == [Usage(input_tokens=11, output_tokens=7), Finish(reason="stop")]
+
+
+@pytest.mark.asyncio
+async def test_openai_done_without_finish_reason_after_tool_calls_finishes_tool_calls(
+    raw_sse_server: Callable[..., RawSseServer],
+) -> None:
+    call = {
+        "index": 0,
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "read_file", "arguments": '{"path":'},
+    }
+    more = {"index": 0, "function": {"arguments": '"a.txt"}'}}
+    frames = [_chunk({"tool_calls": [call]}), _chunk({"tool_calls": [more]}), _DONE]
+    seen: list[Chunk] = []
+    with raw_sse_server(frames) as server:
+        await _consume(_raw_provider(server), seen)
+    validate_stream(seen)
+    part = ToolCallPart(id="call_1", name="read_file", arguments='{"path":"a.txt"}')
+    assert seen[-2:] == [BlockEnd(index=0, block=part), Finish(reason="tool-calls")]
+
+
+@pytest.mark.parametrize("ending", ["close", "drop"])
+@pytest.mark.asyncio
+async def test_openai_stream_ending_before_done_is_a_cut_not_a_finish(
+    raw_sse_server: Callable[..., RawSseServer], ending: str
+) -> None:
+    # The same stream without its [DONE]: the server closed (or the connection dropped)
+    # before finishing, so the call did not finish however cleanly the body ended.
+    frames = [_chunk({"role": "assistant", "content": "Hi "}), _chunk({"content": "there"})]
+    seen: list[Chunk] = []
+    with (
+        raw_sse_server(frames, ending=ending) as server,
+        pytest.raises(StreamInterruptedError) as caught,
+    ):
+        await _consume(_raw_provider(server), seen)
+    assert caught.value.code == "stream_cut"
+    assert "retry" in caught.value.message
+    assert [c.text for c in seen if isinstance(c, TextDelta)] == ["Hi ", "there"]
+    assert not any(isinstance(c, Finish) for c in seen)
+
+
+@pytest.mark.parametrize(
+    ("code", "error_type"),
+    [
+        (502, ServerError),
+        (429, RateLimitError),
+        ("rate_limit_exceeded", RateLimitError),
+        (400, BadRequestError),
+    ],
+)
+@pytest.mark.asyncio
+async def test_openai_error_chunk_midstream_keeps_reasoning_and_usage_and_types_its_code(
+    raw_sse_server: Callable[..., RawSseServer], code: object, error_type: type[LlmError]
+) -> None:
+    # OpenRouter's mid-stream error: an error object (numeric or named code) beside a
+    # finish_reason "error", with the usage so far, after some reasoning had streamed.
+    frames = [
+        _chunk({"role": "assistant", "reasoning": "think"}),
+        _chunk({"reasoning": "ing"}),
+        _chunk(
+            {"content": ""},
+            "error",
+            usage=_USAGE,
+            error={"code": code, "message": "Provider disconnected"},
+        ),
+    ]
+    seen: list[Chunk] = []
+    with raw_sse_server(frames) as server, pytest.raises(error_type) as caught:
+        await _consume(_raw_provider(server), seen)
+    assert caught.value.code == str(code)
+    assert "Provider disconnected" in caught.value.message
+    assert [c.text for c in seen if isinstance(c, ReasoningDelta)] == ["think", "ing"]
+    assert seen[-1] == Usage(input_tokens=11, output_tokens=7)

@@ -382,6 +382,12 @@ _STREAM_ERROR: dict[str, tuple[int, str, str]] = {
 }
 
 
+_USAGE_BEFORE_ERROR: dict[str, list[Usage]] = {
+    "stub": [],
+    "stub-anthropic": [Usage(input_tokens=16, output_tokens=1)],
+}
+
+
 @pytest.mark.asyncio
 async def test_adapter_error_inside_the_stream_raises_a_typed_error(
     adapter_name: str, connect: Connect
@@ -405,6 +411,11 @@ async def test_adapter_error_inside_the_stream_raises_a_typed_error(
     assert caught.value.code == code
     assert message in caught.value.message
     assert [c.text for c in seen if isinstance(c, TextDelta)] == ["ab", "cd"]
+    # The usage seen before the error is kept: anthropic's message_start carries the input
+    # tokens; the openai stub sends usage only at the end, so there is none to keep.
+    usage = [c for c in seen if isinstance(c, Usage)]
+    assert usage == _USAGE_BEFORE_ERROR[adapter_name]
+    assert seen[-1:] == usage or not usage
 
 
 def test_llm_error_is_the_base_of_adapter_errors() -> None:

@@ -275,6 +275,20 @@ class AnthropicStreamMapper:
         )
         return out
 
+    def salvage(self) -> list[Chunk]:
+        """What a stream that failed mid-way still tells: the usage seen so far."""
+        if not (self.input_tokens or self.output_tokens):
+            return []
+        return [self._usage()]
+
+    def _usage(self) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            cache_read_tokens=self.cache_read,
+            cache_write_tokens=self.cache_write,
+        )
+
     def finish(self, label: ProviderLabel) -> list[Chunk]:
         """The closing ``usage`` and ``finish``; a stream without message_stop was cut."""
         if not self.stopped or self.stop_reason is None:
@@ -287,14 +301,7 @@ class AnthropicStreamMapper:
         out: list[Chunk] = []
         for wire_index in sorted(self._blocks, key=lambda k: self._blocks[k].index):
             out += self._stop(wire_index)  # blocks the server never stopped
-        out.append(
-            Usage(
-                input_tokens=self.input_tokens,
-                output_tokens=self.output_tokens,
-                cache_read_tokens=self.cache_read,
-                cache_write_tokens=self.cache_write,
-            )
-        )
+        out.append(self._usage())
         reason = _FINISH.get(self.stop_reason)
         if reason is None:
             out.append(

@@ -12,14 +12,27 @@ this adapter pointed at the stub model server. Mapping of the wire stream to chu
   usage chunk (``stream_options.include_usage``) becomes ``usage``, then ``finish``:
   ``stop`` → stop, ``tool_calls``/``function_call`` → tool-calls, ``length`` →
   max-tokens, ``content_filter`` and anything else → error (code = the wire reason).
+- ``data: [DONE]`` without any ``finish_reason`` (some OpenAI-compatible routers, e.g.
+  OpenRouter-routed models) is a finished stream: ``tool-calls`` when it streamed tool
+  calls, else ``stop``. A stream that ends with neither was cut (``StreamInterruptedError``).
+- an error chunk mid-stream (``data: {"error": {...}}``) keeps what came before it — the
+  deltas already streamed and the usage seen so far, including usage sent in the error
+  chunk itself — then raises the typed error of its code (see ``stream_error``).
+
+The SDK's stream iterator swallows ``[DONE]`` and drops the rest of an error chunk, so the
+client class wraps the SDK's SSE decoder to watch for both (``_WireWatch``).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import json
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextvars import ContextVar
 from typing import Any
 
 import openai
+from openai._streaming import ServerSentEvent, SSEBytesDecoder, SSEDecoder
+from openai.types import CompletionUsage
 
 from agentreel.llm._chunks import (
     BlockEnd,
@@ -140,10 +153,70 @@ class _ToolState:
         self.arguments: list[str] = []
 
 
+class _WireWatch:
+    """What the SDK's stream iterator does not pass on: whether ``data: [DONE]`` arrived
+    (a finished stream, even without a ``finish_reason``) and the usage of an error chunk."""
+
+    __slots__ = ("done", "error_usage")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.error_usage: Usage | None = None
+
+    def see(self, sse: ServerSentEvent) -> None:
+        data = sse.data
+        if data.startswith("[DONE]"):
+            self.done = True
+        elif '"error"' in data and '"usage"' in data:
+            try:
+                usage = json.loads(data).get("usage")
+                if isinstance(usage, dict):
+                    self.error_usage = _usage(CompletionUsage.model_validate(usage))
+            except (ValueError, AttributeError):
+                pass  # the SDK raises for the error chunk itself; its usage is a bonus
+
+
+# The watch of the stream being opened: set around ``chat.completions.create`` (which makes
+# the decoder) so each stream gets its own, even with concurrent calls on one client.
+_OPENING_WATCH: ContextVar[_WireWatch | None] = ContextVar("agentreel_openai_watch", default=None)
+
+
+class _WatchingDecoder:
+    """The SDK's SSE decoder, showing every event to a ``_WireWatch`` on the way through."""
+
+    def __init__(self, inner: SSEDecoder | SSEBytesDecoder, watch: _WireWatch) -> None:
+        self._inner = inner
+        self._watch = watch
+
+    def iter_bytes(self, iterator: Iterator[bytes]) -> Iterator[ServerSentEvent]:
+        for sse in self._inner.iter_bytes(iterator):
+            self._watch.see(sse)
+            yield sse
+
+    async def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[ServerSentEvent]:
+        async for sse in self._inner.aiter_bytes(iterator):
+            self._watch.see(sse)
+            yield sse
+
+
+class _WatchedOpenAI(openai.AsyncOpenAI):
+    """``AsyncOpenAI`` whose streams report ``[DONE]`` and error-chunk usage to their mapper.
+
+    ``_make_sse_decoder`` is the SDK's one seam between the HTTP bytes and its iterator;
+    the adapter tests (real SDK, real server) fail if an SDK release moves it.
+    """
+
+    def _make_sse_decoder(self) -> SSEDecoder | SSEBytesDecoder:
+        inner = super()._make_sse_decoder()
+        watch = _OPENING_WATCH.get()
+        return inner if watch is None else _WatchingDecoder(inner, watch)
+
+
 class OpenAIStreamMapper:
     """Turns ``ChatCompletionChunk`` objects into agentreel chunks, one at a time."""
 
     def __init__(self) -> None:
+        self.wire = _WireWatch()
         self._next_block = 0
         self._text: tuple[int, list[str]] | None = None
         self._reasoning: tuple[int, list[str]] | None = None
@@ -239,16 +312,28 @@ class OpenAIStreamMapper:
             ends.append((state.block, closing))
         return [chunk for _, group in sorted(ends, key=lambda e: e[0]) for chunk in group]
 
+    def salvage(self) -> list[Chunk]:
+        """What a stream that failed mid-way still tells: the usage seen so far."""
+        usage = self.usage or self.wire.error_usage
+        return [usage] if usage is not None else []
+
     def finish(self, label: ProviderLabel) -> list[Chunk]:
-        """The closing ``usage`` and ``finish``; a stream without finish_reason was cut."""
+        """The closing ``usage`` and ``finish``; a stream with neither a finish_reason nor
+        ``[DONE]`` was cut."""
+        closing: list[Chunk] = []
         if self.finish_reason is None:
-            raise StreamInterruptedError(
-                "stream_cut",
-                None,
-                f"the stream from {label.where()} ended after {self.events} events without a "
-                "finish_reason. The call did not finish; retry it.",
-            )
-        out: list[Chunk] = [self.usage] if self.usage is not None else []
+            if not self.wire.done:
+                raise StreamInterruptedError(
+                    "stream_cut",
+                    None,
+                    f"the stream from {label.where()} ended after {self.events} events with "
+                    "neither a finish_reason nor `data: [DONE]`: the connection closed before "
+                    "the stream finished. The call did not finish; retry it.",
+                )
+            # [DONE] is the server saying the stream is complete: it just named no reason.
+            self.finish_reason = "tool_calls" if self._tools else "stop"
+            closing = self._end_blocks()
+        out: list[Chunk] = closing + ([self.usage] if self.usage is not None else [])
         reason = _FINISH.get(self.finish_reason)
         if reason is None:
             out.append(
@@ -326,7 +411,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         )
 
     def _make_client(self) -> openai.AsyncOpenAI:
-        return openai.AsyncOpenAI(
+        return _WatchedOpenAI(
             api_key=self._api_key,
             base_url=self.base_url,
             max_retries=0,
@@ -356,13 +441,19 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         body = self.request_body(options)
         client = self._client_for_call(body)
 
+        mapper = OpenAIStreamMapper()
+
         async def open_once() -> openai.AsyncStream[Any]:
-            created: openai.AsyncStream[Any] = await client.chat.completions.create(
-                stream=True, **body
-            )
+            watching = _OPENING_WATCH.set(mapper.wire)
+            try:
+                created: openai.AsyncStream[Any] = await client.chat.completions.create(
+                    stream=True, **body
+                )
+            finally:
+                _OPENING_WATCH.reset(watching)
             return created
 
-        async for chunk in self._stream_through(open_once, body["model"], OpenAIStreamMapper()):
+        async for chunk in self._stream_through(open_once, body["model"], mapper):
             yield chunk
 
 

@@ -187,19 +187,68 @@ def stream_error(
         # `data: {"error": {...}}` (an APIError whose body is the inner error object).
         body = getattr(exc, "body", None)
         error = body.get("error", body) if isinstance(body, dict) else None
-        kind = "stream_error"
-        if isinstance(error, dict) and (error.get("type") or error.get("code")):
-            kind = str(error.get("type") or error.get("code"))
+        code, kind = _stream_error_code(error)
         message = (
             f"{label.where()} sent an error mid-stream (after {chunks_seen} events): "
-            f"{kind}: {_server_message(exc)}"
+            f"{code}: {_server_message(exc)}"
         )
-        if kind in ("overloaded_error", "api_error", "server_error"):
-            return ServerError(kind, None, message)
-        if kind == "rate_limit_error":
-            return RateLimitError(kind, None, message)
-        return LlmError(kind, None, message)
+        return kind(code, None, message)
     return None
+
+
+# Error codes seen inside streams (OpenAI `type`/`code`, Anthropic `type`, OpenRouter's
+# numeric `code`, which follows HTTP statuses) and the typed error each one means.
+_STREAM_ERROR_KINDS: dict[str, type[LlmError]] = {
+    "server_error": ServerError,
+    "api_error": ServerError,
+    "overloaded_error": ServerError,
+    "internal_server_error": ServerError,
+    "service_unavailable": ServerError,
+    "rate_limit_error": RateLimitError,
+    "rate_limit_exceeded": RateLimitError,
+    "too_many_requests": RateLimitError,
+    "authentication_error": AuthenticationError,
+    "permission_error": AuthenticationError,
+    "invalid_api_key": AuthenticationError,
+    "invalid_request_error": BadRequestError,
+    "not_found_error": BadRequestError,
+    "model_not_found": BadRequestError,
+    "context_length_exceeded": BadRequestError,
+    "request_too_large": BadRequestError,
+    "timeout": ProviderTimeoutError,
+}
+
+
+def _stream_error_code(error: object) -> tuple[str, type[LlmError]]:
+    """The error's code (its ``code`` when it has one, else its ``type``) and typed error.
+
+    ``code`` goes first: OpenAI rate limits say ``type: "tokens"``, ``code:
+    "rate_limit_exceeded"``; OpenRouter sends only a numeric ``code`` such as 502.
+    """
+    if not isinstance(error, dict):
+        return "stream_error", LlmError
+    candidates = [error.get("code"), error.get("type")]
+    for value in candidates:
+        if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
+            return str(value), _status_kind(int(value))
+        if isinstance(value, str) and value in _STREAM_ERROR_KINDS:
+            return value, _STREAM_ERROR_KINDS[value]
+    named = next((str(v) for v in candidates if isinstance(v, str) and v), "stream_error")
+    return named, LlmError
+
+
+def _status_kind(status: int) -> type[LlmError]:
+    if status in (401, 403):
+        return AuthenticationError
+    if status == 408:
+        return ProviderTimeoutError
+    if status == 429:
+        return RateLimitError
+    if status >= 500:
+        return ServerError
+    if 400 <= status < 500:
+        return BadRequestError
+    return LlmError
 
 
 class LoopBoundClient(Generic[ClientT]):
@@ -256,6 +305,10 @@ class StreamMapper(Protocol):
         ...
 
     def feed(self, item: Any) -> list[Chunk]: ...
+
+    def salvage(self) -> list[Chunk]:
+        """What a stream that failed mid-way still tells (the usage seen so far)."""
+        ...
 
     def finish(self, label: ProviderLabel) -> list[Chunk]: ...
 
@@ -357,6 +410,9 @@ class SdkProvider(Generic[ClientT]):
                     error = stream_error(exc, self._errors, self.label, mapper.events)
                     if error is None:
                         raise
+                    # Usage already paid for is kept in the log before the failure.
+                    for chunk in mapper.salvage():
+                        yield chunk
                     raise error from exc
                 for chunk in mapper.feed(item):
                     yield chunk
