@@ -89,7 +89,7 @@ def test_empty_file_is_an_error(tmp_path: Path, content: bytes) -> None:
     ("bad", "fragment"),
     [
         (b"not json at all\n", "invalid event"),
-        (b"\n", "invalid event"),
+        (b"\n", "blank line"),
         (b'{"type":"turn/start","seq":1,"time":1,"data":{"turn":"zero"}}\n', "invalid event"),
         (_event(1)[:-1] + b"," + _event(2), "invalid event"),  # two records on one line
         (_event(1)[:30] + b"\n" + _event(1)[30:], "invalid event"),  # one record on two lines
@@ -108,6 +108,45 @@ def test_corrupt_line_in_the_middle_names_file_and_line(
     assert f"{path}:3: " in str(error)
     assert fragment in str(error)
     assert "nox -s record" in str(error)
+    assert error.advice in str(error)
+
+
+@pytest.mark.parametrize(
+    ("lines", "line"),
+    [
+        ((b"\n", b"EVENT0"), 2),  # right after the header
+        ((b"EVENT0", b"\n", b"EVENT1"), 3),  # between two events
+        ((b"EVENT0", b"EVENT1", b"  \n"), 4),  # whitespace only, at the end
+        ((b"EVENT0", b"\r\n", b"EVENT1"), 3),  # a blank CRLF line
+    ],
+)
+def test_blank_line_is_named_as_blank_with_its_line(
+    tmp_path: Path, lines: tuple[bytes, ...], line: int
+) -> None:
+    events = iter([_event(0), _event(1)])
+    path = _log(tmp_path, *(next(events) if part.startswith(b"EVENT") else part for part in lines))
+    with pytest.raises(CorruptLineError) as caught:
+        load_session_log(path)
+    assert caught.value.line == line
+    assert f"{path}:{line}: blank line" in str(caught.value)
+    assert "truncated" not in str(caught.value)  # msgspec's word for an empty input
+
+
+def test_blank_first_line_is_named_where_the_header_belongs(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"\n" + encode_record(HEADER) + _event(0))
+    with pytest.raises(CorruptLineError, match=rf"{path}:1: blank line .* session header"):
+        load_session_log(path)
+
+
+def test_byte_order_mark_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + encode_record(HEADER) + _event(0))
+    with pytest.raises(CorruptLineError) as caught:
+        load_session_log(path)
+    assert caught.value.line == 1
+    assert "byte-order mark (BOM)" in str(caught.value)
+    assert "without the BOM" in str(caught.value)
 
 
 def test_corrupt_line_is_found_deep_in_a_large_log(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ _REPAIR = (
     "The log is not usable as a fixture: restore it from version control or re-record the "
     "scenario (nox -s record -- <scenario>)"
 )
+_BOM = b"\xef\xbb\xbf"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,9 +59,9 @@ def load_session_log(path: Path | str) -> SessionLog:
 
     A torn last line (no trailing newline and not decodable: the writer was killed
     mid-line) is reported in ``torn_tail`` with every earlier event kept. A bad line
-    anywhere else, an unknown header version, a ``seq`` out of order, a ``seed_length``
-    beyond the log, or a fork seed not followed by ``session/end-seed`` raises a
-    ``SessionLogError`` naming ``file:line``.
+    anywhere else (a blank one is named as blank), a byte-order mark, an unknown header
+    version, a ``seq`` out of order, a ``seed_length`` beyond the log, or a fork seed not
+    followed by ``session/end-seed`` raises a ``SessionLogError`` naming ``file:line``.
 
     Speed: the event lines are turned into one JSON array in place (newlines become
     commas) and decoded in a single codec call, so there is no Python work per event
@@ -71,8 +72,19 @@ def load_session_log(path: Path | str) -> SessionLog:
     buffer = _read(path)
     if not buffer or buffer.isspace():
         raise CorruptLineError(path, 1, "empty file: no session header", _REPAIR)
+    if buffer.startswith(_BOM):
+        raise CorruptLineError(
+            path,
+            1,
+            "the file starts with a UTF-8 byte-order mark (BOM), as editors write for "
+            "'UTF-8 with BOM'; a session log is plain UTF-8",
+            "Save it without the BOM, restore it from version control, or re-record the "
+            "scenario (nox -s record -- <scenario>)",
+        )
 
     header_end = buffer.find(b"\n")
+    if header_end == 0 or (header_end > 0 and buffer[:header_end].isspace()):
+        raise CorruptLineError(path, 1, _BLANK + " where the session header belongs", _REPAIR)
     if header_end < 0:  # the header is the only line, and has no newline
         return _finish(path, _decode_header(path, bytes(buffer), torn=True), [], None)
     header = _decode_header(path, bytes(buffer[:header_end]), torn=False)
@@ -110,6 +122,7 @@ def load_session_log(path: Path | str) -> SessionLog:
     return _finish(path, header, events, torn)
 
 
+_BLANK = "blank line (a session log holds one JSON record per line, with no empty lines)"
 _NEWLINE_TO_COMMA = bytes.maketrans(b"\n", b",")
 _SLICE = 1 << 20
 
@@ -154,6 +167,8 @@ def _decode_lines(path: Path) -> list[Event]:
     events: list[Event] = []
     decode = EVENT_DECODER.decode
     for number, line in enumerate(lines[1:], start=2):
+        if not line or line.isspace():
+            raise CorruptLineError(path, number, _BLANK, _REPAIR)
         try:
             event = decode(line)
         except msgspec.DecodeError as exc:

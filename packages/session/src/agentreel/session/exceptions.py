@@ -37,12 +37,17 @@ class SessionError(Exception):
 
 
 class SessionLogError(SessionError):
-    """A session log could not be read; ``path`` and ``line`` (1-based) say where."""
+    """A session log could not be read; ``path`` and ``line`` (1-based) say where.
+
+    ``problem`` is what is wrong, ``advice`` what to do; a layer that knows more (the
+    scenario, how the user re-records it) rebuilds the message from them.
+    """
 
     def __init__(self, path: Path | str, line: int, problem: str, advice: str) -> None:
         self.path = Path(path)
         self.line = line
         self.problem = problem
+        self.advice = advice
         super().__init__(f"{self.path}:{line}: {problem}. {advice}")
 
 
