@@ -1,8 +1,10 @@
 """Stub server rules: the TOML format, strict loading, and matching a request to a rule.
 
 A rules file is an ordered list of ``[[rule]]`` tables. For each request the first rule
-whose ``[rule.match]`` fits (and whose ``times`` budget is not spent) answers it. The
-format is documented with an example in ``packages/llm/README.md``.
+whose ``[rule.match]`` fits (and whose ``times`` budget is not spent) answers it. Named
+groups of the match's regexes are captured and fill ``{{name}}`` placeholders in what the
+rule answers, so one rule can call a tool the request names or offers, or echo a path the
+request carries. The format is documented with an example in ``packages/llm/README.md``.
 """
 
 from __future__ import annotations
@@ -10,10 +12,12 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
+import msgspec.structs
 
 from agentreel.llm.exceptions import StubRulesError
 
@@ -26,7 +30,9 @@ class RuleMatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
 
     "Last" means the message the request ends with: ``last_user`` only fits a request whose
     final message is the user's text, ``last_tool_result`` one that ends with tool results.
-    String conditions are substrings; the ``*_regex`` variants are ``re.search`` patterns.
+    String conditions are substrings; the ``*_regex`` variants are ``re.search`` patterns
+    whose named groups are captured for ``{{name}}`` placeholders. ``header`` and
+    ``header_regex`` map a header name (any case) to a substring / pattern of its value.
     """
 
     last_user: str | None = None
@@ -38,9 +44,33 @@ class RuleMatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     system_regex: str | None = None
     has_tools: bool | None = None
     tool_offered: str | None = None
+    tool_offered_regex: str | None = None
     model: str | None = None
+    model_regex: str | None = None
+    header: dict[str, str] | None = None
+    header_regex: dict[str, str] | None = None
+    structured_output: bool | None = None
+    stream: bool | None = None
     api: Api | None = None
     call_index: int | None = None
+
+    def patterns(self) -> list[tuple[str, str]]:
+        """Every regex of this match as ``(key, pattern)``, for validation and captures."""
+        found = [
+            (key, pattern) for key in _REGEX_KEYS if (pattern := getattr(self, key)) is not None
+        ]
+        found += [(f"header_regex.{name}", p) for name, p in (self.header_regex or {}).items()]
+        return found
+
+
+_REGEX_KEYS = (
+    "last_user_regex",
+    "last_tool_result_regex",
+    "system_regex",
+    "tool_offered_regex",
+    "model_regex",
+)
+_PLACEHOLDER = re.compile(r"\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}")
 
 
 class ToolCallRule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -54,6 +84,14 @@ class ToolCallRule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
         if isinstance(self.arguments, str):
             return self.arguments
         return json.dumps(self.arguments, separators=(",", ":"), ensure_ascii=False)
+
+    def filled(self, captures: Mapping[str, str]) -> ToolCallRule:
+        """This call with ``{{name}}`` placeholders in name, id and arguments filled."""
+        return ToolCallRule(
+            name=_fill(self.name, captures),
+            arguments=_fill_value(self.arguments, captures),
+            id=None if self.id is None else _fill(self.id, captures),
+        )
 
 
 class UsageRule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -73,6 +111,7 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
     # What to stream.
     reasoning: str = ""
     text: str = ""
+    json: dict[str, Any] | list[Any] | None = None
     tool_calls: tuple[ToolCallRule, ...] = ()
     chunk_size: int = 8
     interleave: bool = False
@@ -91,6 +130,65 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
         if self.finish is not None:
             return self.finish
         return "tool-calls" if self.tool_calls else "stop"
+
+    def answer(self, captures: Mapping[str, str]) -> Rule:
+        """The rule as streamed for one request: placeholders filled, ``json`` as the text.
+
+        ``json`` (for structured-output requests) becomes compact JSON text, which is what
+        a model answering a JSON-schema request streams.
+        """
+        text = _fill(self.text, captures)
+        if self.json is not None:
+            text = json.dumps(
+                _fill_value(self.json, captures), separators=(",", ":"), ensure_ascii=False
+            )
+        return msgspec.structs.replace(
+            self,
+            text=text,
+            json=None,
+            reasoning=_fill(self.reasoning, captures),
+            tool_calls=tuple(call.filled(captures) for call in self.tool_calls),
+        )
+
+    def placeholders(self) -> list[tuple[str, str]]:
+        """Every ``(key, placeholder name)`` this rule's answer uses."""
+        found: list[tuple[str, str]] = []
+
+        def scan(key: str, value: Any) -> None:
+            if isinstance(value, str):
+                found.extend((key, name) for name in _PLACEHOLDER.findall(value))
+            elif isinstance(value, dict):
+                for item_key, item in value.items():
+                    scan(f"{key}.{item_key}", item)
+            elif isinstance(value, list | tuple):
+                for position, item in enumerate(value):
+                    scan(f"{key}[{position}]", item)
+
+        scan("text", self.text)
+        scan("reasoning", self.reasoning)
+        scan("json", self.json)
+        for position, call in enumerate(self.tool_calls):
+            where = f"tool_calls[{position + 1}]"
+            scan(f"{where}.name", call.name)
+            scan(f"{where}.arguments", call.arguments)
+            scan(f"{where}.id", call.id)
+        return found
+
+
+def _fill(text: str, captures: Mapping[str, str]) -> str:
+    if "{{" not in text:
+        return text
+    return _PLACEHOLDER.sub(lambda found: captures.get(found.group(1), found.group(0)), text)
+
+
+def _fill_value(value: Any, captures: Mapping[str, str]) -> Any:
+    if isinstance(value, str):
+        return _fill(value, captures)
+    if isinstance(value, dict):
+        return {key: _fill_value(item, captures) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_fill_value(item, captures) for item in value]
+    return value
 
 
 class _RulesFile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -114,12 +212,18 @@ class RuleSet:
 
     def take(self, request: RequestView) -> int | None:
         """Position of the first rule that fits ``request``, counting one use of it."""
+        taken = self.take_answer(request)
+        return None if taken is None else taken[0]
+
+    def take_answer(self, request: RequestView) -> tuple[int, Rule] | None:
+        """The first rule that fits ``request`` (one use counted) and its filled answer."""
         for position, rule in enumerate(self.rules):
             if rule.times is not None and self._used[position] >= rule.times:
                 continue
-            if _matches(rule.match, request):
+            captures = _matches(rule.match, request)
+            if captures is not None:
                 self._used[position] += 1
-                return position
+                return position, rule.answer(captures)
         return None
 
 
@@ -194,13 +298,23 @@ def _check_rule(rule: Rule, position: int, source: str) -> None:
         raise StubRulesError(f"{where}: retry_after needs an error status (e.g. status = 429)")
     if rule.status == 200 and rule.error_message is not None and rule.error_after is None:
         raise StubRulesError(f"{where}: error_message needs an error status or error_after")
-    for key in ("last_user_regex", "last_tool_result_regex", "system_regex"):
-        pattern = getattr(rule.match, key)
-        if pattern is not None:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise StubRulesError(f"{where}: match.{key} is not a valid regex: {exc}") from None
+    if rule.json is not None and rule.text:
+        raise StubRulesError(
+            f"{where}: use either text or json (json is streamed as the text), not both"
+        )
+    groups: set[str] = set()
+    for key, pattern in rule.match.patterns():
+        try:
+            groups.update(re.compile(pattern).groupindex)
+        except re.error as exc:
+            raise StubRulesError(f"{where}: match.{key} is not a valid regex: {exc}") from None
+    for key, name in rule.placeholders():
+        if name not in groups:
+            known = ", ".join(sorted(groups)) or "none (add a named group, e.g. (?P<name>...))"
+            raise StubRulesError(
+                f"{where}: {key} uses {{{{{name}}}}}, but no regex in [rule.match] has a "
+                f"group named {name!r}; named groups here: {known}"
+            )
 
 
 class RequestView(msgspec.Struct, frozen=True, kw_only=True):
@@ -214,6 +328,9 @@ class RequestView(msgspec.Struct, frozen=True, kw_only=True):
     all_text: str
     tool_names: tuple[str, ...]
     call_index: int
+    headers: Mapping[str, str] = msgspec.field(default_factory=dict)
+    structured_output: bool = False
+    stream: bool = True
 
     def summary(self) -> str:
         if self.last_user is not None:
@@ -223,8 +340,12 @@ class RequestView(msgspec.Struct, frozen=True, kw_only=True):
         else:
             last = "no user message or tool result at the end"
         tools = ", ".join(self.tool_names) or "none"
+        shape = ", ".join(
+            [self.api, "streaming" if self.stream else "not streaming"]
+            + (["structured output"] if self.structured_output else [])
+        )
         return (
-            f"request #{self.call_index} ({self.api}, model {self.model!r}): {last}; "
+            f"request #{self.call_index} ({shape}, model {self.model!r}): {last}; "
             f"system prompt {_clip(self.system)}; tools: {tools}"
         )
 
@@ -233,37 +354,64 @@ def _clip(text: str, limit: int = 80) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "…")
 
 
-def _matches(match: RuleMatch, request: RequestView) -> bool:
-    checks: list[bool] = []
-    if match.api is not None:
-        checks.append(match.api == request.api)
-    if match.model is not None:
-        checks.append(match.model == request.model)
-    if match.call_index is not None:
-        checks.append(match.call_index == request.call_index)
-    if match.has_tools is not None:
-        checks.append(match.has_tools == bool(request.tool_names))
-    if match.tool_offered is not None:
-        checks.append(match.tool_offered in request.tool_names)
-    if match.system_contains is not None:
-        checks.append(match.system_contains in request.system)
-    if match.system_regex is not None:
-        checks.append(re.search(match.system_regex, request.system) is not None)
-    if match.any_message is not None:
-        checks.append(match.any_message in request.all_text)
-    user = request.last_user
-    if match.last_user is not None:
-        checks.append(user is not None and match.last_user in user)
-    if match.last_user_regex is not None:
-        checks.append(user is not None and re.search(match.last_user_regex, user) is not None)
-    result = request.last_tool_result
-    if match.last_tool_result is not None:
-        checks.append(result is not None and match.last_tool_result in result)
-    if match.last_tool_result_regex is not None:
-        checks.append(
-            result is not None and re.search(match.last_tool_result_regex, result) is not None
+def _matches(match: RuleMatch, request: RequestView) -> dict[str, str] | None:
+    """The named-group captures if every condition of ``match`` holds, else ``None``."""
+    captures: dict[str, str] = {}
+
+    def search(pattern: str | None, text: str | None) -> bool:
+        if pattern is None:
+            return True
+        found = None if text is None else re.search(pattern, text)
+        if found is None:
+            return False
+        captures.update({k: v for k, v in found.groupdict().items() if v is not None})
+        return True
+
+    def contains(needle: str | None, text: str | None) -> bool:
+        return needle is None or (text is not None and needle in text)
+
+    def equals(wanted: object, actual: object) -> bool:
+        return wanted is None or wanted == actual
+
+    fits = (
+        equals(match.api, request.api)
+        and equals(match.model, request.model)
+        and equals(match.call_index, request.call_index)
+        and equals(match.has_tools, bool(request.tool_names))
+        and equals(match.structured_output, request.structured_output)
+        and equals(match.stream, request.stream)
+        and (match.tool_offered is None or match.tool_offered in request.tool_names)
+        and contains(match.system_contains, request.system)
+        and contains(match.any_message, request.all_text)
+        and contains(match.last_user, request.last_user)
+        and contains(match.last_tool_result, request.last_tool_result)
+        and all(
+            contains(needle, request.headers.get(name.lower()))
+            for name, needle in (match.header or {}).items()
         )
-    return all(checks)
+        and search(match.model_regex, request.model)
+        and search(match.system_regex, request.system)
+        and search(match.last_user_regex, request.last_user)
+        and search(match.last_tool_result_regex, request.last_tool_result)
+        and all(
+            search(pattern, request.headers.get(name.lower()))
+            for name, pattern in (match.header_regex or {}).items()
+        )
+        and _search_tools(match.tool_offered_regex, request.tool_names, captures)
+    )
+    return captures if fits else None
+
+
+def _search_tools(pattern: str | None, names: tuple[str, ...], captures: dict[str, str]) -> bool:
+    """Whether an offered tool's name matches ``pattern`` (the first one's groups kept)."""
+    if pattern is None:
+        return True
+    for name in names:
+        found = re.search(pattern, name)
+        if found is not None:
+            captures.update({k: v for k, v in found.groupdict().items() if v is not None})
+            return True
+    return False
 
 
 def _text_of(content: Any) -> str:
@@ -284,8 +432,20 @@ def _text_of(content: Any) -> str:
     return ""
 
 
-def openai_request_view(body: dict[str, Any], call_index: int) -> RequestView:
-    """Project an OpenAI Chat Completions request body onto a ``RequestView``."""
+def _format_type(value: Any) -> Any:
+    return value.get("type") if isinstance(value, dict) else None
+
+
+_JSON_FORMATS = ("json_schema", "json_object")
+
+
+def openai_request_view(
+    body: dict[str, Any], call_index: int, headers: Mapping[str, str] | None = None
+) -> RequestView:
+    """Project an OpenAI Chat Completions request body onto a ``RequestView``.
+
+    Structured output is ``response_format`` of type ``json_schema`` or ``json_object``.
+    """
     messages = [m for m in body.get("messages", []) if isinstance(m, dict)]
     system = "\n".join(
         _text_of(m.get("content")) for m in messages if m.get("role") in ("system", "developer")
@@ -315,11 +475,20 @@ def openai_request_view(body: dict[str, Any], call_index: int) -> RequestView:
         all_text="\n".join(_text_of(m.get("content")) for m in messages),
         tool_names=tools,
         call_index=call_index,
+        headers=_lower_keys(headers),
+        structured_output=_format_type(body.get("response_format")) in _JSON_FORMATS,
+        stream=body.get("stream") is True,
     )
 
 
-def anthropic_request_view(body: dict[str, Any], call_index: int) -> RequestView:
-    """Project an Anthropic Messages request body onto a ``RequestView``."""
+def anthropic_request_view(
+    body: dict[str, Any], call_index: int, headers: Mapping[str, str] | None = None
+) -> RequestView:
+    """Project an Anthropic Messages request body onto a ``RequestView``.
+
+    Structured output is ``output_format`` (or ``output_config.format``) of type
+    ``json_schema``.
+    """
     messages = [m for m in body.get("messages", []) if isinstance(m, dict)]
     last_user: str | None = None
     last_tool: str | None = None
@@ -343,4 +512,17 @@ def anthropic_request_view(body: dict[str, Any], call_index: int) -> RequestView
         all_text="\n".join(_text_of(m.get("content")) for m in messages),
         tool_names=tools,
         call_index=call_index,
+        headers=_lower_keys(headers),
+        structured_output=_anthropic_structured(body),
+        stream=body.get("stream") is True,
     )
+
+
+def _anthropic_structured(body: dict[str, Any]) -> bool:
+    config = body.get("output_config")
+    nested = config.get("format") if isinstance(config, dict) else None
+    return "json_schema" in (_format_type(body.get("output_format")), _format_type(nested))
+
+
+def _lower_keys(headers: Mapping[str, str] | None) -> dict[str, str]:
+    return {key.lower(): value for key, value in (headers or {}).items()}

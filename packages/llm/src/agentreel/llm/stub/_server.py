@@ -26,6 +26,7 @@ import msgspec
 
 from agentreel.llm.stub._rules import (
     RequestView,
+    Rule,
     RuleSet,
     anthropic_request_view,
     load_rules,
@@ -35,7 +36,9 @@ from agentreel.llm.stub._rules import (
 from agentreel.llm.stub._wire import (
     anthropic_error_body,
     anthropic_frames,
+    anthropic_message_body,
     anthropic_stream_error_frame,
+    openai_completion_body,
     openai_error_body,
     openai_frames,
     openai_stream_error_frame,
@@ -214,22 +217,23 @@ class StubServer:
 
     def _admit(
         self, api: Literal["openai", "anthropic"], path: str, headers: dict[str, str], body: Any
-    ) -> tuple[StubRequest, RequestView, int | None]:
+    ) -> tuple[StubRequest, RequestView, tuple[int, Rule] | None]:
         with self._lock:
             index = len(self._requests)
-            view = (openai_request_view if api == "openai" else anthropic_request_view)(body, index)
-            position = self.rules.take(view)
+            make_view = openai_request_view if api == "openai" else anthropic_request_view
+            view = make_view(body, index, headers)
+            taken = self.rules.take_answer(view)
             record = StubRequest(
                 index=index,
                 api=api,
                 path=path,
                 headers=headers,
                 body=body,
-                rule=None if position is None else self.rules.describe(position),
-                status=200 if position is None else self.rules.rules[position].status,
+                rule=None if taken is None else self.rules.describe(taken[0]),
+                status=200 if taken is None else taken[1].status,
             )
             self._requests.append(record)
-        return record, view, position
+        return record, view, taken
 
     def _finish(self, record: StubRequest, outcome: Outcome) -> None:
         with self._changed:
@@ -298,8 +302,8 @@ class _Handler(BaseHTTPRequestHandler):
             k.lower(): ("<redacted>" if k.lower() in _SECRET_HEADERS else v)
             for k, v in self.headers.items()
         }
-        record, view, position = stub._admit(api, path, headers, body)
-        if position is None:
+        record, view, taken = stub._admit(api, path, headers, body)
+        if taken is None:
             message = (
                 f"agentreel stub server: no rule in {stub.rules.source} matches "
                 f"{view.summary()}. Add a [[rule]] whose [rule.match] fits this request "
@@ -310,7 +314,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(api, 400, message)
             stub._finish(record, "no-rule")
             return
-        rule = stub.rules.rules[position]
+        position, rule = taken
         label = stub.rules.describe(position)
         logger.info("request #%d (%s) answered by %s", record.index, api, label)
         if rule.status != 200:
@@ -324,18 +328,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(api, rule.status, message, extra)
             stub._finish(record, "error")
             return
-        if body.get("stream") is not True:
-            self._send_error(
-                api, 400, "agentreel stub server answers streaming requests only (stream: true)"
-            )
-            stub._finish(record, "error")
-            return
         digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
         id_prefix = "call_" if api == "openai" else "toolu_"
         call_ids = [
             call.id or id_prefix + hashlib.sha256(f"{digest}:{i}".encode()).hexdigest()[:24]
             for i, call in enumerate(rule.tool_calls)
         ]
+        if not view.stream:
+            stub._finish(record, self._answer_whole(record, rule, label, body, digest, call_ids))
+            return
         if api == "openai":
             frames = openai_frames(rule, body, f"chatcmpl-stub{digest[:24]}", call_ids)
         else:
@@ -350,6 +351,61 @@ class _Handler(BaseHTTPRequestHandler):
             )(message)
             frames = [*frames[: rule.error_after], error_frame]
         stub._finish(record, self._stream(record, frames, rule.delay_ms, rule.cut_after, api))
+
+    def _answer_whole(
+        self,
+        record: StubRequest,
+        rule: Rule,
+        label: str,
+        body: dict[str, Any],
+        digest: str,
+        call_ids: list[str],
+    ) -> Outcome:
+        """A non-streaming request: the rule's answer as one JSON body.
+
+        ``error_after`` becomes an HTTP 500 (there is no stream to break into) and
+        ``cut_after`` a body cut after its first half, so faults still reach the client.
+        """
+        api = record.api
+        if rule.error_after is not None:
+            message = rule.error_message or (
+                f"agentreel stub server: {label} injected an error (error_after) into a "
+                "non-streaming answer"
+            )
+            self._send_error(api, 500, message)
+            record.status = 500
+            return "error"
+        try:
+            if api == "openai":
+                payload = openai_completion_body(
+                    rule, body, f"chatcmpl-stub{digest[:24]}", call_ids
+                )
+            else:
+                payload = anthropic_message_body(rule, body, f"msg_stub{digest[:24]}", call_ids)
+        except ValueError as exc:
+            message = (
+                f"agentreel stub server: {label} cannot answer a non-streaming request: its "
+                f"tool call arguments are not JSON ({exc}); give arguments as a table"
+            )
+            self._send_error(api, 500, message)
+            record.status = 500
+            return "error"
+        try:
+            self._pause(rule.delay_ms / 1000)
+        except _Disconnected:
+            self.close_connection = True
+            return "disconnected"
+        request_id = {"x-request-id" if api == "openai" else "request-id": "req_stub"}
+        if rule.cut_after is not None:
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload[: len(payload) // 2])
+            self._cut()
+            return "cut"
+        self._send_json(200, payload, request_id)
+        return "completed"
 
     # -- helpers -------------------------------------------------------------------------------
 

@@ -4,7 +4,9 @@ OpenAI Chat Completions: ``data: {chunk}\\n\\n`` frames of ``chat.completion.chu
 a final usage-only chunk when ``stream_options.include_usage`` is set, then
 ``data: [DONE]``. Anthropic Messages: ``event: <type>\\ndata: {json}\\n\\n`` frames
 ``message_start``, ``ping``, ``content_block_start/delta/stop``, ``message_delta``,
-``message_stop``. JSON is compact, as both APIs send it.
+``message_stop``. A request without ``stream: true`` gets the whole answer as one JSON
+body (``chat.completion`` / ``message``) holding the same content. JSON is compact, as
+both APIs send it.
 """
 
 from __future__ import annotations
@@ -120,21 +122,7 @@ def openai_frames(
     frames.append(frame({}, _OPENAI_FINISH[rule.finish_name]))
     if include_usage:
         usage = usage_for(rule)
-        usage_body: dict[str, Any] = {
-            "prompt_tokens": usage.input_tokens,
-            "completion_tokens": usage.output_tokens,
-            "total_tokens": usage.input_tokens + usage.output_tokens,
-            "prompt_tokens_details": {
-                "cached_tokens": usage.cache_read_tokens or 0,
-                "audio_tokens": 0,
-            },
-            "completion_tokens_details": {
-                "reasoning_tokens": usage.reasoning_tokens or 0,
-                "audio_tokens": 0,
-                "accepted_prediction_tokens": 0,
-                "rejected_prediction_tokens": 0,
-            },
-        }
+        usage_body = _openai_usage(usage)
         final = {
             "id": response_id,
             "object": "chat.completion.chunk",
@@ -240,6 +228,101 @@ def anthropic_frames(
     )
     frames.append(_event("message_stop", {"type": "message_stop"}))
     return frames
+
+
+def _openai_usage(usage: UsageRule) -> dict[str, Any]:
+    return {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+        "prompt_tokens_details": {
+            "cached_tokens": usage.cache_read_tokens or 0,
+            "audio_tokens": 0,
+        },
+        "completion_tokens_details": {
+            "reasoning_tokens": usage.reasoning_tokens or 0,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        },
+    }
+
+
+def openai_completion_body(
+    rule: Rule, body: dict[str, Any], response_id: str, call_ids: list[str]
+) -> bytes:
+    """A non-streaming ``chat.completion`` answering ``body`` with the rule's content."""
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": rule.text or None,
+        "refusal": None,
+        "annotations": [],
+    }
+    if rule.reasoning:
+        message["reasoning_content"] = rule.reasoning
+    if rule.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": call_ids[i],
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments_json()},
+            }
+            for i, call in enumerate(rule.tool_calls)
+        ]
+    completion = {
+        "id": response_id,
+        "object": "chat.completion",
+        "created": CREATED,
+        "model": str(body.get("model", "")),
+        "system_fingerprint": "fp_stub",
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": _OPENAI_FINISH[rule.finish_name],
+            }
+        ],
+        "usage": _openai_usage(usage_for(rule)),
+    }
+    return _json(completion)
+
+
+def anthropic_message_body(
+    rule: Rule, body: dict[str, Any], message_id: str, call_ids: list[str]
+) -> bytes:
+    """A non-streaming Messages ``message`` answering ``body`` with the rule's content."""
+    usage = usage_for(rule)
+    content: list[dict[str, Any]] = []
+    if rule.reasoning:
+        content.append(
+            {"type": "thinking", "thinking": rule.reasoning, "signature": "stub-signature"}
+        )
+    if rule.text:
+        content.append({"type": "text", "text": rule.text})
+    for i, call in enumerate(rule.tool_calls):
+        # Raises ValueError for raw argument text that is not JSON: a non-streaming
+        # Anthropic answer carries the parsed input, so there is no faithful form of it.
+        arguments = json.loads(call.arguments_json())
+        content.append(
+            {"type": "tool_use", "id": call_ids[i], "name": call.name, "input": arguments}
+        )
+    message = {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": str(body.get("model", "")),
+        "content": content,
+        "stop_reason": _ANTHROPIC_STOP[rule.finish_name],
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": usage.input_tokens,
+            "cache_creation_input_tokens": usage.cache_write_tokens or 0,
+            "cache_read_input_tokens": usage.cache_read_tokens or 0,
+            "output_tokens": usage.output_tokens,
+        },
+    }
+    return _json(message)
 
 
 _OPENAI_ERROR_TYPES = {
