@@ -1,16 +1,26 @@
 """Everything agentreel runs: tests, lint, build; replay, record, refresh and bench as they land.
 
-Packages are discovered from ``packages/*/pyproject.toml``: adding a package is creating its
-folder. ``nox -s tests`` is the README's test command; ``.ci/run`` runs it and ``lint``.
+Packages are discovered from ``packages/*/pyproject.toml`` (``tools.release``): adding a
+package is creating its folder. ``nox -s tests`` is the README's test command; ``.ci/run``
+runs it, ``lint``, every ``tests-<package>`` and ``build``.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
+import tempfile
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 import nox
+
+ROOT = Path(__file__).parent
+# `python -m nox` puts the noxfile's folder on sys.path, the `nox` script does not.
+sys.path.insert(0, str(ROOT))
+from tools import release  # noqa: E402
 
 nox.needs_version = ">=2025.2.9"
 nox.options.default_venv_backend = "uv|virtualenv"
@@ -18,16 +28,15 @@ nox.options.reuse_venv = "yes"
 nox.options.error_on_missing_interpreters = True
 nox.options.sessions = ["tests", "lint"]
 
-ROOT = Path(__file__).parent
-PACKAGES_DIR = ROOT / "packages"
 PYTHON = "3.11"
 # The bench's peers: vcrpy patches the legacy httpx (openai 3.x uses httpx2). Lint
 # installs them too so mypy can check bench/.
 BENCH_DEPS = ("vcrpy", "openai", "httpx")
+TOOLS = ROOT / "tools"
 
 
 def _package_dirs() -> list[Path]:
-    return sorted(p.parent for p in PACKAGES_DIR.glob("*/pyproject.toml"))
+    return release.package_dirs(ROOT)
 
 
 def _test_group(package_dir: Path) -> list[str]:
@@ -60,6 +69,7 @@ def tests(session: nox.Session) -> None:
     """
     _install_workspace(session)
     targets = [str(p / "tests") for p in _package_dirs() if (p / "tests").is_dir()]
+    targets.append(str(TOOLS / "tests"))
     if (ROOT / "fixtures").is_dir() and any((ROOT / "fixtures").glob("*/scenario.toml")):
         targets.append("fixtures")
     session.run("pytest", "-n", "auto", *(session.posargs or targets))
@@ -85,7 +95,13 @@ for _package_dir in _package_dirs():
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff check, ruff format --check, mypy strict over every package, and the layer contract."""
+    """ruff check, ruff format --check, mypy strict, the layer contract, and the one version.
+
+    The last is ``python -m tools.release check``: every package at the workspace version,
+    siblings pinned to it, no direct reference, a uv source per package, README install
+    lines naming packages and extras that exist.
+    """
+    _check_workspace_metadata(session)
     _install_workspace(session)
     session.install("ruff", "mypy", "import-linter", "nox", *BENCH_DEPS)
     session.run("ruff", "check", *session.posargs, ".")
@@ -93,7 +109,7 @@ def lint(session: nox.Session) -> None:
     sources = [str(p / "src") for p in _package_dirs()] + [
         str(p / "tests") for p in _package_dirs() if (p / "tests").is_dir()
     ]
-    session.run("mypy", *sources, "bench", "noxfile.py")
+    session.run("mypy", *sources, "bench", "tools", "noxfile.py")
     session.run("lint-imports")
 
 
@@ -148,50 +164,137 @@ def bench(session: nox.Session) -> None:
     session.run("python", "-m", "bench.run", *session.posargs)
 
 
+def _check_workspace_metadata(session: nox.Session) -> None:
+    problems = release.check_sources(ROOT)
+    if problems:
+        session.error("workspace metadata (tools/release.py):\n  " + "\n  ".join(problems))
+    session.log(f"workspace metadata: every package at {release.workspace_version(ROOT)}, in step")
+
+
+@nox.session(python=False, default=False)
+def version(session: nox.Session) -> None:
+    """Print the one version of every package, or set it: ``nox -s version -- 0.2.0``.
+
+    Setting rewrites ``[tool.agentreel] version`` in the root pyproject, every package's
+    version and every sibling pin, then checks the workspace.
+    """
+    if not session.posargs:
+        session.log(release.workspace_version(ROOT))
+        return
+    for path in release.set_version(session.posargs[0], ROOT):
+        session.log(f"wrote {path.relative_to(ROOT)}")
+    _check_workspace_metadata(session)
+
+
+@dataclass(frozen=True)
+class OutsideCheck:
+    """What a user does with one package, installed from the wheelhouse outside the repo.
+
+    ``commands`` run in that venv (its ``bin`` first on PATH) from a temp folder that holds
+    a copy of ``fixtures/`` and of ``tools/outside/``: ``{fixtures}`` and ``{tools}`` in a
+    command are those copies.
+    """
+
+    extras: str = ""
+    commands: tuple[tuple[str, ...], ...] = ()
+
+
+# The packages `build` installs alone outside the repository and uses as a user would
+# (every other package is only installed alone and imported). Keyed by folder under
+# packages/; a listed folder that does not exist is reported in the session output.
+OUTSIDE_CHECKS: dict[str, OutsideCheck] = {
+    "snapshot_harness": OutsideCheck(
+        extras="agent",  # the reference agent, which the scenarios' default command runs
+        commands=(
+            ("agentreel", "replay", "--fixtures", "{fixtures}"),
+            ("pytest", "-p", "no:cacheprovider", "{fixtures}"),
+        ),
+    ),
+    "llm_replay": OutsideCheck(
+        commands=(("python", "{tools}/llm_replay_alone.py", "{fixtures}/subagent-spawn"),),
+    ),
+    # The proxy's engineer adds a replay through it when packages/llm_proxy lands.
+    "llm_proxy": OutsideCheck(),
+}
+
+
 @nox.session(python=PYTHON, default=False)
 def build(session: nox.Session) -> None:
-    """Build every package's sdist and wheel with hatch, then install each wheel alone.
+    """Build every sdist and wheel and prove them publishable and installable alone.
 
-    Each wheel goes into a fresh venv with only its declared dependencies and is
-    imported there: the proof that another project can install any one package.
+    ``uv build`` makes each wheel from its sdist (so an sdist missing a file fails here);
+    ``twine check --strict`` reads them as an index would; ``tools.release check-dist``
+    refuses a direct reference or a sibling not pinned to the workspace version. Then
+    each package goes into a fresh venv under a temp folder outside the repository, from
+    the wheelhouse ``dist/`` plus the public index for third-party dependencies, and is
+    imported; the ``OUTSIDE_CHECKS`` packages are then used there as a user would (e.g.
+    ``agentreel replay`` and ``pytest`` over a copy of the committed fixtures).
     """
-    session.install("hatch", "uv")
+    _check_workspace_metadata(session)
+    session.install("twine", "uv")
     dist = ROOT / "dist"
-    if dist.exists():
-        for stale in dist.iterdir():
-            stale.unlink()
-    # hatch keeps build environments in its data dir; a private one per run cannot be
-    # left half-made by an earlier interrupted build.
-    hatch_data = ROOT / ".nox" / "hatch-data"
-    shutil.rmtree(hatch_data, ignore_errors=True)
-    for package_dir in _package_dirs():
-        with session.chdir(package_dir):
-            session.run(
-                "hatch",
-                "build",
-                "-t",
-                "sdist",
-                "-t",
-                "wheel",
-                str(dist),
-                # nox points uv at its own venv; unset that so hatch syncs its build env.
-                env={
-                    "HATCH_DATA_DIR": str(hatch_data),
-                    "VIRTUAL_ENV": None,
-                    "UV_PROJECT_ENVIRONMENT": None,
-                    "UV_PYTHON": None,
-                },
-            )
-    for package_dir in _package_dirs():
-        module = f"agentreel.{package_dir.name}"
-        dist_name = f"agentreel_{package_dir.name}"
-        wheels = sorted(dist.glob(f"{dist_name}-*.whl"))
-        if not wheels:
-            session.error(f"no wheel for {dist_name} in {dist}")
-        venv = ROOT / ".nox" / "build-check" / package_dir.name
-        session.run("uv", "venv", "--quiet", "--python", PYTHON, str(venv))
-        python = str(venv / "bin" / "python")
-        session.run("uv", "pip", "install", "--quiet", "--python", python, str(wheels[-1]))
-        session.run(
-            python, "-c", f"import {module}; print('{module}', 'imports alone')", external=True
+    shutil.rmtree(dist, ignore_errors=True)
+    session.run("uv", "build", "--all-packages", "--python", PYTHON, "--out-dir", str(dist))
+    artifacts = sorted(str(p) for p in dist.iterdir() if p.name != ".gitignore")
+    session.run("twine", "check", "--strict", *artifacts)
+    problems = release.check_dist(dist, ROOT)
+    if problems:
+        session.error(f"built metadata in {dist} (tools/release.py):\n  " + "\n  ".join(problems))
+    session.log(f"{len(artifacts)} artifacts: no direct reference, siblings pinned")
+
+    version = release.workspace_version(ROOT)
+    present = {m.directory.name: m.name for m in release.members(ROOT)}
+    for name in sorted(set(OUTSIDE_CHECKS) - set(present)):
+        session.warn(
+            f"OUTSIDE_CHECKS lists packages/{name}, which does not exist: NOT checked "
+            "(remove the entry, or land the package)"
         )
+    outside = Path(tempfile.mkdtemp(prefix="agentreel-outside-"))
+    if outside.resolve().is_relative_to(ROOT.resolve()):
+        session.error(f"the temp folder {outside} is inside the repository; set TMPDIR elsewhere")
+    shutil.copytree(ROOT / "fixtures", outside / "fixtures")
+    shutil.copytree(TOOLS / "outside", outside / "tools")
+    for name, requirement in present.items():
+        venv = outside / f"venv-{name}"
+        python = str(venv / "bin" / "python")
+        with session.chdir(outside):
+            session.run("uv", "venv", "--quiet", "--python", PYTHON, str(venv))
+            _install_outside(session, python, dist, f"{requirement}=={version}")
+            session.run(python, "-c", f"import agentreel.{name}", external=True)
+            session.log(f"{requirement} installs alone outside the repository and imports")
+            check = OUTSIDE_CHECKS.get(name)
+            if check is None:
+                continue
+            if check.extras:
+                _install_outside(session, python, dist, f"{requirement}[{check.extras}]=={version}")
+            env = {
+                "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
+                "VIRTUAL_ENV": str(venv),
+            }
+            for command in check.commands:
+                argv = [
+                    part.format(fixtures=outside / "fixtures", tools=outside / "tools")
+                    for part in command
+                ]
+                # nox looks a program up on its own venv's PATH first: name the outside one.
+                program = venv / "bin" / argv[0]
+                if program.exists():
+                    argv[0] = str(program)
+                session.run(*argv, env=env, external=True)
+    shutil.rmtree(outside)
+
+
+def _install_outside(session: nox.Session, python: str, dist: Path, requirement: str) -> None:
+    """``requirement`` into the venv of ``python``: agentreel wheels from ``dist``, the rest from
+    the index. The exact pin keeps an index release of the same name from being chosen."""
+    session.run(
+        "uv",
+        "pip",
+        "install",
+        "--quiet",
+        "--python",
+        python,
+        "--find-links",
+        str(dist),
+        requirement,
+    )

@@ -1,0 +1,374 @@
+"""The workspace's one version, and the checks that keep every package publishable.
+
+Every agentreel package has the version in the root ``pyproject.toml``
+(``[tool.agentreel] version``) and pins its siblings to exactly that version
+(``agentreel-llm==X.Y.Z``); the uv workspace resolves them to their folders during
+development. Nothing may name a sibling by path or URL, because such a wheel cannot be
+uploaded to an index or installed away from this checkout (SPEC section 1).
+
+Used by the noxfile (``lint`` checks the sources, ``build`` the built artifacts, ``version``
+rewrites every version) and as a command line::
+
+    python -m tools.release version             # print the workspace version
+    python -m tools.release check               # pyprojects, uv sources, README install lines
+    python -m tools.release check-dist dist/    # METADATA / PKG-INFO of built wheels and sdists
+    python -m tools.release set-version 0.2.0   # rewrite every version and sibling pin
+
+Only the standard library and ``packaging`` (which nox itself depends on), so the noxfile can
+import it into nox's own interpreter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tarfile
+import tomllib
+import zipfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from email.message import Message
+from email.parser import HeaderParser
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES_GLOB = "packages/*/pyproject.toml"
+DIST_PREFIX = "agentreel-"
+SET_VERSION_HINT = "nox -s version -- X.Y.Z"
+# `pip install ...agentreel-name[extra]...` in a README: each named package and extra must exist.
+_INSTALL_LINE = re.compile(r"pip install\b")
+_DIST_TOKEN = re.compile(r"\bagentreel-[a-z0-9-]*[a-z0-9](?:\[([A-Za-z0-9_,\s-]*)\])?")
+# A sibling pin inside a pyproject string: "agentreel-llm[openai]==0.1.0".
+_PIN = re.compile(r'("agentreel-[a-z0-9-]+(?:\[[^\]]*\])?)==[^";,\s]*"')
+_PROJECT_VERSION = re.compile(r'^(version\s*=\s*)"[^"]*"', re.MULTILINE)
+
+
+class ReleaseCheckError(Exception):
+    """The workspace cannot be read at all (no root version, a pyproject that is not TOML)."""
+
+
+@dataclass(frozen=True)
+class Member:
+    """One workspace package: its folder, distribution name and parsed pyproject."""
+
+    directory: Path
+    pyproject: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return str(self.pyproject.get("project", {}).get("name", ""))
+
+    @property
+    def pyproject_path(self) -> Path:
+        return self.directory / "pyproject.toml"
+
+    @property
+    def extras(self) -> set[str]:
+        optional = self.pyproject.get("project", {}).get("optional-dependencies", {})
+        return {str(canonicalize_name(extra)) for extra in optional}
+
+
+def _load_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ReleaseCheckError(f"{path}: cannot read it as TOML: {exc}") from exc
+
+
+def workspace_version(root: Path = ROOT) -> str:
+    """The one version of every package: ``[tool.agentreel] version`` of the root pyproject."""
+    path = root / "pyproject.toml"
+    version = _load_toml(path).get("tool", {}).get("agentreel", {}).get("version")
+    if not isinstance(version, str):
+        raise ReleaseCheckError(
+            f'{path}: no [tool.agentreel] version = "X.Y.Z"; it is the one version of every '
+            "package, add it"
+        )
+    try:
+        Version(version)
+    except InvalidVersion as exc:
+        raise ReleaseCheckError(f"{path}: [tool.agentreel] version: {exc}") from exc
+    return version
+
+
+def package_dirs(root: Path = ROOT) -> list[Path]:
+    """Every package folder (``packages/<name>/`` holding a pyproject), sorted by name."""
+    return sorted(p.parent for p in root.glob(PACKAGES_GLOB))
+
+
+def members(root: Path = ROOT) -> list[Member]:
+    return [Member(d, _load_toml(d / "pyproject.toml")) for d in package_dirs(root)]
+
+
+def _requirements(member: Member) -> Iterator[tuple[str, str]]:
+    """``(where, requirement text)`` for every dependency and extra of the package."""
+    project = member.pyproject.get("project", {})
+    for text in project.get("dependencies", []):
+        yield "dependencies", text
+    for extra, texts in project.get("optional-dependencies", {}).items():
+        for text in texts:
+            yield f"optional-dependencies.{extra}", text
+
+
+def _check_requirement(
+    text: str, where: str, version: str, member_names: set[str]
+) -> Iterator[str]:
+    """Problems of one requirement: a direct reference, or a sibling not pinned to ``version``."""
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement as exc:
+        yield f"{where}: {text!r} is not a valid requirement: {exc}"
+        return
+    if requirement.url is not None:
+        yield (
+            f"{where}: {text!r} is a direct reference ({requirement.url}); an index refuses "
+            "it and it installs only beside this checkout. Name the package by version"
+            + (f" ({requirement.name}=={version})" if _is_ours(requirement.name) else "")
+        )
+        return
+    name = str(canonicalize_name(requirement.name))
+    if name in member_names:
+        if str(requirement.specifier) != f"=={version}":
+            yield (
+                f"{where}: {text!r} must pin the workspace version exactly "
+                f"({requirement.name}=={version}); run {SET_VERSION_HINT}"
+            )
+    elif _is_ours(name):
+        yield (
+            f"{where}: {text!r} names no package of this workspace "
+            f"(members: {', '.join(sorted(member_names))})"
+        )
+
+
+def _is_ours(name: str) -> bool:
+    return str(canonicalize_name(name)).startswith(DIST_PREFIX)
+
+
+def check_sources(root: Path = ROOT) -> list[str]:
+    """Every problem that would make a package unpublishable or out of step, as messages.
+
+    Checked: each package's name (``agentreel-<folder>``) and static version equal to the
+    workspace version; each sibling requirement pinned ``==`` that version and no direct
+    reference anywhere; no ``allow-direct-references``; a ``workspace = true`` uv source
+    for exactly the members; and every ``pip install`` line of a README naming only
+    packages and extras that exist.
+    """
+    version = workspace_version(root)
+    found = members(root)
+    member_names = {str(canonicalize_name(m.name)) for m in found}
+    problems: list[str] = []
+    for member in found:
+        where = str(member.pyproject_path.relative_to(root))
+        project = member.pyproject.get("project", {})
+        expected_name = DIST_PREFIX + member.directory.name.replace("_", "-")
+        if member.name != expected_name:
+            problems.append(
+                f"{where}: project.name is {member.name!r}; it must be {expected_name!r}"
+            )
+        if "version" in project.get("dynamic", []) or project.get("version") != version:
+            problems.append(
+                f"{where}: project.version is {project.get('version')!r}, the workspace version "
+                f"is {version!r} (root pyproject.toml [tool.agentreel]); run {SET_VERSION_HINT}"
+            )
+        for field, text in _requirements(member):
+            problems.extend(_check_requirement(text, f"{where} {field}", version, member_names))
+        hatch_metadata = member.pyproject.get("tool", {}).get("hatch", {}).get("metadata", {})
+        if hatch_metadata.get("allow-direct-references"):
+            problems.append(
+                f"{where}: [tool.hatch.metadata] allow-direct-references is set; remove it, "
+                "siblings resolve through the uv workspace"
+            )
+    problems.extend(_check_uv_sources(root, member_names))
+    readmes = [root / "README.md", *(m.directory / "README.md" for m in found)]
+    extras = {str(canonicalize_name(m.name)): m.extras for m in found}
+    for readme in readmes:
+        if readme.is_file():
+            problems.extend(_check_install_lines(readme, root, extras))
+    return problems
+
+
+def _check_uv_sources(root: Path, member_names: set[str]) -> Iterator[str]:
+    sources = _load_toml(root / "pyproject.toml").get("tool", {}).get("uv", {}).get("sources", {})
+    listed = {str(canonicalize_name(name)): spec for name, spec in sources.items()}
+    for name in sorted(member_names - listed.keys()):
+        yield (
+            f"pyproject.toml [tool.uv.sources]: {name} has no entry, so the workspace would "
+            f"fetch it from an index; add `{name} = {{ workspace = true }}`"
+        )
+    for name, spec in sorted(listed.items()):
+        if not _is_ours(name):
+            continue
+        if name not in member_names:
+            yield (
+                f"pyproject.toml [tool.uv.sources]: {name} is no package under packages/; "
+                "remove the entry or add the package"
+            )
+        elif spec != {"workspace": True}:
+            yield (
+                f"pyproject.toml [tool.uv.sources]: {name} must be {{ workspace = true }}, "
+                f"not {spec}"
+            )
+
+
+def _check_install_lines(readme: Path, root: Path, extras: dict[str, set[str]]) -> Iterator[str]:
+    for number, line in enumerate(readme.read_text(encoding="utf-8").splitlines(), start=1):
+        if not _INSTALL_LINE.search(line):
+            continue
+        command = line.split("#", 1)[0]
+        for match in _DIST_TOKEN.finditer(command):
+            where = f"{readme.relative_to(root)}:{number}"
+            name = str(canonicalize_name(match.group(0).split("[", 1)[0]))
+            if name not in extras:
+                yield f"{where}: `{line.strip()}` installs {name}, which is no package here"
+                continue
+            for extra in filter(None, (e.strip() for e in (match.group(1) or "").split(","))):
+                if str(canonicalize_name(extra)) not in extras[name]:
+                    yield (
+                        f"{where}: `{line.strip()}` asks for extra [{extra}] of {name}, which "
+                        f"has {sorted(extras[name]) or 'no extras'}"
+                    )
+
+
+def _artifact_metadata(path: Path) -> Message:
+    """The core metadata of a wheel (``*.dist-info/METADATA``) or an sdist (``PKG-INFO``)."""
+    if path.name.endswith(".whl"):
+        with zipfile.ZipFile(path) as wheel:
+            names = [n for n in wheel.namelist() if n.count("/") == 1]
+            metadata = [n for n in names if n.endswith(".dist-info/METADATA")]
+            if len(metadata) != 1:
+                raise ReleaseCheckError(
+                    f"{path}: expected one *.dist-info/METADATA, found {metadata}"
+                )
+            text = wheel.read(metadata[0]).decode("utf-8")
+    else:
+        with tarfile.open(path) as sdist:
+            members = [m for m in sdist.getmembers() if m.name.count("/") == 1]
+            pkg_info = [m for m in members if m.name.endswith("/PKG-INFO")]
+            handle = sdist.extractfile(pkg_info[0]) if len(pkg_info) == 1 else None
+            if handle is None:
+                raise ReleaseCheckError(f"{path}: expected one top-level PKG-INFO, found none")
+            text = handle.read().decode("utf-8")
+    return HeaderParser().parsestr(text)
+
+
+def check_dist(dist: Path, root: Path = ROOT) -> list[str]:
+    """Problems of the built artifacts in ``dist``: what an index and an installer will read.
+
+    Each package must have exactly one wheel and one sdist of the workspace version, and
+    no ``Requires-Dist`` may be a direct reference or a sibling not pinned to that version.
+    """
+    version = workspace_version(root)
+    member_names = {str(canonicalize_name(m.name)) for m in members(root)}
+    artifacts = sorted([*dist.glob("*.whl"), *dist.glob("*.tar.gz")])
+    problems: list[str] = []
+    seen: dict[str, list[str]] = {}
+    for path in artifacts:
+        try:
+            metadata = _artifact_metadata(path)
+        except (ReleaseCheckError, zipfile.BadZipFile, tarfile.TarError, OSError) as exc:
+            problems.append(f"{path.name}: cannot read its metadata: {exc}")
+            continue
+        name = str(canonicalize_name(metadata.get("Name", "")))
+        kind = "wheel" if path.name.endswith(".whl") else "sdist"
+        seen.setdefault(name, []).append(kind)
+        if name not in member_names:
+            problems.append(f"{path.name}: {name!r} is no package of this workspace (stale?)")
+        if metadata.get("Version") != version:
+            problems.append(
+                f"{path.name}: Version {metadata.get('Version')} is not the workspace version "
+                f"{version}; rebuild (nox -s build)"
+            )
+        for text in metadata.get_all("Requires-Dist") or []:
+            problems.extend(
+                _check_requirement(text, f"{path.name} Requires-Dist", version, member_names)
+            )
+    for name in sorted(member_names):
+        kinds = sorted(seen.get(name, []))
+        if kinds != ["sdist", "wheel"]:
+            problems.append(
+                f"{dist}: {name} must have one wheel and one sdist, found {kinds or 'none'}"
+            )
+    return problems
+
+
+def set_version(new: str, root: Path = ROOT) -> list[Path]:
+    """Write ``new`` as the workspace version, every package's version and every sibling pin.
+
+    Edits the files as text so comments and layout stay; returns the files it changed.
+    """
+    Version(new)
+    changed: list[Path] = []
+    root_file = root / "pyproject.toml"
+    text = root_file.read_text(encoding="utf-8")
+    section = re.search(r"^\[tool\.agentreel\]\n(?:[^\[].*\n|\n)*", text, re.MULTILINE)
+    if section is None:
+        raise ReleaseCheckError(f"{root_file}: no [tool.agentreel] table to write the version into")
+    body = _PROJECT_VERSION.sub(rf'\g<1>"{new}"', section.group(0), count=1)
+    changed += _write_if_changed(root_file, text[: section.start()] + body + text[section.end() :])
+    for member in members(root):
+        text = member.pyproject_path.read_text(encoding="utf-8")
+        text = _PROJECT_VERSION.sub(rf'\g<1>"{new}"', text, count=1)
+        text = _PIN.sub(rf'\g<1>=={new}"', text)
+        changed += _write_if_changed(member.pyproject_path, text)
+    return changed
+
+
+def _write_if_changed(path: Path, text: str) -> list[Path]:
+    if path.read_text(encoding="utf-8") == text:
+        return []
+    path.write_text(text, encoding="utf-8")
+    return [path]
+
+
+def _report(problems: Iterable[str], what: str) -> int:
+    problems = list(problems)
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if problems:
+        print(f"{what}: {len(problems)} problem(s)", file=sys.stderr)
+        return 1
+    print(f"{what}: ok")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.release", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--root", type=Path, default=ROOT, help="the workspace root (default: this checkout)"
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("version", help="print the workspace version")
+    commands.add_parser("check", help="check pyprojects, uv sources and README install lines")
+    check_dist_parser = commands.add_parser("check-dist", help="check built wheels and sdists")
+    check_dist_parser.add_argument("dist", type=Path)
+    set_parser = commands.add_parser("set-version", help="rewrite every version and sibling pin")
+    set_parser.add_argument("version")
+    args = parser.parse_args(argv)
+    root = args.root.resolve()
+    try:
+        if args.command == "version":
+            print(workspace_version(root))
+            return 0
+        if args.command == "check":
+            return _report(check_sources(root), "workspace metadata")
+        if args.command == "check-dist":
+            return _report(check_dist(args.dist, root), f"artifacts in {args.dist}")
+        for path in set_version(args.version, root):
+            print(f"wrote {path.relative_to(root)}")
+        return _report(check_sources(root), "workspace metadata")
+    except (ReleaseCheckError, InvalidVersion) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,274 @@
+"""``python -m tools.release``: the one version and the publishable-metadata checks.
+
+Each test builds a small workspace (or wheelhouse) in a temp folder and runs the command
+line exactly as the noxfile and a developer do, then reads its exit code and messages.
+"""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+ROOT_PYPROJECT = """\
+# the one version
+[tool.agentreel]
+version = "1.0.0"
+
+[tool.uv.workspace]
+members = ["packages/*"]
+
+[tool.uv.sources]
+agentreel-core = { workspace = true }
+agentreel-cli = { workspace = true }
+"""
+
+CORE = """\
+[project]
+name = "agentreel-core"
+version = "1.0.0"
+dependencies = ["msgspec>=0.18"]
+
+[project.optional-dependencies]
+fast = ["orjson"]
+"""
+
+CLI = """\
+[project]
+name = "agentreel-cli"
+version = "1.0.0"  # kept in step by nox -s version
+dependencies = [
+    "agentreel-core==1.0.0",
+]
+
+[project.optional-dependencies]
+fast = ["agentreel-core[fast]==1.0.0"]
+"""
+
+
+def run(*args: str, root: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tools.release", "--root", str(root), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    (tmp_path / "pyproject.toml").write_text(ROOT_PYPROJECT)
+    for folder, text in (("core", CORE), ("cli", CLI)):
+        (tmp_path / "packages" / folder).mkdir(parents=True)
+        (tmp_path / "packages" / folder / "pyproject.toml").write_text(text)
+    (tmp_path / "packages" / "cli" / "README.md").write_text(
+        'pip install "agentreel-cli[fast]"   # or [slow] once it exists\n'
+    )
+    return tmp_path
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new))
+
+
+def test_a_workspace_in_step_passes(workspace: Path) -> None:
+    result = run("check", root=workspace)
+    assert result.returncode == 0, result.stderr
+    assert "workspace metadata: ok" in result.stdout
+    assert run("version", root=workspace).stdout.strip() == "1.0.0"
+
+
+@pytest.mark.parametrize(
+    "reference",
+    ["agentreel-core @ file:///src/packages/core", "agentreel-core @ {root:parent:uri}/core"],
+)
+def test_a_direct_reference_to_a_sibling_is_refused(workspace: Path, reference: str) -> None:
+    edit(workspace / "packages/cli/pyproject.toml", '"agentreel-core==1.0.0"', f'"{reference}"')
+    result = run("check", root=workspace)
+    assert result.returncode == 1
+    assert "packages/cli/pyproject.toml dependencies" in result.stderr
+    assert "is a direct reference" in result.stderr
+    assert "Name the package by version (agentreel-core==1.0.0)" in result.stderr
+
+
+def test_a_direct_reference_to_a_third_party_is_refused_too(workspace: Path) -> None:
+    edit(workspace / "packages/core/pyproject.toml", '"orjson"', '"orjson @ https://x/o.whl"')
+    result = run("check", root=workspace)
+    assert result.returncode == 1
+    assert "optional-dependencies.fast: 'orjson @ https://x/o.whl' is a direct reference" in (
+        result.stderr
+    )
+
+
+def test_a_package_version_out_of_step_is_named(workspace: Path) -> None:
+    edit(workspace / "packages/core/pyproject.toml", 'version = "1.0.0"', 'version = "1.0.1"')
+    result = run("check", root=workspace)
+    assert result.returncode == 1
+    assert "packages/core/pyproject.toml: project.version is '1.0.1'" in result.stderr
+    assert "nox -s version -- X.Y.Z" in result.stderr
+
+
+@pytest.mark.parametrize("pin", ["agentreel-core>=1.0", "agentreel-core==0.9.0", "agentreel-core"])
+def test_a_sibling_not_pinned_to_the_workspace_version_is_named(workspace: Path, pin: str) -> None:
+    edit(workspace / "packages/cli/pyproject.toml", '"agentreel-core==1.0.0"', f'"{pin}"')
+    result = run("check", root=workspace)
+    assert result.returncode == 1
+    assert f"'{pin}' must pin the workspace version exactly (agentreel-core==1.0.0)" in (
+        result.stderr
+    )
+
+
+def test_an_agentreel_requirement_that_is_no_member_is_named(workspace: Path) -> None:
+    edit(
+        workspace / "packages/cli/pyproject.toml",
+        '"agentreel-core==1.0.0"',
+        '"agentreel-kore==1.0.0"',
+    )
+    result = run("check", root=workspace)
+    assert result.returncode == 1
+    assert "'agentreel-kore==1.0.0' names no package of this workspace" in result.stderr
+
+
+def test_uv_sources_must_list_exactly_the_members(workspace: Path) -> None:
+    (workspace / "packages/proxy").mkdir()
+    (workspace / "packages/proxy/pyproject.toml").write_text(
+        CORE.replace("agentreel-core", "agentreel-proxy")
+    )
+    edit(
+        workspace / "pyproject.toml",
+        "agentreel-cli = { workspace = true }",
+        'agentreel-old = { workspace = true }\nagentreel-cli = { path = "x" }',
+    )
+    result = run("check", root=workspace)
+    assert result.returncode == 1
+    assert "agentreel-proxy has no entry" in result.stderr
+    assert "add `agentreel-proxy = { workspace = true }`" in result.stderr
+    assert "agentreel-old is no package under packages/" in result.stderr
+    assert "agentreel-cli must be { workspace = true }" in result.stderr
+
+
+def test_allow_direct_references_is_refused(workspace: Path) -> None:
+    with (workspace / "packages/core/pyproject.toml").open("a") as f:
+        f.write("\n[tool.hatch.metadata]\nallow-direct-references = true\n")
+    result = run("check", root=workspace)
+    assert result.returncode == 1
+    assert "allow-direct-references is set" in result.stderr
+
+
+def test_a_package_named_unlike_its_folder_is_named(workspace: Path) -> None:
+    edit(workspace / "packages/core/pyproject.toml", 'name = "agentreel-core"', 'name = "core"')
+    result = run("check", root=workspace)
+    assert "project.name is 'core'; it must be 'agentreel-core'" in result.stderr
+
+
+def test_a_readme_install_line_naming_a_missing_extra_or_package_is_named(workspace: Path) -> None:
+    (workspace / "README.md").write_text(
+        "intro\n\n```sh\npip install agentreel-core[fast]\n"
+        'pip install "agentreel-cli[fast,openai]"\npip install agentreel-nope\n```\n'
+    )
+    result = run("check", root=workspace)
+    assert result.returncode == 1
+    problems = [line for line in result.stderr.splitlines() if line.startswith("README.md")]
+    assert len(problems) == 2, result.stderr
+    assert problems[0].startswith("README.md:5:")
+    assert "asks for extra [openai] of agentreel-cli, which has ['fast']" in problems[0]
+    assert problems[1].startswith("README.md:6:")
+    assert "installs agentreel-nope, which is no package here" in problems[1]
+
+
+def test_set_version_moves_every_package_and_pin_and_keeps_comments(workspace: Path) -> None:
+    edit(workspace / "packages/core/pyproject.toml", 'version = "1.0.0"', 'version = "0.9.9"')
+    result = run("set-version", "2.0.0rc1", root=workspace)
+    assert result.returncode == 0, result.stderr
+    assert "workspace metadata: ok" in result.stdout
+    root_text = (workspace / "pyproject.toml").read_text()
+    assert '[tool.agentreel]\nversion = "2.0.0rc1"' in root_text
+    assert root_text.startswith("# the one version\n")
+    cli = (workspace / "packages/cli/pyproject.toml").read_text()
+    assert 'version = "2.0.0rc1"  # kept in step by nox -s version' in cli
+    assert '"agentreel-core==2.0.0rc1",' in cli
+    assert '"agentreel-core[fast]==2.0.0rc1"' in cli
+    assert 'version = "2.0.0rc1"' in (workspace / "packages/core/pyproject.toml").read_text()
+    assert run("version", root=workspace).stdout.strip() == "2.0.0rc1"
+
+
+def test_set_version_refuses_a_version_that_is_not_pep_440(workspace: Path) -> None:
+    result = run("set-version", "two", root=workspace)
+    assert result.returncode == 2
+    assert "Invalid version: 'two'" in result.stderr
+    assert 'version = "1.0.0"' in (workspace / "pyproject.toml").read_text()
+
+
+METADATA = """\
+Metadata-Version: 2.4
+Name: {name}
+Version: {version}
+Summary: test
+{requires}
+"""
+
+
+def write_artifacts(
+    dist: Path, name: str, requires: list[str], *, version: str = "1.0.0", sdist: bool = True
+) -> None:
+    dist.mkdir(exist_ok=True)
+    stem = f"{name.replace('-', '_')}-{version}"
+    text = METADATA.format(
+        name=name, version=version, requires="\n".join(f"Requires-Dist: {r}" for r in requires)
+    )
+    with zipfile.ZipFile(dist / f"{stem}-py3-none-any.whl", "w") as wheel:
+        wheel.writestr(f"{stem}.dist-info/METADATA", text)
+        wheel.writestr(f"{stem}.dist-info/WHEEL", "Wheel-Version: 1.0\n")
+    if sdist:
+        with tarfile.open(dist / f"{stem}.tar.gz", "w:gz") as archive:
+            data = text.encode()
+            info = tarfile.TarInfo(f"{stem}/PKG-INFO")
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+
+
+def test_check_dist_passes_clean_artifacts(workspace: Path) -> None:
+    write_artifacts(workspace / "dist", "agentreel-core", ["msgspec>=0.18"])
+    write_artifacts(workspace / "dist", "agentreel-cli", ["agentreel-core==1.0.0"])
+    result = run("check-dist", str(workspace / "dist"), root=workspace)
+    assert result.returncode == 0, result.stderr
+
+
+def test_check_dist_finds_a_direct_reference_in_wheel_metadata(workspace: Path) -> None:
+    write_artifacts(workspace / "dist", "agentreel-core", ["msgspec>=0.18"])
+    write_artifacts(
+        workspace / "dist",
+        "agentreel-cli",
+        ['agentreel-core[fast] @ file:///work/packages/core ; extra == "fast"'],
+    )
+    result = run("check-dist", str(workspace / "dist"), root=workspace)
+    assert result.returncode == 1
+    # Once for the wheel's METADATA, once for the sdist's PKG-INFO.
+    assert result.stderr.count("is a direct reference (file:///work/packages/core)") == 2
+    assert "agentreel_cli-1.0.0-py3-none-any.whl Requires-Dist" in result.stderr
+    assert "agentreel_cli-1.0.0.tar.gz Requires-Dist" in result.stderr
+
+
+def test_check_dist_names_a_missing_sdist_a_stale_version_and_a_loose_pin(workspace: Path) -> None:
+    write_artifacts(workspace / "dist", "agentreel-core", [], sdist=False)
+    write_artifacts(workspace / "dist", "agentreel-cli", ["agentreel-core>=1"], version="0.9.0")
+    result = run("check-dist", str(workspace / "dist"), root=workspace)
+    assert result.returncode == 1
+    assert "agentreel-core must have one wheel and one sdist, found ['wheel']" in result.stderr
+    assert "Version 0.9.0 is not the workspace version 1.0.0" in result.stderr
+    assert "'agentreel-core>=1' must pin the workspace version exactly" in result.stderr
+
+
+def test_this_repository_is_in_step() -> None:
+    result = run("check", root=REPO)
+    assert result.returncode == 0, result.stderr
