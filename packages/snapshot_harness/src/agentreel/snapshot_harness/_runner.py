@@ -279,6 +279,13 @@ def run_scenario(
     """
     if mode not in MODES:
         raise ValueError(f"mode {mode!r} is not one of {', '.join(MODES)}")
+    if scenario.model.proxied:
+        # Never run a proxy scenario as an in-process one: its agent would get no model.
+        raise RecordSetupError(
+            f'{scenario.name}: [model] via = "proxy" in {scenario.toml_path} needs the '
+            "runner's proxy support (agentreel-llm-proxy), which this harness version does "
+            'not have yet; use via = "provider" or a newer agentreel-snapshot-harness'
+        )
     keep_raw = mode == "record" if keep_raw_logs is None else keep_raw_logs
     if work_dir is not None:
         work_dir.mkdir(parents=True, exist_ok=True)

@@ -1,9 +1,10 @@
 """``scenario.toml``: the strictly validated description of one scenario.
 
 A scenario is a directory ``fixtures/<name>/``. Its ``scenario.toml`` lists ordered steps,
-FIFO permission answers, the timeout, the agent command and how to record. Unknown keys
-and bad values are errors that name the file and the key, so a typo never silently
-changes what a test does.
+FIFO permission answers, the timeout, the agent command, how the agent reaches a model
+(``[model]``: in process through ``agentreel.llm``, or any agent through the proxy's base
+URL) and how to record. Unknown keys and bad values are errors that name the file and the
+key, so a typo never silently changes what a test does.
 """
 
 from __future__ import annotations
@@ -43,6 +44,25 @@ _PERMISSION_ALIASES: dict[str, PermissionKind] = {
     "cancelled": "cancelled",
 }
 ErrorMethod = Literal["initialize", "new_session", "prompt"]
+
+Via = Literal["provider", "proxy"]
+VIAS: tuple[Via, ...] = ("provider", "proxy")
+WireApi = Literal["openai", "anthropic", "responses"]
+WIRE_APIS: tuple[WireApi, ...] = ("openai", "anthropic", "responses")
+# The variables an agent on each wire API reads by default, as its SDK does.
+DEFAULT_BASE_URL_ENV: dict[WireApi, tuple[str, ...]] = {
+    "openai": ("OPENAI_BASE_URL",),
+    "anthropic": ("ANTHROPIC_BASE_URL",),
+    "responses": ("OPENAI_BASE_URL",),
+}
+DEFAULT_KEY_ENV: dict[WireApi, tuple[str, ...]] = {
+    "openai": ("OPENAI_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "responses": ("OPENAI_API_KEY",),
+}
+# ``{name}`` placeholders rendered into [model] env values and files (see ModelConfig).
+TEMPLATE_PLACEHOLDERS = ("base_url", "proxy_url", "key", "home", "cwd", "scenario")
+_TEMPLATE_TOKEN = re.compile(r"\{([a-z_]+)\}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +123,58 @@ class RecordConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class HomeFile:
+    """A config file rendered into the agent's fresh ``HOME`` before it starts.
+
+    ``path`` is relative to ``HOME``; the content is ``template`` (a file in the scenario
+    directory) or inline ``text``, with ``{placeholder}`` tokens rendered (ModelConfig).
+    """
+
+    path: str
+    text: str
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class ModelConfig:
+    """How the agent reaches a model: the ``[model]`` table.
+
+    ``via = "provider"`` (default): the agent uses agentreel's provider layer in process
+    and is configured by the ``AGENTREEL_*`` variables (today's path). ``via = "proxy"``:
+    the harness runs ``agentreel.llm_proxy`` and points the agent at it — any agent in any
+    framework or language. Then ``api`` is the wire API it speaks; each variable in
+    ``base_url_env`` receives the proxy's base URL for that API (``.../v1`` for OpenAI's
+    APIs, the root for Anthropic); each in ``key_env`` receives a dummy non-secret key (a
+    real key from your environment only when recording against a real upstream); ``env``
+    and ``files`` are templates rendered with ``{base_url}`` (as in base_url_env),
+    ``{proxy_url}`` (the root), ``{key}``, ``{home}``, ``{cwd}`` and ``{scenario}``.
+    ``masks`` are extra regexes masked before drift comparison; ``partial_lanes`` name the
+    lanes (side calls that vary with timing) that may be consumed partly.
+    """
+
+    via: Via = "provider"
+    api: WireApi = "openai"
+    base_url_env: tuple[str, ...] = ()
+    key_env: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    files: tuple[HomeFile, ...] = ()
+    masks: tuple[str, ...] = ()
+    partial_lanes: tuple[str, ...] = ()
+
+    @property
+    def proxied(self) -> bool:
+        return self.via == "proxy"
+
+    def base_url_for(self, proxy_url: str) -> str:
+        """The proxy base URL as this wire API's SDKs expect it."""
+        return proxy_url if self.api == "anthropic" else f"{proxy_url}/v1"
+
+    def render(self, text: str, values: Mapping[str, str]) -> str:
+        """``text`` with every ``{placeholder}`` replaced (validated at load time)."""
+        return _TEMPLATE_TOKEN.sub(lambda found: values.get(found.group(1), found.group(0)), text)
+
+
+@dataclass(frozen=True, slots=True)
 class Scenario:
     """One loaded, validated scenario."""
 
@@ -115,6 +187,7 @@ class Scenario:
     env: Mapping[str, str] = field(default_factory=dict)
     permissions: tuple[PermissionKind, ...] = ()
     record: RecordConfig = field(default_factory=RecordConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
 
     @property
     def toml_path(self) -> Path:
@@ -132,17 +205,25 @@ class Scenario:
         return any(isinstance(step, NewSession) for step in self.steps)
 
     def agent_command(self) -> list[str]:
-        """The agent command line, placeholders expanded.
+        """The agent command line, placeholders expanded and relative paths made absolute.
 
         ``{python}`` is the running interpreter and ``{scenario}`` the scenario directory.
-        The default is the reference agent: ``{python} -m agentreel.acp_agent``.
+        An argument starting with ``./`` or ``../`` is a path relative to the scenario
+        directory and becomes absolute, so the command means the same from the run's temp
+        cwd and from a trial replay's scratch copy. Any executable may be the agent: a bare
+        name is looked up on ``PATH``. The default is the reference agent:
+        ``{python} -m agentreel.acp_agent``.
         """
         if self.agent is None:
             return [sys.executable, "-m", DEFAULT_AGENT_MODULE]
-        return [
-            part.replace("{python}", sys.executable).replace("{scenario}", str(self.directory))
-            for part in self.agent
-        ]
+        directory = str(self.directory.resolve())
+        command: list[str] = []
+        for part in self.agent:
+            part = part.replace("{python}", sys.executable).replace("{scenario}", directory)
+            if part.startswith(("./", "../")):
+                part = os.path.normpath(os.path.join(directory, part))
+            command.append(part)
+        return command
 
 
 def validate_scenario_name(name: str, *, where: str = "scenario name") -> str:
@@ -210,6 +291,7 @@ _TOP_KEYS = {
     "permissions",
     "steps",
     "record",
+    "model",
 }
 _STEP_KEYS: dict[str, set[str]] = {
     "initialize": {"type"},
@@ -219,6 +301,18 @@ _STEP_KEYS: dict[str, set[str]] = {
     "expect_error": {"type", "method", "text", "session", "code", "message"},
 }
 _RECORD_KEYS = {"provider", "model", "rules", "base_url"}
+_MODEL_KEYS = {
+    "via",
+    "api",
+    "base_url_env",
+    "key_env",
+    "env",
+    "files",
+    "masks",
+    "partial_lanes",
+}
+_FILE_KEYS = {"path", "template", "text"}
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def load_scenario(directory: Path | str) -> Scenario:
@@ -258,6 +352,13 @@ def load_scenario(directory: Path | str) -> Scenario:
     permissions = _permissions(reader, data.get("permissions"))
     steps = _steps(reader, data.get("steps"))
     record = _record(reader, data.get("record"), directory)
+    model = _model(reader, data.get("model"), directory)
+    if model.proxied and record.provider != "stub" and not record.base_url:
+        raise reader.fail(
+            "record.base_url",
+            f'required with [model] via = "proxy" and provider {record.provider!r}: the '
+            "upstream the proxy records from (e.g. https://api.anthropic.com)",
+        )
     scenario = Scenario(
         name=name,
         directory=directory,
@@ -268,6 +369,7 @@ def load_scenario(directory: Path | str) -> Scenario:
         env=env,
         permissions=permissions,
         record=record,
+        model=model,
     )
     check_workspace(scenario)
     return scenario
@@ -416,6 +518,141 @@ def _record(reader: _Reader, value: object, directory: Path) -> RecordConfig:
     if not model:
         raise reader.fail("record.model", f"required for provider {provider!r}")
     return RecordConfig(provider=provider, model=model, rules=rules, base_url=base_url)
+
+
+def _model(reader: _Reader, value: object, directory: Path) -> ModelConfig:
+    if value is None:
+        return ModelConfig()
+    if not isinstance(value, dict):
+        raise reader.fail("model", f"expected a table, got {_kind(value)}")
+    reader.check_keys(value, _MODEL_KEYS, "model.")
+    via = value.get("via", "provider")
+    if via not in VIAS:
+        raise reader.fail("model.via", f"{via!r} is not one of {', '.join(VIAS)}")
+    if via == "provider":
+        extra = sorted(set(value) - {"via"})
+        if extra:
+            raise reader.fail(
+                f"model.{extra[0]}",
+                'only with via = "proxy"; an in-process agent is configured by AGENTREEL_* '
+                "variables (use [env] for anything else)",
+            )
+        return ModelConfig()
+    api = value.get("api", "openai")
+    if api not in WIRE_APIS:
+        raise reader.fail("model.api", f"{api!r} is not one of {', '.join(WIRE_APIS)}")
+    base_url_env = _names(reader, value, "base_url_env") or DEFAULT_BASE_URL_ENV[api]
+    key_env = _names(reader, value, "key_env") or DEFAULT_KEY_ENV[api]
+    env_value = value.get("env", {})
+    if not isinstance(env_value, dict):
+        raise reader.fail("model.env", f"expected a table of strings, got {_kind(env_value)}")
+    env: dict[str, str] = {}
+    for key, item in env_value.items():
+        where = f"model.env.{key}"
+        if not _ENV_NAME.match(key):
+            raise reader.fail(where, "not an environment variable name")
+        if not isinstance(item, str):
+            raise reader.fail(where, f"expected a string, got {_kind(item)}")
+        env[key] = _template(reader, item, where)
+    taken = {*base_url_env, *key_env}
+    for key in env:
+        if key in taken:
+            raise reader.fail(
+                f"model.env.{key}", "already set by base_url_env or key_env; set it once"
+            )
+    files = _files(reader, value.get("files", []), directory)
+    masks = _strings(reader, value, "masks")
+    for index, pattern in enumerate(masks):
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise reader.fail(f"model.masks[{index}]", f"not a valid regex: {exc}") from None
+    return ModelConfig(
+        via="proxy",
+        api=api,
+        base_url_env=base_url_env,
+        key_env=key_env,
+        env=env,
+        files=files,
+        masks=masks,
+        partial_lanes=_strings(reader, value, "partial_lanes"),
+    )
+
+
+def _strings(reader: _Reader, table: Mapping[str, object], key: str) -> tuple[str, ...]:
+    value = table.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise reader.fail(f"model.{key}", "expected an array of non-empty strings")
+    return tuple(value)
+
+
+def _names(reader: _Reader, table: Mapping[str, object], key: str) -> tuple[str, ...]:
+    """An environment variable name or an array of them."""
+    value = table.get(key, [])
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not all(
+        isinstance(name, str) and _ENV_NAME.match(name) for name in names
+    ):
+        raise reader.fail(
+            f"model.{key}",
+            'expected an environment variable name or an array of them, e.g. ["OPENAI_BASE_URL"]',
+        )
+    return tuple(names)
+
+
+def _template(reader: _Reader, text: str, where: str) -> str:
+    for name in _TEMPLATE_TOKEN.findall(text):
+        if name not in TEMPLATE_PLACEHOLDERS:
+            raise reader.fail(
+                where,
+                f"unknown placeholder {{{name}}}; known: "
+                + ", ".join(f"{{{known}}}" for known in TEMPLATE_PLACEHOLDERS),
+            )
+    return text
+
+
+def _files(reader: _Reader, value: object, directory: Path) -> tuple[HomeFile, ...]:
+    if not isinstance(value, list):
+        raise reader.fail("model.files", f"expected an array of tables, got {_kind(value)}")
+    files: list[HomeFile] = []
+    seen: set[str] = set()
+    for index, table in enumerate(value):
+        prefix = f"model.files[{index}]."
+        if not isinstance(table, dict):
+            raise reader.fail(f"model.files[{index}]", f"expected a table, got {_kind(table)}")
+        reader.check_keys(table, _FILE_KEYS, prefix)
+        path = reader.required_string(table, "path", prefix)
+        parts = Path(path).parts
+        if Path(path).is_absolute() or ".." in parts or not parts:
+            raise reader.fail(
+                f"{prefix}path", f"{path!r} must be a relative path inside HOME (no '..')"
+            )
+        normal = str(Path(path))
+        if normal in seen:
+            raise reader.fail(f"{prefix}path", f"{path!r} is given twice")
+        seen.add(normal)
+        template = reader.string(table, "template", prefix)
+        text = reader.string(table, "text", prefix)
+        if (template is None) == (text is None):
+            raise reader.fail(prefix.rstrip("."), "give exactly one of template or text")
+        if template is not None:
+            source = directory / template
+            if Path(template).is_absolute() or ".." in Path(template).parts:
+                raise reader.fail(
+                    f"{prefix}template", f"{template!r} must be a file in the scenario directory"
+                )
+            try:
+                text = source.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise reader.fail(f"{prefix}template", f"cannot read {source}: {exc}") from None
+            where = f"{prefix}template ({template})"
+        else:
+            assert text is not None
+            where = f"{prefix}text"
+        files.append(
+            HomeFile(path=normal, text=_template(reader, text, where), source=template or "")
+        )
+    return tuple(files)
 
 
 def check_workspace(scenario: Scenario) -> None:

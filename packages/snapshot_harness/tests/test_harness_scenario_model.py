@@ -1,0 +1,242 @@
+"""The ``[model]`` table of scenario.toml and the agent command's relative paths.
+
+``[model] via = "proxy"`` is how a scenario runs an agent nobody here wrote: what the
+harness hands it (base URL variables, a dummy key, config files in its HOME) must be
+exactly what the table says, and every mistake must name the file and the key.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentreel.snapshot_harness import HomeFile, ModelConfig, ScenarioError, load_scenario
+
+STEPS = """
+[[steps]]
+type = "initialize"
+
+[[steps]]
+type = "new_session"
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "demo") -> Path:
+    directory = tmp_path / name
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "scenario.toml").write_text(text + "\n" + STEPS)
+    return directory
+
+
+def test_without_a_model_table_the_agent_uses_the_provider_path(tmp_path: Path) -> None:
+    scenario = load_scenario(write(tmp_path, ""))
+    assert scenario.model == ModelConfig()
+    assert not scenario.model.proxied
+    explicit = load_scenario(write(tmp_path, '[model]\nvia = "provider"\n', "explicit"))
+    assert explicit.model == ModelConfig()
+
+
+@pytest.mark.parametrize(
+    ("api", "base_url_env", "key_env", "base_url"),
+    [
+        ("openai", ("OPENAI_BASE_URL",), ("OPENAI_API_KEY",), "http://127.0.0.1:9/v1"),
+        ("responses", ("OPENAI_BASE_URL",), ("OPENAI_API_KEY",), "http://127.0.0.1:9/v1"),
+        ("anthropic", ("ANTHROPIC_BASE_URL",), ("ANTHROPIC_API_KEY",), "http://127.0.0.1:9"),
+    ],
+)
+def test_proxy_defaults_follow_the_wire_api(
+    tmp_path: Path, api: str, base_url_env: tuple[str, ...], key_env: tuple[str, ...], base_url: str
+) -> None:
+    scenario = load_scenario(write(tmp_path, f'[model]\nvia = "proxy"\napi = "{api}"\n'))
+    assert scenario.model.proxied
+    assert scenario.model.base_url_env == base_url_env
+    assert scenario.model.key_env == key_env
+    assert scenario.model.base_url_for("http://127.0.0.1:9") == base_url
+
+
+def test_a_full_proxy_table_loads_and_renders_its_templates(tmp_path: Path) -> None:
+    directory = write(
+        tmp_path,
+        """
+[model]
+via = "proxy"
+api = "openai"
+base_url_env = ["OPENAI_BASE_URL", "OPENAI_API_BASE"]
+key_env = "MY_KEY"
+masks = ["turn-[0-9a-f]+", "(?i)date: \\\\S+"]
+partial_lanes = ["title"]
+
+[model.env]
+OPENCODE_CONFIG_CONTENT = '{"provider":{"p":{"options":{"baseURL":"{base_url}","apiKey":"{key}"}}}}'
+WORKDIR = "{cwd}"
+
+[[model.files]]
+path = ".config/agent/config.toml"
+template = "agent-config.toml"
+
+[[model.files]]
+path = "settings.json"
+text = '{"home": "{home}", "proxy": "{proxy_url}", "scenario": "{scenario}"}'
+""",
+    )
+    (directory / "agent-config.toml").write_text('base_url = "{base_url}"\n[table]\nx = 1\n')
+    model = load_scenario(directory).model
+    assert model.base_url_env == ("OPENAI_BASE_URL", "OPENAI_API_BASE")
+    assert model.key_env == ("MY_KEY",)
+    assert model.masks == ("turn-[0-9a-f]+", "(?i)date: \\S+")
+    assert model.partial_lanes == ("title",)
+    assert model.files == (
+        HomeFile(
+            path=".config/agent/config.toml",
+            text='base_url = "{base_url}"\n[table]\nx = 1\n',
+            source="agent-config.toml",
+        ),
+        HomeFile(
+            path="settings.json",
+            text='{"home": "{home}", "proxy": "{proxy_url}", "scenario": "{scenario}"}',
+            source="",
+        ),
+    )
+    values = {
+        "base_url": "http://127.0.0.1:5/v1",
+        "proxy_url": "http://127.0.0.1:5",
+        "key": "dummy",
+        "home": "/h",
+        "cwd": "/c",
+        "scenario": "/s",
+    }
+    # JSON braces are not placeholders; only {name} tokens are rendered.
+    assert model.render(model.env["OPENCODE_CONFIG_CONTENT"], values) == (
+        '{"provider":{"p":{"options":{"baseURL":"http://127.0.0.1:5/v1","apiKey":"dummy"}}}}'
+    )
+    assert model.render(model.files[1].text, values) == (
+        '{"home": "/h", "proxy": "http://127.0.0.1:5", "scenario": "/s"}'
+    )
+
+
+@pytest.mark.parametrize(
+    ("table", "key", "fragment"),
+    [
+        ('[model]\nvia = "http"', "model.via", "not one of provider, proxy"),
+        ('[model]\nvia = "proxy"\napi = "gemini"', "model.api", "openai, anthropic, responses"),
+        ('[model]\nvia = "proxy"\nwire = "openai"', "model.wire", "unknown key"),
+        ('[model]\napi = "openai"', "model.api", 'only with via = "proxy"'),
+        ('[model]\nvia = "proxy"\nbase_url_env = ["1BAD"]', "model.base_url_env", "variable"),
+        ('[model]\nvia = "proxy"\nkey_env = 3', "model.key_env", "variable name"),
+        ('[model]\nvia = "proxy"\nmasks = ["("]', "model.masks[0]", "not a valid regex"),
+        ('[model]\nvia = "proxy"\nmasks = "x"', "model.masks", "array of non-empty strings"),
+        ('[model]\nvia = "proxy"\npartial_lanes = [""]', "model.partial_lanes", "non-empty"),
+        ('[model]\nvia = "proxy"\nenv = { A = 1 }', "model.env.A", "expected a string"),
+        (
+            '[model]\nvia = "proxy"\nenv = { A = "{url}" }',
+            "model.env.A",
+            "unknown placeholder {url}",
+        ),
+        (
+            '[model]\nvia = "proxy"\nenv = { OPENAI_API_KEY = "x" }',
+            "model.env.OPENAI_API_KEY",
+            "set it once",
+        ),
+        (
+            '[model]\nvia = "proxy"\n[[model.files]]\npath = "../x"\ntext = "a"',
+            "model.files[0].path",
+            "inside HOME",
+        ),
+        (
+            '[model]\nvia = "proxy"\n[[model.files]]\npath = "/etc/x"\ntext = "a"',
+            "model.files[0].path",
+            "inside HOME",
+        ),
+        (
+            '[model]\nvia = "proxy"\n[[model.files]]\npath = "x"',
+            "model.files[0]",
+            "exactly one of template or text",
+        ),
+        (
+            '[model]\nvia = "proxy"\n[[model.files]]\npath = "x"\ntemplate = "missing.json"',
+            "model.files[0].template",
+            "cannot read",
+        ),
+        (
+            '[model]\nvia = "proxy"\n[[model.files]]\npath = "x"\ntext = "{nope}"',
+            "model.files[0].text",
+            "unknown placeholder {nope}",
+        ),
+        (
+            '[model]\nvia = "proxy"\n[[model.files]]\npath = "x"\ntext = "a"\nmode = 1',
+            "model.files[0].mode",
+            "unknown key",
+        ),
+        (
+            '[model]\nvia = "proxy"\n[[model.files]]\npath = "x"\ntext = "a"\n'
+            '[[model.files]]\npath = "./x"\ntext = "b"',
+            "model.files[1].path",
+            "given twice",
+        ),
+        (
+            '[model]\nvia = "proxy"\n[record]\nprovider = "anthropic"\nmodel = "claude"',
+            "record.base_url",
+            "the upstream the proxy records from",
+        ),
+    ],
+)
+def test_model_table_mistakes_name_the_file_and_key(
+    tmp_path: Path, table: str, key: str, fragment: str
+) -> None:
+    directory = write(tmp_path, table)
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(directory)
+    message = str(caught.value)
+    assert str(directory / "scenario.toml") in message
+    assert f"key '{key}'" in message, message
+    assert fragment in message, message
+
+
+def test_a_real_upstream_for_the_proxy_is_the_record_base_url(tmp_path: Path) -> None:
+    scenario = load_scenario(
+        write(
+            tmp_path,
+            '[model]\nvia = "proxy"\napi = "anthropic"\n'
+            '[record]\nprovider = "anthropic"\nmodel = "claude"\n'
+            'base_url = "https://api.anthropic.com"\n',
+        )
+    )
+    assert scenario.record.base_url == "https://api.anthropic.com"
+    assert scenario.record.rules is None
+
+
+def test_relative_agent_paths_resolve_against_the_scenario_directory(tmp_path: Path) -> None:
+    directory = write(
+        tmp_path,
+        'agent = ["./bin/agent.sh", "--config", "../shared/conf.toml", "node", "{scenario}/x",'
+        ' "plain", "-v"]\n',
+    )
+    command = load_scenario(directory).agent_command()
+    root = directory.resolve()
+    assert command == [
+        str(root / "bin" / "agent.sh"),
+        "--config",
+        str(root.parent / "shared" / "conf.toml"),
+        "node",
+        f"{root}/x",
+        "plain",
+        "-v",
+    ]
+
+
+def test_python_placeholder_still_expands(tmp_path: Path) -> None:
+    directory = write(tmp_path, 'agent = ["{python}", "./agent.py"]\n')
+    assert load_scenario(directory).agent_command() == [
+        sys.executable,
+        str(directory.resolve() / "agent.py"),
+    ]
+
+
+def test_a_proxy_scenario_is_never_run_as_an_in_process_one(tmp_path: Path) -> None:
+    from agentreel.snapshot_harness import RecordSetupError, run_scenario
+
+    scenario = load_scenario(write(tmp_path, '[model]\nvia = "proxy"\n'))
+    with pytest.raises(RecordSetupError, match='via = "proxy"'):
+        run_scenario(scenario, "replay")
