@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -26,8 +27,10 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
+from agentreel.llm import Finish, TextDelta
 from agentreel.llm.stub import StubServer
 from agentreel.session import (
+    AssistantChunk,
     EndSeed,
     RequestHeader,
     SessionLog,
@@ -613,8 +616,8 @@ async def test_stdin_eof_mid_turn_flushes_the_sessions_and_exits_zero(
         assert run.process.stdin is not None
         run.process.stdin.close()
         assert await asyncio.wait_for(run.process.wait(), timeout=30) == 0
-        with pytest.raises(ConnectionError):
-            await asyncio.wait_for(pending, timeout=30)
+        # The prompt in flight is answered before the connection closes.
+        assert await asyncio.wait_for(pending, timeout=30) == "cancelled"
     assert run.exit_code == 0, stderr_tail(tmp_path)
 
     (main,) = logs(tmp_path)
@@ -689,3 +692,119 @@ async def test_serving_until_stdin_eof_closes_the_providers_connections(
 
     assert provider.closed == ["close", "aclose"]
     assert stdout_path.read_bytes() == b""
+
+
+# -- stopping: SIGTERM / SIGINT like stdin EOF (ACP clients close stdin and signal at once) --
+
+
+async def _close_and_signal(run: AgentRun, signum: int) -> None:
+    assert run.process.stdin is not None
+    run.process.stdin.close()
+    run.process.send_signal(signum)
+
+
+def _logged_text(log: SessionLog) -> str:
+    return "".join(
+        event.data.chunk.text
+        for event in log.events
+        if isinstance(event, AssistantChunk) and isinstance(event.data.chunk, TextDelta)
+    )
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.asyncio
+async def test_signal_mid_stream_while_recording_keeps_every_event_and_answers_the_prompt(
+    tmp_path: Path, stub_server: StubServer, signum: int
+) -> None:
+    workspace = make_workspace(tmp_path)
+    editor = Editor()
+    async with run_agent(tmp_path, editor, agent_env(tmp_path, stub_server)) as run:
+        session_id = await start(run, workspace)
+        pending = asyncio.create_task(prompt(run, session_id, "go slow"))
+        await asyncio.wait_for(editor.text_seen.wait(), timeout=30)
+        await _close_and_signal(run, signum)
+        assert await asyncio.wait_for(pending, timeout=30) == "cancelled"
+        assert await asyncio.wait_for(run.process.wait(), timeout=30) == 0
+    assert run.exit_code == 0, stderr_tail(tmp_path)
+
+    (main,) = logs(tmp_path)
+    assert main.torn_tail is None
+    # Everything the editor saw was logged first (the default SIGTERM action loses the
+    # unflushed turn: the log would hold its header only).
+    seen = editor.text()
+    assert seen
+    assert _logged_text(main).startswith(seen)
+    finish = [e.data.chunk for e in main.events if isinstance(e, AssistantChunk)][-1]
+    assert isinstance(finish, Finish)
+    assert finish.reason == "aborted"
+    last = main.events[-1]
+    assert isinstance(last, TurnEnd)
+    assert last.data.reason == "interrupted"
+
+
+@pytest.mark.asyncio
+async def test_sigterm_mid_hang_while_replaying_writes_the_log_and_the_report(
+    tmp_path: Path, stub_server: StubServer
+) -> None:
+    record_dir = tmp_path / "record"
+    record_dir.mkdir()
+    async with run_agent(record_dir, Editor(), agent_env(record_dir, stub_server)) as run:
+        session_id = await start(run, make_workspace(record_dir))
+        assert await prompt(run, session_id, "hello") == "end_turn"
+    assert run.exit_code == 0, stderr_tail(record_dir)
+    fixture = tmp_path / "fixture"
+    fixture.mkdir()
+    (recorded,) = logs(record_dir)
+    (fixture / "session.jsonl").write_bytes(recorded.path.read_bytes())
+    # The recorded call streams its first text delta, then hangs until cancelled.
+    overrides = {"overrides": [{"action": "hang", "session": 0, "call": 1, "chunks": 2}]}
+    (fixture / "replay.override.json").write_text(json.dumps(overrides))
+
+    replay_dir = tmp_path / "replay"
+    replay_dir.mkdir()
+    report = replay_dir / "replay-report.json"
+    env = agent_env(replay_dir, stub_server)
+    del env["AGENTREEL_STUB_URL"]
+    env.update(
+        AGENTREEL_PROVIDER="replay",
+        AGENTREEL_REPLAY_DIR=str(fixture),
+        AGENTREEL_REPLAY_REPORT=str(report),
+    )
+    editor = Editor()
+    async with run_agent(replay_dir, editor, env) as run:
+        session_id = await start(run, make_workspace(replay_dir))
+        pending = asyncio.create_task(prompt(run, session_id, "hello"))
+        await asyncio.wait_for(editor.text_seen.wait(), timeout=30)
+        await _close_and_signal(run, signal.SIGTERM)
+        assert await asyncio.wait_for(pending, timeout=30) == "cancelled"
+    assert run.exit_code == 0, stderr_tail(replay_dir)
+
+    (main,) = logs(replay_dir)
+    assert _logged_text(main) == editor.text() != ""
+    last = main.events[-1]
+    assert isinstance(last, TurnEnd)
+    assert last.data.reason == "interrupted"
+    consumption = json.loads(report.read_text())
+    assert [(s["calls"], s["consumed"]) for s in consumption["scripts"]] == [(1, 1)]
+    assert consumption["errors"] == []
+
+
+@pytest.mark.asyncio
+async def test_broken_recording_is_named_in_the_json_rpc_message_of_session_new(
+    tmp_path: Path, stub_server: StubServer
+) -> None:
+    fixture = tmp_path / "empty-fixture"
+    fixture.mkdir()  # no session.jsonl: the replay provider cannot load it
+    env = agent_env(tmp_path, stub_server)
+    env.update(AGENTREEL_PROVIDER="replay", AGENTREEL_REPLAY_DIR=str(fixture))
+    async with run_agent(tmp_path, Editor(), env) as run:
+        await run.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        with pytest.raises(acp.RequestError) as caught:
+            await run.conn.new_session(cwd=str(make_workspace(tmp_path)), mcp_servers=[])
+    message = str(caught.value)
+    assert "Internal error" not in message
+    assert f"missing {fixture / 'session.jsonl'}" in message
+    assert "FixtureError" in message
+    stderr = stderr_tail(tmp_path)
+    assert "Traceback" not in stderr  # an expected failure is one line, not a traceback
+    assert stderr.count("missing ") == 1

@@ -3,7 +3,13 @@
 stdout is the protocol channel. Before anything else runs, the real stdout file
 descriptor is duplicated for the protocol and fd 1 (and ``sys.stdout``) is pointed at
 stderr, so a stray ``print`` or a library writing to fd 1 can never corrupt the frames.
-On stdin EOF every session is flushed and closed and the process exits 0.
+
+Stopping: stdin EOF, SIGTERM and SIGINT all end the process the same way (ACP clients
+close stdin and send SIGTERM at the same moment). The turns in flight are interrupted
+(``turn/end`` interrupted), their ``session/prompt`` requests answered, then the
+connection closes, every session log is flushed and closed, the provider closed (replay
+writes its report) and the process exits 0. To answer before the SDK sees the end of
+input, the agent reads stdin itself and passes the bytes on (``_InputGate``).
 """
 
 from __future__ import annotations
@@ -12,16 +18,22 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import stat
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO
 
 from agentreel.acp_agent._config import AgentConfig, parse_config
 from agentreel.acp_agent.exceptions import ConfigError
 
 STDIO_LIMIT_BYTES = 50 * 1024 * 1024
+# How long shutting down waits for interrupted turns to end and answer their prompts.
+INTERRUPT_TIMEOUT_SECONDS = 10.0
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+logger = logging.getLogger("agentreel.acp_agent")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -41,6 +53,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     asyncio.run(serve(config, sys.stdin.buffer, protocol_out))
+    # Everything is flushed: a stop signal during interpreter exit (a client escalating
+    # from stdin EOF to SIGTERM) must not turn a clean exit into death by signal.
+    for signum in _STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
     return 0
 
 
@@ -54,19 +70,91 @@ def _take_stdout() -> BinaryIO:
 
 
 async def serve(config: AgentConfig, stdin: BinaryIO, stdout: BinaryIO) -> None:
-    """Run the reference agent over the given byte streams until the input ends."""
+    """Run the reference agent over the given byte streams until the input ends or a
+    SIGTERM / SIGINT arrives (see the module docstring: both stop the same way)."""
     import acp
 
     from agentreel.acp_agent._server import ReferenceAgent
 
     reader, writer = await _streams(stdin, stdout)
     agent = ReferenceAgent(config)
+    gate = _InputGate(reader)
+    serving = asyncio.create_task(
+        acp.run_agent(agent, writer, gate.protocol_input),  # type: ignore[arg-type]
+        name="acp serve",
+    )
+    handled = _on_stop_signals(gate.stop)
     try:
-        await acp.run_agent(agent, writer, reader)  # type: ignore[arg-type]
+        reason = await gate.wait(serving)
+        if reason is not None:
+            logger.info("%s: interrupting the turns in flight and shutting down", reason)
+            await agent.interrupt(INTERRUPT_TIMEOUT_SECONDS)
+            gate.close()  # the SDK sees the end of input after the answers are queued
+        await serving
     finally:
+        gate.cancel()
+        # The handlers stay until everything is flushed: a signal now only logs.
         await agent.aclose()
         with contextlib.suppress(Exception):
             writer.close()
+        loop = asyncio.get_running_loop()
+        for signum in handled:
+            loop.remove_signal_handler(signum)
+
+
+def _on_stop_signals(stop: Callable[[str], None]) -> list[int]:
+    """Route SIGTERM and SIGINT to ``stop``; the signals it could take (none off the main
+    thread, e.g. when a test serves in-process)."""
+    loop = asyncio.get_running_loop()
+    handled: list[int] = []
+    for signum in _STOP_SIGNALS:
+        try:
+            loop.add_signal_handler(signum, stop, signal.Signals(signum).name)
+        except (NotImplementedError, RuntimeError, ValueError):
+            continue
+        handled.append(signum)
+    return handled
+
+
+class _InputGate:
+    """Passes stdin to the ACP connection until it ends or a stop signal comes.
+
+    Either way the agent answers the prompts in flight first, then ``close`` gives the
+    connection its end of input — so the SDK never cancels a request it could still answer.
+    """
+
+    def __init__(self, source: asyncio.StreamReader) -> None:
+        self._source = source
+        self.protocol_input = asyncio.StreamReader(limit=STDIO_LIMIT_BYTES)
+        self._stopped = asyncio.get_running_loop().create_future()
+        self._pump = asyncio.create_task(self._copy(), name="acp stdin")
+
+    async def _copy(self) -> None:
+        reason = "stdin closed"
+        try:
+            while chunk := await self._source.read(1 << 16):
+                self.protocol_input.feed_data(chunk)
+        except OSError as exc:
+            reason = f"reading stdin failed ({exc})"
+        self.stop(reason)
+
+    def stop(self, reason: str) -> None:
+        if self._stopped.done():
+            logger.info("%s while shutting down: already stopping", reason)
+            return
+        self._stopped.set_result(reason)
+
+    async def wait(self, serving: asyncio.Task[None]) -> str | None:
+        """The stop reason, or ``None`` when the connection ended by itself first."""
+        await asyncio.wait({serving, self._stopped}, return_when=asyncio.FIRST_COMPLETED)
+        return self._stopped.result() if self._stopped.done() else None
+
+    def close(self) -> None:
+        self._pump.cancel()
+        self.protocol_input.feed_eof()
+
+    def cancel(self) -> None:
+        self._pump.cancel()
 
 
 class _WriteProtocol(asyncio.streams.FlowControlMixin, asyncio.Protocol):

@@ -11,6 +11,9 @@ Error decisions (documented in the README):
   ``cancelled``.
 - The max-steps bound ends the turn with ``turn/end`` max-turns and stop reason
   ``max_turn_requests``.
+- Shutting down (stdin EOF, SIGTERM, SIGINT: see ``_main``) interrupts every turn in
+  flight (``turn/end`` interrupted, children included) and answers its ``session/prompt``
+  with stop reason ``cancelled`` before the connection closes.
 """
 
 from __future__ import annotations
@@ -158,6 +161,9 @@ def _raw_input(arguments: str) -> Any:
 class _AcpSession:
     agent: AgentSession
     turn_task: asyncio.Task[Any] | None = None
+    # Resolved when the running session/prompt call returns its answer (to the SDK, which
+    # queues the response frame in the same step).
+    answered: asyncio.Future[None] | None = None
 
 
 class ReferenceAgent:
@@ -231,6 +237,7 @@ class ReferenceAgent:
         state.agent.cancel_scope.requested = False
         task = asyncio.create_task(state.agent.run_turn(text), name=f"turn {session_id}")
         state.turn_task = task
+        state.answered = asyncio.get_running_loop().create_future()
         current = asyncio.current_task()
         try:
             outcome = await task
@@ -241,6 +248,8 @@ class ReferenceAgent:
             outcome = TurnOutcome("cancelled", error="cancelled before the turn started")
         finally:
             state.turn_task = None
+            if not state.answered.done():
+                state.answered.set_result(None)
         if current is not None and current.cancelling():
             raise asyncio.CancelledError  # shutting down: no response to send
         if outcome.stop_reason == "error":
@@ -260,6 +269,24 @@ class ReferenceAgent:
         state.turn_task.cancel()
 
     # -- lifecycle ---------------------------------------------------------------------
+
+    async def interrupt(self, grace: float) -> None:
+        """Interrupt every turn in flight and wait (up to ``grace`` seconds) until each
+        ``session/prompt`` has its answer: what shutting down does before closing."""
+        running = [state for state in self._sessions.values() if state.turn_task is not None]
+        for state in running:
+            assert state.turn_task is not None
+            state.turn_task.cancel()  # cancel_scope not requested: the turn ends interrupted
+        answers = [state.answered for state in running if state.answered is not None]
+        if not answers:
+            return
+        _, late = await asyncio.wait(answers, timeout=grace)
+        if late:
+            logger.warning(
+                "%d turn(s) did not end within %.0fs of the interruption; closing anyway",
+                len(late),
+                grace,
+            )
 
     def close(self) -> None:
         """Flush and close every session; close the provider (replay writes its report)."""
@@ -311,13 +338,21 @@ class ReferenceAgent:
         try:
             return load_provider(self.config.provider, **settings)
         except Exception as exc:
-            logger.exception("loading provider %r failed", self.config.provider)
-            raise RequestError.internal_error(
+            # Usually expected (a broken recording, a missing setting): its message says what
+            # to do, so one line; the traceback only at debug level.
+            cause = f"{type(exc).__name__}: {exc}"
+            logger.error("the %r provider could not start: %s", self.config.provider, cause)
+            logger.debug("loading provider %r failed", self.config.provider, exc_info=True)
+            # The cause goes in the JSON-RPC message itself: clients show the message, and
+            # "Internal error" with the cause hidden in `data` told the user nothing.
+            raise RequestError(
+                -32603,
+                f"the {self.config.provider!r} provider could not start: {cause}",
                 {
                     "provider": self.config.provider,
                     "settings": sorted(settings),
-                    "details": f"{type(exc).__name__}: {exc}",
-                }
+                    "details": cause,
+                },
             ) from exc
 
 
