@@ -473,7 +473,7 @@ async def test_model_error_is_a_clean_turn_end_and_a_json_rpc_error(
     assert run.exit_code == 0, stderr_tail(tmp_path)
 
     assert excinfo.value.code == -32603
-    assert "model call failed" in str(excinfo.value)
+    assert str(excinfo.value).count("model call failed") == 1  # said once, not doubled
     assert session_id in str(excinfo.value)
     data = excinfo.value.data
     assert isinstance(data, dict)

@@ -257,7 +257,8 @@ class ReferenceAgent:
             if outcome.llm_error is not None:
                 data["code"] = outcome.llm_error.code
                 data["status"] = outcome.llm_error.status
-            raise RequestError(-32603, f"model call failed: {outcome.error}", data)
+            # The turn's error already says what failed and where; said once.
+            raise RequestError(-32603, outcome.error or "model call failed", data)
         return PromptResponse(stop_reason=outcome.stop_reason)
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
