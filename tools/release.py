@@ -155,10 +155,11 @@ def check_sources(root: Path = ROOT) -> list[str]:
     """Every problem that would make a package unpublishable or out of step, as messages.
 
     Checked: each package's name (``agentreel-<folder>``) and static version equal to the
-    workspace version; each sibling requirement pinned ``==`` that version and no direct
-    reference anywhere; no ``allow-direct-references``; a ``workspace = true`` uv source
-    for exactly the members; and every ``pip install`` line of a README naming only
-    packages and extras that exist.
+    workspace version; a description, README, the root LICENSE and ``Typing :: Typed``;
+    each sibling requirement pinned ``==`` that version and no direct reference anywhere;
+    no ``allow-direct-references``; a ``workspace = true`` uv source for exactly the
+    members; and every ``pip install`` line of a README naming only packages and extras
+    that exist.
     """
     version = workspace_version(root)
     found = members(root)
@@ -179,6 +180,7 @@ def check_sources(root: Path = ROOT) -> list[str]:
             )
         for field, text in _requirements(member):
             problems.extend(_check_requirement(text, f"{where} {field}", version, member_names))
+        problems.extend(_check_user_metadata(member, where, root))
         hatch_metadata = member.pyproject.get("tool", {}).get("hatch", {}).get("metadata", {})
         if hatch_metadata.get("allow-direct-references"):
             problems.append(
@@ -192,6 +194,32 @@ def check_sources(root: Path = ROOT) -> list[str]:
         if readme.is_file():
             problems.extend(_check_install_lines(readme, root, extras))
     return problems
+
+
+def _check_user_metadata(member: Member, where: str, root: Path) -> Iterator[str]:
+    """What a user of the published package sees: a description, a README, the license text,
+    and the ``Typing :: Typed`` promise backed by a ``py.typed`` marker."""
+    project = member.pyproject.get("project", {})
+    if not str(project.get("description", "")).strip():
+        yield f"{where}: project.description is empty; say in one line what the package is for"
+    if project.get("readme") != "README.md" or not (member.directory / "README.md").is_file():
+        yield f'{where}: readme = "README.md" (next to it) is the page an index shows; add both'
+    marker = member.directory / "src" / "agentreel" / member.directory.name / "py.typed"
+    if "Typing :: Typed" not in project.get("classifiers", []) or not marker.is_file():
+        yield (
+            f"{where}: needs the classifier 'Typing :: Typed' and the marker "
+            f"{marker.relative_to(root)} (both, or type checkers ignore the package's hints)"
+        )
+    license_text = root / "LICENSE"
+    copy = member.directory / "LICENSE"
+    if license_text.is_file() and (
+        not copy.is_file() or copy.read_bytes() != license_text.read_bytes()
+    ):
+        folder = copy.parent.relative_to(root)
+        yield (
+            f"{where}: {folder}/LICENSE must be a copy of the root LICENSE (the wheel and "
+            f"sdist carry it; a symlink would escape the sdist): `cp LICENSE {folder}/`"
+        )
 
 
 def _check_uv_sources(root: Path, member_names: set[str]) -> Iterator[str]:

@@ -34,6 +34,9 @@ CORE = """\
 [project]
 name = "agentreel-core"
 version = "1.0.0"
+description = "The core."
+readme = "README.md"
+classifiers = ["Typing :: Typed"]
 dependencies = ["msgspec>=0.18"]
 
 [project.optional-dependencies]
@@ -44,6 +47,9 @@ CLI = """\
 [project]
 name = "agentreel-cli"
 version = "1.0.0"  # kept in step by nox -s version
+description = "The command line."
+readme = "README.md"
+classifiers = ["Typing :: Typed"]
 dependencies = [
     "agentreel-core==1.0.0",
 ]
@@ -63,13 +69,23 @@ def run(*args: str, root: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def add_package(root: Path, folder: str, pyproject: str) -> Path:
+    directory = root / "packages" / folder
+    (directory / "src" / "agentreel" / folder).mkdir(parents=True)
+    (directory / "src" / "agentreel" / folder / "py.typed").write_text("")
+    (directory / "pyproject.toml").write_text(pyproject)
+    (directory / "README.md").write_text(f"# {folder}\n")
+    (directory / "LICENSE").write_text((root / "LICENSE").read_text())
+    return directory
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     (tmp_path / "pyproject.toml").write_text(ROOT_PYPROJECT)
-    for folder, text in (("core", CORE), ("cli", CLI)):
-        (tmp_path / "packages" / folder).mkdir(parents=True)
-        (tmp_path / "packages" / folder / "pyproject.toml").write_text(text)
-    (tmp_path / "packages" / "cli" / "README.md").write_text(
+    (tmp_path / "LICENSE").write_text("MIT License\n")
+    add_package(tmp_path, "core", CORE)
+    cli = add_package(tmp_path, "cli", CLI)
+    (cli / "README.md").write_text(
         'pip install "agentreel-cli[fast]"   # or [slow] once it exists\n'
     )
     return tmp_path
@@ -140,10 +156,7 @@ def test_an_agentreel_requirement_that_is_no_member_is_named(workspace: Path) ->
 
 
 def test_uv_sources_must_list_exactly_the_members(workspace: Path) -> None:
-    (workspace / "packages/proxy").mkdir()
-    (workspace / "packages/proxy/pyproject.toml").write_text(
-        CORE.replace("agentreel-core", "agentreel-proxy")
-    )
+    add_package(workspace, "proxy", CORE.replace("agentreel-core", "agentreel-proxy"))
     edit(
         workspace / "pyproject.toml",
         "agentreel-cli = { workspace = true }",
@@ -169,6 +182,21 @@ def test_a_package_named_unlike_its_folder_is_named(workspace: Path) -> None:
     edit(workspace / "packages/core/pyproject.toml", 'name = "agentreel-core"', 'name = "core"')
     result = run("check", root=workspace)
     assert "project.name is 'core'; it must be 'agentreel-core'" in result.stderr
+
+
+def test_what_a_user_of_the_published_package_sees_is_required(workspace: Path) -> None:
+    core = workspace / "packages/core"
+    (core / "src/agentreel/core/py.typed").unlink()
+    (core / "LICENSE").write_text("All rights reserved\n")
+    edit(core / "pyproject.toml", 'description = "The core."', 'description = " "')
+    (workspace / "packages/cli/README.md").unlink()
+    result = run("check", root=workspace)
+    assert result.returncode == 1
+    assert "packages/core/pyproject.toml: project.description is empty" in result.stderr
+    assert "needs the classifier 'Typing :: Typed' and the marker" in result.stderr
+    assert "packages/core/LICENSE must be a copy of the root LICENSE" in result.stderr
+    assert 'packages/cli/pyproject.toml: readme = "README.md"' in result.stderr
+    assert result.stderr.count("packages/cli/") == 1, result.stderr
 
 
 def test_a_readme_install_line_naming_a_missing_extra_or_package_is_named(workspace: Path) -> None:
