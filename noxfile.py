@@ -8,6 +8,7 @@ runs it, ``lint``, every ``tests-<package>`` and ``build``.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -20,7 +21,7 @@ import nox
 ROOT = Path(__file__).parent
 # `python -m nox` puts the noxfile's folder on sys.path, the `nox` script does not.
 sys.path.insert(0, str(ROOT))
-from tools import release  # noqa: E402
+from tools import readme, release  # noqa: E402
 
 nox.needs_version = ">=2025.2.9"
 nox.options.default_venv_backend = "uv|virtualenv"
@@ -244,6 +245,7 @@ def build(session: nox.Session) -> None:
 
     version = release.workspace_version(ROOT)
     present = {m.directory.name: m.name for m in release.members(ROOT)}
+    ours = sorted(present.values())
     for name in sorted(set(OUTSIDE_CHECKS) - set(present)):
         session.warn(
             f"OUTSIDE_CHECKS lists packages/{name}, which does not exist: NOT checked "
@@ -259,14 +261,15 @@ def build(session: nox.Session) -> None:
         python = str(venv / "bin" / "python")
         with session.chdir(outside):
             session.run("uv", "venv", "--quiet", "--python", PYTHON, str(venv))
-            _install_outside(session, python, dist, f"{requirement}=={version}")
+            _install_outside(session, python, f"{requirement}=={version}", dist, outside, ours)
             session.run(python, "-c", f"import agentreel.{name}", external=True)
             session.log(f"{requirement} installs alone outside the repository and imports")
             check = OUTSIDE_CHECKS.get(name)
             if check is None:
                 continue
             if check.extras:
-                _install_outside(session, python, dist, f"{requirement}[{check.extras}]=={version}")
+                extended = f"{requirement}[{check.extras}]=={version}"
+                _install_outside(session, python, extended, dist, outside, ours)
             env = {
                 "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
                 "VIRTUAL_ENV": str(venv),
@@ -281,20 +284,59 @@ def build(session: nox.Session) -> None:
                 if program.exists():
                     argv[0] = str(program)
                 session.run(*argv, env=env, external=True)
+    _run_readme_example(session, outside, dist, version, ours)
     shutil.rmtree(outside)
 
 
-def _install_outside(session: nox.Session, python: str, dist: Path, requirement: str) -> None:
+def _run_readme_example(
+    session: nox.Session, outside: Path, dist: Path, version: str, ours: list[str]
+) -> None:
+    """The README's "Use it in your project" as written, in an empty project folder.
+
+    Its ``pip install`` line installs into a fresh venv from the wheelhouse (pinned to the
+    workspace version); every other command runs with that venv first on PATH.
+    """
+    example = readme.user_example(ROOT / "README.md")
+    project = outside / "project"
+    venv = outside / "venv-readme"
+    python = str(venv / "bin" / "python")
+    for relative, content in example.files.items():
+        (project / relative).parent.mkdir(parents=True, exist_ok=True)
+        (project / relative).write_text(content)
+    env = {"PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}", "VIRTUAL_ENV": str(venv)}
+    with session.chdir(project):
+        session.run("uv", "venv", "--quiet", "--python", PYTHON, str(venv))
+        for command in example.commands:
+            argv = shlex.split(command)
+            if argv[:2] == ["pip", "install"]:
+                for requirement in argv[2:]:
+                    if requirement.startswith("-"):
+                        session.error(f"README example: `{command}` takes no options here")
+                    _install_outside(
+                        session, python, f"{requirement}=={version}", dist, outside, ours
+                    )
+                continue
+            program = venv / "bin" / argv[0]
+            session.run(
+                str(program) if program.exists() else argv[0], *argv[1:], env=env, external=True
+            )
+    session.log(f"README 'Use it in your project' ran as written in {project}")
+
+
+def _install_outside(
+    session: nox.Session, python: str, requirement: str, dist: Path, outside: Path, ours: list[str]
+) -> None:
     """``requirement`` into the venv of ``python``: agentreel wheels from ``dist``, the rest from
-    the index. The exact pin keeps an index release of the same name from being chosen."""
+    the index, then proof that the installed files are those wheels'.
+
+    The exact pin keeps an index release of the same name from being chosen; uv's cache
+    would hand back an earlier build of the same name and version, hence
+    ``--refresh-package`` for each of ours.
+    """
+    refresh = [arg for name in ours for arg in ("--refresh-package", name)]
     session.run(
-        "uv",
-        "pip",
-        "install",
-        "--quiet",
-        "--python",
-        python,
-        "--find-links",
-        str(dist),
-        requirement,
-    )
+        "uv", "pip", "install", "--quiet", "--python", python, "--find-links", str(dist),
+        *refresh, requirement,
+    )  # fmt: skip
+    check = outside / "tools" / "installed_from_wheelhouse.py"
+    session.run(python, str(check), str(dist), external=True)
