@@ -59,6 +59,12 @@ def scenario_toml(
     return "\n".join(lines) + "\n"
 
 
+@pytest.fixture(scope="session")
+def scenario_text() -> Callable[..., str]:
+    """``scenario_toml`` for fixtures of a wider scope than ``make_scenario``'s."""
+    return scenario_toml
+
+
 @pytest.fixture
 def make_scenario(tmp_path: Path) -> MakeScenario:
     """``make_scenario(name, **scenario_toml kwargs)`` → a scenario dir under tmp_path/fixtures."""

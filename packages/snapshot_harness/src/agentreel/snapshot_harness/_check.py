@@ -27,6 +27,12 @@ from agentreel.snapshot_harness._fixtures import (
     render_recordings,
     write_files,
 )
+from agentreel.snapshot_harness._pending import (
+    PendingGolden,
+    clear_pending,
+    review_command,
+    write_pending,
+)
 from agentreel.snapshot_harness._runner import RunResult, replay_mismatch, run_scenario, tail
 from agentreel.snapshot_harness._scenario import (
     WORKSPACE_DIR,
@@ -62,6 +68,7 @@ def check_scenario(
     *,
     record: RecordConfig | None = None,
     work_dir: Path | None = None,
+    pending: bool = False,
 ) -> Outcome:
     """Run one scenario in ``mode``; raise a ``HarnessError`` with a readable message on failure.
 
@@ -72,13 +79,20 @@ def check_scenario(
     secret scan finds nothing. Goldens therefore always come from a replay: exactly what
     ``nox -s replay`` will compare, with nothing only the live run did (retries, where a
     slow stream happened to be cancelled).
+
+    ``pending`` (the CLI and the pytest plugin pass it outside ``CI``): a replay whose
+    goldens differ writes the live ones as ``golden/<file>.pending`` for ``agentreel
+    review``; a passing replay, a refresh and a record remove the scenario's stale ones.
     """
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario)
     started = time.monotonic()
     check_inventory(scenario, mode)
     if mode == "record":
-        return _record(scenario, record, work_dir, started)
+        outcome = _record(scenario, record, work_dir, started)
+        if pending:
+            clear_pending(scenario.directory)
+        return outcome
     result = run_scenario(scenario, mode, work_dir=work_dir)
     verify_consumption(scenario, result)
     rendered = render_goldens(result)  # no recordings: a replay keeps the committed ones
@@ -86,11 +100,18 @@ def check_scenario(
     if mode == "replay":
         diffs = compare_goldens(scenario, rendered)
         if diffs:
-            raise GoldenMismatchError(_mismatch_message(scenario, diffs, result), diffs=diffs)
+            written = write_pending(scenario.directory, rendered, diffs) if pending else []
+            raise GoldenMismatchError(
+                _mismatch_message(scenario, diffs, result, written), diffs=diffs
+            )
+        if pending:
+            clear_pending(scenario.directory)
         return Outcome(scenario, mode, sessions, time.monotonic() - started, result=result)
     goldens = {f"{GOLDEN_DIR}/{k}": v for k, v in rendered.items()}
     scan_for_secrets(goldens, envvars.secret_values(os.environ, scenario.env), scenario.name)
     write_files(scenario.directory / GOLDEN_DIR, rendered, keep_pattern=GOLDEN_FILE_PATTERN)
+    if pending:
+        clear_pending(scenario.directory)
     return Outcome(scenario, mode, sessions, time.monotonic() - started, list(goldens), result)
 
 
@@ -142,7 +163,9 @@ def _record(
     )
 
 
-def _mismatch_message(scenario: Scenario, diffs: dict[str, str], result: RunResult) -> str:
+def _mismatch_message(
+    scenario: Scenario, diffs: dict[str, str], result: RunResult, pending: list[PendingGolden]
+) -> str:
     parts = [
         f"{scenario.name}: the live run differs from the goldens in {len(diffs)} file(s): "
         f"{', '.join(diffs)}"
@@ -154,6 +177,12 @@ def _mismatch_message(scenario: Scenario, diffs: dict[str, str], result: RunResu
         f"{scenario.name}` rewrites the goldens from the same recording; if the model calls "
         f"changed, re-record: nox -s record -- {scenario.name}"
     )
+    if pending:
+        parts.append(
+            f"The live goldens are pending beside the committed ones "
+            f"({', '.join(p.pending.name for p in pending)}): accept or reject them one by "
+            f"one with `{review_command(scenario.directory)}`"
+        )
     stderr = result.stderr_tail()
     if stderr:
         parts.append("--- agent stderr (tail) ---\n" + stderr)

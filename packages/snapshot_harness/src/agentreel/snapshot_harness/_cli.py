@@ -1,5 +1,8 @@
 """``agentreel replay|record|refresh [SCENARIO...]``: the command line over ``check_scenario``.
 
+``agentreel review`` and ``agentreel report`` are their own modules (``_review``,
+``_report_cli``), dispatched by their first word.
+
 One progress line per scenario (status, name, sessions, time), the failures in full, then
 a summary. Exit status 0 when every scenario passed, 1 when any failed, 2 on usage errors.
 """
@@ -7,15 +10,17 @@ a summary. Exit status 0 when every scenario passed, 1 when any failed, 2 on usa
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import shutil
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from agentreel.snapshot_harness._check import check_scenario
+from agentreel.snapshot_harness._pending import pending_allowed
 from agentreel.snapshot_harness._scenario import (
     DEFAULT_STUB_MODEL,
     DEFAULT_STUB_RULES,
@@ -30,6 +35,27 @@ from agentreel.snapshot_harness._scenario import (
 from agentreel.snapshot_harness.exceptions import HarnessError
 
 FIXTURES_ENV = "AGENTREEL_FIXTURES"
+
+
+def add_fixtures_option(parser: argparse.ArgumentParser) -> None:
+    """``--fixtures DIR``, the same for every command."""
+    parser.add_argument(
+        "--fixtures",
+        default=None,
+        help=f"the fixtures directory (default: ${FIXTURES_ENV} or ./fixtures)",
+    )
+
+
+def fixtures_directory(option: str | None) -> Path:
+    """The fixtures directory: ``--fixtures``, else ``$AGENTREEL_FIXTURES``, else ./fixtures."""
+    return Path(option or os.environ.get(FIXTURES_ENV) or "fixtures")
+
+
+def scenario_directories(fixtures: Path, names: Sequence[str]) -> list[Path]:
+    """The named scenarios (names or paths), or every scenario under ``fixtures``."""
+    if names:
+        return [resolve_scenario(fixtures, name) for name in names]
+    return discover_scenarios(fixtures)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,11 +73,7 @@ def _parser() -> argparse.ArgumentParser:
         help="scenario names under the fixtures directory, or paths to scenario "
         "directories (default: every scenario; record needs at least one)",
     )
-    parser.add_argument(
-        "--fixtures",
-        default=None,
-        help=f"the fixtures directory (default: ${FIXTURES_ENV} or ./fixtures)",
-    )
+    add_fixtures_option(parser)
     parser.add_argument(
         "--keep-runs",
         metavar="DIR",
@@ -80,11 +102,22 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         return 1
 
 
+# Commands with their own parser; each module's ``main(argv, out) -> int``.
+_COMMANDS = {
+    "review": "agentreel.snapshot_harness._review",
+    "report": "agentreel.snapshot_harness._report_cli",
+}
+
+
 def _main(argv: Sequence[str] | None, out: TextIO) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in _COMMANDS:
+        command: Any = importlib.import_module(_COMMANDS[argv[0]])
+        return int(command.main(argv[1:], out))
     # Intermixed: nox runs `agentreel record --fixtures DIR <scenario>` (options first).
     args = _parser().parse_intermixed_args(argv)
     mode: Mode = args.mode
-    fixtures = Path(args.fixtures or os.environ.get(FIXTURES_ENV) or "fixtures")
+    fixtures = fixtures_directory(args.fixtures)
     if mode != "record" and (args.provider or args.model or args.base_url):
         print("agentreel: --provider/--model/--base-url only apply to record", file=sys.stderr)
         return 2
@@ -96,10 +129,7 @@ def _main(argv: Sequence[str] | None, out: TextIO) -> int:
         )
         return 2
     try:
-        if args.scenarios:
-            directories = [resolve_scenario(fixtures, name) for name in args.scenarios]
-        else:
-            directories = discover_scenarios(fixtures)
+        directories = scenario_directories(fixtures, args.scenarios)
     except HarnessError as exc:
         print(f"agentreel: {exc}", file=sys.stderr)
         return 2
@@ -119,7 +149,9 @@ def _main(argv: Sequence[str] | None, out: TextIO) -> int:
             keep = Path(args.keep_runs) / name if args.keep_runs else None
             if keep is not None and keep.exists():
                 shutil.rmtree(keep)
-            outcome = check_scenario(scenario, mode, record=record, work_dir=keep)
+            outcome = check_scenario(
+                scenario, mode, record=record, work_dir=keep, pending=pending_allowed()
+            )
         except HarnessError as exc:
             elapsed = time.monotonic() - begun
             print(f"FAIL  {name:<{width}}  {'-':>10}  {elapsed:6.2f}s", file=out, flush=True)

@@ -13,6 +13,9 @@ Layout (``fixtures/<name>/``)::
     golden/transcript.jsonl   normalized agent stdout          } what a replay is
     golden/session.jsonl      normalized main session log      } compared with
     golden/session.<n>.jsonl  normalized child logs            }
+    golden/<file>.pending     a failing local replay's live golden, for ``agentreel
+                              review`` (never committed: ``.gitignore`` holds
+                              ``*.pending``; the inventory ignores them)
 
 Recordings and goldens are separate on purpose: a recording keeps real session ids,
 parent links and times so the replay provider can bind and order scripts, while a golden is
@@ -41,6 +44,17 @@ README_FILE = "README.md"
 CWD_TOKEN = "{{cwd}}"
 _SESSION_FILE = re.compile(r"session(?:\.([1-9][0-9]*))?\.jsonl")
 DIFF_MAX_LINES = 120
+PENDING_SUFFIX = ".pending"
+
+
+def pending_name(golden_name: str) -> str:
+    """``transcript.jsonl`` → ``transcript.jsonl.pending``: the pending file beside a golden."""
+    return golden_name + PENDING_SUFFIX
+
+
+def is_pending_name(name: str) -> bool:
+    """Whether a file name in ``golden/`` is a pending golden (see ``_pending``)."""
+    return name.endswith(PENDING_SUFFIX)
 
 
 def session_file_name(number: int) -> str:
@@ -86,6 +100,8 @@ def take_inventory(scenario: Scenario) -> Inventory:
             continue
         if name == GOLDEN_DIR and path.is_dir() and not path.is_symlink():
             for golden in sorted(path.iterdir()):
+                if is_pending_name(golden.name):
+                    continue  # a local review's business, never a fixture file
                 if golden.is_file() and (
                     golden.name == TRANSCRIPT_FILE or _SESSION_FILE.fullmatch(golden.name)
                 ):
@@ -451,8 +467,9 @@ def compare_goldens(scenario: Scenario, goldens: dict[str, bytes]) -> dict[str, 
     golden_dir = scenario.directory / GOLDEN_DIR
     diffs: dict[str, str] = {}
     names = sorted(
-        set(goldens) | {p.name for p in golden_dir.glob("*") if p.is_file()},
-        key=_golden_sort_key,
+        set(goldens)
+        | {p.name for p in golden_dir.glob("*") if p.is_file() and not is_pending_name(p.name)},
+        key=golden_sort_key,
     )
     for name in names:
         path = golden_dir / name
@@ -472,7 +489,8 @@ def compare_goldens(scenario: Scenario, goldens: dict[str, bytes]) -> dict[str, 
     return diffs
 
 
-def _golden_sort_key(name: str) -> tuple[int, int]:
+def golden_sort_key(name: str) -> tuple[int, int]:
+    """Goldens in the order diffs show them: the transcript, then the sessions by number."""
     if name == TRANSCRIPT_FILE:
         return (0, 0)
     match = _SESSION_FILE.fullmatch(name)

@@ -86,8 +86,9 @@ class ScenarioItem(pytest.Item):
         # Imported here so that loading the plugin (in every pytest run of the venv) stays
         # cheap: the runner pulls in the ACP SDK and the session and replay packages.
         from agentreel.snapshot_harness._check import check_scenario
+        from agentreel.snapshot_harness._pending import pending_allowed
 
-        check_scenario(self.path.parent, self.mode)
+        check_scenario(self.path.parent, self.mode, pending=pending_allowed())
 
     def repr_failure(
         self,
