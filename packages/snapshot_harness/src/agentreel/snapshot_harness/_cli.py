@@ -1,7 +1,7 @@
 """``agentreel replay|record|refresh [SCENARIO...]``: the command line over ``check_scenario``.
 
-Commands with their own options (``agentreel review``: ``_review``) are dispatched by their
-first word to their module.
+Commands with their own options (``agentreel review``: ``_review``; ``agentreel report``:
+``_report_cli``) are dispatched by their first word to their module.
 
 One progress line per scenario (status, name, sessions, time), the failures in full, then
 a summary. Exit status 0 when every scenario passed, 1 when any failed, 2 on usage errors.
@@ -105,6 +105,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
 # Commands with their own parser; each module's ``main(argv, out) -> int``.
 _COMMANDS = {
     "review": "agentreel.snapshot_harness._review",
+    "report": "agentreel.snapshot_harness._report_cli",
 }
 
 

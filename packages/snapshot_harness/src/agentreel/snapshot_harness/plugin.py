@@ -3,12 +3,15 @@
 ``pytest fixtures/`` replays every scenario; ``-n 2`` works because each item is
 independent (its own temp directory and agent process). Options, in the ``agentreel``
 group: ``--agentreel-mode=replay|record|refresh`` and ``--agentreel-scenario=NAME``
-(repeatable, or comma-separated) to pick scenarios. A failure shows one unified diff per
+(repeatable, or comma-separated) to pick scenarios; ``--agentreel-report=FILE`` writes the
+HTML report of every scenario item run (also under xdist: workers send each item's result
+with its test report, the controller writes the page). A failure shows one unified diff per
 differing file plus the agent's stderr tail.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +28,9 @@ from agentreel.snapshot_harness.exceptions import HarnessError, ScenarioError
 
 _MODE_OPTION = "--agentreel-mode"
 _SCENARIO_OPTION = "--agentreel-scenario"
+_REPORT_OPTION = "--agentreel-report"
+# The key of the scenario result in each item's ``user_properties`` (sent by xdist workers).
+_REPORT_PROPERTY = "agentreel_scenario_result"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -43,6 +49,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="NAME",
         help="only these scenarios (directory names; repeatable or comma-separated).",
     )
+    group.addoption(
+        _REPORT_OPTION,
+        default=None,
+        metavar="FILE",
+        help="write one self-contained HTML report of the scenarios run (status, session "
+        "tree, timeline, transcript, diffs) to FILE.",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -51,6 +64,33 @@ def pytest_configure(config: pytest.Config) -> None:
             validate_scenario_name(name, where=f"{_SCENARIO_OPTION}")
         except ScenarioError as exc:
             raise pytest.UsageError(str(exc)) from None
+    report = config.getoption(_REPORT_OPTION)
+    if report and not hasattr(config, "workerinput"):  # xdist workers only send results
+        config.pluginmanager.register(_ReportWriter(Path(report)), "agentreel-report")
+
+
+class _ReportWriter:
+    """Collects each scenario item's result from its test report; writes the page at the end."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.results: list[dict[str, Any]] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call":
+            for key, value in report.user_properties:
+                if key == _REPORT_PROPERTY and isinstance(value, dict):
+                    self.results.append(value)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        from agentreel.snapshot_harness._html_report import write_report
+        from agentreel.snapshot_harness._report_data import ScenarioResult
+
+        ordered = sorted(self.results, key=lambda r: str(r["directory"]))
+        write_report(self.path, [ScenarioResult.from_dict(r) for r in ordered])
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        terminalreporter.write_line(f"agentreel report: {self.path}")
 
 
 def _selected(config: pytest.Config) -> list[str]:
@@ -88,7 +128,21 @@ class ScenarioItem(pytest.Item):
         from agentreel.snapshot_harness._check import check_scenario
         from agentreel.snapshot_harness._pending import pending_allowed
 
-        check_scenario(self.path.parent, self.mode, pending=pending_allowed())
+        if not self.config.getoption(_REPORT_OPTION):
+            check_scenario(self.path.parent, self.mode, pending=pending_allowed())
+            return
+        from agentreel.snapshot_harness._report_data import scenario_result
+
+        begun = time.monotonic()
+        error: BaseException | None = None
+        try:
+            check_scenario(self.path.parent, self.mode, pending=pending_allowed())
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            result = scenario_result(self.path.parent, time.monotonic() - begun, error)
+            self.user_properties.append((_REPORT_PROPERTY, result.as_dict()))
 
     def repr_failure(
         self,
