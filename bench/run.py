@@ -8,7 +8,8 @@ Prints a table and writes ``bench/results.json``. Benchmarks (SPEC section 9):
 - ``scale``: load + derive + normalize + diff of 1k/10k/100k-event logs, time and memory;
 - ``concurrency``: 64 concurrent child sessions through one provider vs one alone;
 - ``suite``: the replay suite's wall time with -n 1 and -n 2;
-- ``passthrough``: time to first chunk while recording vs live (and vcrpy).
+- ``passthrough``: time to first chunk while recording vs live (and vcrpy);
+- ``report``: the HTML report of a 100-session, 10k-call run: size, build, browser load.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ BENCHMARKS: dict[str, str] = {
     "concurrency": "bench.concurrency",
     "suite": "bench.suite",
     "passthrough": "bench.passthrough",
+    "report": "bench.report",
 }
 RESULTS = ROOT / "bench" / "results.json"
 

@@ -22,6 +22,7 @@ from PIL import Image
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
@@ -162,6 +163,29 @@ def test_the_timeline_shows_the_parallel_children_overlapping(
     # A call drawn after another in time is drawn to its right.
     for bars in (first, second):
         assert bars[0]["right"] <= bars[1]["left"] + 1
+
+
+def test_dragging_across_the_timeline_zooms_into_that_range(
+    page: webdriver.Chrome, fixtures: Path
+) -> None:
+    child = header(fixtures / "subagent-parallel" / "session.1.jsonl")
+    before = _bars(page, "subagent-parallel", child["id"])
+    track = section(page, "subagent-parallel").find_element(
+        By.CSS_SELECTOR, f'.timeline .row[data-session="{child["id"]}"] .track'
+    )
+    left = before[0]["left"] - track.rect["x"]
+    right = before[-1]["right"] - track.rect["x"]
+    width = track.rect["width"]
+    # Drag from just before the child's first call to just after its last one.
+    drag = ActionChains(page).move_to_element_with_offset(track, int(left - width / 2) - 4, 0)
+    drag.click_and_hold().move_by_offset(int(right - left) + 8, 0).release().perform()
+    axis = section(page, "subagent-parallel").find_element(By.CSS_SELECTOR, ".timeline .axis .who")
+    assert "zoomed" in axis.text
+    after = _bars(page, "subagent-parallel", child["id"])
+    widths = [b["right"] - b["left"] for b in before], [b["right"] - b["left"] for b in after]
+    assert all(new > 5 * old for old, new in zip(*widths, strict=True)), widths
+    ActionChains(page).double_click(axis).perform()
+    assert _bars(page, "subagent-parallel", child["id"]) == before
 
 
 def test_a_failing_scenario_shows_its_diff(page: webdriver.Chrome) -> None:

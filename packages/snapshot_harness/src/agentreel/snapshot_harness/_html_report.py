@@ -46,7 +46,9 @@ min-height:24px;background:repeating-linear-gradient(90deg,transparent 0 calc(10
 #eef1f4 calc(10% - 1px) 10%)}
 .row.sel>.who{background:#ddf4ff}
 .axis>.who,.axis>.track{border-top:none;color:var(--mut);font-size:11px}
-.tick{position:absolute;top:3px;transform:translateX(-50%)}
+.tick{position:absolute;top:3px;transform:translateX(-50%);white-space:nowrap}
+.row>.track{overflow:hidden;user-select:none}
+.zoomed{color:var(--call)}
 .span{position:absolute;top:10px;height:4px;background:#d8dee4;border-radius:2px}
 .bar{position:absolute;top:4px;height:16px;min-width:3px;border-radius:3px;
 background:var(--call);opacity:.85;cursor:pointer}
@@ -71,7 +73,9 @@ details>summary{cursor:pointer}
 _SCRIPT = r"""
 (function(){
 "use strict";
+var began=performance.now();
 var data=JSON.parse(document.getElementById("agentreel-data").textContent);
+var parsed=performance.now();
 function el(tag,cls,text){var e=document.createElement(tag);if(cls)e.className=cls;
  if(text!==undefined&&text!==null)e.textContent=String(text);return e;}
 function ms(v){return (Math.round(v*10)/10)+" ms";}
@@ -94,12 +98,13 @@ function tree(sc,select){var root=el("ul","tree");var lists=[root];
   var parentList=s.parent!==null&&lists[s.parent+1]?lists[s.parent+1]:root;
   parentList.appendChild(li);var sub=el("ul");li.appendChild(sub);lists[i+1]=sub;});
  return root;}
-function timeline(sc,select){var grid=el("div","grid timeline");
- var t0=sc.t0,span=Math.max(sc.t1-sc.t0,1);
+function timeline(sc,select,range,redraw){var grid=el("div","grid timeline");
+ var t0=range?range[0]:sc.t0,span=Math.max((range?range[1]:sc.t1)-t0,1);
  function pct(t){return ((t-t0)/span*100)+"%";}
- var axis=el("div","row axis");axis.appendChild(el("div","who","t = 0 at "+
-  new Date(t0).toISOString()));var at=el("div","track");
- for(var k=0;k<=10;k++){var tk=el("span","tick",ms(span*k/10));tk.style.left=(k*10)+"%";
+ var axis=el("div","row axis");axis.appendChild(range?el("div","who zoomed",
+  "zoomed: "+ms(t0-sc.t0)+" + "+ms(span)+" (double-click: all)"):el("div","who",
+  "t = 0 at "+new Date(t0).toISOString()+" (drag: zoom)"));var at=el("div","track");
+ for(var k=0;k<=10;k++){var tk=el("span","tick",ms(t0-sc.t0+span*k/10));tk.style.left=(k*10)+"%";
   if(k===0)tk.style.transform="none";if(k===10)tk.style.transform="translateX(-100%)";
   at.appendChild(tk);}axis.appendChild(at);grid.appendChild(axis);
  sc.sessions.forEach(function(s,i){var row=el("div","row");row.dataset.session=s.id;
@@ -116,6 +121,15 @@ function timeline(sc,select){var grid=el("div","grid timeline");
     ms(c.e-c.s)+") "+c.finish;
    b.addEventListener("click",function(){select(i,j);});frag.appendChild(b);});
   tr.appendChild(frag);row.appendChild(tr);grid.appendChild(row);});
+ // Drag across a track to zoom into that time range; double-click to see the whole run.
+ var from=null;
+ grid.addEventListener("mousedown",function(ev){var t=ev.target.closest(".track");
+  if(t){var r=t.getBoundingClientRect();from={x:ev.clientX,left:r.left,width:r.width};}});
+ grid.addEventListener("mouseup",function(ev){if(!from)return;var f=from;from=null;
+  if(Math.abs(ev.clientX-f.x)<6)return;
+  function at(x){return t0+Math.min(Math.max((x-f.left)/f.width,0),1)*span;}
+  var a=at(Math.min(f.x,ev.clientX)),b=at(Math.max(f.x,ev.clientX));redraw([a,b]);});
+ grid.addEventListener("dblclick",function(){if(range)redraw(null);});
  return grid;}
 function callBlock(c,j,t0){var d=el("div","item call");
  d.appendChild(el("span","kind","model"));d.appendChild(document.createTextNode("call "+(j+1)+
@@ -160,11 +174,15 @@ function scenario(sc){var sec=el("details","scenario");sec.open=true;
   body.appendChild(f);}
  var detail=el("div","detail");var tl;
  function select(i,j){detail.textContent="";var r=story(sc,i,j);detail.appendChild(r.box);
-  Array.prototype.forEach.call(tl.querySelectorAll(".row"),function(row){
-   row.classList.toggle("sel",row.dataset.session===sc.sessions[i].id);});
+  selected=sc.sessions[i].id;mark();
   if(r.target)r.target.scrollIntoView({block:"nearest"});}
+ var selected=null;
+ function mark(){Array.prototype.forEach.call(tl.querySelectorAll(".row"),function(row){
+  row.classList.toggle("sel",selected!==null&&row.dataset.session===selected);});}
+ function drawTimeline(range){var fresh=timeline(sc,select,range,drawTimeline);
+  if(tl)tl.replaceWith(fresh);tl=fresh;mark();}
  body.appendChild(el("h3",null,"sessions"));body.appendChild(tree(sc,select));
- body.appendChild(el("h3",null,"timeline (recorded times)"));tl=timeline(sc,select);
+ body.appendChild(el("h3",null,"timeline (recorded times)"));drawTimeline(null);
  body.appendChild(tl);body.appendChild(el("h3",null,"session detail"));
  detail.appendChild(el("div","muted","click a session or a call"));body.appendChild(detail);
  var tx=el("details","transcript-box");tx.appendChild(el("summary",null,"transcript ("+
@@ -174,7 +192,11 @@ function scenario(sc){var sec=el("details","scenario");sec.open=true;
  return sec;}
 document.body.appendChild(head());var main=el("main");
 data.scenarios.forEach(function(sc){main.appendChild(scenario(sc));});
-document.body.appendChild(main);document.body.dataset.ready="1";
+document.body.appendChild(main);
+// For `nox -s bench` (report): parsing the data vs drawing the page, in this load.
+document.body.dataset.parseMs=String(parsed-began);
+document.body.dataset.drawMs=String(performance.now()-parsed);
+document.body.dataset.ready="1";
 })();
 """
 

@@ -22,11 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
+
 from agentreel.snapshot_harness._fixtures import GOLDEN_DIR, TRANSCRIPT_FILE, recording_names
 from agentreel.snapshot_harness._scenario import SCENARIO_FILE
 from agentreel.snapshot_harness.exceptions import GoldenMismatchError
 
 Status = Literal["passed", "failed"]
+_decode = msgspec.json.Decoder().decode  # any JSON value: a viewer keeps what it finds
 TEXT_LIMIT = 4000  # characters of one prompt, tool result or frame kept in the page
 _KNOWN_HEADER = {"type", "version", "id", "created_at", "cwd", "parent_session"}
 _KNOWN_HEADER |= {"spawn_index", "origin", "seed_length"}
@@ -149,8 +152,8 @@ def _read_session(path: Path, problems: list[str]) -> dict[str, Any] | None:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except ValueError as exc:
+            record = _decode(line)
+        except msgspec.DecodeError as exc:
             problems.append(f"{path}:{number}: not JSON ({exc}); shown up to there")
             break
         if isinstance(record, dict):
