@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -15,7 +16,14 @@ from agentreel.llm_replay import (
     ReplayProvider,
     load_recording,
 )
-from agentreel.llm_replay.testing import FixtureRecorder, collect, options_for, text_call
+from agentreel.llm_replay.testing import (
+    RECORD_CWD,
+    FixtureRecorder,
+    collect,
+    options_for,
+    text_call,
+    tool_call,
+)
 
 
 def _three_sessions(recorder: FixtureRecorder, fixture_dir: Path) -> list[str]:
@@ -239,3 +247,125 @@ def test_tokens_split_across_deltas_are_moved_whole(
     assert "".join(d.text for d in deltas) == text
     assert len(call.chunks) == len(chunks)
     assert call.cwd_chunks == tuple(i + 1 for i, piece in enumerate(healed) if "{{cwd}}" in piece)
+
+
+# -- consistency checks on every load (SPEC 10) ---------------------------------------
+
+
+def _edit_header(path: Path, **fields: object) -> None:
+    header, rest = path.read_bytes().split(b"\n", 1)
+    data = json.loads(header)
+    data.update(fields)
+    path.write_bytes(json.dumps(data, separators=(",", ":")).encode() + b"\n" + rest)
+
+
+def test_one_session_in_two_files_names_both(recorder: FixtureRecorder, fixture_dir: Path) -> None:
+    ids = _three_sessions(recorder, fixture_dir)
+    shutil.copyfile(fixture_dir / "session.1.jsonl", fixture_dir / "session.2.jsonl")
+
+    with pytest.raises(FixtureError) as caught:
+        load_recording(fixture_dir)
+    message = str(caught.value)
+    assert f"both record session {ids[1]}" in message
+    assert "session.1.jsonl" in message
+    assert caught.value.path == fixture_dir / "session.2.jsonl"
+
+
+def test_child_whose_id_is_its_parents_is_named(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    ids = _three_sessions(recorder, fixture_dir)
+    _edit_header(fixture_dir / "session.1.jsonl", parent_session=ids[1])
+
+    with pytest.raises(FixtureError, match=r"session\.1\.jsonl:1: session .* names itself"):
+        load_recording(fixture_dir)
+
+
+def test_child_with_lineage_its_parent_never_started_is_named(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    ids = _three_sessions(recorder, fixture_dir)
+    main = fixture_dir / "session.jsonl"
+    lines = main.read_bytes().split(b"\n")
+    # The parent's subagent/start for spawn index 1 now names another index.
+    lines = [
+        line.replace(b'"spawn_index":1', b'"spawn_index":7') if b"subagent/start" in line else line
+        for line in lines
+    ]
+    main.write_bytes(b"\n".join(lines))
+
+    with pytest.raises(FixtureError) as caught:
+        load_recording(fixture_dir)
+    message = str(caught.value)
+    assert f"session.2.jsonl:1: session {ids[2]} claims parent {ids[0]}" in message
+    assert "no subagent/start for spawn index 1" in message
+    assert str(main) in message
+
+
+def test_parent_log_without_delegation_events_does_not_need_subagent_start(
+    tmp_path: Path, fixture_dir: Path
+) -> None:
+    # A proxy records model calls only: its parent log holds no tool calls or subagent/start.
+    recorder = FixtureRecorder(tmp_path / "proxy-sessions")
+    main = recorder.main()
+    recorder.call(main, text_call("main"))
+    child = recorder.store.spawn(main, 0)
+    recorder.call(child, text_call("child"))
+    recorder.save(fixture_dir)
+
+    recording = load_recording(fixture_dir)
+    assert len(recording.scripts) == 2
+
+
+def test_child_files_out_of_session_order_are_named(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    ids = _three_sessions(recorder, fixture_dir)
+    first, second = fixture_dir / "session.1.jsonl", fixture_dir / "session.2.jsonl"
+    first_bytes = first.read_bytes()
+    first.write_bytes(second.read_bytes())
+    second.write_bytes(first_bytes)
+
+    with pytest.raises(FixtureError) as caught:
+        load_recording(fixture_dir)
+    message = str(caught.value)
+    assert f"session.2.jsonl holds session {ids[1]}, which comes at session.1.jsonl" in message
+    assert "numbered in session order" in message
+
+
+def test_recording_runs_absolute_cwd_where_the_token_belongs_is_named(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    main = recorder.main()
+    arguments = json.dumps({"path": f"{RECORD_CWD}/notes.txt"})
+    recorder.call(main, tool_call("c1", "read_file", [arguments]))
+    recorder.save(fixture_dir)
+
+    with pytest.raises(FixtureError) as caught:
+        load_recording(fixture_dir)
+    message = str(caught.value)
+    assert (
+        f"session.jsonl:{_first_line_with(fixture_dir / 'session.jsonl', RECORD_CWD)}:" in message
+    )
+    assert f"absolute path {RECORD_CWD}" in message
+    assert "{{cwd}} belongs" in message
+
+
+def _first_line_with(path: Path, text: str) -> int:
+    lines = path.read_text().splitlines()
+    return next(n for n, line in enumerate(lines[1:], start=2) if text in line)
+
+
+def test_blank_line_in_a_recording_is_named_with_the_rerecord_command(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    _three_sessions(recorder, fixture_dir)
+    path = fixture_dir / "session.1.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines.insert(2, b"\n")
+    path.write_bytes(b"".join(lines))
+
+    with pytest.raises(FixtureError) as caught:
+        load_recording(fixture_dir)
+    assert f"{path}:3: blank line" in str(caught.value)
+    assert "nox -s record -- my-scenario" in str(caught.value)

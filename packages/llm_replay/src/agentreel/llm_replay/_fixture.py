@@ -9,6 +9,7 @@ Everything is decoded once, here, so streaming a call is iterating a tuple.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +35,9 @@ from agentreel.session import (
     SessionHeader,
     SessionLogError,
     SubagentStart,
+    ToolCall,
     load_session_log,
+    order_sessions,
 )
 
 MAIN_FILE = "session.jsonl"
@@ -75,6 +78,9 @@ class Script:
     header: SessionHeader
     calls: tuple[RecordedCall, ...]
     spawned: dict[int, str] = field(default_factory=dict)
+    # The log records the agent's side of delegation (tool calls, subagent/start), as an
+    # in-process agent writes it; a proxy's log holds model calls only.
+    records_delegation: bool = False
 
     @property
     def file(self) -> str:
@@ -160,6 +166,12 @@ def fixture_files(fixture_dir: Path) -> list[Path]:
 def load_recording(fixture_dir: Path | str, *, respect_seed_length: bool = True) -> Recording:
     """Load and derive every script of ``fixture_dir`` (and its overrides, if any).
 
+    Every load checks the recording is consistent (SPEC 10), each failure a
+    ``FixtureError`` naming the file: one session id in two files, a child whose id is its
+    parent's, a child with lineage whose parent's log lacks the matching
+    ``subagent/start``, child files not numbered in session order, the recording run's
+    absolute cwd where ``{{cwd}}`` belongs.
+
     ``respect_seed_length=False`` is a test hook: it treats a fork child's seed as its
     own, which replays the parent's calls to the child — the bug the seed slice prevents.
     """
@@ -167,6 +179,7 @@ def load_recording(fixture_dir: Path | str, *, respect_seed_length: bool = True)
     scripts: list[Script] = []
     for number, path in enumerate(fixture_files(fixture_dir)):
         scripts.append(_load_script(number, path, fixture_dir.name, respect_seed_length))
+    _check_consistency(scripts, f"nox -s record -- {fixture_dir.name}")
     lineage, spawned = _lineage(scripts, fixture_dir)
     overrides: dict[tuple[int, int], Override] = {}
     override_path = fixture_dir / OVERRIDE_FILE
@@ -181,6 +194,58 @@ def load_recording(fixture_dir: Path | str, *, respect_seed_length: bool = True)
         spawned=spawned,
         overrides=overrides,
     )
+
+
+def _check_consistency(scripts: list[Script], command: str) -> None:
+    """The recording's sessions form the tree its file numbering claims (SPEC 10)."""
+    first_file: dict[str, Script] = {}
+    for script in scripts:
+        header = script.header
+        other = first_file.setdefault(header.id, script)
+        if other is not script:
+            raise FixtureError(
+                script.path,
+                f"{other.path} and {script.path} both record session {header.id}: one "
+                "session's log was copied twice (a session id is written once). Remove the "
+                f"copy or re-record: {command}",
+            )
+        if header.parent_session == header.id:
+            raise FixtureError(
+                script.path,
+                f"{script.path}:1: session {header.id} names itself as its parent_session; a "
+                f"child's id is never its parent's. Re-record: {command}",
+            )
+    for script in scripts[1:]:
+        header = script.header
+        parent = first_file.get(header.parent_session or "")
+        if parent is None or header.spawn_index is None or not parent.records_delegation:
+            continue  # no lineage, or a parent log that records no delegations (a proxy's)
+        started = parent.spawned.get(header.spawn_index)
+        if started != header.id:
+            found = (
+                f"its subagent/start for spawn index {header.spawn_index} names session {started}"
+                if started is not None
+                else f"it has no subagent/start for spawn index {header.spawn_index}"
+            )
+            raise FixtureError(
+                script.path,
+                f"{script.path}:1: session {header.id} claims parent {header.parent_session} "
+                f"and spawn index {header.spawn_index}, but the parent's log {parent.path} "
+                f"does not record starting it: {found}. The files are from different runs, "
+                f"or one was edited. Re-record: {command}",
+            )
+    ordered = order_sessions(scripts, lambda script: script.header)
+    for position, script in enumerate(ordered):
+        if script.number != position:
+            expected = scripts[position]
+            raise FixtureError(
+                script.path,
+                f"{script.path} holds session {script.header.id}, which comes at "
+                f"{session_file_name(position)} in session order (parents before children, "
+                f"siblings by spawn index); {expected.path.name} holds "
+                f"{expected.header.id}. Child files must be numbered in session order: "
+                f"renumber them, or re-record: {command}",
+            )
 
 
 def _lineage(
@@ -242,6 +307,8 @@ def _load_script(number: int, path: Path, scenario: str, respect_seed_length: bo
             f"({log.torn_tail.problem}); a replay fixture must be complete. Re-record: "
             f"nox -s record -- {scenario}",
         )
+    if log.header.cwd != CWD_TOKEN:
+        _check_no_recorded_cwd(path, log.header.cwd, f"nox -s record -- {scenario}")
     # The main session is never sliced; a child's seed is its parent's history, not its own.
     start = log.header.seed_length if number > 0 and respect_seed_length else 0
     calls: list[RecordedCall] = []
@@ -250,12 +317,17 @@ def _load_script(number: int, path: Path, scenario: str, respect_seed_length: bo
     last_request: RequestHeaderData | None = None
     pending_request: RequestHeaderData | None = None
     spawned: dict[int, str] = {}
+    delegates = False
     for event in log.events[start:]:
         if isinstance(event, RequestHeader):
             last_request = event.data
             continue
         if isinstance(event, SubagentStart):
             spawned.setdefault(event.data.spawn_index, event.data.child_session)
+            delegates = True
+            continue
+        if isinstance(event, ToolCall):
+            delegates = True
             continue
         if type(event) is not AssistantChunk:
             continue
@@ -279,7 +351,31 @@ def _load_script(number: int, path: Path, scenario: str, respect_seed_length: bo
             last_request = None
     if pending:
         raise _incomplete(path, log.header.id, pending_turn, pending_step, scenario)
-    return Script(number=number, path=path, header=log.header, calls=tuple(calls), spawned=spawned)
+    return Script(
+        number=number,
+        path=path,
+        header=log.header,
+        calls=tuple(calls),
+        spawned=spawned,
+        records_delegation=delegates,
+    )
+
+
+def _check_no_recorded_cwd(path: Path, cwd: str, command: str) -> None:
+    """A header cwd other than ``{{cwd}}`` is harmless until that path appears in what
+    replay hands the agent: then the live run would get the recording machine's path."""
+    forms = {cwd.encode(), json.dumps(cwd)[1:-1].encode()}
+    with path.open("rb") as lines:
+        next(lines, None)  # the header itself
+        for number, line in enumerate(lines, start=2):
+            if any(form in line for form in forms):
+                raise FixtureError(
+                    path,
+                    f"{path}:{number}: the recording holds the absolute path {cwd} (the "
+                    f"recording run's cwd, also in the header at {path}:1) where {CWD_TOKEN} "
+                    "belongs; replay would hand it to the live agent unchanged. Recordings "
+                    f"store the cwd as {CWD_TOKEN}: re-record: {command}",
+                )
 
 
 def _incomplete(path: Path, session_id: str, turn: int, step: int, scenario: str) -> FixtureError:
