@@ -154,6 +154,24 @@ def refresh(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON, default=False)
+def review(session: nox.Session) -> None:
+    """Review the pending goldens failing local replays left: ``nox -s review [-- <scenario>]``.
+
+    Each pending file's diff, then accept / reject / skip / quit (``--accept-all`` /
+    ``--reject-all`` for scripts). Recordings are never touched (docs/review.md).
+    """
+    _install_workspace(session)
+    session.run("agentreel", "review", "--fixtures", str(FIXTURES), *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
+def report(session: nox.Session) -> None:
+    """Replay scenarios and write one HTML page: ``nox -s report -- --html report.html``."""
+    _install_workspace(session)
+    session.run("agentreel", "report", "--fixtures", str(FIXTURES), *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
 def bench(session: nox.Session) -> None:
     """Performance as ratios measured side by side in one run (SPEC 9); not a test.
 

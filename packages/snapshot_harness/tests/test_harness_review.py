@@ -17,7 +17,7 @@ import pytest
 
 from agentreel.snapshot_harness import check_scenario
 from agentreel.snapshot_harness._cli import main
-from agentreel.snapshot_harness._pending import list_pending, write_pending
+from agentreel.snapshot_harness._pending import list_pending, review_hint, write_pending
 
 pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.slow
@@ -278,3 +278,15 @@ def test_review_names_an_unknown_scenario(tmp_path: Path) -> None:
     (tmp_path / "fixtures").mkdir()
     code, _ = run_cli("review", "nope", "--fixtures", str(tmp_path / "fixtures"))
     assert code == 2
+
+
+def test_the_review_hint_names_the_nox_session_for_the_default_fixtures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "fixtures" / "plain").mkdir(parents=True)
+    (tmp_path / "elsewhere" / "plain").mkdir(parents=True)
+    default = review_hint(Path("fixtures") / "plain")
+    assert default == "`agentreel review plain` (or `nox -s review -- plain`)"
+    other = review_hint(tmp_path / "elsewhere" / "plain")
+    assert other == "`agentreel review --fixtures elsewhere plain`"

@@ -30,7 +30,7 @@ from agentreel.snapshot_harness._fixtures import (
 from agentreel.snapshot_harness._pending import (
     PendingGolden,
     clear_pending,
-    review_command,
+    review_hint,
     write_pending,
 )
 from agentreel.snapshot_harness._runner import RunResult, replay_mismatch, run_scenario, tail
@@ -181,7 +181,7 @@ def _mismatch_message(
         parts.append(
             f"The live goldens are pending beside the committed ones "
             f"({', '.join(p.pending.name for p in pending)}): accept or reject them one by "
-            f"one with `{review_command(scenario.directory)}`"
+            f"one with {review_hint(scenario.directory)}"
         )
     stderr = result.stderr_tail()
     if stderr:

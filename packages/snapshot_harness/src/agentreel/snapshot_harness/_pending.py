@@ -35,11 +35,14 @@ def pending_allowed(environ: Mapping[str, str] | None = None) -> bool:
     return not (os.environ if environ is None else environ).get(CI_ENV)
 
 
-def review_command(scenario_directory: Path) -> str:
-    """The command that reviews one scenario's pending goldens."""
+def review_hint(scenario_directory: Path) -> str:
+    """How to review one scenario's pending goldens, in backticks: the CLI, and for the
+    repository's own ``./fixtures`` also the nox session (where ``agentreel`` is installed)."""
     fixtures = scenario_directory.parent
-    with_fixtures = "" if _is_default_fixtures(fixtures) else f" --fixtures {_shown(fixtures)}"
-    return f"agentreel review{with_fixtures} {scenario_directory.name}"
+    name = scenario_directory.name
+    if _is_default_fixtures(fixtures):
+        return f"`agentreel review {name}` (or `nox -s review -- {name}`)"
+    return f"`agentreel review --fixtures {_shown(fixtures)} {name}`"
 
 
 def _is_default_fixtures(fixtures: Path) -> bool:
