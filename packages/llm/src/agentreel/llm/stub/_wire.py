@@ -7,13 +7,32 @@ a final usage-only chunk when ``stream_options.include_usage`` is set, then
 ``message_stop``. A request without ``stream: true`` gets the whole answer as one JSON
 body (``chat.completion`` / ``message``) holding the same content. JSON is compact, as
 both APIs send it.
+
+Two kinds of encoder share these shapes: the stub's, from a rule (``openai_frames``,
+``anthropic_frames``), and the proxy's replay, from recorded agentreel chunks
+(``chat_chunk_frames``, ``messages_chunk_frames``, ``responses_chunk_frames`` and the
+non-streaming ``*_chunk_body``), so a replayed stream parses, in the official SDKs, to the
+chunks that were recorded: one wire event per recorded delta, tool-call ids, usage and
+finish reasons kept.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
+from agentreel.llm._chunks import (
+    BlockEnd,
+    BlockStart,
+    Chunk,
+    Finish,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
+from agentreel.llm._messages import ReasoningPart, TextPart, ToolCallPart
 from agentreel.llm.stub._rules import Rule, UsageRule
 
 CREATED = 1_700_000_000
@@ -370,3 +389,558 @@ def anthropic_error_body(status: int, message: str) -> bytes:
         status, "api_error" if status >= 500 else "invalid_request_error"
     )
     return _json({"type": "error", "error": {"type": kind, "message": message}})
+
+
+# -- encoders from recorded chunks (the proxy's replay) -------------------------------------
+
+
+def rule_chunks(rule: Rule, call_ids: list[str]) -> list[Chunk]:
+    """What a rule answers, as the agentreel chunks an adapter would map it to (for the
+    non-streaming bodies and the Responses API, which the stub encodes from chunks)."""
+    chunks: list[Chunk] = []
+    index = 0
+    if rule.reasoning:
+        chunks.append(BlockStart(index=index, block_type="reasoning"))
+        chunks += [
+            ReasoningDelta(index=index, text=p) for p in _pieces(rule.reasoning, rule.chunk_size)
+        ]
+        chunks.append(BlockEnd(index=index, block=ReasoningPart(rule.reasoning)))
+        index += 1
+    if rule.text:
+        chunks.append(BlockStart(index=index, block_type="text"))
+        chunks += [TextDelta(index=index, text=p) for p in _pieces(rule.text, rule.chunk_size)]
+        chunks.append(BlockEnd(index=index, block=TextPart(rule.text)))
+        index += 1
+    for position, call in enumerate(rule.tool_calls):
+        at = index + position
+        chunks.append(BlockStart(index=at, block_type="tool-call"))
+        chunks.append(
+            ToolCallDelta(index=at, id=call_ids[position], name=call.name, arguments_delta="")
+        )
+        pieces = _pieces(call.arguments_json(), rule.chunk_size)
+        chunks += [
+            ToolCallDelta(index=at, id=call_ids[position], arguments_delta=p) for p in pieces
+        ]
+        part = ToolCallPart(id=call_ids[position], name=call.name, arguments=call.arguments_json())
+        chunks.append(BlockEnd(index=at, block=part))
+    usage = usage_for(rule)
+    chunks.append(
+        Usage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+            reasoning_tokens=usage.reasoning_tokens,
+        )
+    )
+    name = rule.finish_name
+    if name == "refusal":
+        chunks.append(Finish(reason="error", code="refusal"))
+    else:
+        chunks.append(Finish(reason=name))
+    return chunks
+
+
+def _usage_in(chunks: Sequence[Chunk]) -> Usage | None:
+    for chunk in chunks:
+        if isinstance(chunk, Usage):
+            return chunk
+    return None
+
+
+def _finish_in(chunks: Sequence[Chunk]) -> Finish:
+    for chunk in reversed(chunks):
+        if isinstance(chunk, Finish):
+            return chunk
+    return Finish(reason="stop")
+
+
+def _wire_reason(finish: Finish, table: dict[str, str]) -> str:
+    """The wire's finish/stop reason; an ``error`` finish carries the wire reason as code."""
+    if finish.reason == "error" and finish.code:
+        return finish.code
+    return table.get(finish.reason, "stop")
+
+
+def _openai_usage_body(usage: Usage) -> dict[str, Any]:
+    return {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens or 0},
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens or 0},
+    }
+
+
+def _tool_positions(chunks: Sequence[Chunk]) -> dict[int, int]:
+    """Block index → position among the call's tool calls (the Chat Completions index)."""
+    positions: dict[int, int] = {}
+    for chunk in chunks:
+        if isinstance(chunk, BlockStart) and chunk.block_type == "tool-call":
+            positions[chunk.index] = len(positions)
+    return positions
+
+
+def chat_chunk_frames(
+    chunks: Sequence[Chunk], *, model: str, response_id: str, include_usage: bool
+) -> list[bytes]:
+    """Chat Completions SSE frames for one recorded call: a frame per recorded delta."""
+
+    def frame(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
+        chunk: dict[str, Any] = {
+            "id": response_id,
+            "object": "chat.completion.chunk",
+            "created": CREATED,
+            "model": model,
+            "choices": [
+                {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+            ],
+        }
+        if include_usage:
+            chunk["usage"] = None
+        return b"data: " + _json(chunk) + b"\n\n"
+
+    tools = _tool_positions(chunks)
+    frames = [frame({"role": "assistant", "content": ""})]
+    usage: Usage | None = None
+    for chunk in chunks:
+        if isinstance(chunk, TextDelta):
+            frames.append(frame({"content": chunk.text}))
+        elif isinstance(chunk, ReasoningDelta):
+            frames.append(frame({"reasoning_content": chunk.text}))
+        elif isinstance(chunk, ToolCallDelta):
+            entry: dict[str, Any] = {"index": tools.get(chunk.index, 0)}
+            if chunk.name is not None:
+                entry.update(id=chunk.id, type="function")
+                entry["function"] = {"name": chunk.name, "arguments": chunk.arguments_delta}
+            else:
+                entry["function"] = {"arguments": chunk.arguments_delta}
+            frames.append(frame({"tool_calls": [entry]}))
+        elif isinstance(chunk, Usage):
+            usage = chunk
+        elif isinstance(chunk, Finish):
+            frames.append(frame({}, _wire_reason(chunk, _OPENAI_FINISH)))
+    if include_usage and usage is not None:
+        final = {
+            "id": response_id,
+            "object": "chat.completion.chunk",
+            "created": CREATED,
+            "model": model,
+            "choices": [],
+            "usage": _openai_usage_body(usage),
+        }
+        frames.append(b"data: " + _json(final) + b"\n\n")
+    frames.append(b"data: [DONE]\n\n")
+    return frames
+
+
+def chat_chunk_body(chunks: Sequence[Chunk], *, model: str, response_id: str) -> bytes:
+    """A non-streaming ``chat.completion`` body holding one recorded call."""
+    text = "".join(
+        c.block.text for c in chunks if isinstance(c, BlockEnd) and isinstance(c.block, TextPart)
+    )
+    reasoning = "".join(
+        c.block.text
+        for c in chunks
+        if isinstance(c, BlockEnd) and isinstance(c.block, ReasoningPart)
+    )
+    calls = [
+        {
+            "id": c.block.id,
+            "type": "function",
+            "function": {"name": c.block.name, "arguments": c.block.arguments},
+        }
+        for c in chunks
+        if isinstance(c, BlockEnd) and isinstance(c.block, ToolCallPart)
+    ]
+    message: dict[str, Any] = {"role": "assistant", "content": text or None, "refusal": None}
+    if reasoning:
+        message["reasoning_content"] = reasoning
+    if calls:
+        message["tool_calls"] = calls
+    body: dict[str, Any] = {
+        "id": response_id,
+        "object": "chat.completion",
+        "created": CREATED,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": _wire_reason(_finish_in(chunks), _OPENAI_FINISH),
+            }
+        ],
+    }
+    usage = _usage_in(chunks)
+    if usage is not None:
+        body["usage"] = _openai_usage_body(usage)
+    return _json(body)
+
+
+def _first_tool_delta(chunks: Sequence[Chunk], start: int, index: int) -> ToolCallDelta | None:
+    for chunk in chunks[start:]:
+        if isinstance(chunk, ToolCallDelta) and chunk.index == index:
+            return chunk
+    return None
+
+
+def _anthropic_usage(usage: Usage | None) -> dict[str, Any]:
+    return {
+        "input_tokens": usage.input_tokens if usage else 0,
+        "cache_creation_input_tokens": (usage.cache_write_tokens or 0) if usage else 0,
+        "cache_read_input_tokens": (usage.cache_read_tokens or 0) if usage else 0,
+        "output_tokens": usage.output_tokens if usage else 0,
+    }
+
+
+def messages_chunk_frames(chunks: Sequence[Chunk], *, model: str, message_id: str) -> list[bytes]:
+    """Anthropic Messages SSE frames for one recorded call: a frame per recorded delta."""
+    usage = _usage_in(chunks)
+    start_usage = {**_anthropic_usage(usage), "output_tokens": 1}
+    message: dict[str, Any] = {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": start_usage,
+    }
+    frames = [
+        _event("message_start", {"type": "message_start", "message": message}),
+        _event("ping", {"type": "ping"}),
+    ]
+
+    def delta(at: int, value: dict[str, Any]) -> bytes:
+        payload = {"type": "content_block_delta", "index": at, "delta": value}
+        return _event("content_block_delta", payload)
+
+    for position, chunk in enumerate(chunks):
+        if isinstance(chunk, BlockStart):
+            block: dict[str, Any]
+            if chunk.block_type == "text":
+                block = {"type": "text", "text": ""}
+            elif chunk.block_type == "reasoning":
+                block = {"type": "thinking", "thinking": "", "signature": ""}
+            else:
+                first = _first_tool_delta(chunks, position, chunk.index)
+                block = {
+                    "type": "tool_use",
+                    "id": first.id if first else "",
+                    "name": (first.name or "") if first else "",
+                    "input": {},
+                }
+            payload = {"type": "content_block_start", "index": chunk.index, "content_block": block}
+            frames.append(_event("content_block_start", payload))
+        elif isinstance(chunk, TextDelta):
+            frames.append(delta(chunk.index, {"type": "text_delta", "text": chunk.text}))
+        elif isinstance(chunk, ReasoningDelta):
+            frames.append(delta(chunk.index, {"type": "thinking_delta", "thinking": chunk.text}))
+        elif isinstance(chunk, ToolCallDelta):
+            if chunk.arguments_delta:
+                value = {"type": "input_json_delta", "partial_json": chunk.arguments_delta}
+                frames.append(delta(chunk.index, value))
+        elif isinstance(chunk, BlockEnd):
+            stop = {"type": "content_block_stop", "index": chunk.index}
+            frames.append(_event("content_block_stop", stop))
+        elif isinstance(chunk, Finish):
+            reason = _wire_reason(chunk, _ANTHROPIC_STOP)
+            payload = {
+                "type": "message_delta",
+                "delta": {"stop_reason": reason, "stop_sequence": None},
+                "usage": {"output_tokens": usage.output_tokens if usage else 0},
+            }
+            frames.append(_event("message_delta", payload))
+            frames.append(_event("message_stop", {"type": "message_stop"}))
+    return frames
+
+
+def messages_chunk_body(chunks: Sequence[Chunk], *, model: str, message_id: str) -> bytes:
+    """A non-streaming Anthropic ``message`` body holding one recorded call."""
+    content: list[dict[str, Any]] = []
+    for chunk in chunks:
+        if not isinstance(chunk, BlockEnd):
+            continue
+        block = chunk.block
+        if isinstance(block, TextPart):
+            content.append({"type": "text", "text": block.text})
+        elif isinstance(block, ReasoningPart):
+            content.append({"type": "thinking", "thinking": block.text, "signature": ""})
+        else:
+            try:
+                arguments = json.loads(block.arguments or "{}")
+            except ValueError:
+                arguments = {"_raw_arguments": block.arguments}
+            content.append(
+                {"type": "tool_use", "id": block.id, "name": block.name, "input": arguments}
+            )
+    body = {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": _wire_reason(_finish_in(chunks), _ANTHROPIC_STOP),
+        "stop_sequence": None,
+        "usage": _anthropic_usage(_usage_in(chunks)),
+    }
+    return _json(body)
+
+
+# -- OpenAI Responses ---------------------------------------------------------------------
+
+NAMESPACE_SEPARATOR = "."
+"""How a namespaced Responses tool (``responses-lite``) is named in agentreel chunks:
+``<namespace>.<name>``; the Responses encoder splits it back into both fields."""
+
+
+def _responses_usage(usage: Usage | None) -> dict[str, Any] | None:
+    if usage is None:
+        return None
+    return {
+        "input_tokens": usage.input_tokens,
+        "input_tokens_details": {"cached_tokens": usage.cache_read_tokens or 0},
+        "output_tokens": usage.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens or 0},
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+    }
+
+
+def _function_call_item(
+    item_id: str, call: ToolCallPart | ToolCallDelta, arguments: str, status: str, namespaced: bool
+) -> dict[str, Any]:
+    name = call.name or ""
+    item: dict[str, Any] = {
+        "id": item_id,
+        "type": "function_call",
+        "status": status,
+        "arguments": arguments,
+        "call_id": call.id,
+        "name": name,
+    }
+    if namespaced and NAMESPACE_SEPARATOR in name:
+        namespace, _, bare = name.rpartition(NAMESPACE_SEPARATOR)
+        item.update(name=bare, namespace=namespace)
+    return item
+
+
+def _response_object(
+    response_id: str, model: str, status: str, output: list[dict[str, Any]], usage: Usage | None
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": response_id,
+        "object": "response",
+        "created_at": CREATED,
+        "status": status,
+        "error": None,
+        "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+        "instructions": None,
+        "model": model,
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": _responses_usage(usage),
+    }
+    return body
+
+
+def _responses_items(
+    chunks: Sequence[Chunk], response_id: str, namespaced: bool
+) -> tuple[list[tuple[Chunk, int, str]], list[dict[str, Any]]]:
+    """Each block's (start chunk, output index, item id) and the finished output items."""
+    starts: list[tuple[Chunk, int, str]] = []
+    done: list[dict[str, Any]] = []
+    ids: dict[int, tuple[int, str]] = {}
+    stem = response_id.removeprefix("resp_")
+    for chunk in chunks:
+        if isinstance(chunk, BlockStart):
+            prefix = {"text": "msg_", "reasoning": "rs_", "tool-call": "fc_"}[chunk.block_type]
+            ids[chunk.index] = (len(ids), f"{prefix}{stem}{len(ids)}")
+            starts.append((chunk, *ids[chunk.index]))
+        elif isinstance(chunk, BlockEnd) and chunk.index in ids:
+            _, item_id = ids[chunk.index]
+            done.append(_finished_item(item_id, chunk, namespaced))
+    return starts, done
+
+
+def _finished_item(item_id: str, chunk: BlockEnd, namespaced: bool) -> dict[str, Any]:
+    block = chunk.block
+    if isinstance(block, TextPart):
+        return {
+            "id": item_id,
+            "type": "message",
+            "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": block.text, "annotations": []}],
+        }
+    if isinstance(block, ReasoningPart):
+        return {
+            "id": item_id,
+            "type": "reasoning",
+            "summary": [{"type": "summary_text", "text": block.text}],
+        }
+    return _function_call_item(item_id, block, block.arguments, "completed", namespaced)
+
+
+def _responses_status(finish: Finish) -> str:
+    if finish.reason == "max-tokens":
+        return "incomplete"
+    if finish.reason == "error":
+        return "failed"
+    return "completed"
+
+
+def responses_chunk_frames(
+    chunks: Sequence[Chunk], *, model: str, response_id: str, namespaced: bool = False
+) -> list[bytes]:
+    """OpenAI Responses SSE frames for one recorded call: an event per recorded delta.
+
+    ``namespaced``: the request used namespaced tools (``responses-lite``), so a tool name
+    ``<namespace>.<name>`` goes out as ``name`` plus ``namespace``.
+    """
+    frames: list[bytes] = []
+
+    def emit(kind: str, payload: dict[str, Any]) -> None:
+        frames.append(_event(kind, {"type": kind, "sequence_number": len(frames), **payload}))
+
+    usage = _usage_in(chunks)
+    finish = _finish_in(chunks)
+    starts, done = _responses_items(chunks, response_id, namespaced)
+    by_block = {
+        start.index: (at, item_id) for start, at, item_id in starts if isinstance(start, BlockStart)
+    }
+    emit(
+        "response.created",
+        {"response": _response_object(response_id, model, "in_progress", [], None)},
+    )
+    emit(
+        "response.in_progress",
+        {"response": _response_object(response_id, model, "in_progress", [], None)},
+    )
+    for position, chunk in enumerate(chunks):
+        if isinstance(chunk, BlockStart):
+            at, item_id = by_block[chunk.index]
+            if chunk.block_type == "text":
+                item = {
+                    "id": item_id,
+                    "type": "message",
+                    "status": "in_progress",
+                    "role": "assistant",
+                    "content": [],
+                }
+                emit("response.output_item.added", {"output_index": at, "item": item})
+                part = {"type": "output_text", "text": "", "annotations": []}
+                emit(
+                    "response.content_part.added",
+                    {"item_id": item_id, "output_index": at, "content_index": 0, "part": part},
+                )
+            elif chunk.block_type == "reasoning":
+                item = {"id": item_id, "type": "reasoning", "summary": []}
+                emit("response.output_item.added", {"output_index": at, "item": item})
+                part = {"type": "summary_text", "text": ""}
+                emit(
+                    "response.reasoning_summary_part.added",
+                    {"item_id": item_id, "output_index": at, "summary_index": 0, "part": part},
+                )
+            else:
+                first = _first_tool_delta(chunks, position, chunk.index)
+                if first is not None:
+                    item = _function_call_item(item_id, first, "", "in_progress", namespaced)
+                    emit("response.output_item.added", {"output_index": at, "item": item})
+        elif isinstance(chunk, TextDelta) and chunk.index in by_block:
+            at, item_id = by_block[chunk.index]
+            emit(
+                "response.output_text.delta",
+                {
+                    "item_id": item_id,
+                    "output_index": at,
+                    "content_index": 0,
+                    "delta": chunk.text,
+                    "logprobs": [],
+                },
+            )
+        elif isinstance(chunk, ReasoningDelta) and chunk.index in by_block:
+            at, item_id = by_block[chunk.index]
+            emit(
+                "response.reasoning_summary_text.delta",
+                {"item_id": item_id, "output_index": at, "summary_index": 0, "delta": chunk.text},
+            )
+        elif isinstance(chunk, ToolCallDelta) and chunk.index in by_block:
+            at, item_id = by_block[chunk.index]
+            if chunk.arguments_delta:
+                emit(
+                    "response.function_call_arguments.delta",
+                    {"item_id": item_id, "output_index": at, "delta": chunk.arguments_delta},
+                )
+        elif isinstance(chunk, BlockEnd) and chunk.index in by_block:
+            at, item_id = by_block[chunk.index]
+            block = chunk.block
+            finished = _finished_item(item_id, chunk, namespaced)
+            if isinstance(block, TextPart):
+                emit(
+                    "response.output_text.done",
+                    {
+                        "item_id": item_id,
+                        "output_index": at,
+                        "content_index": 0,
+                        "text": block.text,
+                        "logprobs": [],
+                    },
+                )
+                emit(
+                    "response.content_part.done",
+                    {
+                        "item_id": item_id,
+                        "output_index": at,
+                        "content_index": 0,
+                        "part": finished["content"][0],
+                    },
+                )
+            elif isinstance(block, ReasoningPart):
+                emit(
+                    "response.reasoning_summary_text.done",
+                    {
+                        "item_id": item_id,
+                        "output_index": at,
+                        "summary_index": 0,
+                        "text": block.text,
+                    },
+                )
+                emit(
+                    "response.reasoning_summary_part.done",
+                    {
+                        "item_id": item_id,
+                        "output_index": at,
+                        "summary_index": 0,
+                        "part": finished["summary"][0],
+                    },
+                )
+            else:
+                emit(
+                    "response.function_call_arguments.done",
+                    {"item_id": item_id, "output_index": at, "arguments": block.arguments},
+                )
+            emit("response.output_item.done", {"output_index": at, "item": finished})
+    status = _responses_status(finish)
+    final = _response_object(response_id, model, status, done, usage)
+    kind = {"completed": "response.completed", "incomplete": "response.incomplete"}.get(
+        status, "response.failed"
+    )
+    if status == "failed":
+        final["error"] = {"code": finish.code or "server_error", "message": finish.message or ""}
+    emit(kind, {"response": final})
+    return frames
+
+
+def responses_chunk_body(
+    chunks: Sequence[Chunk], *, model: str, response_id: str, namespaced: bool = False
+) -> bytes:
+    """A non-streaming ``response`` object holding one recorded call."""
+    _, done = _responses_items(chunks, response_id, namespaced)
+    finish = _finish_in(chunks)
+    return _json(
+        _response_object(response_id, model, _responses_status(finish), done, _usage_in(chunks))
+    )
