@@ -14,6 +14,7 @@ from agentreel.llm_replay._fixture import (
     load_recording,
     session_file_name,
 )
+from agentreel.llm_replay._lanes import LaneSignature, lane_signature
 from agentreel.llm_replay._overrides import HangOverride, Override, ThrowOverride
 from agentreel.llm_replay._provider import (
     ANONYMOUS,
@@ -52,6 +53,7 @@ __all__ = [
     "FixtureError",
     "HangOverride",
     "IncompleteCallError",
+    "LaneSignature",
     "Override",
     "OverrideError",
     "RecordedCall",
@@ -68,6 +70,7 @@ __all__ = [
     "UnconsumedScriptError",
     "UnrecordedSessionError",
     "create_replay_provider",
+    "lane_signature",
     "load_recording",
     "read_report",
     "session_file_name",
