@@ -232,8 +232,7 @@ OUTSIDE_CHECKS: dict[str, OutsideCheck] = {
     "llm_replay": OutsideCheck(
         commands=(("python", "{tools}/llm_replay_alone.py", "{fixtures}/subagent-spawn"),),
     ),
-    # The proxy's engineer adds a replay through it when packages/llm_proxy lands.
-    "llm_proxy": OutsideCheck(),
+    "llm_proxy": OutsideCheck(commands=(("python", "{tools}/llm_proxy_alone.py"),)),
 }
 
 

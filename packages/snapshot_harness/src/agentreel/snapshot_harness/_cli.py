@@ -1,4 +1,5 @@
-"""``agentreel replay|record|refresh [SCENARIO...]``: the command line over ``check_scenario``.
+"""``agentreel replay|record|refresh [SCENARIO...]``: the command line over ``check_scenario``;
+``agentreel proxy ...`` hands over to the model proxy's command line.
 
 Commands with their own options (``agentreel review``: ``_review``; ``agentreel report``:
 ``_report_cli``) are dispatched by their first word to their module.
@@ -93,7 +94,16 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
-    """Entry point of the ``agentreel`` console script."""
+    """Entry point of the ``agentreel`` console script.
+
+    ``agentreel proxy record|replay ...`` is the model proxy's command line
+    (``agentreel.llm_proxy.main``, SPEC 11); every other first word is a mode.
+    """
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["proxy"]:
+        from agentreel.llm_proxy import main as proxy_main
+
+        return proxy_main(arguments[1:], out=out)
     try:
         return _main(argv, out or sys.stdout)
     except BrokenPipeError:  # `agentreel replay | head`: the reader left; not an error of ours

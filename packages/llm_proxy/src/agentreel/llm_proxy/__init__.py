@@ -1,0 +1,54 @@
+"""A session-keyed record/replay model endpoint for agents in any framework or process.
+
+Point any agent — plain ``openai`` / ``anthropic`` SDK programs, frameworks, CLI agents,
+each subagent its own process if need be — at the proxy's base URL. In ``record`` mode it
+forwards to an upstream (a real provider or the stub server), passing every SSE event
+through as it arrives while writing one session log per caller and lane; in ``replay``
+mode it answers keylessly from a fixture through ``agentreel.llm_replay``'s binding, so
+each session gets its own recorded script whatever the arrival order (SPEC section 11)::
+
+    async with start_proxy("record", upstream=stub.base_url, fixture=fixture_dir) as proxy:
+        client = openai.AsyncOpenAI(base_url=proxy.openai_base_url, api_key="...")
+    async with start_proxy("replay", fixture=fixture_dir, report=report_file) as proxy:
+        ...
+"""
+
+from agentreel.llm_proxy._cli import main
+from agentreel.llm_proxy._identity import (
+    IDENTITY_HEADERS,
+    PARENT_HEADER,
+    SESSION_HEADER,
+    SPAWN_INDEX_HEADER,
+    Identity,
+    resolve_identity,
+)
+from agentreel.llm_proxy._masks import Masks
+from agentreel.llm_proxy._routes import SUPPORTED_PATHS
+from agentreel.llm_proxy._server import MODES, Mode, Proxy, ProxySettings, start_proxy
+from agentreel.llm_proxy.exceptions import (
+    ProxyConfigError,
+    ProxyError,
+    RequestError,
+    SecretInRecordingError,
+)
+
+__all__ = [
+    "IDENTITY_HEADERS",
+    "MODES",
+    "PARENT_HEADER",
+    "SESSION_HEADER",
+    "SPAWN_INDEX_HEADER",
+    "SUPPORTED_PATHS",
+    "Identity",
+    "Masks",
+    "Mode",
+    "Proxy",
+    "ProxyConfigError",
+    "ProxyError",
+    "ProxySettings",
+    "RequestError",
+    "SecretInRecordingError",
+    "main",
+    "resolve_identity",
+    "start_proxy",
+]

@@ -1,0 +1,147 @@
+"""``agentreel proxy record|replay`` / ``python -m agentreel.llm_proxy`` (SPEC 11).
+
+Prints the base URL and the environment to export, writes ``--port-file`` once listening,
+and stops on SIGTERM, SIGINT or end of standard input (when stdin is a pipe or a
+terminal), flushing every log, the fixture and the report before it exits. Exit status 0,
+1 when the run failed (a refused secret, unconsumed scripts are only reported), 2 on
+usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import stat
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from agentreel.llm_proxy.exceptions import ProxyError
+from agentreel.llm_replay import ReplayError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agentreel proxy",
+        description="A session-keyed model endpoint on 127.0.0.1: record through an upstream, "
+        "or replay a fixture keylessly (OpenAI Chat Completions and Responses, Anthropic "
+        "Messages).",
+    )
+    modes = parser.add_subparsers(dest="mode", required=True)
+    record = modes.add_parser("record", help="forward to --upstream and record every session")
+    record.add_argument("--upstream", required=True, help="the real provider or stub server URL")
+    target = record.add_mutually_exclusive_group(required=True)
+    target.add_argument("--sessions-root", type=Path, help="write session logs under DIR")
+    target.add_argument(
+        "--fixture", type=Path, help="on exit, write the harvested logs as a fixture directory"
+    )
+    replay = modes.add_parser("replay", help="answer from --fixture, keyless and offline")
+    replay.add_argument("--fixture", type=Path, required=True, help="holds session.jsonl")
+    replay.add_argument("--report", type=Path, help="write the consumption report here")
+    replay.add_argument("--scenario", help="name used in re-record commands")
+    replay.add_argument(
+        "--drift", choices=("error", "warn", "off"), default="error", help="request drift"
+    )
+    replay.add_argument(
+        "--partial-lane",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="lanes (matched on model or system prompt) that may be consumed partly",
+    )
+    for sub in (record, replay):
+        sub.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 = a free one)")
+        sub.add_argument("--port-file", type=Path, help="write the port here once listening")
+        sub.add_argument("--cwd", help="the agents' working directory (paths → {{cwd}})")
+        sub.add_argument(
+            "--mask", action="append", default=[], metavar="REGEX", help="volatile request text"
+        )
+        sub.add_argument("--max-body-bytes", type=int, default=32 * 1024 * 1024)
+        sub.add_argument("-v", "--verbose", action="store_true", help="log every request")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
+    """Run the proxy until a signal or stdin EOF; the exit status of the command line."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="agentreel proxy: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        return asyncio.run(_run(args, out or sys.stdout))
+    except (ProxyError, ReplayError) as error:
+        print(f"agentreel proxy: {error}", file=sys.stderr)
+        return 2
+
+
+def _watch_stdin() -> bool:
+    """True when stdin's end means 'stop' (a pipe, a socket or a terminal, not /dev/null)."""
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (OSError, ValueError, AttributeError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or sys.stdin.isatty()
+
+
+async def _run(args: argparse.Namespace, out: TextIO) -> int:
+    from agentreel.llm_proxy._server import start_proxy
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    if _watch_stdin():
+
+        def drain() -> None:
+            try:
+                while sys.stdin.buffer.read(65536):
+                    pass
+            except (OSError, ValueError):
+                pass
+            loop.call_soon_threadsafe(stop.set)
+
+        threading.Thread(target=drain, name="agentreel-proxy-stdin", daemon=True).start()
+    options: dict[str, Any] = {
+        "port": args.port,
+        "masks": tuple(args.mask),
+        "cwd": args.cwd,
+        "max_body_bytes": args.max_body_bytes,
+    }
+    if args.mode == "record":
+        context = start_proxy(
+            "record",
+            upstream=args.upstream,
+            sessions_root=args.sessions_root,
+            fixture=args.fixture,
+            **options,
+        )
+    else:
+        context = start_proxy(
+            "replay",
+            fixture=args.fixture,
+            report=args.report,
+            scenario=args.scenario,
+            drift=args.drift,
+            partial_lanes=tuple(args.partial_lane),
+            **options,
+        )
+    async with context as proxy:
+        if args.port_file is not None:
+            tmp = args.port_file.with_name(args.port_file.name + ".tmp")
+            tmp.write_text(f"{proxy.port}\n")
+            os.replace(tmp, args.port_file)
+        print(f"agentreel proxy ({args.mode}) listening on {proxy.base_url}", file=out)
+        for name, value in proxy.environment().items():
+            print(f"export {name}={value}", file=out)
+        out.flush()
+        await stop.wait()
+    for error in proxy.errors:
+        print(f"agentreel proxy: {error}", file=sys.stderr)
+    return 1 if proxy.errors else 0

@@ -1,0 +1,318 @@
+"""Record mode's bookkeeping: one session log per resolved session and lane (SPEC 4, 11).
+
+Every lane is a session log of section 4: a header (parent, spawn index, origin), then per
+model call ``turn/start``, the ``request/header`` built from the HTTP request, every
+``assistant/chunk``, ``turn/end`` (flushed there, so a killed proxy keeps every finished
+call). A caller identity's first lane is its session; a child names its parent (explicit
+or native headers, or — without headers — the pending delegating tool call whose text is
+the child's first message). Its other lanes (side calls) are sessions of their own under
+it, without a spawn index. Upstream errors are recorded as a call ending in an ``error``
+finish that carries the raw status, headers and body, so replay answers them the same way.
+Nothing written may contain a key a client sent (``SecretInRecordingError``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from agentreel.brand import new_session_id
+from agentreel.llm import BlockEnd, Chunk, Finish, ToolCallPart
+from agentreel.llm_proxy._errors import CUT_CODE, HTTP_CODE_PREFIX, STREAM_ERROR_CODE
+from agentreel.llm_proxy._identity import Identity
+from agentreel.llm_proxy._requests import ParsedRequest
+from agentreel.llm_proxy.exceptions import SecretInRecordingError
+from agentreel.llm_replay import LaneSignature, lane_signature, session_file_name
+from agentreel.session import (
+    AssistantChunkData,
+    RequestHeaderData,
+    Session,
+    SessionHeader,
+    SessionStore,
+    TurnEndData,
+    TurnStartData,
+    epoch_ms,
+    harvest_session_logs,
+)
+
+logger = logging.getLogger("agentreel.llm_proxy")
+
+ANONYMOUS_KEY = "<anonymous>"
+# Keys shorter than this are not scanned for: they would match ordinary text.
+_MIN_SECRET = 8
+_SECRET_HEADERS = ("authorization", "x-api-key", "api-key")
+# Headers of an upstream error worth replaying (what clients and their retry logic read).
+_ERROR_HEADERS = ("retry-after", "retry-after-ms", "x-request-id", "request-id", "content-type")
+
+
+@dataclass(eq=False)
+class Lane:
+    """One recorded conversation: its session log and where its next call goes."""
+
+    session: Session
+    key: str
+    signature: LaneSignature
+    calls: int = 0
+    busy: bool = False
+    # Strings inside the tool calls of this lane's replies, in the order issued, for
+    # finding the children they delegate to.
+    tool_texts: list[tuple[int, frozenset[str]]] = field(default_factory=list)
+    tool_calls: int = 0
+    children: int = 0
+
+
+class CallRecording:
+    """One model call being recorded into its lane."""
+
+    def __init__(self, recorder: Recorder, lane: Lane, turn: int) -> None:
+        self._recorder = recorder
+        self.lane = lane
+        self.turn = turn
+        self.finished = False
+
+    def chunk(self, chunk: Chunk) -> None:
+        if self.finished:
+            return
+        self._recorder._write(self.lane, AssistantChunkData(turn=self.turn, step=0, chunk=chunk))
+        if isinstance(chunk, BlockEnd) and isinstance(chunk.block, ToolCallPart):
+            self.lane.tool_texts.append((self.lane.tool_calls, _strings(chunk.block.arguments)))
+            self.lane.tool_calls += 1
+        if isinstance(chunk, Finish):
+            self._end("completed" if chunk.reason != "error" else "error")
+
+    def chunks(self, chunks: Iterable[Chunk]) -> None:
+        for chunk in chunks:
+            self.chunk(chunk)
+
+    def http_error(self, status: int, headers: Mapping[str, str], body: bytes) -> None:
+        """The upstream answered with an error status: record it as the call's outcome."""
+        kept = {k.lower(): v for k, v in headers.items() if k.lower() in _ERROR_HEADERS}
+        payload = {"status": status, "headers": kept, "body": body.decode("utf-8", "replace")}
+        self.chunk(
+            Finish(reason="error", code=f"{HTTP_CODE_PREFIX}{status}", message=json.dumps(payload))
+        )
+
+    def stream_error(self, raw: str) -> None:
+        """An error event inside the stream (e.g. ``overloaded_error``): kept raw."""
+        self.chunk(Finish(reason="error", code=STREAM_ERROR_CODE, message=raw))
+
+    def cut(self, detail: str) -> None:
+        """The upstream stream ended without finishing: replay cuts it at the same place."""
+        self.chunk(Finish(reason="error", code=CUT_CODE, message=detail))
+
+    def abandon(self) -> None:
+        """Close the call without a finish (only when the proxy itself failed)."""
+        if not self.finished:
+            self.cut("the proxy stopped before the call finished")
+
+    def _end(self, reason: str) -> None:
+        self.finished = True
+        self.lane.busy = False
+        self._recorder._write(self.lane, TurnEndData(turn=self.turn, reason=reason))  # type: ignore[arg-type]
+
+
+def _strings(arguments: str) -> frozenset[str]:
+    """The string values inside a tool call's JSON arguments (a delegating call's prompt)."""
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return frozenset({arguments.strip()})
+    found: set[str] = set()
+
+    def walk(item: Any) -> None:
+        if isinstance(item, str):
+            if item.strip():
+                found.add(item.strip())
+        elif isinstance(item, dict):
+            for inner in item.values():
+                walk(inner)
+        elif isinstance(item, list):
+            for inner in item:
+                walk(inner)
+
+    walk(value)
+    return frozenset(found)
+
+
+class Recorder:
+    """Creates and writes the session logs of one record run under ``sessions_root``."""
+
+    def __init__(self, sessions_root: Path, cwd: str) -> None:
+        self.sessions_root = sessions_root
+        self.cwd = cwd
+        self._store = SessionStore(sessions_root)
+        self._lanes: dict[str, list[Lane]] = {}
+        self._secrets: set[str] = set()
+        self.errors: list[str] = []
+
+    # -- secrets -------------------------------------------------------------------------
+
+    def note_secrets(self, headers: Mapping[str, str]) -> None:
+        """Remember the keys a client sent, so no log ever holds them."""
+        for name in _SECRET_HEADERS:
+            value = headers.get(name)
+            if not value:
+                continue
+            secret = value.removeprefix("Bearer ").removeprefix("bearer ").strip()
+            if len(secret) >= _MIN_SECRET:
+                self._secrets.add(secret)
+
+    def _write(self, lane: Lane, data: Any) -> None:
+        if self._secrets:
+            encoded = msgspec.json.encode(data).decode("utf-8", "replace")
+            for secret in self._secrets:
+                if secret in encoded:
+                    message = (
+                        f"refusing to write a live API key into {lane.session.path}: the "
+                        f"{type(data).__name__} of session {lane.session.id} contains a key a "
+                        "client sent in its auth header. Nothing was written; find out why the "
+                        "model's answer (or the request) holds the key before recording again"
+                    )
+                    self.errors.append(message)
+                    raise SecretInRecordingError(message)
+        lane.session.append(data)
+
+    # -- lanes ---------------------------------------------------------------------------
+
+    def begin(
+        self, identity: Identity, header: RequestHeaderData, request: ParsedRequest
+    ) -> CallRecording:
+        """Start recording one call: find (or open) its lane and write its request header."""
+        key = identity.session if identity.session is not None else ANONYMOUS_KEY
+        signature = lane_signature(header)
+        lanes = self._lanes.setdefault(key, [])
+        lane = next((ln for ln in lanes if ln.signature == signature and not ln.busy), None)
+        if lane is None:
+            lane = self._open_lane(key, identity, signature, request, first=not lanes)
+            lanes.append(lane)
+        lane.busy = True
+        turn = lane.calls
+        lane.calls += 1
+        self._write(lane, TurnStartData(turn=turn))
+        self._write(lane, msgspec.structs.replace(header, turn=turn, step=0))
+        return CallRecording(self, lane, turn)
+
+    def _open_lane(
+        self,
+        key: str,
+        identity: Identity,
+        signature: LaneSignature,
+        request: ParsedRequest,
+        *,
+        first: bool,
+    ) -> Lane:
+        parent: Lane | None = None
+        spawn_index: int | None = None
+        if first and identity.parent is not None:
+            parent = self._main_lane(identity.parent)
+            spawn_index = identity.spawn_index
+        elif first and identity.session is None:
+            # A headerless session whose first message is a pending delegating tool call's
+            # prompt is that call's child.
+            parent, spawn_index = self._delegating_parent(request)
+        elif not first:
+            parent = self._main_lane(key)
+        if parent is not None and spawn_index is None and first:
+            spawn_index = self._next_child_index(parent)
+        header = SessionHeader(
+            id=new_session_id(),
+            created_at=epoch_ms(),
+            cwd=self.cwd,
+            parent_session=parent.session.id if parent is not None else None,
+            spawn_index=spawn_index,
+            origin="spawn" if parent is not None else "main",
+        )
+        session = Session(self._store.path_for(header), header, [], epoch_ms)
+        if parent is not None:
+            parent.children += 1
+        logger.info(
+            "recording %s as session %s (%s)",
+            identity.describe(),
+            header.id,
+            "side lane" if not first else f"parent {header.parent_session}",
+        )
+        return Lane(session=session, key=key, signature=signature)
+
+    def _main_lane(self, key: str) -> Lane | None:
+        lanes = self._lanes.get(key)
+        return lanes[0] if lanes else None
+
+    def _next_child_index(self, parent: Lane) -> int:
+        return parent.tool_calls + parent.children
+
+    def _delegating_parent(self, request: ParsedRequest) -> tuple[Lane | None, int | None]:
+        first_user = next((m for m in request.messages if m.role == "user"), None)
+        if first_user is None:
+            return None, None
+        text = first_user.text.strip()
+        if not text:
+            return None, None
+        for lanes in self._lanes.values():
+            for lane in lanes:
+                for ordinal, texts in lane.tool_texts:
+                    if text in texts:
+                        return lane, ordinal
+        return None, None
+
+    # -- shutdown ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush and close every log (a call still streaming is sealed as cut)."""
+        for lanes in self._lanes.values():
+            for lane in lanes:
+                if lane.busy:
+                    lane.busy = False
+                    try:
+                        self._write(
+                            lane,
+                            AssistantChunkData(
+                                turn=lane.calls - 1,
+                                step=0,
+                                chunk=Finish(
+                                    reason="error",
+                                    code=CUT_CODE,
+                                    message="the proxy stopped while this call was streaming",
+                                ),
+                            ),
+                        )
+                        self._write(lane, TurnEndData(turn=lane.calls - 1, reason="interrupted"))
+                    except SecretInRecordingError:
+                        pass
+                lane.session.close()
+
+    def models(self) -> list[str]:
+        return sorted({lane.signature.model for lanes in self._lanes.values() for lane in lanes})
+
+
+def write_fixture(sessions_root: Path, fixture: Path, cwd: str) -> list[Path]:
+    """The harvested logs as a fixture directory (``session.jsonl``, ``session.<n>.jsonl``
+    in session order, the cwd as ``{{cwd}}``); earlier ``session*.jsonl`` files go first."""
+    from agentreel.session import CWD_TOKEN
+
+    fixture.mkdir(parents=True, exist_ok=True)
+    for stale in fixture.glob("session*.jsonl"):
+        stale.unlink()
+    written: list[Path] = []
+    cwd_json = json.dumps(cwd)[1:-1].encode()
+    for number, log in enumerate(harvest_session_logs(sessions_root)):
+        data = log.path.read_bytes()
+        if cwd_json:
+            data = data.replace(cwd_json, CWD_TOKEN.encode())
+        target = fixture / session_file_name(number)
+        tmp = target.with_suffix(".tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, target)
+        written.append(target)
+    return written
+
+
+def remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)

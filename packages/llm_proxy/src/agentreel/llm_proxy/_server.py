@@ -1,0 +1,569 @@
+"""The proxy's HTTP server (aiohttp on 127.0.0.1, TCP_NODELAY, streamed responses).
+
+aiohttp serves and forwards in one well-kept library: its protocol sets TCP_NODELAY on
+every connection (server and client side), ``StreamResponse`` writes each SSE event as it
+comes, and ``iter_any`` hands over upstream bytes the moment they arrive — so in record
+mode the client's first chunk is the upstream's first chunk plus one loopback hop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import tempfile
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import aiohttp
+import msgspec
+from aiohttp import web
+
+from agentreel.llm import Chunk, Finish, LlmError
+from agentreel.llm.exceptions import StreamInterruptedError
+from agentreel.llm_proxy._codecs import (
+    UpstreamStreamError,
+    decoder,
+    encode_body,
+    encode_stream,
+    response_id,
+)
+from agentreel.llm_proxy._errors import CUT_CODE, HTTP_CODE_PREFIX, STREAM_ERROR_CODE, error_body
+from agentreel.llm_proxy._identity import IDENTITY_HEADERS, Identity, resolve_identity
+from agentreel.llm_proxy._masks import Masks
+from agentreel.llm_proxy._record import CallRecording, Recorder, remove_tree, write_fixture
+from agentreel.llm_proxy._requests import ParsedRequest, parse_request
+from agentreel.llm_proxy._routes import SUPPORTED_PATHS, Api, Route, api_for_path, match_route
+from agentreel.llm_proxy._sse import SseSplitter
+from agentreel.llm_proxy.exceptions import ProxyConfigError, RequestError, SecretInRecordingError
+from agentreel.llm_replay import (
+    DriftMode,
+    ReplayError,
+    ReplayProvider,
+    UnconsumedScriptError,
+    load_recording,
+)
+from agentreel.session import build_request_header
+
+logger = logging.getLogger("agentreel.llm_proxy")
+
+Mode = Literal["record", "replay"]
+MODES: tuple[Mode, ...] = ("record", "replay")
+DEFAULT_MAX_BODY = 32 * 1024 * 1024
+REPLAY_ERROR_STATUS = 400
+"""Replay errors are 400s: no SDK retries them, and each SDK raises its bad-request error
+carrying the message (which names the problem and the re-record command)."""
+
+_HOP_BY_HOP = frozenset(
+    {
+        "host",
+        "content-length",
+        "connection",
+        "keep-alive",
+        "transfer-encoding",
+        "te",
+        "trailer",
+        "upgrade",
+        "proxy-authorization",
+        "proxy-connection",
+        "accept-encoding",
+        *IDENTITY_HEADERS,
+    }
+)
+_RESPONSE_DROP = frozenset(
+    {"content-length", "transfer-encoding", "connection", "content-encoding", "date", "server"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ProxySettings:
+    """Everything a proxy run is configured with (see ``start_proxy``)."""
+
+    mode: Mode
+    upstream: str | None = None
+    sessions_root: Path | None = None
+    fixture: Path | None = None
+    report: Path | None = None
+    host: str = "127.0.0.1"
+    port: int = 0
+    masks: tuple[str, ...] = ()
+    partial_lanes: tuple[str, ...] = ()
+    cwd: str = field(default_factory=os.getcwd)
+    scenario: str | None = None
+    drift: DriftMode = "error"
+    max_body_bytes: int = DEFAULT_MAX_BODY
+
+    def check(self) -> None:
+        if self.mode not in MODES:
+            raise ProxyConfigError(f"mode must be record or replay, got {self.mode!r}")
+        if self.mode == "record":
+            if not self.upstream:
+                raise ProxyConfigError(
+                    "record mode needs upstream=URL: the real provider or the stub server to "
+                    "forward to (e.g. http://127.0.0.1:PORT from python -m agentreel.llm.stub)"
+                )
+            if not self.upstream.startswith(("http://", "https://")):
+                raise ProxyConfigError(f"upstream {self.upstream!r} is not an http(s) URL")
+            if self.sessions_root is None and self.fixture is None:
+                raise ProxyConfigError(
+                    "record mode needs sessions_root=DIR (session logs written there) or "
+                    "fixture=DIR (harvested into a fixture directory on close)"
+                )
+        elif self.fixture is None:
+            raise ProxyConfigError(
+                "replay mode needs fixture=DIR: the directory holding session.jsonl"
+            )
+
+
+class Proxy:
+    """A running proxy. ``base_url`` is what clients point at (``/v1`` is added by OpenAI
+    clients' base URL, ``openai_base_url``); ``url_for(token)`` gives a child process its
+    own ``/s/<token>`` base URL."""
+
+    def __init__(self, settings: ProxySettings) -> None:
+        settings.check()
+        self.settings = settings
+        self.masks = Masks(settings.masks)
+        self.mode: Mode = settings.mode
+        self._runner: web.AppRunner | None = None
+        self._client: aiohttp.ClientSession | None = None
+        self._port: int | None = None
+        self._temp_root: Path | None = None
+        self.recorder: Recorder | None = None
+        self.provider: ReplayProvider | None = None
+        self.errors: list[str] = []
+        self._closed = False
+        if settings.mode == "record":
+            root = settings.sessions_root
+            if root is None:
+                self._temp_root = Path(tempfile.mkdtemp(prefix="agentreel-proxy-"))
+                root = self._temp_root
+            self.recorder = Recorder(root, settings.cwd)
+        else:
+            assert settings.fixture is not None
+            self.provider = ReplayProvider(
+                settings.fixture,
+                live_cwd=settings.cwd,
+                drift=settings.drift,
+                report_path=settings.report,
+                scenario=settings.scenario,
+            )
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> Proxy:
+        app = web.Application(client_max_size=self.settings.max_body_bytes)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.settings.host, self.settings.port, reuse_address=True)
+        await site.start()
+        server = site._server
+        assert isinstance(server, asyncio.base_events.Server)
+        self._port = int(server.sockets[0].getsockname()[1])
+        if self.mode == "record":
+            self._client = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
+                auto_decompress=False,
+                connector=aiohttp.TCPConnector(limit=0),
+            )
+        logger.info("agentreel proxy (%s) listening on %s", self.mode, self.base_url)
+        return self
+
+    async def close(self) -> None:
+        """Stop serving, flush every log (record: write the fixture) and the report."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self._client is not None:
+            await self._client.close()
+        if self.recorder is not None:
+            self.recorder.close()
+            self.errors += self.recorder.errors
+            if self.settings.fixture is not None and not self.recorder.errors:
+                write_fixture(self.recorder.sessions_root, self.settings.fixture, self.settings.cwd)
+            if self._temp_root is not None:
+                remove_tree(self._temp_root)
+        if self.provider is not None:
+            self.provider.close()
+            for line in _unconsumed(self.provider):
+                logger.warning("%s", line)
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError("the proxy is not running; use start_proxy(...) or await start()")
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>``: the Anthropic base URL."""
+        return f"http://{self.settings.host}:{self.port}"
+
+    @property
+    def openai_base_url(self) -> str:
+        """``<base_url>/v1``: what the ``openai`` SDK wants as ``base_url``."""
+        return f"{self.base_url}/v1"
+
+    def url_for(self, token: str) -> str:
+        """``<base_url>/s/<token>``: a base URL that identifies its caller as ``token``."""
+        return f"{self.base_url}/s/{token}"
+
+    def environment(self) -> dict[str, str]:
+        """The variables that point the common SDKs and agents at this proxy."""
+        return {
+            "OPENAI_BASE_URL": self.openai_base_url,
+            "ANTHROPIC_BASE_URL": self.base_url,
+            "AGENTREEL_PROXY_URL": self.base_url,
+        }
+
+    # -- requests --------------------------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        route = match_route(request.method, request.path)
+        if route is None:
+            return self._not_found(request)
+        try:
+            return await self._serve(request, route)
+        except RequestError as error:
+            return _json_response(error.status, error_body(route.api, error.status, error.message))
+
+    def _not_found(self, request: web.Request) -> web.StreamResponse:
+        upgrade = request.headers.get("upgrade", "")
+        what = f"{request.method} {request.path}"
+        if upgrade:
+            what += f" (Upgrade: {upgrade}; the proxy speaks HTTP only, POST instead)"
+        message = f"agentreel proxy: no endpoint {what}. Supported: " + "; ".join(SUPPORTED_PATHS)
+        return _json_response(404, error_body(api_for_path(request.path), 404, message))
+
+    async def _serve(self, request: web.Request, route: Route) -> web.StreamResponse:
+        try:
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            raise RequestError(
+                413,
+                f"agentreel proxy: request body larger than {self.settings.max_body_bytes} "
+                "bytes (max_body_bytes / --max-body-bytes raises the limit)",
+            ) from None
+        if route.endpoint == "models":
+            return self._models()
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError as exc:
+            raise RequestError(
+                400, f"agentreel proxy: the request body is not JSON: {exc}"
+            ) from None
+        if not isinstance(body, dict):
+            raise RequestError(400, "agentreel proxy: the request body is not a JSON object")
+        if route.endpoint == "count_tokens":
+            # Answered locally in both modes, from the request alone: deterministic, never
+            # part of a script.
+            return _json_response(200, msgspec.json.encode({"input_tokens": max(1, len(raw) // 4)}))
+        parsed = parse_request(route.api, self.masks.value(body))
+        identity = resolve_identity(request.headers, body, route.token)
+        if self.recorder is not None:
+            return await self._record(request, route, raw, parsed, identity)
+        return await self._replay(request, route, parsed, identity)
+
+    def _models(self) -> web.StreamResponse:
+        if self.recorder is not None:
+            models = self.recorder.models()
+        else:
+            assert self.settings.fixture is not None
+            recording = load_recording(self.settings.fixture)
+            models = sorted(
+                {c.request.model for s in recording.scripts for c in s.calls if c.request}
+            )
+        data = [
+            {
+                "id": model,
+                "object": "model",
+                "type": "model",
+                "created": 0,
+                "created_at": "1970-01-01T00:00:00Z",
+                "display_name": model,
+                "owned_by": "agentreel",
+            }
+            for model in models
+        ]
+        listing = {
+            "object": "list",
+            "data": data,
+            "has_more": False,
+            "first_id": models[0] if models else None,
+            "last_id": models[-1] if models else None,
+        }
+        return _json_response(200, msgspec.json.encode(listing))
+
+    # -- record ----------------------------------------------------------------------------
+
+    def _upstream_url(self, route: Route, query: str) -> str:
+        assert self.settings.upstream is not None
+        base = self.settings.upstream.rstrip("/")
+        path = route.upstream_path
+        if base.endswith("/v1") and path.startswith("/v1/"):
+            path = path[3:]
+        return base + path + (f"?{query}" if query else "")
+
+    async def _record(
+        self,
+        request: web.Request,
+        route: Route,
+        raw: bytes,
+        parsed: ParsedRequest,
+        identity: Identity,
+    ) -> web.StreamResponse:
+        recorder, client = self.recorder, self._client
+        assert recorder is not None
+        assert client is not None
+        recorder.note_secrets(request.headers)
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
+        headers["accept-encoding"] = "identity"
+        header = build_request_header(parsed.options(), turn=0, step=0, cwd=recorder.cwd)
+        try:
+            call = recorder.begin(identity, header, parsed)
+        except SecretInRecordingError as error:
+            raise RequestError(500, f"agentreel proxy: {error}") from None
+        url = self._upstream_url(route, request.query_string)
+        try:
+            upstream = await client.post(url, data=raw, headers=headers)
+        except aiohttp.ClientError as exc:
+            call.cut(f"could not reach the upstream {url}: {exc}")
+            raise RequestError(
+                502, f"agentreel proxy: could not reach the upstream {url}: {exc}. Check --upstream"
+            ) from None
+        try:
+            return await self._relay(request, route, upstream, call)
+        except SecretInRecordingError as error:
+            call.finished = True
+            self.errors.append(str(error))
+            raise RequestError(500, f"agentreel proxy: {error}") from None
+        finally:
+            upstream.release()
+            if not call.finished:
+                call.abandon()
+
+    async def _relay(
+        self,
+        request: web.Request,
+        route: Route,
+        upstream: aiohttp.ClientResponse,
+        call: CallRecording,
+    ) -> web.StreamResponse:
+        out_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _RESPONSE_DROP}
+        content_type = upstream.headers.get("content-type", "")
+        if upstream.status != 200:
+            body = await upstream.read()
+            call.http_error(upstream.status, upstream.headers, body)
+            return web.Response(status=upstream.status, body=body, headers=out_headers)
+        wire = decoder(route.api, self.settings.upstream or "")
+        if "text/event-stream" not in content_type:
+            body = await upstream.read()
+            try:
+                call.chunks(wire.body(json.loads(body)))
+            except (ValueError, StreamInterruptedError, AttributeError, TypeError) as exc:
+                call.cut(f"the upstream's response body could not be read: {exc}")
+            return web.Response(status=200, body=body, headers=out_headers)
+        response = web.StreamResponse(status=200, headers=out_headers)
+        await response.prepare(request)
+        splitter = SseSplitter()
+        client_gone = False
+        decoding = True
+        try:
+            async for data in upstream.content.iter_any():
+                if not client_gone:
+                    try:
+                        await response.write(data)
+                    except (ConnectionResetError, aiohttp.ClientConnectionResetError):
+                        client_gone = True
+                        logger.info(
+                            "the client of session %s left mid-stream; recording the rest",
+                            call.lane.session.id,
+                        )
+                if decoding:
+                    decoding = _decode(splitter.feed(data), wire, call)
+        except aiohttp.ClientPayloadError as exc:
+            call.cut(f"the upstream cut the stream: {exc}")
+            _abort(request)
+            return response
+        if decoding:
+            try:
+                call.chunks(wire.finish())
+            except StreamInterruptedError as exc:
+                call.cut(exc.message)
+                _abort(request)
+                return response
+        if not client_gone:
+            with suppress(ConnectionResetError):
+                await response.write_eof()
+        return response
+
+    # -- replay ----------------------------------------------------------------------------
+
+    async def _replay(
+        self, request: web.Request, route: Route, parsed: ParsedRequest, identity: Identity
+    ) -> web.StreamResponse:
+        provider = self.provider
+        assert provider is not None
+        options = parsed.options(identity.session, identity.parent, identity.spawn_index)
+        try:
+            stream = provider.stream(options)
+        except ReplayError as error:
+            message = f"agentreel proxy replay ({identity.describe()}): {error}"
+            logger.error("%s", message)
+            return _json_response(
+                REPLAY_ERROR_STATUS,
+                error_body(route.api, REPLAY_ERROR_STATUS, message, type(error).__name__),
+            )
+        chunks: list[Chunk] = []
+        failure: LlmError | None = None
+        try:
+            async for chunk in stream:
+                chunks.append(chunk)
+        except LlmError as error:
+            failure = error
+        finish = chunks[-1] if chunks and isinstance(chunks[-1], Finish) else None
+        if finish is not None and finish.code and finish.code.startswith(HTTP_CODE_PREFIX):
+            return _recorded_http_error(finish)
+        wire_id = response_id(route.api, msgspec.json.encode(chunks).decode())
+        if not parsed.stream:
+            if failure is not None:
+                status = failure.status or 500
+                return _json_response(status, error_body(route.api, status, str(failure)))
+            return _json_response(200, encode_body(parsed, chunks, wire_id))
+        response = web.StreamResponse(
+            status=200,
+            headers={
+                "content-type": "text/event-stream; charset=utf-8",
+                "cache-control": "no-cache",
+            },
+        )
+        await response.prepare(request)
+        special = finish is not None and finish.code in (CUT_CODE, STREAM_ERROR_CODE)
+        frames = encode_stream(parsed, chunks[:-1] if special else chunks, wire_id)
+        if special or failure is not None:
+            frames = _without_ending(parsed.api, frames)
+        try:
+            for frame in frames:
+                await response.write(frame)
+            if finish is not None and finish.code == STREAM_ERROR_CODE:
+                name = b"event: error\n" if parsed.api != "chat" else b""
+                await response.write(name + b"data: " + (finish.message or "").encode() + b"\n\n")
+            elif (finish is not None and finish.code == CUT_CODE) or failure is not None:
+                _abort(request)
+                return response
+            await response.write_eof()
+        except ConnectionResetError:
+            logger.info("the client of %s left mid-stream", identity.describe())
+        return response
+
+
+def _decode(events: Sequence[Any], wire: Any, call: CallRecording) -> bool:
+    """Record the chunks of ``events``; False once the stream holds an error event."""
+    for event in events:
+        try:
+            call.chunks(wire.event(event))
+        except UpstreamStreamError as error:
+            call.stream_error(error.raw)
+            return False
+        except (ValueError, AttributeError, TypeError, KeyError) as exc:
+            call.cut(f"an upstream event could not be read ({exc}): {event.data[:200]!r}")
+            return False
+    return True
+
+
+def _without_ending(api: Api, frames: list[bytes]) -> list[bytes]:
+    """A stream's frames minus those that end it (a replayed cut or error ends otherwise)."""
+    endings = {
+        "chat": (b"data: [DONE]",),
+        "messages": (b"event: message_delta", b"event: message_stop"),
+        "responses": (
+            b"event: response.completed",
+            b"event: response.incomplete",
+            b"event: response.failed",
+        ),
+    }[api]
+    return [frame for frame in frames if not frame.startswith(endings)]
+
+
+def _recorded_http_error(finish: Finish) -> web.StreamResponse:
+    payload = json.loads(finish.message or "{}")
+    headers = dict(payload.get("headers") or {})
+    headers.setdefault("content-type", "application/json")
+    return web.Response(
+        status=int(payload.get("status") or 500),
+        body=str(payload.get("body") or "").encode(),
+        headers=headers,
+    )
+
+
+def _abort(request: web.Request) -> None:
+    """Drop the client's connection without ending the body: a cut stream, as recorded."""
+    transport = request.transport
+    if transport is not None:
+        transport.abort()
+
+
+def _json_response(status: int, body: bytes) -> web.Response:
+    return web.Response(status=status, body=body, content_type="application/json")
+
+
+def _unconsumed(provider: ReplayProvider) -> list[str]:
+    try:
+        provider.assert_consumed()
+    except UnconsumedScriptError as error:
+        return [str(error)]
+    return []
+
+
+@asynccontextmanager
+async def start_proxy(
+    mode: Mode,
+    *,
+    upstream: str | None = None,
+    sessions_root: str | os.PathLike[str] | None = None,
+    fixture: str | os.PathLike[str] | None = None,
+    report: str | os.PathLike[str] | None = None,
+    port: int = 0,
+    host: str = "127.0.0.1",
+    masks: Sequence[str] = (),
+    partial_lanes: Sequence[str] = (),
+    cwd: str | os.PathLike[str] | None = None,
+    scenario: str | None = None,
+    drift: DriftMode = "error",
+    max_body_bytes: int = DEFAULT_MAX_BODY,
+) -> AsyncIterator[Proxy]:
+    """Run a proxy for the ``async with`` block; on exit every log, fixture and report is written.
+
+    ``mode="record"``: forward to ``upstream`` and record into ``sessions_root`` (logs) or
+    ``fixture`` (harvested into a fixture directory on exit). ``mode="replay"``: answer from
+    ``fixture``, keyless and offline, writing the consumption report to ``report``.
+    """
+    proxy = Proxy(
+        ProxySettings(
+            mode=mode,
+            upstream=upstream,
+            sessions_root=Path(sessions_root) if sessions_root is not None else None,
+            fixture=Path(fixture) if fixture is not None else None,
+            report=Path(report) if report is not None else None,
+            host=host,
+            port=port,
+            masks=tuple(masks),
+            partial_lanes=tuple(partial_lanes),
+            cwd=os.fspath(cwd) if cwd is not None else os.getcwd(),
+            scenario=scenario,
+            drift=drift,
+            max_body_bytes=max_body_bytes,
+        )
+    )
+    await proxy.start()
+    try:
+        yield proxy
+    finally:
+        await proxy.close()
