@@ -110,3 +110,16 @@ def test_keep_runs_keeps_the_run_directory(make_scenario: MakeScenario, tmp_path
     assert code == 0, text
     assert (keep / "echo-turn" / "agent.stderr").is_file()
     assert any((keep / "echo-turn" / "sessions").glob("*/*.jsonl"))
+
+
+def test_proxy_subcommand_is_the_proxy_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "no-fixture"
+    code, _ = run_cli("proxy", "replay", "--fixture", str(missing))
+    assert code == 2
+    assert f"replay fixture directory {missing} does not exist" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as usage:
+        run_cli("proxy", "record", "--fixture", str(missing))  # no --upstream
+    assert usage.value.code == 2
+    assert "--upstream" in capsys.readouterr().err

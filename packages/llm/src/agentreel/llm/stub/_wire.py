@@ -553,7 +553,12 @@ def chat_chunk_body(chunks: Sequence[Chunk], *, model: str, response_id: str) ->
         for c in chunks
         if isinstance(c, BlockEnd) and isinstance(c.block, ToolCallPart)
     ]
-    message: dict[str, Any] = {"role": "assistant", "content": text or None, "refusal": None}
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": text or None,
+        "refusal": None,
+        "annotations": [],
+    }
     if reasoning:
         message["reasoning_content"] = reasoning
     if calls:
