@@ -21,7 +21,7 @@ import msgspec.structs
 
 from agentreel.llm.exceptions import StubRulesError
 
-Api = Literal["openai", "anthropic"]
+Api = Literal["openai", "anthropic", "responses"]
 FinishName = Literal["stop", "tool-calls", "max-tokens", "refusal"]
 
 
@@ -477,6 +477,48 @@ def openai_request_view(
         call_index=call_index,
         headers=_lower_keys(headers),
         structured_output=_format_type(body.get("response_format")) in _JSON_FORMATS,
+        stream=body.get("stream") is True,
+    )
+
+
+def responses_request_view(
+    body: dict[str, Any], call_index: int, headers: Mapping[str, str] | None = None
+) -> RequestView:
+    """Project an OpenAI Responses request body (``instructions``, ``input`` items).
+
+    Structured output is ``text.format`` of type ``json_schema``.
+    """
+    raw = body.get("input")
+    items = [{"role": "user", "content": raw}] if isinstance(raw, str) else raw or []
+    # Tools offered as an input item (responses-lite) are not part of the conversation.
+    items = [i for i in items if isinstance(i, dict) and i.get("type") != "additional_tools"]
+    last_user: str | None = None
+    last_tool: str | None = None
+    if items and items[-1].get("type") == "function_call_output":
+        trailing: list[str] = []
+        for item in reversed(items):
+            if item.get("type") != "function_call_output":
+                break
+            trailing.append(_text_of(item.get("output")))
+        last_tool = "\n".join(reversed(trailing))
+    elif items and items[-1].get("role") == "user":
+        last_user = _text_of(items[-1].get("content"))
+    tools = tuple(
+        str(t.get("name", "")) for t in body.get("tools", []) or [] if isinstance(t, dict)
+    )
+    text_format = body.get("text")
+    return RequestView(
+        api="responses",
+        model=str(body.get("model", "")),
+        system=_text_of(body.get("instructions", "")),
+        last_user=last_user,
+        last_tool_result=last_tool,
+        all_text="\n".join(_text_of(i.get("content") or i.get("output")) for i in items),
+        tool_names=tools,
+        call_index=call_index,
+        headers=_lower_keys(headers),
+        structured_output=isinstance(text_format, dict)
+        and _format_type(text_format.get("format")) in _JSON_FORMATS,
         stream=body.get("stream") is True,
     )
 

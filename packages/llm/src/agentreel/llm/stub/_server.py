@@ -25,6 +25,7 @@ from typing import Any, Literal, Self
 import msgspec
 
 from agentreel.llm.stub._rules import (
+    Api,
     RequestView,
     Rule,
     RuleSet,
@@ -32,6 +33,7 @@ from agentreel.llm.stub._rules import (
     load_rules,
     openai_request_view,
     parse_rules,
+    responses_request_view,
 )
 from agentreel.llm.stub._wire import (
     anthropic_error_body,
@@ -42,6 +44,10 @@ from agentreel.llm.stub._wire import (
     openai_error_body,
     openai_frames,
     openai_stream_error_frame,
+    responses_chunk_body,
+    responses_chunk_frames,
+    responses_namespaced,
+    rule_chunks,
 )
 
 logger = logging.getLogger("agentreel.llm.stub")
@@ -60,7 +66,7 @@ class StubRequest(msgspec.Struct, kw_only=True):
     """
 
     index: int
-    api: Literal["openai", "anthropic"]
+    api: Api
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
@@ -216,12 +222,16 @@ class StubServer:
     # -- used by the handler -------------------------------------------------------------------
 
     def _admit(
-        self, api: Literal["openai", "anthropic"], path: str, headers: dict[str, str], body: Any
+        self, api: Api, path: str, headers: dict[str, str], body: Any
     ) -> tuple[StubRequest, RequestView, tuple[int, Rule] | None]:
         with self._lock:
             index = len(self._requests)
-            make_view = openai_request_view if api == "openai" else anthropic_request_view
-            view = make_view(body, index, headers)
+            views = {
+                "openai": openai_request_view,
+                "anthropic": anthropic_request_view,
+                "responses": responses_request_view,
+            }
+            view = views[api](body, index, headers)
             taken = self.rules.take_answer(view)
             record = StubRequest(
                 index=index,
@@ -277,15 +287,18 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         stub = self.server.stub
         path = self.path.split("?", 1)[0].rstrip("/")
-        api: Literal["openai", "anthropic"]
+        api: Api
         if path.endswith("/chat/completions"):
             api = "openai"
         elif path.endswith("/messages"):
             api = "anthropic"
+        elif path.endswith("/responses"):
+            api = "responses"
         else:
             message = (
                 f"agentreel stub server: no endpoint {self.path!r}; it serves "
-                "POST /v1/chat/completions (OpenAI) and POST /v1/messages (Anthropic)"
+                "POST /v1/chat/completions (OpenAI), POST /v1/messages (Anthropic) and "
+                "POST /v1/responses (OpenAI Responses)"
             )
             self._drain_body()
             self._send_json(404, openai_error_body(404, message))
@@ -329,7 +342,7 @@ class _Handler(BaseHTTPRequestHandler):
             stub._finish(record, "error")
             return
         digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-        id_prefix = "call_" if api == "openai" else "toolu_"
+        id_prefix = "toolu_" if api == "anthropic" else "call_"
         call_ids = [
             call.id or id_prefix + hashlib.sha256(f"{digest}:{i}".encode()).hexdigest()[:24]
             for i, call in enumerate(rule.tool_calls)
@@ -339,15 +352,22 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if api == "openai":
             frames = openai_frames(rule, body, f"chatcmpl-stub{digest[:24]}", call_ids)
-        else:
+        elif api == "anthropic":
             frames = anthropic_frames(rule, body, f"msg_stub{digest[:24]}", call_ids)
+        else:
+            frames = responses_chunk_frames(
+                rule_chunks(rule, call_ids),
+                model=str(body.get("model", "")),
+                response_id=f"resp_stub{digest[:24]}",
+                namespaced=responses_namespaced(body),
+            )
         if rule.error_after is not None:
             message = rule.error_message or (
                 f"agentreel stub server: {label} injected an in-stream error after "
                 f"{rule.error_after} frames"
             )
             error_frame = (
-                openai_stream_error_frame if api == "openai" else anthropic_stream_error_frame
+                anthropic_stream_error_frame if api == "anthropic" else openai_stream_error_frame
             )(message)
             frames = [*frames[: rule.error_after], error_frame]
         stub._finish(record, self._stream(record, frames, rule.delay_ms, rule.cut_after, api))
@@ -380,8 +400,15 @@ class _Handler(BaseHTTPRequestHandler):
                 payload = openai_completion_body(
                     rule, body, f"chatcmpl-stub{digest[:24]}", call_ids
                 )
-            else:
+            elif api == "anthropic":
                 payload = anthropic_message_body(rule, body, f"msg_stub{digest[:24]}", call_ids)
+            else:
+                payload = responses_chunk_body(
+                    rule_chunks(rule, call_ids),
+                    model=str(body.get("model", "")),
+                    response_id=f"resp_stub{digest[:24]}",
+                    namespaced=responses_namespaced(body),
+                )
         except ValueError as exc:
             message = (
                 f"agentreel stub server: {label} cannot answer a non-streaming request: its "
@@ -395,7 +422,7 @@ class _Handler(BaseHTTPRequestHandler):
         except _Disconnected:
             self.close_connection = True
             return "disconnected"
-        request_id = {"x-request-id" if api == "openai" else "request-id": "req_stub"}
+        request_id = {"request-id" if api == "anthropic" else "x-request-id": "req_stub"}
         if rule.cut_after is not None:
             self.send_response(200)
             self.send_header("content-type", "application/json")
@@ -424,17 +451,17 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send_error(
         self,
-        api: Literal["openai", "anthropic"],
+        api: Api,
         status: int,
         message: str,
         extra: dict[str, str] | None = None,
     ) -> None:
-        if api == "openai":
-            payload = openai_error_body(status, message)
-            headers = {"x-request-id": "req_stub", **(extra or {})}
-        else:
+        if api == "anthropic":
             payload = anthropic_error_body(status, message)
             headers = {"request-id": "req_stub", **(extra or {})}
+        else:
+            payload = openai_error_body(status, message)
+            headers = {"x-request-id": "req_stub", **(extra or {})}
         self._send_json(status, payload, headers)
 
     def _stream(
@@ -443,13 +470,13 @@ class _Handler(BaseHTTPRequestHandler):
         frames: list[bytes],
         delay_ms: int,
         cut_after: int | None,
-        api: Literal["openai", "anthropic"],
+        api: Api,
     ) -> Outcome:
         self.send_response(200)
         self.send_header("content-type", "text/event-stream; charset=utf-8")
         self.send_header("cache-control", "no-cache")
         self.send_header("transfer-encoding", "chunked")
-        self.send_header("x-request-id" if api == "openai" else "request-id", "req_stub")
+        self.send_header("request-id" if api == "anthropic" else "x-request-id", "req_stub")
         self.end_headers()
         try:
             for position, frame in enumerate(frames):

@@ -701,6 +701,17 @@ NAMESPACE_SEPARATOR = "."
 ``<namespace>.<name>``; the Responses encoder splits it back into both fields."""
 
 
+def responses_namespaced(body: dict[str, Any]) -> bool:
+    """Whether a Responses request offers namespaced tools (the ``responses-lite`` shape:
+    ``{type: namespace}`` tools, top level or in an ``additional_tools`` input item)."""
+    tools = list(body.get("tools") or [])
+    raw = body.get("input")
+    for item in raw if isinstance(raw, list) else []:
+        if isinstance(item, dict) and item.get("type") == "additional_tools":
+            tools += item.get("tools") or []
+    return any(isinstance(t, dict) and t.get("type") == "namespace" for t in tools)
+
+
 def _responses_usage(usage: Usage | None) -> dict[str, Any] | None:
     if usage is None:
         return None
