@@ -10,8 +10,12 @@ lane by what it is, never by when it arrived (SPEC 11).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
+import msgspec
+
+from agentreel.llm_replay._fixture import Script
 from agentreel.session import RequestHeaderData
 
 
@@ -36,3 +40,44 @@ def lane_signature(header: RequestHeaderData) -> LaneSignature:
     """The lane signature of a (normalized) request header."""
     first = header.messages[0].digest if header.messages else ""
     return LaneSignature(header.model, header.system, header.tools_digest, first)
+
+
+class LaneIndex:
+    """Recorded scripts by the lane signature of their first recorded request.
+
+    Content binding (the proxy's rule for callers without identity, and for a caller's side
+    lanes) looks a live request's signature up here. Scripts without a recorded request
+    header cannot be bound by content.
+    """
+
+    def __init__(self, scripts: Sequence[Script]) -> None:
+        self._scripts = scripts
+        self._by_signature: dict[LaneSignature, list[int]] = {}
+        self._signatures: dict[int, LaneSignature] = {}
+        for script in scripts:
+            first = script.calls[0].request if script.calls else None
+            if first is None:
+                continue
+            signature = lane_signature(first)
+            self._signatures[script.number] = signature
+            self._by_signature.setdefault(signature, []).append(script.number)
+        self._contents: dict[int, bytes] = {}
+
+    def signature_of(self, number: int) -> LaneSignature | None:
+        return self._signatures.get(number)
+
+    def candidates(self, signature: LaneSignature) -> list[int]:
+        """Every script (in session order) whose first request has ``signature``."""
+        return self._by_signature.get(signature, [])
+
+    def interchangeable(self, numbers: Sequence[int]) -> bool:
+        """True when these scripts hold the same calls (any of them may serve the caller)."""
+        return len({self._content(n) for n in numbers}) <= 1
+
+    def _content(self, number: int) -> bytes:
+        content = self._contents.get(number)
+        if content is None:
+            calls = self._scripts[number].calls
+            content = msgspec.json.encode([[call.chunks, call.request] for call in calls])
+            self._contents[number] = content
+        return content
