@@ -1,0 +1,116 @@
+"""Caller identity, resolved in SPEC 11's order, and the volatile-content masks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import openai
+import pytest
+
+from agentreel.llm.stub import StubServer
+from agentreel.llm_proxy import Identity, Masks, RequestError, resolve_identity, start_proxy
+from agentreel.session import harvest_session_logs
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "token", "expected"),
+    [
+        (
+            {
+                "x-agentreel-session-id": "child",
+                "x-agentreel-parent-session-id": "parent",
+                "x-agentreel-spawn-index": "1",
+                "x-claude-code-session-id": "ignored: explicit headers win",
+            },
+            {},
+            "tok",
+            Identity("child", "parent", 1, "x-agentreel-session-id"),
+        ),
+        (
+            {"x-claude-code-session-id": "acp-1"},
+            {},
+            None,
+            Identity("acp-1", None, None, "x-claude-code-session-id"),
+        ),
+        (
+            {"x-claude-code-session-id": "acp-1", "x-claude-code-agent-id": "agent-7"},
+            {},
+            None,
+            Identity("agent-7", "acp-1", None, "x-claude-code-agent-id"),
+        ),
+        (
+            {"session-id": "root", "thread-id": "t-2", "x-codex-parent-thread-id": "t-1"},
+            {},
+            None,
+            Identity("t-2", "t-1", None, "codex thread-id"),
+        ),
+        (
+            {"x-session-id": "ses_b", "x-parent-session-id": "ses_a"},
+            {},
+            None,
+            Identity("ses_b", "ses_a", None, "x-session-id"),
+        ),
+        ({"x-affinity": "vibe-1"}, {}, None, Identity("vibe-1", None, None, "x-affinity")),
+        (
+            {},
+            {"metadata": {"user_id": json.dumps({"device_id": "d", "session_id": "s-9"})}},
+            None,
+            Identity("s-9", None, None, "metadata.user_id"),
+        ),
+        ({}, {}, "child-2", Identity("child-2", None, None, "/s/<token>/ prefix")),
+        ({}, {"metadata": {"user_id": "not json"}}, None, Identity(None)),
+    ],
+)
+def test_identity_resolution_order(
+    headers: dict[str, str], body: dict[str, object], token: str | None, expected: Identity
+) -> None:
+    assert resolve_identity(headers, body, token) == expected
+
+
+def test_a_malformed_spawn_index_is_a_400_naming_the_header() -> None:
+    with pytest.raises(RequestError) as raised:
+        resolve_identity(
+            {"x-agentreel-session-id": "a", "x-agentreel-spawn-index": "two"}, {}, None
+        )
+    assert raised.value.status == 400
+    assert "x-agentreel-spawn-index" in raised.value.message
+
+
+def test_masks_hide_volatile_text_and_scenario_regexes() -> None:
+    masks = Masks(["run-[0-9]+"])
+    text = (
+        "x-anthropic-billing-header: cc_version=2.1.318; cc_is_subagent=true\n"
+        "Today is 2026-12-01. Session ses_0123456789abcdefghij, run-42."
+    )
+    assert masks.text(text) == (
+        "{{billing-header}}\nToday is {{date}}. Session {{id}}, {{mask:1}}."
+    )
+    assert masks.value({"a": [text[:10], 3]}) == {"a": [masks.text(text[:10]), 3]}
+
+
+@pytest.mark.asyncio
+async def test_token_prefix_identifies_child_processes(tmp_path: Path) -> None:
+    rules = '[[rule]]\ntext = "ok"\n'
+    root = tmp_path / "sessions"
+    with StubServer.from_toml(rules) as stub:
+        async with start_proxy("record", upstream=stub.base_url, sessions_root=root) as proxy:
+            for token in ("one", "two"):
+                client = openai.AsyncOpenAI(
+                    base_url=proxy.url_for(token) + "/v1", api_key="sk-token-test", max_retries=0
+                )
+                reply = await client.chat.completions.create(
+                    model="m", messages=[{"role": "user", "content": f"hi {token}"}]
+                )
+                assert reply.choices[0].message.content == "ok"
+                await client.close()
+        assert [r.path for r in stub.requests] == ["/v1/chat/completions"] * 2
+    logs = harvest_session_logs(root)
+    assert len(logs) == 2  # two identities → two sessions
+
+
+def test_mask_that_is_no_regex_is_a_config_error() -> None:
+    from agentreel.llm_proxy import ProxyConfigError
+
+    with pytest.raises(ProxyConfigError, match="mask 1"):
+        Masks(["("])
