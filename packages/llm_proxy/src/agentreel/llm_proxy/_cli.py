@@ -16,7 +16,6 @@ import os
 import signal
 import stat
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -98,16 +97,20 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     if _watch_stdin():
+        # The event loop watches fd 0 itself: a thread blocked in read() would hold the
+        # stdin buffer's lock when a signal ends the process (a fatal error at shutdown).
+        fd = sys.stdin.fileno()
 
-        def drain() -> None:
+        def readable() -> None:
             try:
-                while sys.stdin.buffer.read(65536):
-                    pass
-            except (OSError, ValueError):
-                pass
-            loop.call_soon_threadsafe(stop.set)
+                data = os.read(fd, 65536)
+            except OSError:
+                data = b""
+            if not data:
+                loop.remove_reader(fd)
+                stop.set()
 
-        threading.Thread(target=drain, name="agentreel-proxy-stdin", daemon=True).start()
+        loop.add_reader(fd, readable)
     options: dict[str, Any] = {
         "port": args.port,
         "masks": tuple(args.mask),
