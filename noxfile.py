@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import nox
+from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).parent
 # `python -m nox` puts the noxfile's folder on sys.path, the `nox` script does not.
@@ -76,12 +77,38 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", "-n", "auto", *(session.posargs or targets))
 
 
+def _require_only_declared_siblings(session: nox.Session, package_dir: Path) -> None:
+    """The venv holds exactly the agentreel packages the package's metadata brings in.
+
+    A sibling installed beyond them (left in a reused venv, or pulled by a test group)
+    would let an undeclared import pass, which is what this session exists to catch.
+    """
+    member = next(m for m in release.members(ROOT) if m.directory == package_dir)
+    expected = release.sibling_closure(member.name, member.extras, ROOT)
+    listing = session.run(
+        "python", "-c",
+        "from importlib.metadata import distributions as d; "
+        "print(' '.join(x.metadata['Name'] for x in d()))",
+        silent=True,
+    )  # fmt: skip
+    names = {str(canonicalize_name(n)) for n in str(listing).split()}
+    installed = {n for n in names if n.startswith(release.DIST_PREFIX)}
+    if installed != expected:
+        session.error(
+            f"{session.name}: the venv holds agentreel packages {sorted(installed)}, but "
+            f"{member.name}'s metadata brings in {sorted(expected)}; remove .nox/{session.name} "
+            "and run again (or declare the dependency)"
+        )
+    session.log(f"only declared siblings installed: {', '.join(sorted(expected))}")
+
+
 def _make_isolated_tests_session(package_dir: Path) -> None:
     name = package_dir.name
 
     @nox.session(name=f"tests-{name}", python=PYTHON, default=False, tags=["isolated"])
     def isolated_tests(session: nox.Session) -> None:
         session.install(f"{package_dir}{_extras(package_dir)}", *_test_group(package_dir))
+        _require_only_declared_siblings(session, package_dir)
         session.run("pytest", "-n", "auto", str(package_dir / "tests"), *session.posargs)
 
     isolated_tests.__doc__ = (

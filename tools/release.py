@@ -147,6 +147,34 @@ def _check_requirement(
         )
 
 
+def sibling_closure(name: str, extras: Iterable[str], root: Path = ROOT) -> set[str]:
+    """The workspace packages that installing ``name[extras]`` brings in, ``name`` included.
+
+    Follows sibling requirements (and the extras they ask for) through every package's
+    pyproject; marker-free, as every sibling requirement here is.
+    """
+    by_name = {str(canonicalize_name(m.name)): m for m in members(root)}
+    found: set[str] = set()
+    pending = [(str(canonicalize_name(name)), {str(canonicalize_name(e)) for e in extras})]
+    seen: set[tuple[str, str]] = set()
+    while pending:
+        current, wanted = pending.pop()
+        found.add(current)
+        project = by_name[current].pyproject.get("project", {})
+        texts = list(project.get("dependencies", []))
+        for extra, extra_texts in project.get("optional-dependencies", {}).items():
+            if str(canonicalize_name(extra)) in wanted:
+                texts += extra_texts
+        for text in texts:
+            requirement = Requirement(text)
+            sibling = str(canonicalize_name(requirement.name))
+            key = (sibling, ",".join(sorted(requirement.extras)))
+            if sibling in by_name and key not in seen:
+                seen.add(key)
+                pending.append((sibling, set(requirement.extras)))
+    return found
+
+
 def _is_ours(name: str) -> bool:
     return str(canonicalize_name(name)).startswith(DIST_PREFIX)
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tools.release import sibling_closure
+
 REPO = Path(__file__).resolve().parents[2]
 
 ROOT_PYPROJECT = """\
@@ -300,3 +302,20 @@ def test_check_dist_names_a_missing_sdist_a_stale_version_and_a_loose_pin(worksp
 def test_this_repository_is_in_step() -> None:
     result = run("check", root=REPO)
     assert result.returncode == 0, result.stderr
+
+
+def test_sibling_closure_follows_dependencies_and_the_extras_asked_for(workspace: Path) -> None:
+    add_package(workspace, "plugin", CORE.replace("agentreel-core", "agentreel-plugin"))
+    edit(
+        workspace / "packages/core/pyproject.toml",
+        'fast = ["orjson"]',
+        'fast = ["agentreel-plugin"]',
+    )
+    assert sibling_closure("agentreel-core", [], workspace) == {"agentreel-core"}
+    assert sibling_closure("agentreel-cli", [], workspace) == {"agentreel-cli", "agentreel-core"}
+    # cli[fast] asks for core[fast], which brings the plugin.
+    assert sibling_closure("agentreel-cli", ["fast"], workspace) == {
+        "agentreel-cli",
+        "agentreel-core",
+        "agentreel-plugin",
+    }
