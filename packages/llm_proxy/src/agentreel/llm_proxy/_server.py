@@ -135,6 +135,9 @@ class Proxy:
         self._temp_root: Path | None = None
         self.recorder: Recorder | None = None
         self.provider: ReplayProvider | None = None
+        # Replay with ``sessions_root``: the session logs of what was served, written as
+        # record writes them — the re-persisted logs a harness diffs with its goldens.
+        self.served: Recorder | None = None
         self.errors: list[str] = []
         self._closed = False
         if settings.mode == "record":
@@ -145,6 +148,8 @@ class Proxy:
             self.recorder = Recorder(root, settings.cwd)
         else:
             assert settings.fixture is not None
+            if settings.sessions_root is not None:
+                self.served = Recorder(settings.sessions_root, settings.cwd)
             self.provider = ReplayProvider(
                 settings.fixture,
                 live_cwd=settings.cwd,
@@ -190,6 +195,9 @@ class Proxy:
                 write_fixture(self.recorder.sessions_root, self.settings.fixture, self.settings.cwd)
             if self._temp_root is not None:
                 remove_tree(self._temp_root)
+        if self.served is not None:
+            self.served.close()
+            self.errors += self.served.errors
         if self.provider is not None:
             self.provider.close()
             for line in _unconsumed(self.provider):
@@ -406,6 +414,15 @@ class Proxy:
 
     # -- replay ----------------------------------------------------------------------------
 
+    def _log_served(self, parsed: ParsedRequest, identity: Identity, chunks: list[Chunk]) -> None:
+        """Write one served call into the replay's own session logs (``served``)."""
+        served = self.served
+        assert served is not None
+        header = build_request_header(parsed.options(), turn=0, step=0, cwd=served.cwd)
+        call = served.begin(identity, header, parsed)
+        call.chunks(chunks)
+        call.abandon()  # a replayed stream that broke off ends as recorded: cut
+
     async def _replay(
         self, request: web.Request, route: Route, parsed: ParsedRequest, identity: Identity
     ) -> web.StreamResponse:
@@ -428,6 +445,8 @@ class Proxy:
                 chunks.append(chunk)
         except LlmError as error:
             failure = error
+        if self.served is not None:
+            self._log_served(parsed, identity, chunks)
         finish = chunks[-1] if chunks and isinstance(chunks[-1], Finish) else None
         if finish is not None and finish.code and finish.code.startswith(HTTP_CODE_PREFIX):
             return _recorded_http_error(finish)
@@ -543,7 +562,9 @@ async def start_proxy(
 
     ``mode="record"``: forward to ``upstream`` and record into ``sessions_root`` (logs) or
     ``fixture`` (harvested into a fixture directory on exit). ``mode="replay"``: answer from
-    ``fixture``, keyless and offline, writing the consumption report to ``report``.
+    ``fixture``, keyless and offline, writing the consumption report to ``report``; with
+    ``sessions_root`` it also writes the session logs of what it served there, as record
+    mode would (what a harness compares with its goldens).
     """
     proxy = Proxy(
         ProxySettings(
