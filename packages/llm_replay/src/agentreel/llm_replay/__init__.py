@@ -6,14 +6,7 @@ directory, and fails loudly on anything the recording lacks. ``read_report`` loa
 consumption report a replaying agent process writes, so a harness can check it.
 """
 
-from agentreel.llm_replay._fixture import (
-    OVERRIDE_FILE,
-    RecordedCall,
-    Recording,
-    Script,
-    load_recording,
-    session_file_name,
-)
+from agentreel.llm_replay._fixture import RecordedCall, Recording, Script, load_recording
 from agentreel.llm_replay._lanes import LaneSignature, lane_signature
 from agentreel.llm_replay._overrides import HangOverride, Override, ThrowOverride
 from agentreel.llm_replay._provider import (
@@ -42,6 +35,9 @@ from agentreel.llm_replay.exceptions import (
     UnconsumedScriptError,
     UnrecordedSessionError,
 )
+
+# The fixture layout is the session package's (one owner); re-exported for replay users.
+from agentreel.session import OVERRIDE_FILE, session_file_name
 
 __all__ = [
     "ANONYMOUS",

@@ -1,9 +1,11 @@
 """Reading a fixture directory into per-session scripts of recorded model calls.
 
 A fixture holds ``session.jsonl`` (the main recording) and ``session.<n>.jsonl`` for
-n = 1..k, numbered in session order (SPEC section 4) by the harness. Each session's script
-is its own ``assistant/chunk`` events — after ``seed_length`` for children, since a fork
-child's seed is its parent's history — grouped into calls that end at ``finish``.
+n = 1..k, numbered in session order (SPEC section 4); the names, the numbering rule, the
+override file and the ``{{cwd}}`` token are the session package's fixture layout
+(``agentreel.session``). Each session's script is its own ``assistant/chunk`` events —
+after ``seed_length`` for children, since a fork child's seed is its parent's history —
+grouped into calls that end at ``finish``.
 Everything is decoded once, here, so streaming a call is iterating a tuple.
 """
 
@@ -29,6 +31,8 @@ from agentreel.llm_replay._overrides import Override, load_overrides
 from agentreel.llm_replay.exceptions import FixtureError, IncompleteCallError
 from agentreel.session import (
     CWD_TOKEN,
+    MAIN_SESSION_FILE,
+    OVERRIDE_FILE,
     AssistantChunk,
     RequestHeader,
     RequestHeaderData,
@@ -38,16 +42,9 @@ from agentreel.session import (
     ToolCall,
     load_session_log,
     order_sessions,
+    session_file_name,
+    session_file_number,
 )
-
-MAIN_FILE = "session.jsonl"
-OVERRIDE_FILE = "replay.override.json"
-_FILE_PATTERN = re.compile(r"session(?:\.([1-9][0-9]*))?\.jsonl")
-
-
-def session_file_name(number: int) -> str:
-    """``session.jsonl`` for 0 (the main session), ``session.<n>.jsonl`` otherwise."""
-    return MAIN_FILE if number == 0 else f"session.{number}.jsonl"
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +125,8 @@ def fixture_files(fixture_dir: Path) -> list[Path]:
     for path in sorted(fixture_dir.iterdir()):
         if not path.name.startswith("session."):
             continue
-        match = _FILE_PATTERN.fullmatch(path.name)
-        if match is None or not path.is_file():
+        file_number = session_file_number(path.name)
+        if file_number is None or not path.is_file():
             raise FixtureError(
                 path,
                 f"stray file {path} in replay fixture {fixture_dir}: only session.jsonl and "
@@ -137,12 +134,12 @@ def fixture_files(fixture_dir: Path) -> list[Path]:
                 "session.*. Remove or rename it, or re-record: "
                 f"nox -s record -- {fixture_dir.name}",
             )
-        if match.group(1) is None:
+        if file_number == 0:
             main = path
         else:
-            numbered[int(match.group(1))] = path
+            numbered[file_number] = path
     if main is None:
-        missing = fixture_dir / MAIN_FILE
+        missing = fixture_dir / MAIN_SESSION_FILE
         raise FixtureError(
             missing,
             f"missing {missing}: a replay fixture needs the main session's recording. "

@@ -38,6 +38,7 @@ from agentreel.session import (
     TurnStartData,
     build_request_header,
     harvest_session_logs,
+    session_file_name,
 )
 
 __all__ = [
@@ -192,7 +193,6 @@ class FixtureRecorder:
         fixture_dir.mkdir(parents=True, exist_ok=True)
         ids: list[str] = []
         for number, log in enumerate(harvest_session_logs(self.root)):
-            name = "session.jsonl" if number == 0 else f"session.{number}.jsonl"
-            shutil.copyfile(log.path, fixture_dir / name)
+            shutil.copyfile(log.path, fixture_dir / session_file_name(number))
             ids.append(log.header.id)
         return ids

@@ -1,4 +1,4 @@
-"""Sessions, the JSONL event log, fork seeds, lineage and harvest order."""
+"""Sessions, the JSONL event log, fork seeds, lineage, harvest order and the fixture layout."""
 
 from agentreel.session._codec import encode_record
 from agentreel.session._events import (
@@ -38,9 +38,20 @@ from agentreel.session._events import (
     UserMessage,
     UserMessageData,
 )
+from agentreel.session._fixture_layout import (
+    CWD_TOKEN,
+    MAIN_SESSION_FILE,
+    OVERRIDE_FILE,
+    SESSION_FILE_PATTERN,
+    recording_names,
+    rerecord_command,
+    session_file_name,
+    session_file_number,
+    tokenize_cwd,
+)
 from agentreel.session._harvest import harvest_session_logs
 from agentreel.session._loader import SessionLog, TornLine, load_session_log
-from agentreel.session._normalize import CWD_TOKEN, MAIN_SESSION_TOKEN, Normalizer, is_time_key
+from agentreel.session._normalize import MAIN_SESSION_TOKEN, Normalizer, is_time_key
 from agentreel.session._order import order_headers, order_sessions
 from agentreel.session._request import build_request_header, diff_request_headers
 from agentreel.session._store import Session, SessionStore, cwd_bucket, epoch_ms
@@ -59,7 +70,10 @@ from agentreel.session.exceptions import (
 __all__ = [
     "CWD_TOKEN",
     "HEADER_VERSION",
+    "MAIN_SESSION_FILE",
     "MAIN_SESSION_TOKEN",
+    "OVERRIDE_FILE",
+    "SESSION_FILE_PATTERN",
     "AssistantChunk",
     "AssistantChunkData",
     "AssistantMessage",
@@ -118,4 +132,9 @@ __all__ = [
     "load_session_log",
     "order_headers",
     "order_sessions",
+    "recording_names",
+    "rerecord_command",
+    "session_file_name",
+    "session_file_number",
+    "tokenize_cwd",
 ]

@@ -39,6 +39,7 @@ from typing import Any
 
 import msgspec
 
+from agentreel.session._fixture_layout import CWD_TOKEN
 from agentreel.session._loader import SessionLog
 from agentreel.session._order import order_sessions
 from agentreel.session.exceptions import NotJsonLineError
@@ -50,7 +51,6 @@ __all__ = [
     "is_time_key",
 ]
 
-CWD_TOKEN = "{{cwd}}"
 MAIN_SESSION_TOKEN = "{{session:main}}"
 
 _TIME_KEYS = frozenset({"time", "timestamp", "ts"})

@@ -1,0 +1,88 @@
+"""The fixture layout: how a directory of recorded session logs is named (SPEC 5, 7, 11).
+
+One owner for these facts, imported by everything that writes or reads a fixture — the
+harness writes recordings, ``agentreel.llm_replay`` reads them, the proxy writes
+``--fixture`` directories:
+
+- the main session's log is ``session.jsonl``; its children (everything else, in session
+  order) are ``session.<n>.jsonl`` for n = 1..k, contiguous, no leading zeros;
+- ``replay.override.json`` beside them patches recorded calls (throw / hang);
+- the live cwd is written ``{{cwd}}`` in a recording, and replay turns it back.
+
+The numbering rule is the session order of ``order_sessions``: the n-th log of a harvest
+is ``session_file_name(n)``. This module only names files; what a missing or stray file
+means is the reader's business (replay raises ``FixtureError``, the harness's inventory
+lists gaps and orphans).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+__all__ = [
+    "CWD_TOKEN",
+    "MAIN_SESSION_FILE",
+    "OVERRIDE_FILE",
+    "SESSION_FILE_PATTERN",
+    "recording_names",
+    "rerecord_command",
+    "session_file_name",
+    "session_file_number",
+    "tokenize_cwd",
+]
+
+CWD_TOKEN = "{{cwd}}"
+MAIN_SESSION_FILE = "session.jsonl"
+OVERRIDE_FILE = "replay.override.json"
+# ``session.jsonl`` (group 1 empty) or ``session.<n>.jsonl`` with n >= 1, no leading zero.
+SESSION_FILE_PATTERN = re.compile(r"session(?:\.([1-9][0-9]*))?\.jsonl")
+
+
+def session_file_name(number: int) -> str:
+    """``session.jsonl`` for 0 (the main session), ``session.<n>.jsonl`` otherwise."""
+    if number < 0:
+        raise ValueError(f"a fixture file number is 0 (main) or a positive n; got {number}")
+    return MAIN_SESSION_FILE if number == 0 else f"session.{number}.jsonl"
+
+
+def session_file_number(name: str) -> int | None:
+    """The number a recording file name stands for (0 = main), or ``None`` if ``name`` is
+    not ``session.jsonl`` / ``session.<n>.jsonl``."""
+    match = SESSION_FILE_PATTERN.fullmatch(name)
+    if match is None:
+        return None
+    return int(match.group(1) or 0)
+
+
+def recording_names(directory: Path) -> list[str]:
+    """The recording files present in ``directory``, ``session.jsonl`` first, then by n.
+
+    Only regular files with a recording name count; gaps are not filled or reported.
+    """
+    found: list[tuple[int, str]] = []
+    for path in directory.glob("session*.jsonl"):
+        number = session_file_number(path.name)
+        if number is not None and path.is_file():
+            found.append((number, path.name))
+    return [name for _, name in sorted(found)]
+
+
+def rerecord_command(scenario: str) -> str:
+    """The command that records ``scenario`` again: what a broken fixture's error advises."""
+    return f"nox -s record -- {scenario}"
+
+
+def tokenize_cwd(data: bytes, cwd: Path) -> bytes:
+    """``data`` (a raw session log) with the run's cwd written as ``{{cwd}}``.
+
+    Ids and times are kept as they are: a recording is what replay binds by. The cwd is
+    expected to be a private path the recorder made (a fresh temp directory), so it holds
+    no character JSON escapes and nothing else in the log starts with it: a plain
+    replacement of its spellings (as given and resolved, with ``/`` and JSON's ``\\/``) is
+    exact. Replay turns the token back into the live cwd.
+    """
+    for spelling in sorted({str(cwd), str(cwd.resolve())}, key=len, reverse=True):
+        for form in (spelling, spelling.replace("/", "\\/")):
+            data = data.replace(form.encode(), CWD_TOKEN.encode())
+    return data
