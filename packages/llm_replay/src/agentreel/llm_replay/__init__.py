@@ -6,15 +6,11 @@ directory, and fails loudly on anything the recording lacks. ``read_report`` loa
 consumption report a replaying agent process writes, so a harness can check it.
 """
 
+from agentreel.llm_replay._failures import ANONYMOUS
 from agentreel.llm_replay._fixture import RecordedCall, Recording, Script, load_recording
 from agentreel.llm_replay._lanes import LaneSignature, lane_signature
 from agentreel.llm_replay._overrides import HangOverride, Override, ThrowOverride
-from agentreel.llm_replay._provider import (
-    ANONYMOUS,
-    DriftMode,
-    ReplayProvider,
-    create_replay_provider,
-)
+from agentreel.llm_replay._provider import DriftMode, ReplayProvider, create_replay_provider
 from agentreel.llm_replay._report import (
     REPORT_FORMAT,
     REPORT_VERSION,

@@ -1,28 +1,16 @@
 """The replay provider: each live session gets its own recorded script (SPEC section 5).
 
-Binding a live caller, in order:
-
-1. no ``session_id``: the anonymous caller, bound like any new caller;
-2. already bound: its own script and cursor;
-3. new, with ``parent_session_id`` and ``spawn_index``, parent bound: the child recorded
-   under that recorded parent with that spawn index (nothing else: no such child is an
-   ``UnrecordedSessionError``, never a fallback). Lineage comes from the children's headers
-   and the parent's ``subagent/start`` events; a recorded parent with neither (a recording
-   made without spawn indexes) falls through to rule 4;
-4. otherwise first-call order: the next unclaimed script in session order. Scripts that
-   rule 3 can reach (children recorded with a spawn index) are left to rule 3, scripts
-   without a model call are skipped, and when the caller names a bound parent only that
-   parent's recorded children qualify — each restriction only ever prevents misrouting.
-
-Binding and the cursor advance happen synchronously inside ``stream()``, before anything
-awaits, so concurrent tasks bind in the order they call — deterministic for a given
-interleaving of calls, whatever the interleaving of reads.
+``ReplayProvider.stream`` binds the caller (``_binding``: the four rules), advances that
+script's cursor, checks the request against the recorded ``request/header``, and returns
+the recorded chunks (``{{cwd}}`` made the live cwd, overrides applied). Binding and the
+cursor advance happen synchronously inside ``stream()``, before anything awaits, so
+concurrent tasks bind in the order they call. Error messages are built in ``_failures``;
+the consumption report is written by ``_report.ReportWriter``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import atexit
 import json
 import os
 import warnings
@@ -31,6 +19,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agentreel.llm import Chunk, GenerateOptions, LlmError
+from agentreel.llm_replay._binding import Binder
+from agentreel.llm_replay._failures import drift_message, exhausted_error
 from agentreel.llm_replay._fixture import (
     RecordedCall,
     Recording,
@@ -42,22 +32,16 @@ from agentreel.llm_replay._overrides import HangOverride, Override
 from agentreel.llm_replay._report import (
     ConsumptionReport,
     ReportedError,
+    ReportWriter,
     ScriptReport,
     unconsumed_error,
     unconsumed_lines,
     write_report,
 )
-from agentreel.llm_replay.exceptions import (
-    ReplayError,
-    RequestDriftError,
-    RequestDriftWarning,
-    ScriptExhaustedError,
-    UnrecordedSessionError,
-)
+from agentreel.llm_replay.exceptions import ReplayError, RequestDriftError, RequestDriftWarning
 from agentreel.session import build_request_header, diff_request_headers
 
 DriftMode = Literal["error", "warn", "off"]
-ANONYMOUS = "<anonymous>"
 _DRIFT_MODES = ("error", "warn", "off")
 
 
@@ -107,9 +91,6 @@ class ReplayProvider:
         self.live_cwd = os.fspath(live_cwd) if live_cwd is not None else os.getcwd()
         self.drift: DriftMode = drift
         self._pacing = pacing_ms / 1000
-        self._lineage_binding = lineage_binding
-        self._report_path = Path(report_path) if report_path is not None else None
-
         scripts = self._recording.scripts
         self._scripts = scripts
         cwd_in_json = json.dumps(self.live_cwd)[1:-1]
@@ -117,19 +98,12 @@ class ReplayProvider:
             [self._prepare(call, cwd_in_json) for call in script.calls] for script in scripts
         ]
         self._cursor = [0] * len(scripts)
-        self._bound_to: list[str | None] = [None] * len(scripts)
-        self._bound: dict[str, int] = {}
-        reserved = set(self._recording.lineage.values()) if lineage_binding else set()
-        # Recorded parents whose children's spawn indexes are known (rule 3 applies).
-        self._lineage_parents = {parent for parent, _ in self._recording.spawned}
-        self._first_call_candidates = [
-            s.number for s in scripts if s.calls and s.number not in reserved
-        ]
+        self._binder = Binder(self._recording, self.scenario, lineage_binding=lineage_binding)
         self._errors: list[ReportedError] = []
         self._drift_warnings: list[str] = []
-        self._closed = False
-        if self._report_path is not None:
-            atexit.register(self._write_report_at_exit)
+        self._reports = ReportWriter(
+            Path(report_path) if report_path is not None else None, self.consumption_report
+        )
 
     # -- streaming ---------------------------------------------------------------------
 
@@ -141,11 +115,11 @@ class ReplayProvider:
         is raised while iterating, after its prefix.
         """
         try:
-            number = self._bind(options)
+            number = self._binder.bind(options)
             position = self._cursor[number]
             script = self._scripts[number]
             if position >= len(script.calls):
-                raise self._exhausted(options, script, position + 1)
+                raise exhausted_error(options, script, position + 1, self.scenario)
             self._cursor[number] = position + 1
             call = script.calls[position]
             if self.drift != "off" and call.request is not None:
@@ -169,114 +143,7 @@ class ReplayProvider:
             chunks[position] = substitute_cwd(chunks[position], self.live_cwd, cwd_in_json)
         return tuple(chunks)
 
-    # -- binding -----------------------------------------------------------------------
-
-    def _bind(self, options: GenerateOptions) -> int:
-        key = options.session_id if options.session_id is not None else ANONYMOUS
-        bound = self._bound.get(key)
-        if bound is not None:
-            return bound
-        parent_number = (
-            self._bound.get(options.parent_session_id)
-            if options.parent_session_id is not None
-            else None
-        )
-        if (
-            self._lineage_binding
-            and parent_number is not None
-            and options.spawn_index is not None
-            and self._scripts[parent_number].header.id in self._lineage_parents
-        ):
-            number = self._bind_by_lineage(options, self._scripts[parent_number])
-        else:
-            number = self._bind_first_call(options, parent_number)
-        self._bound[key] = number
-        self._bound_to[number] = key
-        return number
-
-    def _bind_by_lineage(self, options: GenerateOptions, parent: Script) -> int:
-        assert options.spawn_index is not None
-        key = (parent.header.id, options.spawn_index)
-        number = self._recording.lineage.get(key)
-        if number is None and key in self._recording.spawned:
-            raise self._unrecorded(
-                options,
-                f"its parent is bound to {parent.label}, which spawned child "
-                f"{self._recording.spawned[key]} with spawn index {options.spawn_index}, but "
-                "the fixture holds no log for that child (a session.<n>.jsonl file is "
-                "missing or was never recorded)",
-            )
-        if number is None:
-            recorded = sorted(i for (p, i) in self._recording.spawned if p == parent.header.id)
-            raise self._unrecorded(
-                options,
-                f"its parent is bound to {parent.label}, which recorded no child with spawn "
-                f"index {options.spawn_index} (recorded spawn indexes: "
-                f"{recorded or 'none'})",
-            )
-        holder = self._bound_to[number]
-        if holder is not None:
-            raise self._unrecorded(
-                options,
-                f"the recorded child {self._scripts[number].label} for that parent and spawn "
-                f"index is already bound to live session {holder}",
-            )
-        return number
-
-    def _bind_first_call(self, options: GenerateOptions, parent_number: int | None) -> int:
-        parent_id = self._scripts[parent_number].header.id if parent_number is not None else None
-        for number in self._first_call_candidates:
-            if self._bound_to[number] is not None:
-                continue
-            if parent_id is not None and self._scripts[number].header.parent_session != parent_id:
-                continue
-            return number
-        if parent_number is not None:
-            reason = (
-                f"no unclaimed script recorded as a child of {self._scripts[parent_number].label}"
-            )
-            if self._lineage_binding and options.spawn_index is None:
-                reason += (
-                    " without a spawn index (children recorded with one are bound only by "
-                    "parent_session_id + spawn_index)"
-                )
-        else:
-            reason = "every recorded script with model calls is already bound"
-        raise self._unrecorded(options, reason)
-
-    # -- errors --------------------------------------------------------------------------
-
-    def _rerecord(self) -> str:
-        return f"nox -s record -- {self.scenario}"
-
-    def _unrecorded(self, options: GenerateOptions, reason: str) -> UnrecordedSessionError:
-        bound = sum(1 for holder in self._bound_to if holder is not None)
-        caller = options.session_id or ANONYMOUS
-        return UnrecordedSessionError(
-            f"live session {caller} (parent {options.parent_session_id or 'none'}, spawn index "
-            f"{options.spawn_index if options.spawn_index is not None else 'none'}) made a "
-            f"model call the recording has no script for: {reason}. The recording "
-            f"{self._recording.fixture_dir} holds {len(self._scripts)} session script(s), "
-            f"{bound} already bound. The live run started a session the recording does not "
-            f"contain; if that is intended, re-record: {self._rerecord()}",
-            session_id=options.session_id,
-            parent_session_id=options.parent_session_id,
-            spawn_index=options.spawn_index,
-        )
-
-    def _exhausted(
-        self, options: GenerateOptions, script: Script, call: int
-    ) -> ScriptExhaustedError:
-        recorded = len(script.calls)
-        return ScriptExhaustedError(
-            f"live session {options.session_id or ANONYMOUS}, bound to {script.label}, asked "
-            f"for model call {call} but the recording holds only {recorded} call(s) for it. "
-            "The live run made more model calls than the recorded one (an extra step or "
-            f"turn); if that is intended, re-record: {self._rerecord()}",
-            session_id=options.session_id,
-            call=call,
-            recorded_calls=recorded,
-        )
+    # -- request drift ----------------------------------------------------------------
 
     def _check_drift(self, options: GenerateOptions, script: Script, call: RecordedCall) -> None:
         recorded = call.request
@@ -287,14 +154,7 @@ class ReplayProvider:
         differences = diff_request_headers(recorded, live)
         if not differences:
             return
-        listing = "\n  ".join(differences)
-        message = (
-            f"live session {options.session_id or ANONYMOUS}, call {call.number} of "
-            f"{script.label} (recorded turn {call.turn}, step {call.step}): the request "
-            f"differs from the recorded request/header:\n  {listing}\n"
-            "The agent now sends a different request (prompt, tools or history changed). "
-            f"If that is intended, re-record: {self._rerecord()}"
-        )
+        message = drift_message(options, script, call, differences, self.scenario)
         if self.drift == "error":
             raise RequestDriftError(message, differences=differences)
         self._drift_warnings.append(message)
@@ -302,17 +162,7 @@ class ReplayProvider:
 
     def _note_error(self, error: ReplayError) -> None:
         self._errors.append(ReportedError(type=type(error).__name__, message=str(error)))
-        if self._report_path is None:
-            return
-        try:
-            write_report(self.consumption_report(), self._report_path)
-        except OSError as exc:
-            # The replay error is what the agent must see; a report that cannot be written
-            # must not replace it, so it travels along as a note.
-            error.add_note(
-                f"(the replay report could not be written to {self._report_path}: {exc}; "
-                "check that its directory is writable)"
-            )
+        self._reports.error_raised(error)
 
     # -- consumption -----------------------------------------------------------------------
 
@@ -330,7 +180,7 @@ class ReplayProvider:
                     spawn_index=script.header.spawn_index,
                     calls=len(script.calls),
                     consumed=self._cursor[script.number],
-                    bound_to=self._bound_to[script.number],
+                    bound_to=self._binder.bound_to[script.number],
                 )
                 for script in self._scripts
             ],
@@ -346,24 +196,11 @@ class ReplayProvider:
 
     def write_report(self, path: str | os.PathLike[str] | None = None) -> Path:
         """Write the consumption report to ``path`` (default: ``report_path``)."""
-        target = Path(path) if path is not None else self._report_path
-        if target is None:
-            raise ValueError("write_report() needs a path: none given and no report_path set")
-        write_report(self.consumption_report(), target)
-        return target
+        return self._reports.write(path)
 
     def close(self) -> None:
         """Write the report (if ``report_path`` is set). Idempotent; call at shutdown."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._report_path is not None:
-            atexit.unregister(self._write_report_at_exit)
-            write_report(self.consumption_report(), self._report_path)
-
-    def _write_report_at_exit(self) -> None:
-        if not self._closed:
-            self.close()
+        self._reports.close()
 
 
 async def _replay(chunks: tuple[Chunk, ...]) -> AsyncIterator[Chunk]:

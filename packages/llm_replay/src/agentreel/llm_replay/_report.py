@@ -21,12 +21,15 @@ agent (it may have caught them), ``drift_warnings`` every drift seen in ``warn``
 
 from __future__ import annotations
 
+import atexit
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
 
 from agentreel.llm_replay.exceptions import UnconsumedScriptError
+from agentreel.session import rerecord_command
 
 REPORT_FORMAT = "agentreel-replay-report"
 REPORT_VERSION = 1
@@ -109,7 +112,7 @@ def unconsumed_error(scenario: str, fixture_dir: str, lines: list[str]) -> Uncon
     return UnconsumedScriptError(
         f"replay of {fixture_dir} ended with recorded model calls never made:\n  {listing}\n"
         "The live run did less than the recording (a session or step the agent no longer "
-        f"runs). If that change is intended, re-record: nox -s record -- {scenario}",
+        f"runs). If that change is intended, re-record: {rerecord_command(scenario)}",
         unconsumed=lines,
     )
 
@@ -145,3 +148,53 @@ def read_report(path: Path | str) -> ConsumptionReport:
             f"{REPORT_FORMAT!r} version {REPORT_VERSION}; upgrade agentreel"
         )
     return report
+
+
+class ReportWriter:
+    """Writes a live provider's report to ``path`` whenever a harness may need it.
+
+    Right after every replay error (the agent may swallow the error, or die of it), at
+    ``close()``, and at interpreter exit if ``close()`` never came. ``build`` makes the
+    report from the provider's state at that moment. ``path=None`` writes nothing.
+    """
+
+    def __init__(self, path: Path | None, build: Callable[[], ConsumptionReport]) -> None:
+        self.path = path
+        self._build = build
+        self._closed = False
+        if path is not None:
+            atexit.register(self._write_at_exit)
+
+    def error_raised(self, error: BaseException) -> None:
+        """Write the report now that it holds ``error``; a report that cannot be written
+        must not replace the replay error the agent sees, so it travels along as a note."""
+        if self.path is None:
+            return
+        try:
+            write_report(self._build(), self.path)
+        except OSError as exc:
+            error.add_note(
+                f"(the replay report could not be written to {self.path}: {exc}; "
+                "check that its directory is writable)"
+            )
+
+    def write(self, path: str | os.PathLike[str] | None = None) -> Path:
+        """Write the report to ``path`` (default: the writer's own path)."""
+        target = Path(path) if path is not None else self.path
+        if target is None:
+            raise ValueError("write_report() needs a path: none given and no report_path set")
+        write_report(self._build(), target)
+        return target
+
+    def close(self) -> None:
+        """Write the report one last time. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.path is not None:
+            atexit.unregister(self._write_at_exit)
+            write_report(self._build(), self.path)
+
+    def _write_at_exit(self) -> None:
+        if not self._closed:
+            self.close()

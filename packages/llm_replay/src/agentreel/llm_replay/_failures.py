@@ -1,0 +1,68 @@
+"""The replay errors' messages: what happened, to which live caller and recorded script,
+and what to do next (the exact re-record command). Binding, streaming and the drift check
+raise what these build, so every message has one wording."""
+
+from __future__ import annotations
+
+from agentreel.llm import GenerateOptions
+from agentreel.llm_replay._fixture import RecordedCall, Recording, Script
+from agentreel.llm_replay.exceptions import ScriptExhaustedError, UnrecordedSessionError
+from agentreel.session import rerecord_command
+
+ANONYMOUS = "<anonymous>"
+
+
+def caller_name(options: GenerateOptions) -> str:
+    """The live caller as messages and the report name it (``<anonymous>`` without an id)."""
+    return options.session_id or ANONYMOUS
+
+
+def unrecorded_error(
+    options: GenerateOptions, reason: str, recording: Recording, bound: int, scenario: str
+) -> UnrecordedSessionError:
+    """A live caller the recording has no script for; ``bound`` scripts are already taken."""
+    return UnrecordedSessionError(
+        f"live session {caller_name(options)} (parent {options.parent_session_id or 'none'}, "
+        f"spawn index {options.spawn_index if options.spawn_index is not None else 'none'}) "
+        f"made a model call the recording has no script for: {reason}. The recording "
+        f"{recording.fixture_dir} holds {len(recording.scripts)} session script(s), "
+        f"{bound} already bound. The live run started a session the recording does not "
+        f"contain; if that is intended, re-record: {rerecord_command(scenario)}",
+        session_id=options.session_id,
+        parent_session_id=options.parent_session_id,
+        spawn_index=options.spawn_index,
+    )
+
+
+def exhausted_error(
+    options: GenerateOptions, script: Script, call: int, scenario: str
+) -> ScriptExhaustedError:
+    """The caller bound to ``script`` asked for call number ``call``, past its end."""
+    recorded = len(script.calls)
+    return ScriptExhaustedError(
+        f"live session {caller_name(options)}, bound to {script.label}, asked "
+        f"for model call {call} but the recording holds only {recorded} call(s) for it. "
+        "The live run made more model calls than the recorded one (an extra step or "
+        f"turn); if that is intended, re-record: {rerecord_command(scenario)}",
+        session_id=options.session_id,
+        call=call,
+        recorded_calls=recorded,
+    )
+
+
+def drift_message(
+    options: GenerateOptions,
+    script: Script,
+    call: RecordedCall,
+    differences: list[str],
+    scenario: str,
+) -> str:
+    """The live request of ``call`` differs from its recorded ``request/header``."""
+    listing = "\n  ".join(differences)
+    return (
+        f"live session {caller_name(options)}, call {call.number} of "
+        f"{script.label} (recorded turn {call.turn}, step {call.step}): the request "
+        f"differs from the recorded request/header:\n  {listing}\n"
+        "The agent now sends a different request (prompt, tools or history changed). "
+        f"If that is intended, re-record: {rerecord_command(scenario)}"
+    )
