@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agentreel.session import tokenize_cwd
 from agentreel.snapshot_harness import SecretLeakError, unified_diff
 from agentreel.snapshot_harness._environment import (
     closed_port,
@@ -15,7 +16,6 @@ from agentreel.snapshot_harness._environment import (
     record_passthrough,
     secret_values,
 )
-from agentreel.snapshot_harness._fixtures import tokenize_cwd
 from agentreel.snapshot_harness._secrets import scan_for_secrets
 
 

@@ -12,7 +12,7 @@ from unittest import mock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentreel.snapshot_harness import _fixtures as fixtures_module
+from agentreel.snapshot_harness import _diff as diff_module
 from agentreel.snapshot_harness import (
     compare_goldens,
     file_equals,
@@ -51,7 +51,7 @@ def test_file_comparison_equals_the_bytes_comparison(pair: tuple[bytes, bytes], 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "session.jsonl"
         path.write_bytes(expected)
-        with mock.patch.object(fixtures_module, "_COMPARE_BLOCK", block):
+        with mock.patch.object(diff_module, "_COMPARE_BLOCK", block):
             assert file_equals(path, actual) == (expected == actual)
             if expected != actual:
                 from_file = unified_diff_file("session.jsonl", path, actual)

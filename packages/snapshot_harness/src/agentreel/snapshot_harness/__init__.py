@@ -50,42 +50,44 @@ from agentreel.snapshot_harness.exceptions import (
 )
 
 if TYPE_CHECKING:
-    from agentreel.snapshot_harness._check import Outcome, check_scenario, verify_consumption
-    from agentreel.snapshot_harness._fixtures import (
+    from agentreel.snapshot_harness._check import Outcome, check_scenario
+    from agentreel.snapshot_harness._consumption import verify_consumption
+    from agentreel.snapshot_harness._diff import (
+        compare_goldens,
+        file_equals,
+        unified_diff,
+        unified_diff_file,
+    )
+    from agentreel.snapshot_harness._layout import (
         GOLDEN_DIR,
         TRANSCRIPT_FILE,
         Inventory,
         check_inventory,
-        compare_goldens,
-        file_equals,
-        render_goldens,
-        render_recordings,
-        render_run,
         take_inventory,
-        unified_diff,
-        unified_diff_file,
     )
-    from agentreel.snapshot_harness._runner import RunResult, run_scenario
+    from agentreel.snapshot_harness._render import render_goldens, render_recordings, render_run
+    from agentreel.snapshot_harness._result import RunResult
+    from agentreel.snapshot_harness._runner import run_scenario
 
 # The runner pulls in the ACP SDK, the session and the replay packages. The pytest plugin
 # imports this package in every pytest run of the environment, so those load on first use.
 _LAZY = {
     "Outcome": "_check",
     "check_scenario": "_check",
-    "verify_consumption": "_check",
-    "GOLDEN_DIR": "_fixtures",
-    "TRANSCRIPT_FILE": "_fixtures",
-    "Inventory": "_fixtures",
-    "check_inventory": "_fixtures",
-    "compare_goldens": "_fixtures",
-    "file_equals": "_fixtures",
-    "render_goldens": "_fixtures",
-    "render_recordings": "_fixtures",
-    "render_run": "_fixtures",
-    "take_inventory": "_fixtures",
-    "unified_diff": "_fixtures",
-    "unified_diff_file": "_fixtures",
-    "RunResult": "_runner",
+    "verify_consumption": "_consumption",
+    "compare_goldens": "_diff",
+    "file_equals": "_diff",
+    "unified_diff": "_diff",
+    "unified_diff_file": "_diff",
+    "GOLDEN_DIR": "_layout",
+    "TRANSCRIPT_FILE": "_layout",
+    "Inventory": "_layout",
+    "check_inventory": "_layout",
+    "take_inventory": "_layout",
+    "render_goldens": "_render",
+    "render_recordings": "_render",
+    "render_run": "_render",
+    "RunResult": "_result",
     "run_scenario": "_runner",
 }
 

@@ -1,5 +1,10 @@
 """One scenario in one mode, end to end: inventory, run, consumption, compare or write.
 
+The order of the pieces lives here; each rule lives in its module: the directory layout
+(``_layout``), the run (``_runner``), what the replay report means (``_consumption``),
+goldens and recordings (``_render``), diffs (``_diff``), pending goldens (``_pending``),
+the secret scan (``_secrets``).
+
 The pytest plugin, the CLI and the nox sessions all call ``check_scenario``.
 """
 
@@ -13,18 +18,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentreel.session import AssistantChunk, load_session_log
+from agentreel.session import SESSION_FILE_PATTERN, rerecord_command
 from agentreel.snapshot_harness import _environment as envvars
-from agentreel.snapshot_harness._fixtures import (
+from agentreel.snapshot_harness._consumption import verify_consumption
+from agentreel.snapshot_harness._diff import compare_goldens
+from agentreel.snapshot_harness._layout import (
     GOLDEN_DIR,
     GOLDEN_FILE_PATTERN,
-    OVERRIDE_FILE,
-    SESSION_FILE_PATTERN,
+    REPLAY_INPUTS,
     check_inventory,
-    compare_goldens,
-    recording_names,
-    render_goldens,
-    render_recordings,
     write_files,
 )
 from agentreel.snapshot_harness._pending import (
@@ -33,7 +35,9 @@ from agentreel.snapshot_harness._pending import (
     review_hint,
     write_pending,
 )
-from agentreel.snapshot_harness._runner import RunResult, replay_mismatch, run_scenario, tail
+from agentreel.snapshot_harness._render import render_goldens, render_recordings
+from agentreel.snapshot_harness._result import RunResult
+from agentreel.snapshot_harness._runner import run_scenario
 from agentreel.snapshot_harness._scenario import (
     WORKSPACE_DIR,
     Mode,
@@ -46,7 +50,6 @@ from agentreel.snapshot_harness.exceptions import (
     GoldenMismatchError,
     HarnessError,
     RecordError,
-    ReplayConsumptionError,
 )
 
 
@@ -115,9 +118,6 @@ def check_scenario(
     return Outcome(scenario, mode, sessions, time.monotonic() - started, list(goldens), result)
 
 
-_REPLAY_INPUTS = ("scenario.toml", OVERRIDE_FILE)
-
-
 def _record(
     scenario: Scenario, record: RecordConfig | None, work_dir: Path | None, started: float
 ) -> Outcome:
@@ -130,7 +130,7 @@ def _record(
         # The scratch copy keeps the scenario's name: replay messages name the scenario.
         copy = Path(scratch) / scenario.name
         copy.mkdir()
-        for name in _REPLAY_INPUTS:
+        for name in REPLAY_INPUTS:
             if (scenario.directory / name).is_file():
                 shutil.copy2(scenario.directory / name, copy / name)
         if scenario.workspace is not None:
@@ -175,7 +175,7 @@ def _mismatch_message(
     parts.append(
         "If the change is intended: `nox -s refresh -- "
         f"{scenario.name}` rewrites the goldens from the same recording; if the model calls "
-        f"changed, re-record: nox -s record -- {scenario.name}"
+        f"changed, re-record: {rerecord_command(scenario.name)}"
     )
     if pending:
         parts.append(
@@ -187,31 +187,3 @@ def _mismatch_message(
     if stderr:
         parts.append("--- agent stderr (tail) ---\n" + stderr)
     return "\n".join(parts)
-
-
-def _recorded_calls(scenario: Scenario) -> int:
-    calls = 0
-    for name in recording_names(scenario.directory):
-        log = load_session_log(scenario.directory / name)
-        calls += sum(1 for event in log.own_events if isinstance(event, AssistantChunk))
-    return calls
-
-
-def verify_consumption(scenario: Scenario, result: RunResult) -> None:
-    """Every replay: the agent's replay report must show no error and nothing unconsumed."""
-    stderr = tail(result.stderr)
-    report = result.replay_report
-    if report is None:
-        if _recorded_calls(scenario):
-            raise ReplayConsumptionError(
-                f"{scenario.name}: the agent wrote no replay consumption report, yet the "
-                "recording holds model calls: the agent never loaded the replay provider "
-                "(is it configured from AGENTREEL_PROVIDER / AGENTREEL_REPLAY_REPORT?) or "
-                f"exited without closing it. If the agent no longer calls the model, "
-                f"re-record: nox -s record -- {scenario.name}",
-                stderr_tail=stderr,
-            )
-        return
-    failure = replay_mismatch(scenario, report, stderr_tail=stderr)
-    if failure is not None:
-        raise failure

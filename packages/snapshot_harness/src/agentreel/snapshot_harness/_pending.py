@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentreel.snapshot_harness._fixtures import (
+from agentreel.snapshot_harness._layout import (
     GOLDEN_DIR,
     GOLDEN_FILE_PATTERN,
     PENDING_SUFFIX,

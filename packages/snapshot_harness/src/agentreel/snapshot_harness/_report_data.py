@@ -24,7 +24,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from agentreel.snapshot_harness._fixtures import GOLDEN_DIR, TRANSCRIPT_FILE, recording_names
+from agentreel.session import recording_names
+from agentreel.snapshot_harness._layout import GOLDEN_DIR, TRANSCRIPT_FILE
 from agentreel.snapshot_harness._scenario import SCENARIO_FILE
 from agentreel.snapshot_harness.exceptions import GoldenMismatchError
 

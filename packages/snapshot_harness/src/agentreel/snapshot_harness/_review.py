@@ -25,7 +25,7 @@ from agentreel.snapshot_harness._cli import (
     fixtures_directory,
     scenario_directories,
 )
-from agentreel.snapshot_harness._fixtures import unified_diff
+from agentreel.snapshot_harness._diff import unified_diff
 from agentreel.snapshot_harness._pending import PendingGolden, accept, list_pending, reject
 from agentreel.snapshot_harness.exceptions import HarnessError
 

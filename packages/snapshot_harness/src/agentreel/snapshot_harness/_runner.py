@@ -6,6 +6,10 @@ group with an explicit environment; its stdout is captured byte-exact (the raw b
 the transcript) while complete JSON lines are fed to the official ACP client. When the
 steps are done, stdin is closed and the exit awaited before the session logs are
 harvested. At the timeout the whole process group is killed.
+
+What the agent talks to comes from ``_backend`` (the stub server's start-up included), the
+steps it is driven through from ``_steps``, and what its replay report means from
+``_consumption``: this module only supervises the process and its streams.
 """
 
 from __future__ import annotations
@@ -18,109 +22,36 @@ import shutil
 import signal
 import tempfile
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, cast
 
-from acp import PROTOCOL_VERSION, Client, RequestError, connect_to_agent, text_block
-from acp.client.connection import ClientSideConnection
-from acp.schema import ClientCapabilities, Implementation
+from acp import Client, RequestError, connect_to_agent
 
-from agentreel.llm_replay import ConsumptionReport, read_report
-from agentreel.session import (
-    RequestHeader,
-    SessionError,
-    SessionLog,
-    harvest_session_logs,
-    load_session_log,
-)
+from agentreel.session import harvest_session_logs
 from agentreel.snapshot_harness import _environment as envvars
+from agentreel.snapshot_harness._backend import record_backend, replay_backend
 from agentreel.snapshot_harness._client import HarnessClient
+from agentreel.snapshot_harness._consumption import explain_failed_run, read_run_report
+from agentreel.snapshot_harness._result import RunResult, tail
 from agentreel.snapshot_harness._scenario import (
     DEFAULT_AGENT_MODULE,
     MODES,
-    ExpectError,
-    Initialize,
     Mode,
-    NewSession,
-    Prompt,
-    PromptAndCancel,
     RecordConfig,
     Scenario,
-    Step,
 )
+from agentreel.snapshot_harness._steps import Progress, run_steps
 from agentreel.snapshot_harness.exceptions import (
     AgentCrashError,
     AgentOutputError,
     AgentTimeoutError,
     RecordSetupError,
-    ReplayConsumptionError,
     RunError,
     StepError,
 )
 
-STDERR_TAIL_LINES = 40
 _READ_SIZE = 1 << 16
-_UNKNOWN_SESSION = "00000000-0000-4000-8000-000000000000"
-
-
-@dataclass(frozen=True, slots=True)
-class RunResult:
-    """Everything one run produced.
-
-    ``transcript`` is the agent's stdout, byte for byte; ``session_logs`` are the harvested
-    logs in session order (``session_log_bytes`` their raw content, same order, kept only
-    when recordings can be made from the run: record mode, or ``keep_raw_logs=True``;
-    empty otherwise, so a replay does not hold every log twice);
-    ``run_dir`` held the run (cwd, sessions root, home, tmp; removed afterwards unless a
-    ``work_dir`` was given); ``replay_report`` is what the replay provider reported from
-    inside the agent process (``None`` outside replay or when it was never loaded).
-    """
-
-    scenario: Scenario
-    mode: Mode
-    cwd: Path
-    run_dir: Path
-    transcript: bytes
-    session_logs: list[SessionLog]
-    session_log_bytes: list[bytes]
-    stderr: str
-    exit_code: int | None
-    replay_report: ConsumptionReport | None
-    duration: float
-    stop_reasons: list[str] = field(default_factory=list)
-
-    def stderr_tail(self, lines: int = STDERR_TAIL_LINES) -> str:
-        return tail(self.stderr, lines)
-
-
-def tail(text: str, lines: int = STDERR_TAIL_LINES) -> str:
-    """The last ``lines`` lines of ``text``, marked when earlier lines were dropped."""
-    parts = text.rstrip("\n").splitlines()
-    if len(parts) <= lines:
-        return "\n".join(parts)
-    return f"[... {len(parts) - lines} earlier lines ...]\n" + "\n".join(parts[-lines:])
-
-
-def describe_step(index: int, step: Step) -> str:
-    """``step 3 (prompt 'Say hi')`` — how errors name the step that was running."""
-    kind = {
-        Initialize: "initialize",
-        NewSession: "new_session",
-        Prompt: "prompt",
-        PromptAndCancel: "prompt_and_cancel",
-        ExpectError: "expect_error",
-    }[type(step)]
-    text = getattr(step, "text", "")
-    if text:
-        short = text if len(text) <= 40 else text[:37] + "..."
-        return f"step {index + 1} ({kind} {short!r})"
-    return f"step {index + 1} ({kind})"
-
-
-def rerecord_hint(scenario: Scenario) -> str:
-    return f"nox -s record -- {scenario.name}"
 
 
 class _StdoutTee:
@@ -168,95 +99,6 @@ class _StdoutTee:
                 self.garbage_seen.set()
             return
         self.reader.feed_data(line if line.endswith(b"\n") else line + b"\n")
-
-
-@contextlib.contextmanager
-def _record_backend(config: RecordConfig) -> Iterator[dict[str, str]]:
-    """Environment for recording; for ``stub`` the stub server runs for the block's life."""
-    if config.provider != "stub":
-        env = envvars.record_passthrough(os.environ)
-        env[envvars.PROVIDER] = config.provider
-        env[envvars.MODEL] = config.model
-        if config.base_url:
-            env[envvars.PROVIDER_SETTINGS] = json.dumps({"base_url": config.base_url})
-        yield env
-        return
-    rules = config.rules
-    if rules is None or not rules.is_file():
-        raise RecordSetupError(
-            f"record provider 'stub' needs its rules file {rules}; create it (rules format: "
-            "packages/llm/README.md) or set [record] provider to a real one"
-        )
-    from agentreel.llm.exceptions import StubRulesError
-    from agentreel.llm.stub import StubServer
-
-    try:
-        server = StubServer(rules)
-    except StubRulesError as exc:
-        raise RecordSetupError(f"cannot start the stub model server: {exc}") from None
-    with server:
-        # The `stub` provider is the real openai adapter pointed at the stub server, with
-        # a fixed non-secret key: recording goes through the real wire protocol.
-        env = envvars.loopback_bypass()
-        env[envvars.PROVIDER] = "stub"
-        env[envvars.MODEL] = config.model
-        env[envvars.PROVIDER_SETTINGS] = json.dumps({"base_url": server.base_url})
-        env["AGENTREEL_STUB_URL"] = server.base_url
-        yield env
-
-
-def replay_mismatch(
-    scenario: Scenario,
-    report: ConsumptionReport,
-    *,
-    stderr_tail: str,
-    then: str | None = None,
-) -> ReplayConsumptionError | None:
-    """The error for a replay report with errors or unconsumed calls; ``None`` if clean."""
-    problems = [f"{error.type}: {error.message}" for error in report.errors]
-    problems += report.unconsumed()
-    if not problems:
-        return None
-    listing = "\n".join(f"- {problem}" for problem in problems)
-    advice = f"nox -s record -- {scenario.name}"
-    if advice not in listing:
-        listing += f"\nIf the agent's behaviour changed on purpose, re-record: {advice}"
-    if then:
-        listing += f"\nThe run then failed: {then}"
-    return ReplayConsumptionError(
-        f"{scenario.name}: the replay did not match its recording:\n{listing}",
-        stderr_tail=stderr_tail,
-    )
-
-
-def recorded_model(scenario: Scenario) -> str | None:
-    """The model the main recording asked for (its first ``request/header``), if any.
-
-    Replay runs the agent with this model so the request headers match even when the
-    scenario was recorded with ``--model`` overriding ``[record] model``.
-    """
-    path = scenario.directory / "session.jsonl"
-    if not path.is_file():
-        return None
-    try:
-        log = load_session_log(path)
-    except SessionError:
-        return None  # the inventory / replay provider report the broken file by name
-    for event in log.events:
-        if isinstance(event, RequestHeader):
-            return event.data.model
-    return None
-
-
-def _replay_environment(scenario: Scenario, cwd: Path, report: Path) -> dict[str, str]:
-    """Replay and refresh: the replay provider, no key, proxies at a closed port."""
-    env = envvars.offline_proxies()
-    env[envvars.PROVIDER] = "replay"
-    env[envvars.MODEL] = recorded_model(scenario) or scenario.record.model
-    env[envvars.REPLAY_DIR] = str(scenario.directory.resolve())
-    env[envvars.REPLAY_LIVE_CWD] = str(cwd)
-    env[envvars.REPLAY_REPORT] = str(report)
-    return env
 
 
 def run_scenario(
@@ -311,44 +153,24 @@ def _run_in(
     env[envvars.SESSIONS_ROOT] = str(sessions_root)
     with contextlib.ExitStack() as stack:
         if mode == "record":
-            env.update(stack.enter_context(_record_backend(record or scenario.record)))
+            env.update(stack.enter_context(record_backend(record or scenario.record)))
         else:
-            env.update(_replay_environment(scenario, cwd, report))
+            env.update(replay_backend(scenario, cwd, report))
         env.update(scenario.env)
         started = time.monotonic()
         try:
             with stderr_path.open("wb") as stderr_file:
                 driven = asyncio.run(_drive(scenario, env, cwd, stderr_file, stderr_path))
         except RunError as failure:
-            # A replay error inside the agent (drift, an unrecorded session, ...) usually
-            # surfaces as a failed step; the replay report says what really went wrong.
-            if mode != "record" and report.exists():
-                mismatch: ReplayConsumptionError | None = None
-                with contextlib.suppress(OSError, ValueError):
-                    reported = read_report(report)
-                    if reported.errors:  # else the run failure itself is the story
-                        mismatch = replay_mismatch(
-                            scenario,
-                            reported,
-                            stderr_tail=failure.stderr_tail,
-                            then=str(failure).split("\n--- agent stderr", 1)[0],
-                        )
-                if mismatch is not None:
-                    raise mismatch from failure
+            mismatch = explain_failed_run(scenario, report, failure) if mode != "record" else None
+            if mismatch is not None:
+                raise mismatch from failure
             raise
         duration = time.monotonic() - started
 
     stderr = stderr_path.read_text(encoding="utf-8", errors="replace")
     logs = harvest_session_logs(sessions_root)
-    replay_report: ConsumptionReport | None = None
-    if mode != "record" and report.exists():
-        try:
-            replay_report = read_report(report)
-        except (OSError, ValueError) as exc:
-            raise ReplayConsumptionError(
-                f"{scenario.name}: cannot read the agent's replay report: {exc}",
-                stderr_tail=tail(stderr),
-            ) from None
+    replay_report = read_run_report(scenario, report, stderr) if mode != "record" else None
     return RunResult(
         scenario=scenario,
         mode=mode,
@@ -405,13 +227,13 @@ async def _drive(
     client = HarnessClient(scenario.permissions)
     conn = connect_to_agent(cast(Client, client), process.stdin, tee.reader)
     pump = asyncio.create_task(tee.pump())
-    progress = _Progress()
+    progress = Progress()
 
     def stderr_tail() -> str:
         return _read_tail(stderr_path)
 
     async def steps_then_exit() -> int:
-        await _run_steps(scenario, conn, client, cwd, progress)
+        await run_steps(scenario, conn, client, cwd, progress)
         progress.current = "closing stdin and waiting for the agent to exit"
         with contextlib.suppress(OSError, RuntimeError):
             process.stdin.close()  # type: ignore[union-attr]
@@ -502,92 +324,3 @@ async def _exit_code_soon(process: asyncio.subprocess.Process) -> int | None:
         return await asyncio.wait_for(process.wait(), timeout=5)
     except TimeoutError:
         return None
-
-
-@dataclass(slots=True)
-class _Progress:
-    current: str = "startup"
-    stop_reasons: list[str] = field(default_factory=list)
-
-
-async def _run_steps(
-    scenario: Scenario,
-    conn: ClientSideConnection,
-    client: HarnessClient,
-    cwd: Path,
-    progress: _Progress,
-) -> None:
-    session_id: str | None = None
-    for index, step in enumerate(scenario.steps):
-        progress.current = describe_step(index, step)
-        where = f"{scenario.name}: {progress.current}"
-        if isinstance(step, Initialize):
-            await conn.initialize(
-                protocol_version=PROTOCOL_VERSION,
-                client_capabilities=ClientCapabilities(),
-                client_info=Implementation(name="agentreel-snapshot-harness", version="0.1.0"),
-            )
-        elif isinstance(step, NewSession):
-            response = await conn.new_session(cwd=str(cwd), mcp_servers=[])
-            session_id = response.session_id
-        elif isinstance(step, Prompt):
-            assert session_id is not None
-            result = await conn.prompt(session_id=session_id, prompt=[text_block(step.text)])
-            progress.stop_reasons.append(str(result.stop_reason))
-        elif isinstance(step, PromptAndCancel):
-            assert session_id is not None
-            client.arm_cancel(session_id)
-            result = await conn.prompt(session_id=session_id, prompt=[text_block(step.text)])
-            client.disarm_cancel()
-            await client.wait_cancel_delivered()
-            progress.stop_reasons.append(str(result.stop_reason))
-            if client.cancel_failure is not None:
-                raise StepError(
-                    f"{where}: the first agent_message_chunk arrived, but sending "
-                    f"session/cancel failed ({client.cancel_failure}); the agent's stderr "
-                    "below says whether it was still reading"
-                )
-            if not client.cancel_sent.is_set():
-                raise StepError(
-                    f"{where}: the prompt ended (stop reason {result.stop_reason}) before any "
-                    "agent_message_chunk arrived, so nothing was cancelled; the recording "
-                    "needs text before the point to cancel (a `hang` override in "
-                    "replay.override.json streams a little, then waits)"
-                )
-        else:
-            await _expect_error(step, conn, cwd, session_id, where)
-    if client.unused_answers:
-        raise StepError(
-            f"{scenario.name}: {len(client.unused_answers)} permission answer(s) were never "
-            f"asked for ({', '.join(client.unused_answers)}); remove them from `permissions` in "
-            f"{scenario.toml_path} or check why the agent asked fewer times"
-        )
-
-
-async def _expect_error(
-    step: ExpectError, conn: ClientSideConnection, cwd: Path, session_id: str | None, where: str
-) -> None:
-    try:
-        if step.method == "initialize":
-            await conn.initialize(protocol_version=PROTOCOL_VERSION)
-        elif step.method == "new_session":
-            await conn.new_session(cwd=step.text or str(cwd), mcp_servers=[])
-        else:
-            target = session_id if step.session == "current" and session_id else _UNKNOWN_SESSION
-            await conn.prompt(session_id=target, prompt=[text_block(step.text)])
-    except RequestError as exc:
-        if step.code is not None and exc.code != step.code:
-            raise StepError(
-                f"{where}: expected JSON-RPC error code {step.code}, got {exc.code} ({exc}); "
-                "fix `code` in scenario.toml or the agent"
-            ) from None
-        text = f"{exc} {exc.data!r}" if exc.data is not None else str(exc)
-        if step.message is not None and step.message not in text:
-            raise StepError(
-                f"{where}: expected an error message containing {step.message!r}, got "
-                f"{text!r}; fix `message` in scenario.toml or the agent"
-            ) from None
-        return
-    raise StepError(
-        f"{where}: expected a JSON-RPC error from {step.method}, but the request succeeded"
-    )

@@ -1,0 +1,85 @@
+"""The model backend of a run, as the agent's environment: what it talks to and how.
+
+``record``: a real provider with exactly the keys it needs, or — for ``[record] provider =
+"stub"`` — a stub model server started on 127.0.0.1 for the run's lifetime, reached through
+the real ``openai`` adapter. ``replay`` / ``refresh``: the replay provider on the scenario's
+recordings, no key, proxies at a closed port.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from agentreel.session import MAIN_SESSION_FILE, RequestHeader, SessionError, load_session_log
+from agentreel.snapshot_harness import _environment as envvars
+from agentreel.snapshot_harness._scenario import RecordConfig, Scenario
+from agentreel.snapshot_harness.exceptions import RecordSetupError
+
+
+@contextlib.contextmanager
+def record_backend(config: RecordConfig) -> Iterator[dict[str, str]]:
+    """Environment for recording; for ``stub`` the stub server runs for the block's life."""
+    if config.provider != "stub":
+        env = envvars.record_passthrough(os.environ)
+        env[envvars.PROVIDER] = config.provider
+        env[envvars.MODEL] = config.model
+        if config.base_url:
+            env[envvars.PROVIDER_SETTINGS] = json.dumps({"base_url": config.base_url})
+        yield env
+        return
+    rules = config.rules
+    if rules is None or not rules.is_file():
+        raise RecordSetupError(
+            f"record provider 'stub' needs its rules file {rules}; create it (rules format: "
+            "packages/llm/README.md) or set [record] provider to a real one"
+        )
+    from agentreel.llm.exceptions import StubRulesError
+    from agentreel.llm.stub import StubServer
+
+    try:
+        server = StubServer(rules)
+    except StubRulesError as exc:
+        raise RecordSetupError(f"cannot start the stub model server: {exc}") from None
+    with server:
+        # The `stub` provider is the real openai adapter pointed at the stub server, with
+        # a fixed non-secret key: recording goes through the real wire protocol.
+        env = envvars.loopback_bypass()
+        env[envvars.PROVIDER] = "stub"
+        env[envvars.MODEL] = config.model
+        env[envvars.PROVIDER_SETTINGS] = json.dumps({"base_url": server.base_url})
+        env["AGENTREEL_STUB_URL"] = server.base_url
+        yield env
+
+
+def replay_backend(scenario: Scenario, cwd: Path, report: Path) -> dict[str, str]:
+    """Replay and refresh: the replay provider, no key, proxies at a closed port."""
+    env = envvars.offline_proxies()
+    env[envvars.PROVIDER] = "replay"
+    env[envvars.MODEL] = recorded_model(scenario) or scenario.record.model
+    env[envvars.REPLAY_DIR] = str(scenario.directory.resolve())
+    env[envvars.REPLAY_LIVE_CWD] = str(cwd)
+    env[envvars.REPLAY_REPORT] = str(report)
+    return env
+
+
+def recorded_model(scenario: Scenario) -> str | None:
+    """The model the main recording asked for (its first ``request/header``), if any.
+
+    Replay runs the agent with this model so the request headers match even when the
+    scenario was recorded with ``--model`` overriding ``[record] model``.
+    """
+    path = scenario.directory / MAIN_SESSION_FILE
+    if not path.is_file():
+        return None
+    try:
+        log = load_session_log(path)
+    except SessionError:
+        return None  # the inventory / replay provider report the broken file by name
+    for event in log.events:
+        if isinstance(event, RequestHeader):
+            return event.data.model
+    return None

@@ -1,0 +1,107 @@
+"""Judging a replay by the consumption report the agent's replay provider wrote.
+
+The one place that decides what a report means for a run: errors and unconsumed calls
+fail it (``ReplayConsumptionError``), no report at all fails it when the recording holds
+model calls, and when the run itself failed, a report with errors is the better story
+(drift or an unrecorded session usually surfaces in the agent as a failed step).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+from agentreel.llm_replay import ConsumptionReport, read_report
+from agentreel.session import AssistantChunk, load_session_log, recording_names, rerecord_command
+from agentreel.snapshot_harness._result import RunResult, tail
+from agentreel.snapshot_harness._scenario import Scenario
+from agentreel.snapshot_harness.exceptions import ReplayConsumptionError, RunError
+
+
+def replay_mismatch(
+    scenario: Scenario,
+    report: ConsumptionReport,
+    *,
+    stderr_tail: str,
+    then: str | None = None,
+) -> ReplayConsumptionError | None:
+    """The error for a replay report with errors or unconsumed calls; ``None`` if clean."""
+    problems = [f"{error.type}: {error.message}" for error in report.errors]
+    problems += report.unconsumed()
+    if not problems:
+        return None
+    listing = "\n".join(f"- {problem}" for problem in problems)
+    advice = rerecord_command(scenario.name)
+    if advice not in listing:
+        listing += f"\nIf the agent's behaviour changed on purpose, re-record: {advice}"
+    if then:
+        listing += f"\nThe run then failed: {then}"
+    return ReplayConsumptionError(
+        f"{scenario.name}: the replay did not match its recording:\n{listing}",
+        stderr_tail=stderr_tail,
+    )
+
+
+def read_run_report(scenario: Scenario, path: Path, stderr: str) -> ConsumptionReport | None:
+    """The report a run's agent wrote at ``path`` (``None`` if it wrote none); an unreadable
+    one fails the run, named."""
+    if not path.exists():
+        return None
+    try:
+        return read_report(path)
+    except (OSError, ValueError) as exc:
+        raise ReplayConsumptionError(
+            f"{scenario.name}: cannot read the agent's replay report: {exc}",
+            stderr_tail=tail(stderr),
+        ) from None
+
+
+def explain_failed_run(
+    scenario: Scenario, path: Path, failure: RunError
+) -> ReplayConsumptionError | None:
+    """For a replay whose run failed: the report's errors as the failure, if it has any.
+
+    A replay error inside the agent (drift, an unrecorded session, ...) usually surfaces
+    as a failed step; the replay report says what really went wrong. Without errors in the
+    report (or without a readable report) the run failure itself is the story: ``None``.
+    """
+    if not path.exists():
+        return None
+    with contextlib.suppress(OSError, ValueError):
+        reported = read_report(path)
+        if reported.errors:
+            return replay_mismatch(
+                scenario,
+                reported,
+                stderr_tail=failure.stderr_tail,
+                then=str(failure).split("\n--- agent stderr", 1)[0],
+            )
+    return None
+
+
+def _recorded_calls(scenario: Scenario) -> int:
+    calls = 0
+    for name in recording_names(scenario.directory):
+        log = load_session_log(scenario.directory / name)
+        calls += sum(1 for event in log.own_events if isinstance(event, AssistantChunk))
+    return calls
+
+
+def verify_consumption(scenario: Scenario, result: RunResult) -> None:
+    """Every replay: the agent's replay report must show no error and nothing unconsumed."""
+    stderr = tail(result.stderr)
+    report = result.replay_report
+    if report is None:
+        if _recorded_calls(scenario):
+            raise ReplayConsumptionError(
+                f"{scenario.name}: the agent wrote no replay consumption report, yet the "
+                "recording holds model calls: the agent never loaded the replay provider "
+                "(is it configured from AGENTREEL_PROVIDER / AGENTREEL_REPLAY_REPORT?) or "
+                f"exited without closing it. If the agent no longer calls the model, "
+                f"re-record: {rerecord_command(scenario.name)}",
+                stderr_tail=stderr,
+            )
+        return
+    failure = replay_mismatch(scenario, report, stderr_tail=stderr)
+    if failure is not None:
+        raise failure

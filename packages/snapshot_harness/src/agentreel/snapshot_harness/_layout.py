@@ -1,0 +1,206 @@
+"""The layout of a scenario directory, its inventory check, and writing fixture files.
+
+Layout (``fixtures/<name>/``)::
+
+    scenario.toml             the scenario (required)
+    README.md                 optional notes
+    workspace/                optional: copied into the run's cwd
+    stub-rules.toml           the stub server's rules (``[record] provider = "stub"``)
+    replay.override.json      optional replay overrides (throw / hang)
+    session.jsonl             recording of the main session   } what the replay provider
+    session.<n>.jsonl         recordings of children, n = 1..k } reads (raw ids and times,
+                                                                 cwd as ``{{cwd}}``)
+    golden/transcript.jsonl   normalized agent stdout          } what a replay is
+    golden/session.jsonl      normalized main session log      } compared with
+    golden/session.<n>.jsonl  normalized child logs            }
+    golden/<file>.pending     a failing local replay's live golden, for ``agentreel
+                              review`` (never committed: ``.gitignore`` holds
+                              ``*.pending``; the inventory ignores them)
+
+Recordings and goldens are separate on purpose: a recording keeps real session ids,
+parent links and times so the replay provider can bind and order scripts, while a golden is
+the normalized, review-friendly text a run is diffed against. ``refresh`` rewrites only
+``golden/``; ``record`` rewrites both.
+
+The recording names, their numbering rule, the override file and the ``{{cwd}}`` token are
+the session package's fixture layout (``agentreel.session``), shared with the replay
+provider that reads them; this module adds what only a scenario directory has.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentreel.session import (
+    OVERRIDE_FILE,
+    SESSION_FILE_PATTERN,
+    SessionLogError,
+    load_session_log,
+    recording_names,
+    rerecord_command,
+    session_file_name,
+    session_file_number,
+)
+from agentreel.snapshot_harness._scenario import SCENARIO_FILE, WORKSPACE_DIR, Mode, Scenario
+from agentreel.snapshot_harness.exceptions import FixtureError, FixtureInventoryError
+
+GOLDEN_DIR = "golden"
+TRANSCRIPT_FILE = "transcript.jsonl"
+README_FILE = "README.md"
+GOLDEN_FILE_PATTERN = re.compile(rf"{re.escape(TRANSCRIPT_FILE)}|{SESSION_FILE_PATTERN.pattern}")
+# What a trial replay of a fresh recording needs besides its recordings and workspace.
+REPLAY_INPUTS = (SCENARIO_FILE, OVERRIDE_FILE)
+PENDING_SUFFIX = ".pending"
+
+
+def pending_name(golden_name: str) -> str:
+    """``transcript.jsonl`` → ``transcript.jsonl.pending``: the pending file beside a golden."""
+    return golden_name + PENDING_SUFFIX
+
+
+def is_pending_name(name: str) -> bool:
+    """Whether a file name in ``golden/`` is a pending golden (see ``_pending``)."""
+    return name.endswith(PENDING_SUFFIX)
+
+
+def _contiguous(count: int) -> list[str]:
+    return [session_file_name(n) for n in range(count)]
+
+
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    """What a scenario directory holds, split into inputs, recordings and goldens."""
+
+    recordings: list[str]
+    goldens: list[str]
+    orphans: list[str]
+
+
+def take_inventory(scenario: Scenario) -> Inventory:
+    """Classify every file of the scenario directory; unknown ones are orphans."""
+    directory = scenario.directory
+    allowed_inputs = {SCENARIO_FILE, README_FILE, OVERRIDE_FILE}
+    if scenario.record.rules is not None:
+        allowed_inputs.add(scenario.record.rules.name)
+    recordings: list[str] = []
+    goldens: list[str] = []
+    orphans: list[str] = []
+    for path in sorted(directory.iterdir()):
+        name = path.name
+        if name == WORKSPACE_DIR and path.is_dir() and not path.is_symlink():
+            continue
+        if name == GOLDEN_DIR and path.is_dir() and not path.is_symlink():
+            for golden in sorted(path.iterdir()):
+                if is_pending_name(golden.name):
+                    continue  # a local review's business, never a fixture file
+                if golden.is_file() and (
+                    golden.name == TRANSCRIPT_FILE or SESSION_FILE_PATTERN.fullmatch(golden.name)
+                ):
+                    goldens.append(golden.name)
+                else:
+                    orphans.append(f"{GOLDEN_DIR}/{golden.name}")
+            continue
+        if path.is_file() and name in allowed_inputs:
+            continue
+        if path.is_file() and SESSION_FILE_PATTERN.fullmatch(name):
+            recordings.append(name)
+            continue
+        orphans.append(name + ("/" if path.is_dir() else ""))
+    order = {name: i for i, name in enumerate(recording_names(directory))}
+    recordings.sort(key=lambda n: order.get(n, 1 << 30))
+    return Inventory(recordings=recordings, goldens=goldens, orphans=orphans)
+
+
+def check_inventory(scenario: Scenario, mode: Mode) -> Inventory:
+    """The directory must hold exactly what ``mode`` needs: gaps and orphans fail, named.
+
+    ``replay``: contiguous recordings, ``golden/transcript.jsonl`` and one golden log per
+    recording. ``refresh``: contiguous recordings (goldens are rewritten). ``record``: the
+    stub rules file when recording through the stub (outputs are rewritten). Orphans fail
+    in every mode.
+    """
+    inventory = take_inventory(scenario)
+    missing: list[str] = []
+    orphans = list(inventory.orphans)
+    rerecord = rerecord_command(scenario.name)
+    if mode == "record":
+        rules = scenario.record.rules
+        if rules is not None and not rules.is_file():
+            missing.append(rules.name)
+    else:
+        count = len(inventory.recordings)
+        if scenario.creates_sessions:
+            expected = _contiguous(max(count, 1))
+            missing += [n for n in expected if n not in inventory.recordings]
+            orphans += [n for n in inventory.recordings if n not in expected]
+        else:
+            orphans += inventory.recordings
+            expected = []
+        if mode == "replay":
+            golden_expected = [TRANSCRIPT_FILE, *expected]
+            missing += [f"{GOLDEN_DIR}/{n}" for n in golden_expected if n not in inventory.goldens]
+            orphans += [f"{GOLDEN_DIR}/{n}" for n in inventory.goldens if n not in golden_expected]
+    if mode != "record" and not missing:
+        for name in inventory.recordings:
+            _check_recording(scenario.directory / name, rerecord)
+    if missing or orphans:
+        lines = [f"{scenario.directory}: the fixture files do not fit {mode} mode"]
+        if missing:
+            lines.append(f"  missing: {', '.join(missing)}")
+        if orphans:
+            lines.append(
+                f"  orphans (no scenario needs them; delete them): {', '.join(sorted(orphans))}"
+            )
+        if mode == "record":
+            lines.append(f"Then record again: {rerecord}")
+        else:
+            lines.append(
+                "Restore the missing files from version control, or re-record: " + rerecord
+            )
+        raise FixtureInventoryError("\n".join(lines), missing=missing, orphans=sorted(orphans))
+    return inventory
+
+
+def _check_recording(path: Path, rerecord: str) -> None:
+    """A recording must load completely: corrupt lines and torn tails fail here, named."""
+    try:
+        log = load_session_log(path)
+    except SessionLogError as exc:
+        # The session package cannot know the scenario; its advice says `<scenario>`.
+        advice = str(exc).replace(rerecord_command("<scenario>"), rerecord)
+        if rerecord not in advice:
+            advice += f" Re-record: {rerecord}"
+        raise FixtureError(f"corrupt recording: {advice}") from None
+    if log.torn_tail is not None:
+        raise FixtureError(
+            f"{path}:{log.torn_tail.line}: the recording's last line is cut short "
+            f"({log.torn_tail.problem}); restore it from version control or re-record: "
+            f"{rerecord}"
+        )
+
+
+def golden_sort_key(name: str) -> tuple[int, int]:
+    """Goldens in the order diffs show them: the transcript, then the sessions by number."""
+    if name == TRANSCRIPT_FILE:
+        return (0, 0)
+    number = session_file_number(name)
+    return (1, number) if number is not None else (2, 0)
+
+
+def write_files(directory: Path, files: dict[str, bytes], *, keep_pattern: re.Pattern[str]) -> None:
+    """Write ``files`` into ``directory`` and delete stale files matching ``keep_pattern``.
+
+    Stale means: matches the pattern (e.g. ``session.<n>.jsonl``) but is not being written
+    now — the numbered children of an earlier recording that had more sessions.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    for path in directory.iterdir():
+        if path.is_file() and keep_pattern.fullmatch(path.name) and path.name not in files:
+            path.unlink()
+    for name, data in files.items():
+        target = directory / name
+        temporary = target.with_name(f".{name}.tmp")
+        temporary.write_bytes(data)
+        temporary.replace(target)

@@ -1,0 +1,54 @@
+"""What one run produced (``RunResult``): the data the runner hands to rendering and judging.
+
+Kept apart from the runner so that the modules that consume a run (rendering goldens and
+recordings, judging consumption) need not import the process supervision that made it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agentreel.llm_replay import ConsumptionReport
+from agentreel.session import SessionLog
+from agentreel.snapshot_harness._scenario import Mode, Scenario
+
+STDERR_TAIL_LINES = 40
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """Everything one run produced.
+
+    ``transcript`` is the agent's stdout, byte for byte; ``session_logs`` are the harvested
+    logs in session order (``session_log_bytes`` their raw content, same order, kept only
+    when recordings can be made from the run: record mode, or ``keep_raw_logs=True``;
+    empty otherwise, so a replay does not hold every log twice);
+    ``run_dir`` held the run (cwd, sessions root, home, tmp; removed afterwards unless a
+    ``work_dir`` was given); ``replay_report`` is what the replay provider reported from
+    inside the agent process (``None`` outside replay or when it was never loaded).
+    """
+
+    scenario: Scenario
+    mode: Mode
+    cwd: Path
+    run_dir: Path
+    transcript: bytes
+    session_logs: list[SessionLog]
+    session_log_bytes: list[bytes]
+    stderr: str
+    exit_code: int | None
+    replay_report: ConsumptionReport | None
+    duration: float
+    stop_reasons: list[str] = field(default_factory=list)
+
+    def stderr_tail(self, lines: int = STDERR_TAIL_LINES) -> str:
+        return tail(self.stderr, lines)
+
+
+def tail(text: str, lines: int = STDERR_TAIL_LINES) -> str:
+    """The last ``lines`` lines of ``text``, marked when earlier lines were dropped."""
+    parts = text.rstrip("\n").splitlines()
+    if len(parts) <= lines:
+        return "\n".join(parts)
+    return f"[... {len(parts) - lines} earlier lines ...]\n" + "\n".join(parts[-lines:])
