@@ -17,18 +17,15 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agentreel.acp_agent._config import AgentConfig, parse_config
-    from agentreel.acp_agent._conversation import Conversation
-    from agentreel.acp_agent._loop import (
-        ALL_TOOLS,
-        SYSTEM_PROMPT,
-        AgentRuntime,
-        AgentSession,
+    from agentreel.acp_agent._channel import (
         CancelScope,
         ClientChannel,
         SubagentChannel,
         TurnOutcome,
     )
+    from agentreel.acp_agent._config import AgentConfig, parse_config
+    from agentreel.acp_agent._conversation import Conversation
+    from agentreel.acp_agent._loop import ALL_TOOLS, SYSTEM_PROMPT, AgentRuntime, AgentSession
     from agentreel.acp_agent._main import main, serve
     from agentreel.acp_agent._server import AcpChannel, ReferenceAgent
     from agentreel.acp_agent._workspace import Workspace
@@ -48,10 +45,10 @@ _HOMES = {
     "SYSTEM_PROMPT": "_loop",
     "AgentRuntime": "_loop",
     "AgentSession": "_loop",
-    "CancelScope": "_loop",
-    "ClientChannel": "_loop",
-    "SubagentChannel": "_loop",
-    "TurnOutcome": "_loop",
+    "CancelScope": "_channel",
+    "ClientChannel": "_channel",
+    "SubagentChannel": "_channel",
+    "TurnOutcome": "_channel",
     "main": "_main",
     "serve": "_main",
     "AcpChannel": "_server",

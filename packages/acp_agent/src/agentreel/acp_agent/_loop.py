@@ -2,7 +2,9 @@
 
 This module knows nothing about ACP: it talks to the editor through ``ClientChannel`` (the
 ACP bridge implements it; tests use fakes), so the same loop drives the main session and,
-in-process, every subagent.
+in-process, every subagent. It holds the turn loop and the model step; the file tools
+live in ``_tools`` and subagent orchestration (spawn indexes, concurrent children) in
+``_subagents``.
 
 What a turn writes to the session log, in order::
 
@@ -23,20 +25,20 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
 
+from agentreel.acp_agent._channel import (
+    CancelScope,
+    ClientChannel,
+    StopReason,
+    SubagentChannel,
+    TurnOutcome,
+)
 from agentreel.acp_agent._config import DEFAULT_SYSTEM_PROMPT
 from agentreel.acp_agent._conversation import Conversation
-from agentreel.acp_agent._workspace import (
-    LIST_FILES,
-    READ_FILE,
-    SUBAGENT,
-    WRITE_FILE,
-    Workspace,
-    parse_arguments,
-    string_argument,
-)
-from agentreel.acp_agent.exceptions import ClientDisconnectedError, ToolError
+from agentreel.acp_agent._subagents import Delegation
+from agentreel.acp_agent._tools import describe_call, run_file_tool
+from agentreel.acp_agent._workspace import LIST_FILES, READ_FILE, SUBAGENT, WRITE_FILE, Workspace
+from agentreel.acp_agent.exceptions import ClientDisconnectedError
 from agentreel.brand import SessionId
 from agentreel.llm import (
     AgentreelLlmError,
@@ -60,9 +62,6 @@ from agentreel.session import (
     EventData,
     Session,
     SessionStore,
-    SubagentEndData,
-    SubagentOutcome,
-    SubagentStartData,
     ToolCallData,
     ToolResultData,
     TurnEndData,
@@ -73,86 +72,22 @@ from agentreel.session import (
     build_request_header,
 )
 
+# TurnOutcome is re-exported: code that wraps ``AgentSession.run_turn`` names its result.
+__all__ = [
+    "ALL_TOOLS",
+    "DEFAULT_MAX_DEPTH",
+    "SYSTEM_PROMPT",
+    "AgentRuntime",
+    "AgentSession",
+    "TurnOutcome",
+]
+
 logger = logging.getLogger("agentreel.acp_agent")
 
 # The default lives with the configuration (``--system-prompt`` / AGENTREEL_SYSTEM_PROMPT).
 SYSTEM_PROMPT = DEFAULT_SYSTEM_PROMPT
 ALL_TOOLS: tuple[ToolSpec, ...] = (READ_FILE, LIST_FILES, WRITE_FILE, SUBAGENT)
 DEFAULT_MAX_DEPTH = 2
-
-StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "cancelled", "error"]
-ToolStatus = Literal["completed", "failed"]
-ToolKindName = Literal["read", "edit", "search", "think", "other"]
-
-
-class ClientChannel(Protocol):
-    """What the loop tells the editor. The ACP bridge maps these to session updates."""
-
-    async def agent_text(self, text: str) -> None:
-        """A piece of assistant text, as it streams."""
-
-    async def agent_thought(self, text: str) -> None:
-        """A piece of model reasoning, as it streams."""
-
-    async def tool_call_started(
-        self, call: ToolCallPart, title: str, kind: ToolKindName, path: str | None
-    ) -> None:
-        """The model issued a tool call (announced when its block ends)."""
-
-    async def tool_call_running(self, call_id: str) -> None:
-        """The tool call is being carried out."""
-
-    async def tool_call_finished(self, call_id: str, status: ToolStatus, output: str) -> None:
-        """The tool call ended with ``output`` (what the model receives)."""
-
-    async def request_permission(self, call: ToolCallPart, title: str, path: str) -> bool:
-        """Ask the user to allow a write; ``False`` means rejected or cancelled."""
-
-
-class SubagentChannel:
-    """A child's channel: no streamed updates (children run concurrently and would
-    interleave nondeterministically), but permission requests go to the editor."""
-
-    def __init__(self, parent: ClientChannel) -> None:
-        self._parent = parent
-
-    async def agent_text(self, text: str) -> None:
-        return None
-
-    async def agent_thought(self, text: str) -> None:
-        return None
-
-    async def tool_call_started(
-        self, call: ToolCallPart, title: str, kind: ToolKindName, path: str | None
-    ) -> None:
-        return None
-
-    async def tool_call_running(self, call_id: str) -> None:
-        return None
-
-    async def tool_call_finished(self, call_id: str, status: ToolStatus, output: str) -> None:
-        return None
-
-    async def request_permission(self, call: ToolCallPart, title: str, path: str) -> bool:
-        return await self._parent.request_permission(call, title, path)
-
-
-@dataclass
-class CancelScope:
-    """Set ``requested`` before cancelling a turn's task: the turn then ends ``aborted``
-    (a user cancel) rather than ``interrupted`` (the process shutting down)."""
-
-    requested: bool = False
-
-
-@dataclass(frozen=True)
-class TurnOutcome:
-    """How a turn ended and the text the model gave last (a subagent's answer)."""
-
-    stop_reason: StopReason
-    text: str = ""
-    error: str | None = None
-    llm_error: LlmError | None = None
 
 
 @dataclass
@@ -224,7 +159,16 @@ class AgentSession:
         # A fork child continues its seed: the conversation and the turn numbering.
         self.conversation = Conversation(events)
         self._next_turn = sum(1 for event in events if isinstance(event, TurnStart))
-        self._next_spawn_index = 0
+        self._delegation = Delegation(
+            parent=session,
+            store=runtime.store,
+            channel=channel,
+            depth=depth,
+            max_depth=runtime.max_depth,
+            opened=runtime.sessions,
+            open_child=self._open_child,
+            append=self._append,
+        )
         self.running = False
 
     @property
@@ -233,6 +177,17 @@ class AgentSession:
 
     def _append(self, data: EventData) -> None:
         self.conversation.apply(self.session.append(data))
+
+    def _open_child(self, session: Session) -> AgentSession:
+        """A child session's loop: one level deeper, the editor reached only for permission,
+        cancelled with its parent."""
+        return AgentSession(
+            self.runtime,
+            session,
+            SubagentChannel(self.channel),
+            depth=self.depth + 1,
+            cancel_scope=self.cancel_scope,
+        )
 
     async def run_turn(self, prompt: str) -> TurnOutcome:
         """Run one turn to its end. Never raises for model, tool or cancellation problems:
@@ -391,7 +346,7 @@ class AgentSession:
         self._append(AssistantChunkData(turn=turn, step=step, chunk=finish))
 
     async def _announce(self, call: ToolCallPart) -> None:
-        title, kind, path = _describe(call)
+        title, kind, path = describe_call(call)
         await self.channel.tool_call_started(call, title, kind, path)
 
     async def _run_tools(
@@ -412,14 +367,20 @@ class AgentSession:
         for call in calls:
             if call.name != SUBAGENT.name:
                 await self.channel.tool_call_running(call.id)
-                content, is_error = await self._run_file_tool(call)
+                content, is_error = await run_file_tool(
+                    call, self.workspace, self.channel, self.runtime.tools
+                )
                 self._record_result(turn, step, call, content, is_error, pending)
                 await self.channel.tool_call_finished(
                     call.id, "failed" if is_error else "completed", content
                 )
         delegated = [call for call in calls if call.name == SUBAGENT.name]
         if delegated:
-            await self._run_subagents(turn, step, delegated, pending)
+
+            def record(call: ToolCallPart, content: str, is_error: bool) -> None:
+                self._record_result(turn, step, call, content, is_error, pending)
+
+            await self._delegation.run(delegated, record)
 
     def _record_result(
         self,
@@ -436,172 +397,6 @@ class AgentSession:
             )
         )
         pending.pop(call.id, None)
-
-    async def _run_file_tool(self, call: ToolCallPart) -> tuple[str, bool]:
-        try:
-            arguments = parse_arguments(call.name, call.arguments)
-            if call.name == READ_FILE.name:
-                return self.workspace.read_file(
-                    string_argument(call.name, arguments, "path")
-                ), False
-            if call.name == LIST_FILES.name:
-                path = string_argument(call.name, arguments, "path", ".")
-                return self.workspace.list_files(path), False
-            if call.name == WRITE_FILE.name:
-                path = string_argument(call.name, arguments, "path")
-                content = string_argument(call.name, arguments, "content")
-                target = self.workspace.check_writable(path)
-                shown = self.workspace.display(target)
-                allowed = await self.channel.request_permission(call, f"Write {shown}", str(target))
-                if not allowed:
-                    return (
-                        f"write_file: the user rejected writing {shown}; the file was not "
-                        "changed. Do not retry the same write unless the user asks.",
-                        True,
-                    )
-                return self.workspace.write_file(target, content), False
-            known = ", ".join(tool.name for tool in self.runtime.tools)
-            return f"unknown tool {call.name!r}; the tools are: {known}", True
-        except ToolError as exc:
-            return str(exc), True
-        except OSError as exc:
-            return f"{call.name}: {exc.strerror or exc} ({exc.filename or 'no file'})", True
-
-    async def _run_subagents(
-        self,
-        turn: int,
-        step: int,
-        calls: Sequence[ToolCallPart],
-        pending: dict[str, ToolCallPart],
-    ) -> None:
-        planned: list[tuple[ToolCallPart, AgentSession, str]] = []
-        for call in calls:
-            try:
-                if self.depth >= self.runtime.max_depth:
-                    raise ToolError(
-                        f"subagent: nesting is limited to depth {self.runtime.max_depth}; "
-                        "do the task yourself"
-                    )
-                arguments = parse_arguments(call.name, call.arguments)
-                string_argument(call.name, arguments, "description", "")
-                prompt = string_argument(call.name, arguments, "prompt")
-                mode = string_argument(call.name, arguments, "mode", "spawn")
-                if mode not in ("spawn", "fork"):
-                    raise ToolError(f"subagent: mode must be 'spawn' or 'fork', got {mode!r}")
-            except ToolError as exc:
-                self._record_result(turn, step, call, str(exc), True, pending)
-                await self.channel.tool_call_finished(call.id, "failed", str(exc))
-                continue
-            # spawn_index is assigned here, in call order, before any child starts.
-            index = self._next_spawn_index
-            self._next_spawn_index += 1
-            store = self.runtime.store
-            child_session = (
-                store.fork(self.session, index)
-                if mode == "fork"
-                else store.spawn(self.session, index)
-            )
-            self.runtime.sessions.append(child_session)
-            self._append(
-                SubagentStartData(
-                    child_session=child_session.header.id,
-                    spawn_index=index,
-                    mode="fork" if mode == "fork" else "spawn",
-                )
-            )
-            child = AgentSession(
-                self.runtime,
-                child_session,
-                SubagentChannel(self.channel),
-                depth=self.depth + 1,
-                cancel_scope=self.cancel_scope,
-            )
-            planned.append((call, child, prompt))
-        if not planned:
-            return
-        tasks: list[asyncio.Task[TurnOutcome]] = []
-        try:
-            for call, _, _ in planned:
-                await self.channel.tool_call_running(call.id)
-            tasks = [
-                asyncio.create_task(child.run_turn(prompt), name=f"subagent {child.id}")
-                for _, child, prompt in planned
-            ]
-            outcomes = await asyncio.gather(*tasks)
-        except (asyncio.CancelledError, ClientDisconnectedError):
-            # gather waited for the children, which ended their own turns as cancelled;
-            # children never started are closed as cancelled too.
-            for position, (call, child, _) in enumerate(planned):
-                outcome = (
-                    _task_outcome(tasks[position])
-                    if position < len(tasks)
-                    else TurnOutcome("cancelled")
-                )
-                self._finish_child(turn, step, call, child, outcome, pending)
-            raise
-        for (call, child, _), outcome in zip(planned, outcomes, strict=True):
-            content, is_error = self._finish_child(turn, step, call, child, outcome, pending)
-            await self.channel.tool_call_finished(
-                call.id, "failed" if is_error else "completed", content
-            )
-
-    def _finish_child(
-        self,
-        turn: int,
-        step: int,
-        call: ToolCallPart,
-        child: AgentSession,
-        outcome: TurnOutcome,
-        pending: dict[str, ToolCallPart],
-    ) -> tuple[str, bool]:
-        child.session.close()
-        result: SubagentOutcome
-        if outcome.stop_reason in ("end_turn", "max_tokens"):
-            result = "completed"
-            content = outcome.text or "(the subagent finished without a text answer)"
-            is_error = False
-        elif outcome.stop_reason == "cancelled":
-            result = "cancelled"
-            content = f"subagent {child.id} was cancelled before it finished"
-            is_error = True
-        else:
-            result = "error"
-            content = f"subagent {child.id} failed: {outcome.error or outcome.stop_reason}"
-            is_error = True
-        self._record_result(turn, step, call, content, is_error, pending)
-        self._append(SubagentEndData(child_session=child.id, outcome=result))
-        return content, is_error
-
-
-def _task_outcome(task: asyncio.Task[TurnOutcome]) -> TurnOutcome:
-    if not task.done() or task.cancelled():
-        return TurnOutcome("cancelled")
-    exc = task.exception()
-    if exc is not None:
-        return TurnOutcome("error", error=f"{type(exc).__name__}: {exc}")
-    return task.result()
-
-
-def _describe(call: ToolCallPart) -> tuple[str, ToolKindName, str | None]:
-    """Title, ACP tool kind and path of a tool call, for the editor."""
-    try:
-        arguments = parse_arguments(call.name, call.arguments)
-    except ToolError:
-        arguments = {}
-    path = arguments.get("path")
-    path = path if isinstance(path, str) else None
-    if call.name == READ_FILE.name:
-        return f"Read {path or '?'}", "read", path
-    if call.name == LIST_FILES.name:
-        return f"List {path or '.'}", "search", path or "."
-    if call.name == WRITE_FILE.name:
-        return f"Write {path or '?'}", "edit", path
-    if call.name == SUBAGENT.name:
-        description = arguments.get("description")
-        mode = arguments.get("mode", "spawn")
-        label = description if isinstance(description, str) and description else "task"
-        return f"Subagent ({mode}): {label}", "think", None
-    return call.name, "other", None
 
 
 @contextlib.asynccontextmanager

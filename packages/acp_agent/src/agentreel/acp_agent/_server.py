@@ -50,14 +50,9 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
+from agentreel.acp_agent._channel import ToolKindName, ToolStatus, TurnOutcome
 from agentreel.acp_agent._config import AgentConfig
-from agentreel.acp_agent._loop import (
-    AgentRuntime,
-    AgentSession,
-    ToolKindName,
-    ToolStatus,
-    TurnOutcome,
-)
+from agentreel.acp_agent._loop import AgentRuntime, AgentSession
 from agentreel.acp_agent.exceptions import ClientDisconnectedError
 from agentreel.llm import Provider, ToolCallPart, load_provider
 from agentreel.session import SessionStore
