@@ -18,6 +18,8 @@ ECHO_STEPS: tuple[Mapping[str, str], ...] = (
 )
 
 MakeScenario = Callable[..., Path]
+# What the fake agent imports before it serves: the fork server's preload for it.
+FAKE_AGENT_PRELOAD = ("acp", "agentreel.llm", "agentreel.session", "agentreel.llm_replay")
 
 
 def _toml_value(value: object) -> str:
@@ -42,8 +44,10 @@ def scenario_toml(
     agent: Sequence[str] | None = None,
     permissions: Sequence[str] = (),
     extra: str = "",
+    fork_server: bool = False,
 ) -> str:
-    """The text of a scenario.toml running the fake agent (by default)."""
+    """The text of a scenario.toml running the fake agent (by default), started through
+    the fork server when ``fork_server``."""
     command = list(agent) if agent is not None else ["{python}", str(FAKE_AGENT)]
     lines = [f"timeout = {timeout}", f"agent = {_toml_value(command)}"]
     if permissions:
@@ -53,6 +57,9 @@ def scenario_toml(
         lines.append("\n[[steps]]")
         lines += [f"{key} = {_toml_value(value)}" for key, value in step.items()]
     lines.append(f'\n[record]\nprovider = "{provider}"\nmodel = "{model}"')
+    if fork_server:
+        lines.append("\n[fork_server]\nenabled = true")
+        lines.append(f"preload = {_toml_value(list(FAKE_AGENT_PRELOAD))}")
     if env:
         lines.append("\n[env]")
         lines += [f"{key} = {_toml_value(value)}" for key, value in env.items()]
@@ -66,12 +73,20 @@ def scenario_text() -> Callable[..., str]:
 
 
 @pytest.fixture
-def make_scenario(tmp_path: Path) -> MakeScenario:
+def agent_start() -> str:
+    """How ``make_scenario``'s scenarios start the agent: ``spawn`` here; test modules
+    whose tests must hold both ways override it with ``params=["spawn", "fork"]``."""
+    return "spawn"
+
+
+@pytest.fixture
+def make_scenario(tmp_path: Path, agent_start: str) -> MakeScenario:
     """``make_scenario(name, **scenario_toml kwargs)`` → a scenario dir under tmp_path/fixtures."""
 
     def make(name: str = "echo-turn", **kwargs: object) -> Path:
         directory = tmp_path / "fixtures" / name
         directory.mkdir(parents=True, exist_ok=True)
+        kwargs.setdefault("fork_server", agent_start == "fork")
         (directory / "scenario.toml").write_text(scenario_toml(**kwargs))  # type: ignore[arg-type]
         return directory
 
@@ -100,5 +115,12 @@ def recorded_echo_turn(echo_turn_template: Path, make_scenario: MakeScenario) ->
     """A fresh copy of the recorded default echo-turn scenario at ``fixtures/echo-turn``
     (the same files as recording it, without the two agent runs a recording costs)."""
     directory = make_scenario("echo-turn")
-    shutil.copytree(echo_turn_template, directory, dirs_exist_ok=True)
+    # The recording and goldens; scenario.toml stays make_scenario's (same steps, and
+    # the [fork_server] table of the test's agent_start).
+    shutil.copytree(
+        echo_turn_template,
+        directory,
+        dirs_exist_ok=True,
+        ignore=shutil.ignore_patterns("scenario.toml"),
+    )
     return directory

@@ -10,7 +10,7 @@ import errno
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -34,6 +34,22 @@ from agentreel.snapshot_harness import (
 pytestmark = pytest.mark.slow
 FAKE_AGENT = Path(__file__).with_name("harness_fake_agent.py")
 MakeScenario = Callable[..., Path]
+# The one fallback a test here provokes on purpose (an agent command that is no program).
+EXPECTED_FALLBACK = "not started as a Python program"
+
+
+@pytest.fixture(params=["spawn", "fork"])
+def agent_start(request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture) -> Iterator[str]:
+    """Every test here twice: agent spawned, and forked by the fork server — which must
+    really fork (a fallback to spawning would make the second run prove nothing)."""
+    yield request.param
+    if request.param == "fork":
+        fallbacks = [
+            record.getMessage()
+            for record in caplog.records
+            if "fork server not used" in record.getMessage()
+        ]
+        assert all(EXPECTED_FALLBACK in message for message in fallbacks), fallbacks
 
 
 def recorded(make_scenario: MakeScenario, name: str = "echo-turn", **kwargs: object) -> Path:
@@ -67,10 +83,12 @@ def test_record_then_replay_passes_and_writes_the_layout(make_scenario: MakeScen
 
 
 def test_run_result_holds_raw_stdout_logs_and_exit_code(
-    make_scenario: MakeScenario, recorded_echo_turn: Path
+    make_scenario: MakeScenario, recorded_echo_turn: Path, agent_start: str
 ) -> None:
     directory = recorded_echo_turn
     result = run_scenario(load_scenario(directory), "replay")
+    assert result.started_by == agent_start
+    assert result.fork_fallback is None
     assert result.exit_code == 0
     lines = result.transcript.splitlines()
     assert all(json.loads(line)["jsonrpc"] == "2.0" for line in lines)

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from agentreel.acp_agent._config import AgentConfig, parse_config
     from agentreel.acp_agent._conversation import Conversation
     from agentreel.acp_agent._loop import ALL_TOOLS, SYSTEM_PROMPT, AgentRuntime, AgentSession
-    from agentreel.acp_agent._main import main, serve
+    from agentreel.acp_agent._main import main, preload, serve
     from agentreel.acp_agent._server import AcpChannel, ReferenceAgent
     from agentreel.acp_agent._workspace import Workspace
     from agentreel.acp_agent.exceptions import (
@@ -50,6 +50,7 @@ _HOMES = {
     "SubagentChannel": "_channel",
     "TurnOutcome": "_channel",
     "main": "_main",
+    "preload": "_main",
     "serve": "_main",
     "AcpChannel": "_server",
     "ReferenceAgent": "_server",
@@ -92,5 +93,6 @@ __all__ = [
     "Workspace",
     "main",
     "parse_config",
+    "preload",
     "serve",
 ]

@@ -69,6 +69,21 @@ def _take_stdout() -> BinaryIO:
     return os.fdopen(protocol_fd, "wb", buffering=0)
 
 
+def preload() -> None:
+    """Import what serving a replay imports, without serving or starting anything.
+
+    For a preloading fork server (the harness's ``[fork_server]``), which calls this once
+    and forks one agent per scenario from the result. Only the replay provider is loaded:
+    a replay imports no provider SDK, forked or not.
+    """
+    import acp  # noqa: F401
+
+    from agentreel.acp_agent import _server  # noqa: F401
+    from agentreel.llm import load_provider_factory
+
+    load_provider_factory("replay")
+
+
 async def serve(config: AgentConfig, stdin: BinaryIO, stdout: BinaryIO) -> None:
     """Run the reference agent over the given byte streams until the input ends or a
     SIGTERM / SIGINT arrives (see the module docstring: both stop the same way)."""

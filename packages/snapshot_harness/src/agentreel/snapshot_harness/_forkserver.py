@@ -35,9 +35,10 @@ import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal, Protocol
+from typing import IO, Any, Protocol
 
 from agentreel.snapshot_harness import _forkserver_main as wire
+from agentreel.snapshot_harness._result import StartMethod
 from agentreel.snapshot_harness.exceptions import AgentCrashError
 
 logger = logging.getLogger("agentreel.snapshot_harness")
@@ -54,7 +55,6 @@ BOOTSTRAP = (
     "spec.loader.exec_module(module)\n"
     "sys.exit(module.main(sys.argv[2:]))\n"
 )
-StartMethod = Literal["spawn", "fork"]
 
 
 class AgentProcess(Protocol):
@@ -397,16 +397,14 @@ class ForkServers:
 
 SERVERS = ForkServers()
 atexit.register(SERVERS.close)
-_logged: set[str] = set()
 
 
-def _log_fallback(reason: str) -> None:
-    if reason not in _logged:
-        _logged.add(reason)
-        logger.warning(
-            "agentreel: fork server not used (%s); the agent starts as a plain subprocess",
-            reason,
-        )
+def _log_fallback(name: str, reason: str) -> None:
+    logger.warning(
+        "agentreel: %s: fork server not used (%s); the agent starts as a plain subprocess",
+        name,
+        reason,
+    )
 
 
 @dataclass(slots=True)
@@ -426,9 +424,11 @@ async def started_agent(
     cwd: Path,
     stderr: IO[bytes],
     fork_preload: Sequence[str] | None,
+    name: str = "agent",
 ) -> AsyncIterator[StartedAgent]:
     """Start the agent (forked when ``fork_preload`` is given and a fork can stand in for a
-    spawn), yield it, and release its pipes afterwards. ``OSError`` if it cannot start."""
+    spawn), yield it, and release its pipes afterwards. ``OSError`` if it cannot start;
+    ``name`` (the scenario) is what a logged fallback names."""
     reason: str | None = None
     if fork_preload is not None:
         forked = await _try_fork(command, env=env, cwd=cwd, stderr=stderr, preload=fork_preload)
@@ -439,7 +439,7 @@ async def started_agent(
                 forked.close()
             return
         reason = forked
-        _log_fallback(reason)
+        _log_fallback(name, reason)
     process = await asyncio.create_subprocess_exec(
         *command,
         stdin=asyncio.subprocess.PIPE,

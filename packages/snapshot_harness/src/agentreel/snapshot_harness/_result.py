@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from agentreel.llm_replay import ConsumptionReport
 from agentreel.session import SessionLog
 from agentreel.snapshot_harness._scenario import Mode, Scenario
 
 STDERR_TAIL_LINES = 40
+# How the agent process was started: spawned, or forked by a preloading fork server.
+StartMethod = Literal["spawn", "fork"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +29,9 @@ class RunResult:
     empty otherwise, so a replay does not hold every log twice);
     ``run_dir`` held the run (cwd, sessions root, home, tmp; removed afterwards unless a
     ``work_dir`` was given); ``replay_report`` is what the replay provider reported from
-    inside the agent process (``None`` outside replay or when it was never loaded).
+    inside the agent process (``None`` outside replay or when it was never loaded);
+    ``started_by`` says whether the agent was spawned or forked by a fork server, and
+    ``fork_fallback`` why a scenario asking for the fork server was spawned instead.
     """
 
     scenario: Scenario
@@ -41,6 +46,8 @@ class RunResult:
     replay_report: ConsumptionReport | None
     duration: float
     stop_reasons: list[str] = field(default_factory=list)
+    started_by: StartMethod = "spawn"
+    fork_fallback: str | None = None
 
     def stderr_tail(self, lines: int = STDERR_TAIL_LINES) -> str:
         return tail(self.stderr, lines)

@@ -33,7 +33,8 @@ from agentreel.snapshot_harness import _environment as envvars
 from agentreel.snapshot_harness._backend import record_backend, replay_backend
 from agentreel.snapshot_harness._client import HarnessClient
 from agentreel.snapshot_harness._consumption import explain_failed_run, read_run_report
-from agentreel.snapshot_harness._result import RunResult, tail
+from agentreel.snapshot_harness._forkserver import AgentProcess, started_agent
+from agentreel.snapshot_harness._result import RunResult, StartMethod, tail
 from agentreel.snapshot_harness._scenario import (
     DEFAULT_AGENT_MODULE,
     MODES,
@@ -184,6 +185,8 @@ def _run_in(
         replay_report=replay_report,
         duration=duration,
         stop_reasons=driven.stop_reasons,
+        started_by=driven.started_by,
+        fork_fallback=driven.fork_fallback,
     )
 
 
@@ -192,6 +195,8 @@ class _Driven:
     transcript: bytes
     exit_code: int | None
     stop_reasons: list[str]
+    started_by: StartMethod
+    fork_fallback: str | None
 
 
 def _read_tail(path: Path) -> str:
@@ -206,21 +211,26 @@ async def _drive(
     stderr_path: Path,
 ) -> _Driven:
     command = scenario.agent_command()
+    # The one seam between supervising and starting: spawned, or forked by a fork server.
+    starting = contextlib.AsyncExitStack()
     try:
-        process = await asyncio.create_subprocess_exec(
-            *command,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=stderr_file,
-            cwd=cwd,
-            env=env,
-            start_new_session=True,
+        agent = await starting.enter_async_context(
+            started_agent(
+                command,
+                env=env,
+                cwd=cwd,
+                stderr=stderr_file,
+                fork_preload=scenario.fork_preload(),
+                name=scenario.name,
+            )
         )
     except OSError as exc:
+        await starting.aclose()
         raise AgentCrashError(
             f"{scenario.name}: cannot start the agent {command!r}: {exc}; check `agent` "
             f"in {scenario.toml_path}"
         ) from None
+    process = agent.process
     assert process.stdout is not None
     assert process.stdin is not None
     tee = _StdoutTee(process.stdout)
@@ -290,7 +300,9 @@ async def _drive(
                 "closed (an ACP agent must flush its sessions and exit 0 on stdin EOF)",
                 stderr_tail=stderr_tail(),
             )
-        return _Driven(bytes(tee.raw), exit_code, progress.stop_reasons)
+        return _Driven(
+            bytes(tee.raw), exit_code, progress.stop_reasons, agent.method, agent.fallback_reason
+        )
     except RunError as exc:
         if exc.stderr_tail:
             raise
@@ -317,9 +329,10 @@ async def _drive(
         await asyncio.gather(main, garbage, pump, return_exceptions=True)
         with contextlib.suppress(Exception):
             await conn.close()
+        await starting.aclose()
 
 
-async def _exit_code_soon(process: asyncio.subprocess.Process) -> int | None:
+async def _exit_code_soon(process: AgentProcess) -> int | None:
     try:
         return await asyncio.wait_for(process.wait(), timeout=5)
     except TimeoutError:

@@ -27,6 +27,10 @@ MAX_TIMEOUT = 3600.0
 DEFAULT_STUB_RULES = "stub-rules.toml"
 DEFAULT_STUB_MODEL = "stub-model"
 DEFAULT_AGENT_MODULE = "agentreel.acp_agent"
+# What the reference agent imports to serve a replay, without serving (its preload hook).
+DEFAULT_AGENT_PRELOAD = f"{DEFAULT_AGENT_MODULE}:preload"
+# Defaults for every scenario of a fixtures directory (today: the [fork_server] table).
+DIRECTORY_CONFIG_FILE = "agentreel.toml"
 
 Mode = Literal["replay", "record", "refresh"]
 MODES: tuple[Mode, ...] = ("replay", "record", "refresh")
@@ -174,6 +178,19 @@ class ModelConfig:
         return _TEMPLATE_TOKEN.sub(lambda found: values.get(found.group(1), found.group(0)), text)
 
 
+class ForkServerConfig:
+    """``[fork_server]``: start the agent by forking a server that preloaded its imports.
+
+    Opt-in (``enabled``), in ``scenario.toml`` or for every scenario of a fixtures
+    directory in its ``agentreel.toml`` (the scenario's keys win). ``preload`` lists the
+    modules the server imports once (``module:function`` also calls a hook); without it,
+    the reference agent's own hook, or the package of a ``-m package.module`` agent.
+    """
+
+    enabled: bool = False
+    preload: tuple[str, ...] | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class Scenario:
     """One loaded, validated scenario."""
@@ -188,6 +205,7 @@ class Scenario:
     permissions: tuple[PermissionKind, ...] = ()
     record: RecordConfig = field(default_factory=RecordConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
+    fork_server: ForkServerConfig = field(default_factory=ForkServerConfig)
 
     @property
     def toml_path(self) -> Path:
@@ -224,6 +242,21 @@ class Scenario:
                 part = os.path.normpath(os.path.join(directory, part))
             command.append(part)
         return command
+
+    def fork_preload(self) -> tuple[str, ...] | None:
+        """What the fork server preloads for this scenario; ``None``: start by spawning."""
+        if not self.fork_server.enabled:
+            return None
+        if self.fork_server.preload is not None:
+            return self.fork_server.preload
+        if self.agent is None:
+            return (DEFAULT_AGENT_PRELOAD,)
+        command = self.agent_command()
+        if len(command) > 2 and command[1] == "-m" and "." in command[2]:
+            # The package only: a module preloaded under its own name and then run as
+            # __main__ would exist twice (runpy warns about exactly that).
+            return (command[2].rpartition(".")[0],)
+        return ()
 
 
 def validate_scenario_name(name: str, *, where: str = "scenario name") -> str:
@@ -292,7 +325,9 @@ _TOP_KEYS = {
     "steps",
     "record",
     "model",
+    "fork_server",
 }
+_FORK_SERVER_KEYS = {"enabled", "preload"}
 _STEP_KEYS: dict[str, set[str]] = {
     "initialize": {"type"},
     "new_session": {"type"},
@@ -359,6 +394,7 @@ def load_scenario(directory: Path | str) -> Scenario:
             f'required with [model] via = "proxy" and provider {record.provider!r}: the '
             "upstream the proxy records from (e.g. https://api.anthropic.com)",
         )
+    fork_server = _fork_server(reader, data.get("fork_server"), _directory_fork_server(directory))
     scenario = Scenario(
         name=name,
         directory=directory,
@@ -370,6 +406,7 @@ def load_scenario(directory: Path | str) -> Scenario:
         permissions=permissions,
         record=record,
         model=model,
+        fork_server=fork_server,
     )
     check_workspace(scenario)
     return scenario
@@ -653,6 +690,45 @@ def _files(reader: _Reader, value: object, directory: Path) -> tuple[HomeFile, .
             HomeFile(path=normal, text=_template(reader, text, where), source=template or "")
         )
     return tuple(files)
+
+
+def _fork_server(reader: _Reader, value: object, defaults: ForkServerConfig) -> ForkServerConfig:
+    if value is None:
+        return defaults
+    if not isinstance(value, dict):
+        raise reader.fail("fork_server", f"expected a table, got {_kind(value)}")
+    reader.check_keys(value, _FORK_SERVER_KEYS, "fork_server.")
+    enabled = value.get("enabled", defaults.enabled)
+    if not isinstance(enabled, bool):
+        raise reader.fail("fork_server.enabled", f"expected true or false, got {_kind(enabled)}")
+    preload = value.get("preload")
+    if preload is None:
+        return ForkServerConfig(enabled=enabled, preload=defaults.preload)
+    if not isinstance(preload, list) or not all(
+        isinstance(name, str) and _MODULE.match(name) for name in preload
+    ):
+        raise reader.fail(
+            "fork_server.preload",
+            'expected an array of module names, e.g. ["acp", "my_agent.tools:warm_up"]',
+        )
+    return ForkServerConfig(enabled=enabled, preload=tuple(preload))
+
+
+_MODULE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?$")
+
+
+def _directory_fork_server(directory: Path) -> ForkServerConfig:
+    """The ``[fork_server]`` defaults of the fixtures directory holding ``directory``."""
+    path = directory.parent / DIRECTORY_CONFIG_FILE
+    if not path.is_file():
+        return ForkServerConfig()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
+    reader = _Reader(path)
+    reader.check_keys(data, {"fork_server"}, "")
+    return _fork_server(reader, data.get("fork_server"), ForkServerConfig())
 
 
 def check_workspace(scenario: Scenario) -> None:
