@@ -14,6 +14,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from agentreel.snapshot_harness._scenario import (
+    DIRECTORY_CONFIG_FILE,
     MODES,
     SCENARIO_FILE,
     ExpectError,
@@ -103,6 +104,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "DIRECTORY_CONFIG_FILE",
     "GOLDEN_DIR",
     "MODES",
     "SCENARIO_FILE",
