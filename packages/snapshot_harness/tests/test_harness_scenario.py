@@ -187,3 +187,79 @@ def test_a_real_provider_needs_no_rules_but_refuses_them(tmp_path: Path) -> None
     )
     with pytest.raises(ScenarioError, match=r"key 'record\.rules'"):
         load_scenario(write(tmp_path, text))
+
+
+STEPS_ONLY = '[[steps]]\ntype = "initialize"\n'
+
+
+def _scenario_in(tmp_path: Path, toml: str, directory_config: str | None = None) -> Path:
+    directory = tmp_path / "fixtures" / "forky"
+    directory.mkdir(parents=True)
+    (directory / "scenario.toml").write_text(toml)
+    if directory_config is not None:
+        (tmp_path / "fixtures" / "agentreel.toml").write_text(directory_config)
+    return directory
+
+
+def test_the_fork_server_is_off_unless_asked_for(tmp_path: Path) -> None:
+    scenario = load_scenario(_scenario_in(tmp_path, STEPS_ONLY))
+    assert scenario.fork_server.enabled is False
+    assert scenario.fork_preload() is None
+
+
+def test_the_fixtures_directory_enables_it_and_the_scenario_overrides_key_by_key(
+    tmp_path: Path,
+) -> None:
+    directory_config = '[fork_server]\nenabled = true\npreload = ["acp"]\n'
+    inherited = load_scenario(_scenario_in(tmp_path, STEPS_ONLY, directory_config))
+    assert inherited.fork_preload() == ("acp",)
+    (inherited.toml_path).write_text(STEPS_ONLY + "[fork_server]\nenabled = false\n")
+    assert load_scenario(inherited.directory).fork_preload() is None
+    (inherited.toml_path).write_text(STEPS_ONLY + '[fork_server]\npreload = ["my.lib:warm"]\n')
+    assert load_scenario(inherited.directory).fork_preload() == ("my.lib:warm",)
+
+
+@pytest.mark.parametrize(
+    ("agent", "expected"),
+    [
+        (None, ("agentreel.acp_agent:preload",)),  # the reference agent's own hook
+        ('["{python}", "-m", "my_pkg.agent"]', ("my_pkg",)),  # its package, not itself
+        ('["{python}", "-m", "my_agent"]', ()),
+        ('["{python}", "agent.py"]', ()),
+    ],
+)
+def test_the_default_preload_follows_the_agent(
+    tmp_path: Path, agent: str | None, expected: tuple[str, ...]
+) -> None:
+    head = f"agent = {agent}\n" if agent else ""
+    toml = head + STEPS_ONLY + "[fork_server]\nenabled = true\n"
+    assert load_scenario(_scenario_in(tmp_path, toml)).fork_preload() == expected
+
+
+@pytest.mark.parametrize(
+    ("table", "where", "problem"),
+    [
+        ("[fork_server]\nenable = true\n", "fork_server.enable", "unknown key"),
+        ('[fork_server]\nenabled = "yes"\n', "fork_server.enabled", "true or false"),
+        ('[fork_server]\npreload = ["not a module"]\n', "fork_server.preload", "module names"),
+        ("fork_server = true\n", "fork_server", "expected a table"),
+    ],
+)
+def test_a_bad_fork_server_table_names_file_and_key(
+    tmp_path: Path, table: str, where: str, problem: str
+) -> None:
+    # A bare key must come before the first table; a table may follow the steps.
+    toml = STEPS_ONLY + table if table.startswith("[") else table + STEPS_ONLY
+    directory = _scenario_in(tmp_path, toml)
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(directory)
+    message = str(caught.value)
+    assert f"scenario.toml: key '{where}'" in message
+    assert problem in message
+
+
+def test_a_bad_directory_config_is_named(tmp_path: Path) -> None:
+    directory = _scenario_in(tmp_path, STEPS_ONLY, "[fork_servers]\nenabled = true\n")
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(directory)
+    assert "agentreel.toml: key 'fork_servers': unknown key" in str(caught.value)
