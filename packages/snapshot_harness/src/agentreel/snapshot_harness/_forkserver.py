@@ -199,6 +199,23 @@ class _WritePipeProtocol(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         return self._closed
 
 
+async def pipe_streams(
+    stdin_fd: int, stdout_fd: int
+) -> tuple[asyncio.StreamWriter, asyncio.StreamReader, list[asyncio.BaseTransport]]:
+    """Asyncio streams over the harness's ends of an agent's stdin and stdout pipes (what
+    ``create_subprocess_exec`` makes for a spawned agent), and their transports."""
+    loop = asyncio.get_running_loop()
+    stdout = asyncio.StreamReader(limit=1 << 16)
+    read_transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(stdout), os.fdopen(stdout_fd, "rb", buffering=0)
+    )
+    write_transport, protocol = await loop.connect_write_pipe(
+        _WritePipeProtocol, os.fdopen(stdin_fd, "wb", buffering=0)
+    )
+    stdin = asyncio.StreamWriter(write_transport, protocol, None, loop)
+    return stdin, stdout, [write_transport, read_transport]
+
+
 class ForkServer:
     """One fork server process: started with a preload list, serving fork requests."""
 
@@ -285,7 +302,6 @@ class ForkServer:
         control = self._control
         if control is None or not self.alive:
             raise ForkServerError("the fork server is not running")
-        loop = asyncio.get_running_loop()
         stdin_r, stdin_w = os.pipe()
         stdout_r, stdout_w = os.pipe()
         status_here, status_there = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -326,21 +342,9 @@ class ForkServer:
             status_writer.close()
             reason = answer.get("refused") or "the fork server exited before forking"
             raise ForkServerError(str(reason))
-        stdout = asyncio.StreamReader(limit=1 << 16)
-        read_transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(stdout), os.fdopen(stdout_r, "rb", buffering=0)
-        )
-        write_transport, protocol = await loop.connect_write_pipe(
-            _WritePipeProtocol, os.fdopen(stdin_w, "wb", buffering=0)
-        )
-        stdin = asyncio.StreamWriter(write_transport, protocol, None, loop)
+        stdin, stdout, transports = await pipe_streams(stdin_w, stdout_r)
         return ForkedProcess(
-            int(answer["pid"]),
-            stdin,
-            stdout,
-            status,
-            [write_transport, read_transport, status_writer],
-            self,
+            int(answer["pid"]), stdin, stdout, status, [*transports, status_writer], self
         )
 
     def close(self) -> None:
@@ -414,6 +418,11 @@ class StartedAgent:
     process: AgentProcess
     method: StartMethod
     fallback_reason: str | None
+
+    def kill_group(self) -> None:
+        """SIGKILL the agent's whole process group (its own session, forked or spawned)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
 
 
 @contextlib.asynccontextmanager

@@ -19,7 +19,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import tempfile
 import time
 from dataclasses import dataclass
@@ -321,8 +320,7 @@ async def _drive(
     finally:
         for task in (main, garbage):
             task.cancel()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
+        agent.kill_group()
         if process.returncode is None:
             await process.wait()
         pump.cancel()
