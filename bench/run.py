@@ -9,7 +9,9 @@ Prints a table and writes ``bench/results.json``. Benchmarks (SPEC section 9):
 - ``concurrency``: 64 concurrent child sessions through one provider vs one alone;
 - ``suite``: the replay suite's wall time with -n 1 and -n 2;
 - ``passthrough``: time to first chunk while recording vs live (and vcrpy);
-- ``report``: the HTML report of a 100-session, 10k-call run: size, build, browser load.
+- ``report``: the HTML report of a 100-session, 10k-call run: size, build, browser load;
+- ``fork``: the suite's CPU and wall time with the fork server on and off, and each scenario
+  forked against the floor of its own work (the agent already imported, in process).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ BENCHMARKS: dict[str, str] = {
     "suite": "bench.suite",
     "passthrough": "bench.passthrough",
     "report": "bench.report",
+    "fork": "bench.fork_server",
 }
 RESULTS = ROOT / "bench" / "results.json"
 

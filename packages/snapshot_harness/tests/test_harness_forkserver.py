@@ -352,3 +352,60 @@ def test_plan_fork_runs_modules_and_scripts_of_this_interpreter_only(
     else:
         assert isinstance(plan, str)
         assert expected in plan
+
+
+EXITING = """
+import atexit, os, sys, threading, time
+out = os.environ["OUT"]
+atexit.register(lambda: open(out + ".atexit", "w").write("ran"))
+def late():
+    time.sleep(0.3)
+    open(out + ".thread", "w").write("joined")
+threading.Thread(target=late).start()
+unclosed = open(out + ".buffered", "w")  # never closed: only the exit's flush saves it
+unclosed.write("kept")
+sys.stdout.write("no newline at the end")
+value = os.environ["EXIT_WITH"]
+sys.exit(int(value) if value.isdigit() else value)
+"""
+
+
+@pytest.mark.parametrize(("exit_with", "code"), [("message for stderr", 1), ("0", 0)])
+def test_a_child_exits_like_the_interpreter_threads_atexit_and_flushes(
+    tmp_path: Path, exit_with: str, code: int
+) -> None:
+    server = ForkServer([], STARTUP)
+    server.start()
+    script = tmp_path / "exiting.py"
+    script.write_text(EXITING)
+    plan = plan_fork([sys.executable, str(script)])
+    assert isinstance(plan, ForkPlan)
+    out = tmp_path / "out"
+
+    async def scenario() -> tuple[int, bytes]:
+        with (tmp_path / "err").open("wb") as err:
+            process = await server.spawn(
+                plan,
+                env={**STARTUP, "OUT": str(out), "EXIT_WITH": exit_with},
+                cwd=tmp_path,
+                stderr=err,
+            )
+            assert process.stdin is not None
+            assert process.stdout is not None
+            process.stdin.close()
+            stdout = await process.stdout.read()
+            returned = await process.wait()
+            process.close()
+        return returned, stdout
+
+    try:
+        returned, stdout = asyncio.run(scenario())
+    finally:
+        server.close()
+    assert returned == code
+    assert stdout == b"no newline at the end"
+    assert Path(f"{out}.atexit").read_text() == "ran"
+    assert Path(f"{out}.thread").read_text() == "joined"
+    assert Path(f"{out}.buffered").read_text() == "kept"
+    stderr = (tmp_path / "err").read_text()
+    assert stderr == ("message for stderr\n" if code else "")

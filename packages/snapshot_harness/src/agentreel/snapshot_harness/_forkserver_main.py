@@ -22,14 +22,15 @@ later ``{"exit": CODE, "cpu": SECONDS}`` (``CODE`` negative for a signal, as
 The child starts a new session (its pid is its process group), takes the three stdio
 descriptors as 0, 1 and 2, closes every descriptor of the server, replaces the whole
 environment with the one it was sent, changes to its cwd and then leaves the server's
-frames: ``main`` returns to the bootstrap, which runs the agent as ``python -m NAME`` or
-``python FILE`` would, and the interpreter's normal exit (atexit, thread joins, flush)
-ends it. When the control socket closes (the harness exited or died) the server kills
-the process group of every child still running, reaps it and exits.
+frames and runs the agent as ``python -m NAME`` or ``python FILE`` would, then exits as
+the interpreter would, without its final module teardown (``_exit_status``). When the
+control socket closes (the harness exited or died) the server kills the process group of
+every child still running, reaps it and exits.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import gc
 import importlib
@@ -329,5 +330,67 @@ def main(argv: list[str]) -> int:
     plan = Server(control).serve()
     if plan is None:
         return 0
-    run_agent(plan)
-    return 0
+    os._exit(_exit_status(plan))
+
+
+def _exit_status(plan: ChildPlan) -> int:
+    """Run the agent, then exit as the interpreter would, minus the final module teardown.
+
+    Like a spawned ``python``: ``SystemExit`` gives the code (``None`` 0, an int itself,
+    anything else printed and 1), an uncaught exception its traceback and 1, an uncaught
+    ``KeyboardInterrupt`` death by SIGINT; then non-daemon threads are joined, atexit
+    handlers run and every open file the child made is flushed, stdio last (a failing
+    stdout flush is 120). The interpreter's teardown of every module is skipped, as in
+    multiprocessing's forked children: it would touch — and so copy — every page shared
+    with the server (~25 ms a run, a third of a replayed scenario), and the kernel closes
+    the descriptors at exit all the same. Only ``__del__`` methods still waiting for that
+    teardown do not run.
+    """
+    try:
+        run_agent(plan)
+        code = 0
+    except SystemExit as exc:
+        code = _system_exit_code(exc)
+    except KeyboardInterrupt:
+        sys.excepthook(*sys.exc_info())
+        _finish()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        return 130
+    except BaseException:
+        sys.excepthook(*sys.exc_info())
+        code = 1
+    return _finish() or code
+
+
+def _system_exit_code(exc: SystemExit) -> int:
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code & 0xFF
+    with contextlib.suppress(Exception):
+        print(exc.code, file=sys.stderr)
+    return 1
+
+
+def _finish() -> int:
+    """What the interpreter does at exit before tearing down: 120 if stdout cannot flush."""
+    current = threading.current_thread()
+    for thread in threading.enumerate():
+        if thread is not current and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    standard = {id(sys.stdout), id(sys.stderr), id(sys.__stdout__), id(sys.__stderr__)}
+    for obj in gc.get_objects():  # the child's own objects (the preloaded ones are frozen)
+        if isinstance(obj, io.IOBase) and id(obj) not in standard:
+            with contextlib.suppress(Exception):
+                if not obj.closed:
+                    obj.flush()
+    status = 0
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            if stream is sys.stdout:
+                status = 120
+    return status
