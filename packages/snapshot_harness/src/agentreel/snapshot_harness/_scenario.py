@@ -178,6 +178,7 @@ class ModelConfig:
         return _TEMPLATE_TOKEN.sub(lambda found: values.get(found.group(1), found.group(0)), text)
 
 
+@dataclass(frozen=True, slots=True)
 class ForkServerConfig:
     """``[fork_server]``: start the agent by forking a server that preloaded its imports.
 
