@@ -220,17 +220,23 @@ def _alive(pid: int) -> bool:
 
 
 def test_agent_hang_is_killed_at_the_timeout_with_its_children(
-    make_scenario: MakeScenario, recorded_echo_turn: Path, tmp_path: Path
+    make_scenario: MakeScenario, recorded_echo_turn: Path, tmp_path: Path, agent_start: str
 ) -> None:
     directory = recorded_echo_turn
     pid_file = tmp_path / "grandchild.pid"
+    # The timeout must outlast the agent's start-up to catch it hanging at step 3: a
+    # spawned agent imports the ACP SDK first (seconds on a loaded machine), a forked one
+    # has it already.
+    timeout = 3 if agent_start == "fork" else 15
     make_scenario(
-        "echo-turn", timeout=3, env={"FAKE_BEHAVIOUR": "hang", "FAKE_PID_FILE": str(pid_file)}
+        "echo-turn",
+        timeout=timeout,
+        env={"FAKE_BEHAVIOUR": "hang", "FAKE_PID_FILE": str(pid_file)},
     )
     with pytest.raises(AgentTimeoutError) as caught:
         check_scenario(directory, "replay")
     message = str(caught.value)
-    assert "did not finish within 3s" in message
+    assert f"did not finish within {timeout}s" in message
     assert "step 3 (prompt 'hello there')" in message
     assert "process group was killed" in message
     assert "hanging on purpose" in message
