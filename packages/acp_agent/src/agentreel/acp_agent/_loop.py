@@ -331,7 +331,10 @@ class AgentSession:
             detail = finish.message or "no message"
             code = f" [{finish.code}]" if finish.code else ""
             raise _ModelFailure(
-                f"{where}: the model stream finished with an error{code}: {detail}",
+                # "model call failed" like the raised-error path above: a prompt's error says
+                # it once (the server no longer prefixes it), whichever way the call failed.
+                f"{where}: model call failed: the model stream finished with an error{code}: "
+                f"{detail}",
                 LlmError(finish.code or "finish-error", None, detail),
             )
         content = tuple(blocks[index] for index in sorted(blocks))
