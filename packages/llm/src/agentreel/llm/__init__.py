@@ -21,6 +21,13 @@ from agentreel.llm._chunks import (
     encode_chunk,
 )
 from agentreel.llm._contract import StreamContractChecker, checked_stream, validate_stream
+from agentreel.llm._identity import (
+    IDENTITY_HEADERS,
+    PARENT_HEADER,
+    SESSION_HEADER,
+    SPAWN_INDEX_HEADER,
+    identity_headers,
+)
 from agentreel.llm._messages import (
     ContentPart,
     Message,
@@ -49,7 +56,11 @@ from agentreel.llm.exceptions import (
 )
 
 __all__ = [
+    "IDENTITY_HEADERS",
+    "PARENT_HEADER",
     "PROVIDER_ENTRY_POINT_GROUP",
+    "SESSION_HEADER",
+    "SPAWN_INDEX_HEADER",
     "AgentreelLlmError",
     "BlockEnd",
     "BlockStart",
@@ -83,6 +94,7 @@ __all__ = [
     "decode_chunk",
     "decode_chunks",
     "encode_chunk",
+    "identity_headers",
     "load_provider",
     "load_provider_factory",
     "validate_stream",

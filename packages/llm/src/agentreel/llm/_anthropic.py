@@ -32,6 +32,7 @@ from agentreel.llm._chunks import (
     ToolCallDelta,
     Usage,
 )
+from agentreel.llm._identity import identity_headers, send_identity_setting
 from agentreel.llm._messages import ReasoningPart as _ReasoningPart
 from agentreel.llm._messages import TextPart, ToolCallPart, ToolResultPart, ToolSpec
 from agentreel.llm._options import GenerateOptions
@@ -334,12 +335,14 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         retry_max_delay: float = 8.0,
         retry_budget: float = 60.0,
         on_retry: Callable[[RetryNotice], None] | None = None,
+        send_identity: bool | str = False,
         provider_name: str = "anthropic",
         key_env: str = "ANTHROPIC_API_KEY",
         base_url_env: str = "ANTHROPIC_BASE_URL",
     ) -> None:
         self.max_tokens = max_tokens
         self.thinking_budget = thinking_budget
+        self.send_identity = send_identity_setting(send_identity)
         super().__init__(
             model=model,
             base_url=base_url,
@@ -391,9 +394,12 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         """Stream one call; raises a typed ``LlmError`` on failure (see module docstring)."""
         body = self.request_body(options)
         client = self._client_for_call(body)
+        extra_headers = identity_headers(options) if self.send_identity else None
 
         async def open_once() -> anthropic.AsyncStream[Any]:
-            created: anthropic.AsyncStream[Any] = await client.messages.create(stream=True, **body)
+            created: anthropic.AsyncStream[Any] = await client.messages.create(
+                stream=True, extra_headers=extra_headers, **body
+            )
             return created
 
         mapper = AnthropicStreamMapper()

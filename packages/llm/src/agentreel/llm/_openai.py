@@ -45,6 +45,7 @@ from agentreel.llm._chunks import (
     ToolCallDelta,
     Usage,
 )
+from agentreel.llm._identity import identity_headers, send_identity_setting
 from agentreel.llm._messages import (
     Message,
     ReasoningPart,
@@ -381,6 +382,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         include_usage: bool = True,
         max_tokens_param: str = "max_completion_tokens",
         on_retry: Callable[[RetryNotice], None] | None = None,
+        send_identity: bool | str = False,
         provider_name: str = "openai",
         key_env: str = "OPENAI_API_KEY",
         base_url_env: str = "OPENAI_BASE_URL",
@@ -392,6 +394,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
             )
         self.include_usage = include_usage
         self.max_tokens_param = max_tokens_param
+        self.send_identity = send_identity_setting(send_identity)
         super().__init__(
             model=model,
             base_url=base_url,
@@ -440,6 +443,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         """Stream one call; raises a typed ``LlmError`` on failure (see module docstring)."""
         body = self.request_body(options)
         client = self._client_for_call(body)
+        extra_headers = identity_headers(options) if self.send_identity else None
 
         mapper = OpenAIStreamMapper()
 
@@ -447,7 +451,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
             watching = _OPENING_WATCH.set(mapper.wire)
             try:
                 created: openai.AsyncStream[Any] = await client.chat.completions.create(
-                    stream=True, **body
+                    stream=True, extra_headers=extra_headers, **body
                 )
             finally:
                 _OPENING_WATCH.reset(watching)

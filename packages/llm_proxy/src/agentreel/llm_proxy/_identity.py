@@ -18,12 +18,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agentreel.llm import IDENTITY_HEADERS, PARENT_HEADER, SESSION_HEADER, SPAWN_INDEX_HEADER
 from agentreel.llm_proxy.exceptions import RequestError
 
-SESSION_HEADER = "x-agentreel-session-id"
-PARENT_HEADER = "x-agentreel-parent-session-id"
-SPAWN_INDEX_HEADER = "x-agentreel-spawn-index"
-IDENTITY_HEADERS = (SESSION_HEADER, PARENT_HEADER, SPAWN_INDEX_HEADER)
+__all__ = [
+    "IDENTITY_HEADERS",
+    "PARENT_HEADER",
+    "SESSION_HEADER",
+    "SPAWN_INDEX_HEADER",
+    "Identity",
+    "resolve_identity",
+]
 
 
 @dataclass(frozen=True, slots=True)
