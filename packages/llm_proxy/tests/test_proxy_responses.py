@@ -82,14 +82,8 @@ async def _conversation(base_url: str) -> list[Any]:
             "tools": [{"type": "namespace", "name": "files", "tools": [{**TOOL, "name": "read"}]}],
         },
     ]
-    lite_client = openai.AsyncOpenAI(
-        base_url=base_url,
-        api_key="sk-responses-test",
-        max_retries=0,
-        default_headers={SESSION_HEADER: "lite-user"},
-    )
-    namespaced = await lite_client.responses.create(model="gpt-test", input=lite, stream=False)
-    await lite_client.close()
+    # Same identity, another conversation: a lane of its own, bound by what it is.
+    namespaced = await client.responses.create(model="gpt-test", input=lite, stream=False)
     seen.append(
         [
             item.model_dump(exclude_none=True, exclude={"id"}, warnings=False)

@@ -200,7 +200,7 @@ EXPECTED = {
 @pytest.mark.slow
 @pytest.mark.asyncio
 @pytest.mark.parametrize("api", ["chat", "messages"])
-@pytest.mark.parametrize("identity", [True], ids=["identity-headers"])
+@pytest.mark.parametrize("identity", [True, False], ids=["identity-headers", "no-headers"])
 async def test_parent_and_concurrent_children_replay_20_times(
     api: Api, identity: bool, tmp_path: Path
 ) -> None:

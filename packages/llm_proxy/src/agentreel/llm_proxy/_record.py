@@ -30,7 +30,7 @@ from agentreel.llm_proxy._errors import CUT_CODE, HTTP_CODE_PREFIX, STREAM_ERROR
 from agentreel.llm_proxy._identity import Identity
 from agentreel.llm_proxy._requests import ParsedRequest
 from agentreel.llm_proxy.exceptions import SecretInRecordingError
-from agentreel.llm_replay import LaneSignature, lane_signature, session_file_name
+from agentreel.llm_replay import LaneSignature, lane_signature
 from agentreel.session import (
     AssistantChunkData,
     RequestHeaderData,
@@ -41,6 +41,9 @@ from agentreel.session import (
     TurnStartData,
     epoch_ms,
     harvest_session_logs,
+    recording_names,
+    session_file_name,
+    tokenize_cwd,
 )
 
 logger = logging.getLogger("agentreel.llm_proxy")
@@ -295,17 +298,12 @@ class Recorder:
 def write_fixture(sessions_root: Path, fixture: Path, cwd: str) -> list[Path]:
     """The harvested logs as a fixture directory (``session.jsonl``, ``session.<n>.jsonl``
     in session order, the cwd as ``{{cwd}}``); earlier ``session*.jsonl`` files go first."""
-    from agentreel.session import CWD_TOKEN
-
     fixture.mkdir(parents=True, exist_ok=True)
-    for stale in fixture.glob("session*.jsonl"):
-        stale.unlink()
+    for stale in recording_names(fixture):
+        (fixture / stale).unlink()
     written: list[Path] = []
-    cwd_json = json.dumps(cwd)[1:-1].encode()
     for number, log in enumerate(harvest_session_logs(sessions_root)):
-        data = log.path.read_bytes()
-        if cwd_json:
-            data = data.replace(cwd_json, CWD_TOKEN.encode())
+        data = tokenize_cwd(log.path.read_bytes(), Path(cwd))
         target = fixture / session_file_name(number)
         tmp = target.with_suffix(".tmp")
         tmp.write_bytes(data)

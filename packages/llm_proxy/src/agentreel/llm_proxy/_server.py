@@ -156,6 +156,7 @@ class Proxy:
                 drift=settings.drift,
                 report_path=settings.report,
                 scenario=settings.scenario,
+                content_binding=True,
             )
 
     # -- lifecycle -------------------------------------------------------------------------

@@ -14,6 +14,17 @@
 
 ``Binder.bind`` never awaits, so concurrent tasks bind in the order they call:
 deterministic for a given interleaving of calls, whatever the interleaving of reads.
+
+With ``content_binding`` (the proxy's setting, SPEC 11) a caller holds **lanes**: each
+request is keyed by its caller and its lane signature (model, system prompt, tools, first
+message — ``_lanes``), so a title call or classifier racing the main conversation under
+one identity gets its own script, bound by what it is, never by when it arrived; and a
+new caller is bound by content first — to the unclaimed script whose first recorded
+request has the same signature — before rules 3 and 4. A caller's request that matches
+no recorded lane continues its first lane (the drift check then says what changed).
+Several unclaimed scripts starting with the same request bind in session order when they
+are interchangeable (same calls), and fail loudly when they are not: the request cannot
+tell them apart, so any pick could be the wrong one.
 """
 
 from __future__ import annotations
@@ -21,17 +32,27 @@ from __future__ import annotations
 from agentreel.llm import GenerateOptions
 from agentreel.llm_replay._failures import ANONYMOUS, unrecorded_error
 from agentreel.llm_replay._fixture import Recording, Script
+from agentreel.llm_replay._lanes import LaneIndex, LaneSignature, lane_signature
 from agentreel.llm_replay.exceptions import UnrecordedSessionError
+from agentreel.session import RequestHeaderData
 
 
 class Binder:
     """Which recorded script each live caller gets, and who holds each script.
 
     ``lineage_binding=False`` is a test hook: it disables rule 3 (and the reservation of
-    lineage children for it), leaving first-call order alone.
+    lineage children for it), leaving first-call order alone. ``content_binding=True``
+    adds lanes and binding by content (module docstring).
     """
 
-    def __init__(self, recording: Recording, scenario: str, *, lineage_binding: bool = True):
+    def __init__(
+        self,
+        recording: Recording,
+        scenario: str,
+        *,
+        lineage_binding: bool = True,
+        content_binding: bool = False,
+    ):
         self._recording = recording
         self._scripts = recording.scripts
         self._scenario = scenario
@@ -46,13 +67,19 @@ class Binder:
         self._first_call_candidates = [
             s.number for s in self._scripts if s.calls and s.number not in reserved
         ]
+        self._index = LaneIndex(self._scripts) if content_binding else None
+        # Per live caller: its lanes, by signature (content binding only).
+        self._lanes: dict[str, dict[LaneSignature, int]] = {}
 
-    def bind(self, options: GenerateOptions) -> int:
+    def bind(self, options: GenerateOptions, live: RequestHeaderData | None = None) -> int:
         """The script number for the caller of ``options``, binding it on its first call.
 
+        ``live`` is the request's normalized header; with content binding it picks the lane.
         Raises ``UnrecordedSessionError`` when no recorded script fits the caller.
         """
         key = options.session_id if options.session_id is not None else ANONYMOUS
+        if self._index is not None and live is not None:
+            return self._bind_lane(options, key, lane_signature(live))
         bound = self._bound.get(key)
         if bound is not None:
             return bound
@@ -73,6 +100,75 @@ class Binder:
         self._bound[key] = number
         self.bound_to[number] = key
         return number
+
+    def _bind_lane(self, options: GenerateOptions, key: str, signature: LaneSignature) -> int:
+        lanes = self._lanes.get(key)
+        if lanes is not None:
+            number = lanes.get(signature)
+            if number is None:
+                owner = self._scripts[next(iter(lanes.values()))]
+                number = self._by_content(options, signature, owner.header.id)
+                if number is None:
+                    return next(iter(lanes.values()))
+                lanes[signature] = number
+                self.bound_to[number] = key
+            return number
+        parent_number = (
+            self._bound.get(options.parent_session_id)
+            if options.parent_session_id is not None
+            else None
+        )
+        parent_id = self._scripts[parent_number].header.id if parent_number is not None else None
+        number = None
+        if (
+            self._lineage_binding
+            and parent_number is not None
+            and options.spawn_index is not None
+            and self._scripts[parent_number].header.id in self._lineage_parents
+        ):
+            number = self._by_lineage(options, self._scripts[parent_number])
+            assert self._index is not None
+            if self._index.signature_of(number) not in (None, signature):
+                # The recorded child's first call is another lane (its title call, say):
+                # this request is one of the child's lanes, found by content.
+                number = self._by_content(options, signature, parent_id) or number
+        else:
+            number = self._by_content(options, signature, parent_id)
+            if number is None:
+                number = self._by_first_call(options, parent_number)
+        self._bound[key] = number
+        self._lanes[key] = {signature: number}
+        self.bound_to[number] = key
+        return number
+
+    def _by_content(
+        self, options: GenerateOptions, signature: LaneSignature, near: str | None
+    ) -> int | None:
+        """The unclaimed script whose first request is this one; None when none is.
+
+        ``near`` (a recorded session id: the caller's own first lane, or its parent)
+        narrows several candidates to those recorded under it.
+        """
+        assert self._index is not None
+        free = [n for n in self._index.candidates(signature) if self.bound_to[n] is None]
+        if len(free) > 1 and near is not None:
+            close = [
+                n
+                for n in free
+                if near in (self._scripts[n].header.parent_session, self._scripts[n].header.id)
+            ]
+            free = close or free
+        if len(free) > 1 and not self._index.interchangeable(free):
+            labels = ", ".join(self._scripts[n].label for n in free)
+            raise self._unrecorded(
+                options,
+                f"{len(free)} unclaimed recorded sessions start with this same request "
+                f"({signature.describe()}: {labels}) and their scripts differ, so which one "
+                "this caller is cannot be told from the request; send identity headers "
+                "(x-agentreel-session-id, -parent-session-id, -spawn-index) or make the "
+                "sessions' first requests differ",
+            )
+        return free[0] if free else None
 
     def _by_lineage(self, options: GenerateOptions, parent: Script) -> int:
         assert options.spawn_index is not None

@@ -39,7 +39,7 @@ from agentreel.llm_replay._report import (
     write_report,
 )
 from agentreel.llm_replay.exceptions import ReplayError, RequestDriftError, RequestDriftWarning
-from agentreel.session import build_request_header, diff_request_headers
+from agentreel.session import RequestHeaderData, build_request_header, diff_request_headers
 
 DriftMode = Literal["error", "warn", "off"]
 _DRIFT_MODES = ("error", "warn", "off")
@@ -61,6 +61,9 @@ class ReplayProvider:
       exit, and right after every replay error); ``None`` writes nothing.
     - ``scenario``: the scenario name used in re-record commands (default: the fixture
       directory's name).
+    - ``content_binding``: lanes and binding by what a request is (``_binding``; the
+      proxy's setting, for callers without identity and side calls under one identity).
+      Off by default: an agentreel agent names every session, one lane each.
 
     Test hooks, not for normal use (the scenario suite flips them to prove each mechanism
     matters): ``lineage_binding=False`` disables binding rule 3 (and the reservation of
@@ -78,6 +81,7 @@ class ReplayProvider:
         report_path: str | os.PathLike[str] | None = None,
         scenario: str | None = None,
         lineage_binding: bool = True,
+        content_binding: bool = False,
         respect_seed_length: bool = True,
     ) -> None:
         if drift not in _DRIFT_MODES:
@@ -98,7 +102,13 @@ class ReplayProvider:
             [self._prepare(call, cwd_in_json) for call in script.calls] for script in scripts
         ]
         self._cursor = [0] * len(scripts)
-        self._binder = Binder(self._recording, self.scenario, lineage_binding=lineage_binding)
+        self._content_binding = content_binding
+        self._binder = Binder(
+            self._recording,
+            self.scenario,
+            lineage_binding=lineage_binding,
+            content_binding=content_binding,
+        )
         self._errors: list[ReportedError] = []
         self._drift_warnings: list[str] = []
         self._reports = ReportWriter(
@@ -115,7 +125,12 @@ class ReplayProvider:
         is raised while iterating, after its prefix.
         """
         try:
-            number = self._binder.bind(options)
+            live = (
+                build_request_header(options, turn=0, step=0, cwd=self.live_cwd)
+                if self._content_binding
+                else None
+            )
+            number = self._binder.bind(options, live)
             position = self._cursor[number]
             script = self._scripts[number]
             if position >= len(script.calls):
@@ -123,7 +138,7 @@ class ReplayProvider:
             self._cursor[number] = position + 1
             call = script.calls[position]
             if self.drift != "off" and call.request is not None:
-                self._check_drift(options, script, call)
+                self._check_drift(options, script, call, live)
         except ReplayError as error:
             self._note_error(error)
             raise
@@ -145,12 +160,19 @@ class ReplayProvider:
 
     # -- request drift ----------------------------------------------------------------
 
-    def _check_drift(self, options: GenerateOptions, script: Script, call: RecordedCall) -> None:
+    def _check_drift(
+        self,
+        options: GenerateOptions,
+        script: Script,
+        call: RecordedCall,
+        live: RequestHeaderData | None = None,
+    ) -> None:
         recorded = call.request
         assert recorded is not None
-        live = build_request_header(
-            options, turn=recorded.turn, step=recorded.step, cwd=self.live_cwd
-        )
+        if live is None:
+            live = build_request_header(
+                options, turn=recorded.turn, step=recorded.step, cwd=self.live_cwd
+            )
         differences = diff_request_headers(recorded, live)
         if not differences:
             return
@@ -246,6 +268,7 @@ def create_replay_provider(**settings: Any) -> ReplayProvider:
         "report_path",
         "scenario",
         "lineage_binding",
+        "content_binding",
         "respect_seed_length",
     }
     unknown = sorted(set(settings) - known)
@@ -262,7 +285,7 @@ def create_replay_provider(**settings: Any) -> ReplayProvider:
     fixture_dir = settings.pop("fixture_dir")
     if isinstance(settings.get("pacing_ms"), str):
         settings["pacing_ms"] = _parse_milliseconds(settings["pacing_ms"])
-    for flag in ("lineage_binding", "respect_seed_length"):
+    for flag in ("lineage_binding", "content_binding", "respect_seed_length"):
         if isinstance(settings.get(flag), str):
             settings[flag] = _parse_flag(flag, settings[flag])
     for optional in ("live_cwd", "report_path", "scenario"):
