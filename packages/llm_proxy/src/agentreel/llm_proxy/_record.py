@@ -217,12 +217,12 @@ class Recorder:
         if first and identity.parent is not None:
             parent = self._main_lane(identity.parent)
             spawn_index = identity.spawn_index
-        elif first and identity.session is None:
-            # A headerless session whose first message is a pending delegating tool call's
-            # prompt is that call's child.
+        else:
+            # A conversation whose first message is a pending delegating tool call's prompt
+            # is that call's child (how a headerless subagent is told from a side call).
             parent, spawn_index = self._delegating_parent(request)
-        elif not first:
-            parent = self._main_lane(key)
+            if parent is None and not first:
+                parent = self._main_lane(key)
         if parent is not None and spawn_index is None and first:
             spawn_index = self._next_child_index(parent)
         header = SessionHeader(
