@@ -135,7 +135,7 @@ class Binder:
         else:
             number = self._by_content(options, signature, parent_id)
             if number is None:
-                number = self._by_first_call(options, parent_number)
+                number = self._by_first_call(options, parent_number, signature)
         self._bound[key] = number
         self._lanes[key] = {signature: number}
         self.bound_to[number] = key
@@ -199,14 +199,29 @@ class Binder:
             )
         return number
 
-    def _by_first_call(self, options: GenerateOptions, parent_number: int | None) -> int:
+    def _by_first_call(
+        self,
+        options: GenerateOptions,
+        parent_number: int | None,
+        signature: LaneSignature | None = None,
+    ) -> int:
         parent_id = self._scripts[parent_number].header.id if parent_number is not None else None
         for number in self._first_call_candidates:
             if self.bound_to[number] is not None:
                 continue
             if parent_id is not None and self._scripts[number].header.parent_session != parent_id:
                 continue
+            if signature is not None and self._index is not None:
+                # Content binding found no script starting with this request; one that
+                # starts with another recorded request is someone else's, never this one's.
+                if self._index.signature_of(number) is not None:
+                    continue
             return number
+        if signature is not None:
+            raise self._unrecorded(
+                options,
+                f"no unclaimed recorded session starts with this request ({signature.describe()})",
+            )
         if parent_number is not None:
             reason = (
                 f"no unclaimed script recorded as a child of {self._scripts[parent_number].label}"
