@@ -11,7 +11,9 @@ Prints a table and writes ``bench/results.json``. Benchmarks (SPEC section 9):
 - ``passthrough``: time to first chunk while recording vs live (and vcrpy);
 - ``report``: the HTML report of a 100-session, 10k-call run: size, build, browser load;
 - ``fork``: the suite's CPU and wall time with the fork server on and off, and each scenario
-  forked against the floor of its own work (the agent already imported, in process).
+  forked against the floor of its own work (the agent already imported, in process);
+- ``proxy``: the proxy's replay per call vs the stub server and vcrpy, record time to first
+  chunk vs live, 64 concurrent HTTP sessions vs one.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ BENCHMARKS: dict[str, str] = {
     "passthrough": "bench.passthrough",
     "report": "bench.report",
     "fork": "bench.fork_server",
+    "proxy": "bench.proxy",
 }
 RESULTS = ROOT / "bench" / "results.json"
 

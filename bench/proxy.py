@@ -1,0 +1,246 @@
+"""7. The proxy (SPEC 11): replay per call, record time to first chunk, 64 HTTP sessions.
+
+Every row is a ratio of two things measured side by side here, through the real
+``openai`` adapter (the ``stub`` provider: the SDK's own HTTP stack, wire → chunk mapping):
+
+- replay per call: N calls of 20 chunks streamed from the proxy in replay mode, against the
+  stub server streaming the same chunks to the same adapter (target ≤ 1.3×), and against
+  vcrpy replaying the same N calls from its cassette (target ≥ 10× faster);
+- record time to first chunk: the stub paces its frames 50 ms apart; the adapter reads
+  through the proxy in record mode and directly (target ≤ live + 5 ms);
+- concurrency: 64 sessions (identity headers) stream 50 chunks each through one replaying
+  proxy at once; every session must get exactly its own answer (zero misroutes) and the
+  per-chunk cost may be at most 2× that of one session alone.
+
+The proxy runs on its own event loop in a thread, as it would in its own process, so the
+client's loop does not pay for serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import vcr
+
+from agentreel.brand import SessionId
+from agentreel.llm import GenerateOptions, Message, TextDelta, load_provider
+from agentreel.llm.stub import StubServer
+from agentreel.llm_proxy import Proxy, ProxySettings
+from bench._common import BenchResult, Settings
+from bench._openai_vcr import CHUNKS_PER_CALL, VcrVisibleOpenAI, drain, question, stub_rules
+
+PACING_MS = 50
+SESSIONS = 64
+SESSION_CHUNKS = 50
+
+
+@contextmanager
+def _proxy_thread(settings: ProxySettings) -> Iterator[Proxy]:
+    """A proxy serving from its own event loop in a daemon thread."""
+    loop = asyncio.new_event_loop()
+    proxy = Proxy(settings)
+    ready = threading.Event()
+
+    def serve() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(proxy.start())
+        ready.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=serve, name="bench-proxy", daemon=True)
+    thread.start()
+    ready.wait(60)
+    try:
+        yield proxy
+    finally:
+        asyncio.run_coroutine_threadsafe(proxy.close(), loop).result(60)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(60)
+        loop.close()
+
+
+async def _calls(base_url: str, calls: int, *, headers: bool = False) -> float:
+    """Seconds to stream ``calls`` calls through the stub adapter at ``base_url``."""
+    provider = load_provider("stub", base_url=base_url, send_identity=headers)
+    await drain(provider.stream(question(0)))  # warm-up: connection, first request
+    started = time.perf_counter()
+    for number in range(calls):
+        chunks = await drain(provider.stream(question(number)))
+        assert len(chunks) == CHUNKS_PER_CALL, len(chunks)
+    elapsed = time.perf_counter() - started
+    await provider.aclose()  # type: ignore[attr-defined]
+    return elapsed
+
+
+async def _vcr_replay(cassette: Path, calls: int) -> float:
+    provider = VcrVisibleOpenAI(base_url="http://127.0.0.1:9/v1", api_key="bench-not-a-secret")
+    with vcr.use_cassette(str(cassette), record_mode="none", allow_playback_repeats=False):
+        started = time.perf_counter()
+        for number in range(calls):
+            await drain(provider.stream(question(number)))
+        elapsed = time.perf_counter() - started
+    await provider.aclose()
+    return elapsed
+
+
+async def _vcr_record(base_url: str, cassette: Path, calls: int) -> None:
+    provider = VcrVisibleOpenAI(base_url=base_url, api_key="bench-not-a-secret")
+    with vcr.use_cassette(str(cassette), record_mode="all"):
+        for number in range(calls):
+            await drain(provider.stream(question(number)))
+    await provider.aclose()
+
+
+async def _first_chunk(base_url: str, number: int) -> float:
+    provider = load_provider("stub", base_url=base_url)
+    started = time.perf_counter()
+    stream = provider.stream(question(number))
+    try:
+        async for _chunk in stream:
+            return time.perf_counter() - started
+        raise AssertionError("the stream ended without a chunk")
+    finally:
+        await stream.aclose()  # type: ignore[attr-defined]
+        await provider.aclose()  # type: ignore[attr-defined]
+
+
+def _session_options(number: int) -> GenerateOptions:
+    return GenerateOptions(
+        model="stub-model",
+        messages=(Message.user(f"session {number}"),),
+        session_id=SessionId(f"bench-session-{number}"),
+    )
+
+
+SESSION_RULES = (
+    "[[rule]]\n"
+    'match.last_user_regex = "session (?P<n>[0-9]+)"\n'
+    'text = "' + "answer {{n}} " * (SESSION_CHUNKS - 4) + '"\n'
+    "chunk_size = 1000\n"
+)
+
+
+async def _session(provider: Any, number: int) -> tuple[int, str]:
+    chunks = await drain(provider.stream(_session_options(number)))
+    return len(chunks), "".join(c.text for c in chunks if isinstance(c, TextDelta))
+
+
+async def _sessions(base_url: str, numbers: list[int]) -> tuple[float, int, int]:
+    """Seconds for these sessions at once, chunks streamed, sessions misrouted."""
+    providers = [load_provider("stub", base_url=base_url, send_identity=True) for _ in numbers]
+    started = time.perf_counter()
+    results = await asyncio.gather(
+        *(_session(p, n) for p, n in zip(providers, numbers, strict=True))
+    )
+    elapsed = time.perf_counter() - started
+    for provider in providers:
+        await provider.aclose()  # type: ignore[attr-defined]
+    misrouted = sum(
+        1 for n, (_, text) in zip(numbers, results, strict=True) if f"answer {n} " not in text
+    )
+    return elapsed, sum(count for count, _ in results), misrouted
+
+
+def _median(samples: list[float]) -> float:
+    ordered = sorted(samples)
+    return ordered[len(ordered) // 2]
+
+
+def _run(work: Callable[[], Awaitable[Any]]) -> Any:
+    return asyncio.run(work())  # type: ignore[arg-type]
+
+
+def run(settings: Settings) -> BenchResult:
+    result = BenchResult("proxy", "7. Proxy: replay per call, record TTFC, 64 HTTP sessions")
+    calls = settings.scaled(300, 40)
+    repeats = settings.scaled(5, 2)
+    with tempfile.TemporaryDirectory(prefix="agentreel-bench-proxy-") as tmp_text:
+        tmp = Path(tmp_text)
+        fixture, cassette = tmp / "fixture", tmp / "cassette.yaml"
+        with StubServer.from_toml(stub_rules(), source="bench rules") as stub:
+            record = ProxySettings(
+                mode="record", upstream=stub.base_url, fixture=fixture, cwd=str(tmp)
+            )
+            with _proxy_thread(record) as proxy:
+                _run(lambda: _calls(proxy.base_url, calls + 1))
+            _run(lambda: _vcr_record(stub.openai_base_url, cassette, calls))
+            live = [_run(lambda: _calls(stub.base_url, calls)) for _ in range(repeats)]
+        replay = ProxySettings(mode="replay", fixture=fixture, cwd=str(tmp), drift="off")
+        replayed: list[float] = []
+        for _ in range(repeats):
+            with _proxy_thread(replay) as proxy:
+                replayed.append(_run(lambda: _calls(proxy.base_url, calls)))
+        vcrpy = [_run(lambda: _vcr_replay(cassette, calls)) for _ in range(max(1, repeats // 2))]
+
+        stub_call = result.median("stub_per_call_s", [t / calls for t in live])
+        proxy_call = result.median("proxy_replay_per_call_s", [t / calls for t in replayed])
+        vcr_call = result.median("vcrpy_per_call_s", [t / calls for t in vcrpy])
+        result.figure(f"stub server, per call ({calls} calls)", stub_call, "s")
+        result.figure("proxy replay, per call", proxy_call, "s")
+        result.figure("vcrpy replay, per call", vcr_call, "s")
+        result.target("proxy replay / stub server, per call", proxy_call / stub_call, 1.3)
+        result.target("vcrpy / proxy replay, per call", vcr_call / proxy_call, 10.0, op=">=")
+
+        with StubServer.from_toml(stub_rules(PACING_MS), source="bench paced rules") as paced:
+            record = ProxySettings(
+                mode="record", upstream=paced.base_url, sessions_root=tmp / "ttfc", cwd=str(tmp)
+            )
+            with _proxy_thread(record) as proxy:
+                _run(lambda: _first_chunk(paced.base_url, 0))
+                direct: list[float] = []
+                through: list[float] = []
+                for number in range(1, settings.scaled(9, 3) + 1):
+                    direct.append(_run(lambda n=number: _first_chunk(paced.base_url, n)))  # type: ignore[misc]
+                    through.append(_run(lambda n=number: _first_chunk(proxy.base_url, n)))  # type: ignore[misc]
+        live_ttfc = result.median("live_ttfc_s", direct)
+        record_ttfc = result.median("record_ttfc_s", through)
+        result.figure("time to first chunk, live", live_ttfc, "s")
+        result.figure("time to first chunk, through the recording proxy", record_ttfc, "s")
+        result.target(
+            "recording proxy - live, time to first chunk",
+            (record_ttfc - live_ttfc) * 1000,
+            5.0,
+            unit="ms",
+        )
+
+        sessions_fixture = tmp / "sessions-fixture"
+        with StubServer.from_toml(SESSION_RULES, source="bench session rules") as stub:
+            record = ProxySettings(
+                mode="record", upstream=stub.base_url, fixture=sessions_fixture, cwd=str(tmp)
+            )
+            with _proxy_thread(record) as proxy:
+                _run(lambda: _sessions(proxy.base_url, list(range(SESSIONS))))
+        replay = ProxySettings(mode="replay", fixture=sessions_fixture, cwd=str(tmp), drift="off")
+        one: list[float] = []
+        many: list[float] = []
+        misrouted = 0
+        for _ in range(repeats):
+            with _proxy_thread(replay) as proxy:
+                alone, chunks_one, wrong_one = _run(lambda: _sessions(proxy.base_url, [0]))
+            with _proxy_thread(replay) as proxy:
+                together, chunks_many, wrong_many = _run(
+                    lambda: _sessions(proxy.base_url, list(range(SESSIONS)))
+                )
+            misrouted += wrong_one + wrong_many
+            one.append(alone / chunks_one)
+            many.append(together / chunks_many)
+        per_chunk_one = result.median("one_session_per_chunk_s", one)
+        per_chunk_many = result.median("64_sessions_per_chunk_s", many)
+        result.figure("1 session, per chunk", per_chunk_one, "s")
+        result.figure(f"{SESSIONS} concurrent sessions, per chunk", per_chunk_many, "s")
+        result.target("misrouted sessions", float(misrouted), 0.0, unit="")
+        result.target(
+            f"{SESSIONS} sessions / 1 session, per chunk", per_chunk_many / per_chunk_one, 2.0
+        )
+    result.notes.append(
+        "replay answers from memory; the stub server writes its frames from a thread; vcrpy "
+        "replays through the legacy httpx transport it patches"
+    )
+    return result
