@@ -211,11 +211,14 @@ class Binder:
                 continue
             if parent_id is not None and self._scripts[number].header.parent_session != parent_id:
                 continue
-            if signature is not None and self._index is not None:
-                # Content binding found no script starting with this request; one that
-                # starts with another recorded request is someone else's, never this one's.
-                if self._index.signature_of(number) is not None:
-                    continue
+            # Content binding found no script starting with this request; one that starts
+            # with another recorded request is someone else's, never this one's.
+            if (
+                signature is not None
+                and self._index is not None
+                and self._index.signature_of(number) is not None
+            ):
+                continue
             return number
         if signature is not None:
             raise self._unrecorded(
