@@ -79,8 +79,9 @@ async def _calls(base_url: str, calls: int, *, headers: bool = False) -> float:
     return elapsed
 
 
-async def _vcr_replay(cassette: Path, calls: int) -> float:
-    provider = VcrVisibleOpenAI(base_url="http://127.0.0.1:9/v1", api_key="bench-not-a-secret")
+async def _vcr_replay(base_url: str, cassette: Path, calls: int) -> float:
+    """vcrpy answering from its cassette (the server at ``base_url`` is stopped)."""
+    provider = VcrVisibleOpenAI(base_url=base_url, api_key="bench-not-a-secret")
     with vcr.use_cassette(str(cassette), record_mode="none", allow_playback_repeats=False):
         started = time.perf_counter()
         for number in range(calls):
@@ -123,7 +124,7 @@ SESSION_RULES = (
     "[[rule]]\n"
     'match.last_user_regex = "session (?P<n>[0-9]+)"\n'
     'text = "' + "answer {{n}} " * (SESSION_CHUNKS - 4) + '"\n'
-    "chunk_size = 1000\n"
+    "chunk_size = 10\n"
 )
 
 
@@ -170,14 +171,18 @@ def run(settings: Settings) -> BenchResult:
             )
             with _proxy_thread(record) as proxy:
                 _run(lambda: _calls(proxy.base_url, calls + 1))
-            _run(lambda: _vcr_record(stub.openai_base_url, cassette, calls))
+            recorded_url = stub.openai_base_url
+            _run(lambda: _vcr_record(recorded_url, cassette, calls))
             live = [_run(lambda: _calls(stub.base_url, calls)) for _ in range(repeats)]
         replay = ProxySettings(mode="replay", fixture=fixture, cwd=str(tmp), drift="off")
         replayed: list[float] = []
         for _ in range(repeats):
             with _proxy_thread(replay) as proxy:
                 replayed.append(_run(lambda: _calls(proxy.base_url, calls)))
-        vcrpy = [_run(lambda: _vcr_replay(cassette, calls)) for _ in range(max(1, repeats // 2))]
+        vcrpy = [
+            _run(lambda: _vcr_replay(recorded_url, cassette, calls))
+            for _ in range(max(1, repeats // 2))
+        ]
 
         stub_call = result.median("stub_per_call_s", [t / calls for t in live])
         proxy_call = result.median("proxy_replay_per_call_s", [t / calls for t in replayed])
