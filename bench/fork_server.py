@@ -21,7 +21,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -36,27 +35,14 @@ from typing import IO, Any
 from agentreel.acp_agent import parse_config, serve
 from agentreel.snapshot_harness import (
     DIRECTORY_CONFIG_FILE,
-    HarnessError,
     _forkserver,
     _runner,
     check_scenario,
-    discover_scenarios,
 )
 from bench._common import FIXTURES, ROOT, BenchResult, Settings
+from bench.suite import _agentreel, _children_cpu, _replaying
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def _agentreel() -> list[str]:
-    script = Path(sys.executable).parent / "agentreel"
-    return (
-        [str(script)] if script.exists() else [sys.executable, "-m", "agentreel.snapshot_harness"]
-    )
 
 
 def _timed_command(command: list[str]) -> tuple[float, float]:
@@ -247,22 +233,10 @@ def _per_scenario(
     result.target(f"per scenario: worst forked / own work ({worst})", ratios[worst], 2.0)
 
 
-def _replaying(names: Sequence[str]) -> tuple[list[str], list[str]]:
-    passing: list[str] = []
-    skipped: list[str] = []
-    for name in names:
-        try:
-            check_scenario(FIXTURES / name, "replay")
-        except HarnessError as exc:
-            skipped.append(f"{name} ({type(exc).__name__})")
-            continue
-        passing.append(name)
-    return passing, skipped
-
-
 def run(settings: Settings) -> BenchResult:
     result = BenchResult("fork", "6. Fork server: suite and per scenario, forked vs spawned")
-    names, skipped = _replaying([d.name for d in discover_scenarios(FIXTURES)])
+    replaying, skipped = _replaying(FIXTURES)
+    names = [directory.name for directory in replaying]
     if skipped:
         result.notes.append(f"left out, not replaying cleanly: {', '.join(skipped)}")
     suite_repeats = settings.scaled(3, 1)
