@@ -232,11 +232,3 @@ def test_python_placeholder_still_expands(tmp_path: Path) -> None:
         sys.executable,
         str(directory.resolve() / "agent.py"),
     ]
-
-
-def test_a_proxy_scenario_is_never_run_as_an_in_process_one(tmp_path: Path) -> None:
-    from agentreel.snapshot_harness import RecordSetupError, run_scenario
-
-    scenario = load_scenario(write(tmp_path, '[model]\nvia = "proxy"\n'))
-    with pytest.raises(RecordSetupError, match='via = "proxy"'):
-        run_scenario(scenario, "replay")

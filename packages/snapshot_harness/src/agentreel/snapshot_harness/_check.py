@@ -136,7 +136,9 @@ def _record(
         if scenario.workspace is not None:
             shutil.copytree(scenario.workspace, copy / WORKSPACE_DIR, symlinks=True)
         write_files(copy, recordings, keep_pattern=SESSION_FILE_PATTERN)
-        trial = dataclasses.replace(scenario, directory=copy)
+        trial = dataclasses.replace(
+            scenario, directory=copy, agent_root=scenario.agent_root or scenario.directory
+        )
         try:
             replayed = run_scenario(trial, "replay")
             verify_consumption(trial, replayed)

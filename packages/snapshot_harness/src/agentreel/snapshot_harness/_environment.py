@@ -22,6 +22,9 @@ SESSIONS_ROOT = "AGENTREEL_SESSIONS_ROOT"
 REPLAY_DIR = "AGENTREEL_REPLAY_DIR"
 REPLAY_LIVE_CWD = "AGENTREEL_REPLAY_LIVE_CWD"
 REPLAY_REPORT = "AGENTREEL_REPLAY_REPORT"
+# What a proxied agent gets in its key variables: the proxy never forwards it in replay and
+# the stub ignores it, so it must not look like (or be scanned as) a credential.
+PROXY_DUMMY_KEY = "agentreel-proxy-not-a-secret"
 
 
 _PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")

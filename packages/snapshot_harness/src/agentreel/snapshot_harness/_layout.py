@@ -81,7 +81,7 @@ class Inventory:
 def take_inventory(scenario: Scenario) -> Inventory:
     """Classify every file of the scenario directory; unknown ones are orphans."""
     directory = scenario.directory
-    allowed_inputs = {SCENARIO_FILE, README_FILE, OVERRIDE_FILE}
+    allowed_inputs = {SCENARIO_FILE, README_FILE, OVERRIDE_FILE, *scenario.own_files()}
     if scenario.record.rules is not None:
         allowed_inputs.add(scenario.record.rules.name)
     recordings: list[str] = []
@@ -102,7 +102,7 @@ def take_inventory(scenario: Scenario) -> Inventory:
                 else:
                     orphans.append(f"{GOLDEN_DIR}/{golden.name}")
             continue
-        if path.is_file() and name in allowed_inputs:
+        if name in allowed_inputs and (path.is_file() or name in scenario.own_files()):
             continue
         if path.is_file() and SESSION_FILE_PATTERN.fullmatch(name):
             recordings.append(name)

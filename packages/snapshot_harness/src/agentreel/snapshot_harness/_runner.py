@@ -17,7 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import shutil
+import signal
 import tempfile
 import time
 from dataclasses import dataclass
@@ -32,6 +34,7 @@ from agentreel.snapshot_harness._backend import record_backend, replay_backend
 from agentreel.snapshot_harness._client import HarnessClient
 from agentreel.snapshot_harness._consumption import explain_failed_run, read_run_report
 from agentreel.snapshot_harness._forkserver import AgentProcess, started_agent
+from agentreel.snapshot_harness._proxied import proxy_backend
 from agentreel.snapshot_harness._result import RunResult, StartMethod, tail
 from agentreel.snapshot_harness._scenario import (
     DEFAULT_AGENT_MODULE,
@@ -45,12 +48,13 @@ from agentreel.snapshot_harness.exceptions import (
     AgentCrashError,
     AgentOutputError,
     AgentTimeoutError,
-    RecordSetupError,
     RunError,
     StepError,
 )
 
 _READ_SIZE = 1 << 16
+# Exit codes of a process ended by SIGTERM: killed by it, or exiting 128 + 15 on purpose.
+_SIGTERMED = (-signal.SIGTERM, 128 + signal.SIGTERM)
 
 
 class _StdoutTee:
@@ -120,13 +124,6 @@ def run_scenario(
     """
     if mode not in MODES:
         raise ValueError(f"mode {mode!r} is not one of {', '.join(MODES)}")
-    if scenario.model.proxied:
-        # Never run a proxy scenario as an in-process one: its agent would get no model.
-        raise RecordSetupError(
-            f'{scenario.name}: [model] via = "proxy" in {scenario.toml_path} needs the '
-            "runner's proxy support (agentreel-llm-proxy), which this harness version does "
-            'not have yet; use via = "provider" or a newer agentreel-snapshot-harness'
-        )
     keep_raw = mode == "record" if keep_raw_logs is None else keep_raw_logs
     if work_dir is not None:
         work_dir.mkdir(parents=True, exist_ok=True)
@@ -150,8 +147,24 @@ def _run_in(
 
     env = envvars.base_environment(run_dir)
     env[envvars.SESSIONS_ROOT] = str(sessions_root)
+    logs_root = sessions_root
     with contextlib.ExitStack() as stack:
-        if mode == "record":
+        if scenario.model.proxied:
+            # The proxy's logs are the run's: whatever the agent writes itself is not.
+            proxied = stack.enter_context(
+                proxy_backend(
+                    scenario,
+                    mode,
+                    record=record or scenario.record,
+                    run_dir=run_dir,
+                    cwd=cwd,
+                    home=Path(env["HOME"]),
+                    report=report,
+                )
+            )
+            env.update(proxied.env)
+            logs_root = proxied.sessions_root
+        elif mode == "record":
             env.update(stack.enter_context(record_backend(record or scenario.record)))
         else:
             env.update(replay_backend(scenario, cwd, report))
@@ -168,7 +181,7 @@ def _run_in(
         duration = time.monotonic() - started
 
     stderr = stderr_path.read_text(encoding="utf-8", errors="replace")
-    logs = harvest_session_logs(sessions_root)
+    logs = harvest_session_logs(logs_root)
     replay_report = read_run_report(scenario, report, stderr) if mode != "record" else None
     return RunResult(
         scenario=scenario,
@@ -245,6 +258,12 @@ async def _drive(
         progress.current = "closing stdin and waiting for the agent to exit"
         with contextlib.suppress(OSError, RuntimeError):
             process.stdin.close()  # type: ignore[union-attr]
+        if scenario.shutdown == "sigterm":
+            # What ACP clients do: stdin closed and SIGTERM at once (agents that keep
+            # serving after EOF are stopped the way an editor stops them).
+            progress.current = "closing stdin and sending SIGTERM (shutdown = sigterm)"
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGTERM)
         await pump
         return await process.wait()
 
@@ -292,10 +311,12 @@ async def _drive(
             raise StepError(
                 f"{scenario.name}: " + "; ".join(client.problems), stderr_tail=stderr_tail()
             )
-        if exit_code != 0:
+        if exit_code != 0 and not (scenario.shutdown == "sigterm" and exit_code in _SIGTERMED):
             raise AgentCrashError(
                 f"{scenario.name}: the agent exited with code {exit_code} after stdin was "
-                "closed (an ACP agent must flush its sessions and exit 0 on stdin EOF)",
+                "closed (an ACP agent must flush its sessions and exit 0 on stdin EOF"
+                + (", or on SIGTERM" if scenario.shutdown == "sigterm" else "")
+                + ")",
                 stderr_tail=stderr_tail(),
             )
         return _Driven(

@@ -49,6 +49,8 @@ _PERMISSION_ALIASES: dict[str, PermissionKind] = {
 }
 ErrorMethod = Literal["initialize", "new_session", "prompt"]
 
+Shutdown = Literal["eof", "sigterm"]
+SHUTDOWNS: tuple[Shutdown, ...] = ("eof", "sigterm")
 Via = Literal["provider", "proxy"]
 VIAS: tuple[Via, ...] = ("provider", "proxy")
 WireApi = Literal["openai", "anthropic", "responses"]
@@ -202,11 +204,17 @@ class Scenario:
     description: str = ""
     timeout: float = DEFAULT_TIMEOUT
     agent: tuple[str, ...] | None = None
+    # How the run ends: "eof" closes stdin and awaits exit 0; "sigterm" also sends SIGTERM
+    # at once, as ACP clients do, for agents that keep serving after EOF.
+    shutdown: Shutdown = "eof"
     env: Mapping[str, str] = field(default_factory=dict)
     permissions: tuple[PermissionKind, ...] = ()
     record: RecordConfig = field(default_factory=RecordConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     fork_server: ForkServerConfig = field(default_factory=ForkServerConfig)
+    # Where the agent command's relative paths point: the scenario's own directory, also
+    # when a run uses a scratch copy of it (record's trial replay).
+    agent_root: Path | None = None
 
     @property
     def toml_path(self) -> Path:
@@ -223,6 +231,17 @@ class Scenario:
         """Whether a run makes a session log (so ``session.jsonl`` is a needed fixture)."""
         return any(isinstance(step, NewSession) for step in self.steps)
 
+    def own_files(self) -> set[str]:
+        """Top-level names in the scenario directory that the scenario itself uses: its
+        ``[[model.files]]`` templates and agent files (``./agent.py``) — inputs, not orphans."""
+        names = {file.source for file in self.model.files if file.source}
+        for part in self.agent or ():
+            if part.startswith("./"):
+                inside = Path(part[2:]).parts
+                if inside:
+                    names.add(inside[0])
+        return {Path(name).parts[0] for name in names}
+
     def agent_command(self) -> list[str]:
         """The agent command line, placeholders expanded and relative paths made absolute.
 
@@ -235,7 +254,7 @@ class Scenario:
         """
         if self.agent is None:
             return [sys.executable, "-m", DEFAULT_AGENT_MODULE]
-        directory = str(self.directory.resolve())
+        directory = str((self.agent_root or self.directory).resolve())
         command: list[str] = []
         for part in self.agent:
             part = part.replace("{python}", sys.executable).replace("{scenario}", directory)
@@ -321,6 +340,7 @@ _TOP_KEYS = {
     "description",
     "timeout",
     "agent",
+    "shutdown",
     "env",
     "permissions",
     "steps",
@@ -384,6 +404,13 @@ def load_scenario(directory: Path | str) -> Scenario:
     description = reader.string(data, "description", "") or ""
     timeout = _timeout(reader, data.get("timeout"))
     agent = _agent(reader, data.get("agent"))
+    shutdown = data.get("shutdown", "eof")
+    if shutdown not in SHUTDOWNS:
+        raise reader.fail(
+            "shutdown",
+            f"{shutdown!r} is not one of {', '.join(SHUTDOWNS)} (eof: close stdin and wait; "
+            "sigterm: also send SIGTERM, as ACP clients do)",
+        )
     env = _env(reader, data.get("env"))
     permissions = _permissions(reader, data.get("permissions"))
     steps = _steps(reader, data.get("steps"))
@@ -403,6 +430,7 @@ def load_scenario(directory: Path | str) -> Scenario:
         description=description,
         timeout=timeout,
         agent=agent,
+        shutdown=shutdown,
         env=env,
         permissions=permissions,
         record=record,

@@ -1,0 +1,71 @@
+"""A tiny ACP agent that knows nothing of agentreel: plain ``openai`` SDK, for proxied runs.
+
+It reads its base URL from ``~/.config/tiny-agent/config.json`` (the harness renders that
+file into the fresh HOME) and its key from ``TINY_KEY``; each prompt is one streamed Chat
+Completions call whose text goes to the editor. ``TINY_SYSTEM`` is its system prompt, so a
+test can make a replay drift; the date in it is volatile content the proxy masks.
+``TINY_IGNORE_EOF=1`` keeps it serving after stdin closes, like agents that wait for a
+signal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import os
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import acp
+from acp import PROTOCOL_VERSION, update_agent_message_text
+from acp.schema import InitializeResponse, NewSessionResponse, PromptResponse
+from openai import AsyncOpenAI
+
+
+class TinyAgent:
+    def __init__(self) -> None:
+        config = json.loads((Path.home() / ".config" / "tiny-agent" / "config.json").read_text())
+        self.openai = AsyncOpenAI(base_url=config["base_url"], api_key=os.environ["TINY_KEY"])
+        self.client: Any = None
+        self.system = os.environ.get("TINY_SYSTEM", "You are tiny.")
+
+    def on_connect(self, conn: Any) -> None:
+        self.client = conn
+
+    async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
+        return InitializeResponse(protocol_version=PROTOCOL_VERSION)
+
+    async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
+        return NewSessionResponse(session_id=str(uuid.uuid4()))
+
+    async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
+        today = datetime.date.today().isoformat()
+        stream = await self.openai.chat.completions.create(
+            model="tiny-model",
+            stream=True,
+            messages=[
+                {"role": "system", "content": f"{self.system} Today is {today}."},
+                {"role": "user", "content": "".join(b.text for b in prompt)},
+            ],
+        )
+        async for chunk in stream:
+            for choice in chunk.choices:
+                if choice.delta.content:
+                    await self.client.session_update(
+                        session_id, update_agent_message_text(choice.delta.content)
+                    )
+        return PromptResponse(stop_reason="end_turn")
+
+
+async def main() -> None:
+    await acp.run_agent(TinyAgent())  # type: ignore[arg-type]
+    if os.environ.get("TINY_IGNORE_EOF") == "1":
+        await asyncio.Event().wait()  # until a signal ends the process
+
+
+if __name__ == "__main__":
+    sys.stdout.flush()
+    asyncio.run(main())
