@@ -19,6 +19,15 @@ from agentreel.acp_agent.exceptions import ConfigError
 
 DEFAULT_PROVIDER = "stub"
 DEFAULT_MAX_STEPS = 25
+DEFAULT_MAX_DEPTH = 2
+SUBAGENT_RUNNERS = ("in-process", "process")
+# What a parent hands a process subagent (its own agent process) in the environment: the
+# child's session id, the parent's, the spawn index and the nesting depth. Internal to the
+# parent/child contract; a user never sets them.
+CHILD_SESSION_ENV = "AGENTREEL_CHILD_SESSION_ID"
+PARENT_SESSION_ENV = "AGENTREEL_PARENT_SESSION_ID"
+SPAWN_INDEX_ENV = "AGENTREEL_SPAWN_INDEX"
+DEPTH_ENV = "AGENTREEL_DEPTH"
 # Used when neither --model nor AGENTREEL_MODEL is given. The model name is part of every
 # recorded request header, so a replay must run with the model its recording used.
 DEFAULT_MODELS: dict[str, str] = {
@@ -52,6 +61,22 @@ class AgentConfig:
     replay_live_cwd: Path | None = None
     log_level: str = "WARNING"
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    max_depth: int = DEFAULT_MAX_DEPTH
+    # "process": a subagent call with mode "spawn" or "process" runs as a separate agent
+    # process driven over ACP ("fork" stays in process: it continues this conversation).
+    subagent_runner: str = "in-process"
+    # Set when this process is a process subagent (from its parent's environment).
+    child: ChildIdentity | None = None
+
+
+@dataclass(frozen=True)
+class ChildIdentity:
+    """Who this agent process is when its parent started it as a process subagent."""
+
+    session_id: str
+    parent_session_id: str
+    spawn_index: int
+    depth: int
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -114,6 +139,19 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="read the system prompt from a UTF-8 file (trailing line breaks removed). "
         "Env: AGENTREEL_SYSTEM_PROMPT_FILE.",
+    )
+    parser.add_argument(
+        "--max-depth",
+        type=int,
+        help=f"how deep subagents may nest (the main session is depth 0). "
+        f"Env: AGENTREEL_MAX_DEPTH. Default: {DEFAULT_MAX_DEPTH}.",
+    )
+    parser.add_argument(
+        "--subagent-runner",
+        choices=SUBAGENT_RUNNERS,
+        help="where a spawned subagent runs: in this process, or as a separate agent process "
+        "driven over ACP (then mode 'process' is offered to the model and is what 'spawn' "
+        "does). Env: AGENTREEL_SUBAGENT_RUNNER. Default: in-process.",
     )
     parser.add_argument(
         "--log-level", help="stderr log level. Env: AGENTREEL_LOG_LEVEL. Default: WARNING."
@@ -237,6 +275,18 @@ def parse_config(
             f"use one of {', '.join(_LOG_LEVELS)}"
         )
 
+    max_depth = _positive(
+        args.max_depth if args.max_depth is not None else env.get("AGENTREEL_MAX_DEPTH"),
+        "max depth (--max-depth / AGENTREEL_MAX_DEPTH)",
+        DEFAULT_MAX_DEPTH,
+        minimum=0,
+    )
+    runner = args.subagent_runner or env.get("AGENTREEL_SUBAGENT_RUNNER") or "in-process"
+    if runner not in SUBAGENT_RUNNERS:
+        raise ConfigError(
+            f"AGENTREEL_SUBAGENT_RUNNER={runner!r} is unknown; use one of "
+            f"{', '.join(SUBAGENT_RUNNERS)}"
+        )
     return AgentConfig(
         provider=provider,
         model=model,
@@ -246,4 +296,37 @@ def parse_config(
         replay_live_cwd=Path(live_cwd_text) if live_cwd_text else None,
         log_level=log_level,
         system_prompt=_system_prompt(args, env),
+        max_depth=max_depth,
+        subagent_runner=runner,
+        child=_child_identity(env),
+    )
+
+
+def _positive(value: object, what: str, default: int, *, minimum: int) -> int:
+    if value is None:
+        return default
+    try:
+        number = int(str(value))
+    except ValueError:
+        raise ConfigError(f"{what} {value!r} is not an integer") from None
+    if number < minimum:
+        raise ConfigError(f"{what} must be at least {minimum}, got {number}")
+    return number
+
+
+def _child_identity(env: Mapping[str, str]) -> ChildIdentity | None:
+    """The identity a parent handed down, or ``None`` for a top-level agent process."""
+    session_id = env.get(CHILD_SESSION_ENV)
+    if not session_id:
+        return None
+    parent = env.get(PARENT_SESSION_ENV)
+    if not parent:
+        raise ConfigError(
+            f"{CHILD_SESSION_ENV} is set but {PARENT_SESSION_ENV} is not: a process subagent "
+            "needs both (they are set by the parent agent process, not by hand)"
+        )
+    spawn_index = _positive(env.get(SPAWN_INDEX_ENV), SPAWN_INDEX_ENV, 0, minimum=0)
+    depth = _positive(env.get(DEPTH_ENV), DEPTH_ENV, 1, minimum=1)
+    return ChildIdentity(
+        session_id=session_id, parent_session_id=parent, spawn_index=spawn_index, depth=depth
     )

@@ -33,11 +33,19 @@ from agentreel.acp_agent._channel import (
     SubagentChannel,
     TurnOutcome,
 )
-from agentreel.acp_agent._config import DEFAULT_SYSTEM_PROMPT
+from agentreel.acp_agent._config import DEFAULT_MAX_DEPTH, DEFAULT_SYSTEM_PROMPT, ChildIdentity
 from agentreel.acp_agent._conversation import Conversation
+from agentreel.acp_agent._process import ProcessChild
 from agentreel.acp_agent._subagents import Delegation
 from agentreel.acp_agent._tools import describe_call, run_file_tool
-from agentreel.acp_agent._workspace import LIST_FILES, READ_FILE, SUBAGENT, WRITE_FILE, Workspace
+from agentreel.acp_agent._workspace import (
+    LIST_FILES,
+    READ_FILE,
+    SUBAGENT,
+    SUBAGENT_WITH_PROCESS,
+    WRITE_FILE,
+    Workspace,
+)
 from agentreel.acp_agent.exceptions import ClientDisconnectedError
 from agentreel.brand import SessionId
 from agentreel.llm import (
@@ -87,7 +95,9 @@ logger = logging.getLogger("agentreel.acp_agent")
 # The default lives with the configuration (``--system-prompt`` / AGENTREEL_SYSTEM_PROMPT).
 SYSTEM_PROMPT = DEFAULT_SYSTEM_PROMPT
 ALL_TOOLS: tuple[ToolSpec, ...] = (READ_FILE, LIST_FILES, WRITE_FILE, SUBAGENT)
-DEFAULT_MAX_DEPTH = 2
+# With process subagents the model is offered mode "process" too. Only then: the tool schema
+# is part of every recorded request header, so the default agent's must not change.
+PROCESS_TOOLS: tuple[ToolSpec, ...] = (READ_FILE, LIST_FILES, WRITE_FILE, SUBAGENT_WITH_PROCESS)
 
 
 @dataclass
@@ -102,12 +112,31 @@ class AgentRuntime:
     system_prompt: str = SYSTEM_PROMPT
     tools: tuple[ToolSpec, ...] = ALL_TOOLS
     sessions: list[Session] = field(default_factory=list)
+    # "process": spawned subagents run as agent processes of their own (ProcessChild).
+    subagent_runner: str = "in-process"
+    # Set in a process subagent: its one session is the child its parent announced.
+    identity: ChildIdentity | None = None
 
     def open_main(self, cwd: str, channel_for: Callable[[str], ClientChannel]) -> AgentSession:
-        """Create a top-level session; ``channel_for(session_id)`` makes its channel."""
-        session = self.store.create(cwd)
+        """Create a top-level session; ``channel_for(session_id)`` makes its channel.
+
+        In a process subagent the first session is the parent's announced child: the id,
+        parent and spawn index it was given, one level deeper.
+        """
+        identity, self.identity = self.identity, None
+        if identity is None:
+            session = self.store.create(cwd)
+            depth = 0
+        else:
+            session = self.store.adopt(
+                cwd,
+                session_id=SessionId(identity.session_id),
+                parent_session=SessionId(identity.parent_session_id),
+                spawn_index=identity.spawn_index,
+            )
+            depth = identity.depth
         self.sessions.append(session)
-        return AgentSession(self, session, channel_for(session.header.id), depth=0)
+        return AgentSession(self, session, channel_for(session.header.id), depth=depth)
 
     def close_all(self) -> None:
         """Flush and close every session this runtime opened."""
@@ -168,6 +197,7 @@ class AgentSession:
             opened=runtime.sessions,
             open_child=self._open_child,
             append=self._append,
+            open_process=self._open_process_child if runtime.subagent_runner == "process" else None,
         )
         self.running = False
 
@@ -177,6 +207,20 @@ class AgentSession:
 
     def _append(self, data: EventData) -> None:
         self.conversation.apply(self.session.append(data))
+
+    def close(self) -> None:
+        self.session.close()
+
+    def _open_process_child(self, child_id: str, spawn_index: int) -> ProcessChild:
+        """A spawned child as its own agent process, one level deeper."""
+        return ProcessChild(
+            child_id=child_id,
+            parent_id=self.id,
+            spawn_index=spawn_index,
+            depth=self.depth + 1,
+            cwd=self.session.header.cwd,
+            channel=self.channel,
+        )
 
     def _open_child(self, session: Session) -> AgentSession:
         """A child session's loop: one level deeper, the editor reached only for permission,

@@ -52,7 +52,7 @@ from acp.schema import (
 
 from agentreel.acp_agent._channel import ToolKindName, ToolStatus, TurnOutcome
 from agentreel.acp_agent._config import AgentConfig
-from agentreel.acp_agent._loop import AgentRuntime, AgentSession
+from agentreel.acp_agent._loop import ALL_TOOLS, PROCESS_TOOLS, AgentRuntime, AgentSession
 from agentreel.acp_agent.exceptions import ClientDisconnectedError
 from agentreel.llm import Provider, ToolCallPart, load_provider
 from agentreel.session import SessionStore
@@ -323,6 +323,10 @@ class ReferenceAgent:
                 model=self.config.model,
                 max_steps=self.config.max_steps,
                 system_prompt=self.config.system_prompt,
+                max_depth=self.config.max_depth,
+                tools=PROCESS_TOOLS if self.config.subagent_runner == "process" else ALL_TOOLS,
+                subagent_runner=self.config.subagent_runner,
+                identity=self.config.child,
             )
         return self._runtime
 

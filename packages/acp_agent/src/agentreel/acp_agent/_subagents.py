@@ -18,6 +18,7 @@ from typing import Protocol
 from agentreel.acp_agent._channel import ClientChannel, TurnOutcome
 from agentreel.acp_agent._workspace import parse_arguments, string_argument
 from agentreel.acp_agent.exceptions import ClientDisconnectedError, ToolError
+from agentreel.brand import new_session_id
 from agentreel.llm import ToolCallPart
 from agentreel.session import (
     EventData,
@@ -30,15 +31,15 @@ from agentreel.session import (
 
 
 class ChildTurn(Protocol):
-    """What orchestration needs of a child: the loop's ``AgentSession`` is one."""
+    """What orchestration needs of a child: the loop's ``AgentSession`` is one, a
+    ``ProcessChild`` (a subagent in an agent process of its own) another."""
 
     @property
     def id(self) -> str: ...
 
-    @property
-    def session(self) -> Session: ...
-
     async def run_turn(self, prompt: str) -> TurnOutcome: ...
+
+    def close(self) -> None: ...
 
 
 RecordResult = Callable[[ToolCallPart, str, bool], None]
@@ -64,6 +65,7 @@ class Delegation:
         opened: list[Session],
         open_child: Callable[[Session], ChildTurn],
         append: Callable[[EventData], None],
+        open_process: Callable[[str, int], ChildTurn] | None = None,
     ) -> None:
         self._parent = parent
         self._store = store
@@ -73,6 +75,8 @@ class Delegation:
         self._opened = opened
         self._open_child = open_child
         self._append = append
+        # Set when spawned children run as processes: (child session id, spawn index).
+        self._open_process = open_process
         self._next_spawn_index = 0
 
     async def run(self, calls: Sequence[ToolCallPart], record: RecordResult) -> None:
@@ -124,14 +128,20 @@ class Delegation:
         string_argument(call.name, arguments, "description", "")
         prompt = string_argument(call.name, arguments, "prompt")
         mode = string_argument(call.name, arguments, "mode", "spawn")
-        if mode not in ("spawn", "fork"):
-            raise ToolError(f"subagent: mode must be 'spawn' or 'fork', got {mode!r}")
+        modes = ("spawn", "fork", "process") if self._open_process else ("spawn", "fork")
+        if mode not in modes:
+            raise ToolError(f"subagent: mode must be one of {', '.join(modes)}, got {mode!r}")
         return prompt, mode
 
     def _start(self, mode: str) -> ChildTurn:
         # spawn_index is assigned here, in call order, before any child starts.
         index = self._next_spawn_index
         self._next_spawn_index += 1
+        if mode in ("spawn", "process") and self._open_process is not None:
+            # The child's own process writes its log; this one announces it by id.
+            child_id = new_session_id()
+            self._append(SubagentStartData(child_session=child_id, spawn_index=index, mode="spawn"))
+            return self._open_process(child_id, index)
         if mode == "fork":
             child_session = self._store.fork(self._parent, index)
         else:
@@ -149,7 +159,7 @@ class Delegation:
     def _finish(
         self, call: ToolCallPart, child: ChildTurn, outcome: TurnOutcome, record: RecordResult
     ) -> tuple[str, bool]:
-        child.session.close()
+        child.close()
         result: SubagentOutcome
         if outcome.stop_reason in ("end_turn", "max_tokens"):
             result = "completed"

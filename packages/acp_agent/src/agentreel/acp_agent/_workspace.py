@@ -71,6 +71,27 @@ SUBAGENT = ToolSpec(
 )
 
 
+SUBAGENT_WITH_PROCESS = ToolSpec(
+    name="subagent",
+    description=(
+        "Delegate a task to a subagent and receive its final answer. mode 'process' (or "
+        "'spawn') starts it as a separate agent process with a fresh conversation; 'fork' "
+        "starts it from this conversation up to the last completed turn. Several subagent "
+        "calls in one response run concurrently."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "description": {"type": "string", "description": "a short title for the task"},
+            "prompt": {"type": "string", "description": "the complete task for the subagent"},
+            "mode": {"type": "string", "enum": ["spawn", "fork", "process"]},
+        },
+        "required": ["description", "prompt", "mode"],
+        "additionalProperties": False,
+    },
+)
+
+
 def parse_arguments(tool: str, arguments: str) -> dict[str, Any]:
     """Decode a tool call's JSON arguments into an object, or raise ``ToolError``."""
     try:

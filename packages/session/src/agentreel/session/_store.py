@@ -199,6 +199,30 @@ class SessionStore:
         """Start a child with a fresh log."""
         return self._child(parent, spawn_index, "spawn", [])
 
+    def adopt(
+        self, cwd: str | Path, *, session_id: SessionId, parent_session: SessionId, spawn_index: int
+    ) -> Session:
+        """Start a spawned child whose parent lives in another process (a process subagent).
+
+        The parent chose ``session_id`` and ``spawn_index`` and logged ``subagent/start``
+        for them; this process only writes the child's own log, so harvesting the shared
+        sessions root still finds one tree.
+        """
+        if isinstance(spawn_index, bool) or not isinstance(spawn_index, int) or spawn_index < 0:
+            raise ValueError(
+                f"spawn_index must be an int >= 0 (the child's ordinal among the children "
+                f"of {parent_session}), got {spawn_index!r}"
+            )
+        header = SessionHeader(
+            id=session_id,
+            created_at=self._clock(),
+            cwd=str(cwd),
+            parent_session=parent_session,
+            spawn_index=spawn_index,
+            origin="spawn",
+        )
+        return self._open_session(header, [])
+
     def fork(self, parent: Session, spawn_index: int) -> Session:
         """Start a child seeded with the parent's events up to its last ``turn/end``.
 
