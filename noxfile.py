@@ -54,12 +54,16 @@ def _extras(package_dir: Path) -> str:
 
 
 def _install_workspace(session: nox.Session) -> None:
-    """Every package editable (with extras and test groups) into the session's venv."""
+    """Every package editable (with extras and test groups) into the session's venv, and
+    what the example agents of ``examples/`` import (their scenarios live in fixtures/)."""
     args: list[str] = []
     groups: set[str] = set()
     for package_dir in _package_dirs():
         args += ["-e", f"{package_dir}{_extras(package_dir)}"]
         groups.update(_test_group(package_dir))
+    groups.update(
+        nox.project.dependency_groups(nox.project.load_toml(ROOT / "pyproject.toml"), "examples")
+    )
     session.install(*args, *sorted(groups))
 
 
