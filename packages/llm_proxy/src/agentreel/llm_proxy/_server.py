@@ -9,6 +9,7 @@ mode the client's first chunk is the upstream's first chunk plus one loopback ho
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import logging
 import os
@@ -162,6 +163,12 @@ class Proxy:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> Proxy:
+        if self.mode == "record":
+            # The wire mappers import both provider SDKs (seconds on a loaded machine). Done
+            # lazily on the first call, the import blocked the event loop while upstream
+            # bytes piled up, so the first stream reached its client all at once at the end.
+            # Before listening, and off the loop, so a host's other tasks keep running.
+            await asyncio.to_thread(importlib.import_module, "agentreel.llm.wire")
         app = web.Application(client_max_size=self.settings.max_body_bytes)
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
