@@ -184,6 +184,40 @@ def refresh(session: nox.Session) -> None:
     session.run("agentreel", "refresh", "--fixtures", str(FIXTURES), *session.posargs)
 
 
+INTEROP = ROOT / "interop"
+
+
+@nox.session(python=PYTHON, default=False)
+def interop(session: nox.Session) -> None:
+    """Third-party ACP agents from npm, through the proxy: replay, then re-record and replay.
+
+    Installs the agents pinned in ``interop/package.json`` (``npm install`` into
+    ``.nox/interop-npm``; needs node and npm), puts their commands on ``PATH``, replays
+    every committed scenario in ``interop/fixtures/``, then re-records each into a scratch
+    copy through the proxy and the stub server and replays that copy. Not a default
+    session: the default ``replay`` never needs npm. ``nox -s interop -- opencode-read``
+    runs one. See ``interop/README.md``.
+    """
+    if shutil.which("npm") is None:
+        session.error("nox -s interop needs node and npm on PATH (e.g. apt-get install npm)")
+    _install_workspace(session)
+    prefix = ROOT / ".nox" / "interop-npm"
+    prefix.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(INTEROP / "package.json", prefix / "package.json")
+    session.run("npm", "install", "--prefix", str(prefix), "--no-audit", "--no-fund", external=True)
+    path = f"{prefix / 'node_modules' / '.bin'}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {"PATH": path}
+    fixtures = INTEROP / "fixtures"
+    names = session.posargs or [p.parent.name for p in sorted(fixtures.glob("*/scenario.toml"))]
+    session.run("agentreel", "replay", "--fixtures", str(fixtures), *names, env=env)
+    scratch = ROOT / ".nox" / "interop-rerecord"
+    shutil.rmtree(scratch, ignore_errors=True)
+    shutil.copytree(fixtures, scratch)
+    for name in names:
+        session.run("agentreel", "record", "--fixtures", str(scratch), name, env=env)
+    session.run("agentreel", "replay", "--fixtures", str(scratch), *names, env=env)
+
+
 @nox.session(python=PYTHON, default=False)
 def review(session: nox.Session) -> None:
     """Review the pending goldens failing local replays left: ``nox -s review [-- <scenario>]``.
