@@ -124,3 +124,49 @@ def recorded_echo_turn(echo_turn_template: Path, make_scenario: MakeScenario) ->
         ignore=shutil.ignore_patterns("scenario.toml"),
     )
     return directory
+
+
+# CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH: what lets root read a file whatever its mode.
+_DAC_CAPABILITIES = (1, 2)
+_PR_CAPBSET_DROP = 24
+
+
+def _drop_file_permission_override() -> None:
+    """In a child about to exec: drop root's file-permission override from the capability
+    bounding set, so the exec'd program is held to file modes like any other user."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for capability in _DAC_CAPABILITIES:
+        if libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP) failed")
+
+
+@pytest.fixture
+def unprivileged(tmp_path: Path) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes a subprocess (and everything it starts) meet file
+    permissions as a non-root user would; ``None`` when the tests already run as one.
+
+    CI runs as root, which reads a mode-000 file. Switching to uid 65534 is not enough
+    here: the interpreter lives under /root (mode 0700). Dropping the two capabilities
+    keeps every path the run needs reachable while making modes count. The fixture proves
+    the effect before any test relies on it, so a test can never pass by reading as root.
+    """
+    import os
+    import subprocess
+
+    if os.geteuid() != 0:
+        return None
+    probe = tmp_path / "unreadable-probe"
+    probe.write_text("secret")
+    probe.chmod(0)
+    check = subprocess.run(
+        [sys.executable, "-c", f"open({str(probe)!r}).read()"],
+        preexec_fn=_drop_file_permission_override,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert "PermissionError" in check.stderr, "the unprivileged child could read a 000 file"
+    probe.unlink()
+    return _drop_file_permission_override

@@ -16,6 +16,7 @@ import os
 import shutil
 import sys
 import time
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -149,39 +150,65 @@ def _main(argv: Sequence[str] | None, out: TextIO) -> int:
 
     started = time.monotonic()
     failures: list[tuple[str, str]] = []
+    done = 0
     width = max(len(d.name) for d in directories)
-    for directory in directories:
-        begun = time.monotonic()
-        name = directory.name
-        try:
-            scenario = load_scenario(directory)
-            record = _record_override(scenario, args) if mode == "record" else None
-            keep = Path(args.keep_runs) / name if args.keep_runs else None
-            if keep is not None and keep.exists():
-                shutil.rmtree(keep)
-            outcome = check_scenario(
-                scenario, mode, record=record, work_dir=keep, pending=pending_allowed()
-            )
-        except HarnessError as exc:
-            elapsed = time.monotonic() - begun
-            print(f"FAIL  {name:<{width}}  {'-':>10}  {elapsed:6.2f}s", file=out, flush=True)
-            failures.append((name, str(exc)))
-            continue
-        status = {"replay": "PASS", "record": "REC ", "refresh": "REFR"}[mode]
-        sessions = f"{outcome.sessions} session{'s' if outcome.sessions != 1 else ''}"
-        print(
-            f"{status}  {name:<{width}}  {sessions:>10}  {outcome.duration:6.2f}s",
-            file=out,
-            flush=True,
-        )
-    for name, message in failures:
-        print(f"\n=== {name} ===\n{message}", file=out)
-    total = time.monotonic() - started
-    passed = len(directories) - len(failures)
-    verb = {"replay": "passed", "record": "recorded", "refresh": "refreshed"}[mode]
-    summary = f"{passed} {verb}, {len(failures)} failed in {total:.2f}s ({mode})"
-    print(f"\n{summary}", file=out, flush=True)
+    try:
+        for directory in directories:
+            failure = _run_one(directory, mode, args, width, out)
+            done += 1
+            if failure is not None:
+                failures.append((directory.name, failure))
+    finally:
+        # Always the failures in full and the summary line, even when interrupted.
+        for name, message in failures:
+            print(f"\n=== {name} ===\n{message}", file=out)
+        total = time.monotonic() - started
+        passed = done - len(failures)
+        verb = {"replay": "passed", "record": "recorded", "refresh": "refreshed"}[mode]
+        summary = f"{passed} {verb}, {len(failures)} failed in {total:.2f}s ({mode})"
+        if done < len(directories):
+            summary += f"; interrupted, {len(directories) - done} not run"
+        print(f"\n{summary}", file=out, flush=True)
     return 1 if failures else 0
+
+
+def _run_one(
+    directory: Path, mode: Mode, args: argparse.Namespace, width: int, out: TextIO
+) -> str | None:
+    """Check one scenario and print its progress line; the failure message, if it failed.
+
+    A scenario's failure never stops the run: a ``HarnessError`` is reported as it says;
+    anything else is a bug in agentreel or the agent command, reported with its traceback.
+    """
+    begun = time.monotonic()
+    name = directory.name
+    try:
+        scenario = load_scenario(directory)
+        record = _record_override(scenario, args) if mode == "record" else None
+        keep = Path(args.keep_runs) / name if args.keep_runs else None
+        if keep is not None and keep.exists():
+            shutil.rmtree(keep)
+        outcome = check_scenario(
+            scenario, mode, record=record, work_dir=keep, pending=pending_allowed()
+        )
+    except Exception as exc:
+        elapsed = time.monotonic() - begun
+        print(f"FAIL  {name:<{width}}  {'-':>10}  {elapsed:6.2f}s", file=out, flush=True)
+        if isinstance(exc, HarnessError):
+            return str(exc)
+        trace = "".join(traceback.format_exception(exc)).rstrip()
+        return (
+            f"{name}: unexpected {type(exc).__name__} (a bug in agentreel; please report it "
+            f"with this traceback): {exc}\n{trace}"
+        )
+    status = {"replay": "PASS", "record": "REC ", "refresh": "REFR"}[mode]
+    sessions = f"{outcome.sessions} session{'s' if outcome.sessions != 1 else ''}"
+    print(
+        f"{status}  {name:<{width}}  {sessions:>10}  {outcome.duration:6.2f}s",
+        file=out,
+        flush=True,
+    )
+    return None
 
 
 def _record_override(scenario: Scenario, args: argparse.Namespace) -> RecordConfig | None:

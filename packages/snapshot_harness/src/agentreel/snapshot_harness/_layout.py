@@ -44,7 +44,11 @@ from agentreel.session import (
     session_file_number,
 )
 from agentreel.snapshot_harness._scenario import SCENARIO_FILE, WORKSPACE_DIR, Mode, Scenario
-from agentreel.snapshot_harness.exceptions import FixtureError, FixtureInventoryError
+from agentreel.snapshot_harness.exceptions import (
+    FixtureError,
+    FixtureInventoryError,
+    UnreadableFixtureError,
+)
 
 GOLDEN_DIR = "golden"
 TRANSCRIPT_FILE = "transcript.jsonl"
@@ -79,7 +83,12 @@ class Inventory:
 
 
 def take_inventory(scenario: Scenario) -> Inventory:
-    """Classify every file of the scenario directory; unknown ones are orphans."""
+    """Classify every file of the scenario directory; unknown ones are orphans.
+
+    A file named as a fixture file (an input, a recording, a golden) must be a regular
+    file this process can read: a directory in its place, a dangling symlink or missing
+    permissions raise ``UnreadableFixtureError`` naming it.
+    """
     directory = scenario.directory
     allowed_inputs = {SCENARIO_FILE, README_FILE, OVERRIDE_FILE, *scenario.own_files()}
     if scenario.record.rules is not None:
@@ -87,30 +96,48 @@ def take_inventory(scenario: Scenario) -> Inventory:
     recordings: list[str] = []
     goldens: list[str] = []
     orphans: list[str] = []
-    for path in sorted(directory.iterdir()):
+    for path in _entries(scenario, directory):
         name = path.name
         if name == WORKSPACE_DIR and path.is_dir() and not path.is_symlink():
             continue
         if name == GOLDEN_DIR and path.is_dir() and not path.is_symlink():
-            for golden in sorted(path.iterdir()):
+            for golden in _entries(scenario, path):
                 if is_pending_name(golden.name):
                     continue  # a local review's business, never a fixture file
-                if golden.is_file() and (
-                    golden.name == TRANSCRIPT_FILE or SESSION_FILE_PATTERN.fullmatch(golden.name)
-                ):
+                if golden.name == TRANSCRIPT_FILE or SESSION_FILE_PATTERN.fullmatch(golden.name):
+                    _check_readable(scenario, golden)
                     goldens.append(golden.name)
                 else:
                     orphans.append(f"{GOLDEN_DIR}/{golden.name}")
             continue
-        if name in allowed_inputs and (path.is_file() or name in scenario.own_files()):
+        if name in allowed_inputs:
+            if name not in scenario.own_files():  # the scenario's own files may be dirs
+                _check_readable(scenario, path)
             continue
-        if path.is_file() and SESSION_FILE_PATTERN.fullmatch(name):
+        if SESSION_FILE_PATTERN.fullmatch(name):
+            _check_readable(scenario, path)
             recordings.append(name)
             continue
         orphans.append(name + ("/" if path.is_dir() else ""))
     order = {name: i for i, name in enumerate(recording_names(directory))}
     recordings.sort(key=lambda n: order.get(n, 1 << 30))
     return Inventory(recordings=recordings, goldens=goldens, orphans=orphans)
+
+
+def _entries(scenario: Scenario, directory: Path) -> list[Path]:
+    try:
+        return sorted(directory.iterdir())
+    except OSError as exc:
+        raise UnreadableFixtureError(scenario.name, directory, exc) from None
+
+
+def _check_readable(scenario: Scenario, path: Path) -> None:
+    """``path`` opens for reading as a regular file, or ``UnreadableFixtureError`` says why."""
+    try:
+        with path.open("rb"):
+            pass
+    except OSError as exc:
+        raise UnreadableFixtureError(scenario.name, path, exc) from None
 
 
 def check_inventory(scenario: Scenario, mode: Mode) -> Inventory:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from agentreel.snapshot_harness.exceptions import ScenarioError
+from agentreel.snapshot_harness.exceptions import ScenarioError, UnreadableFixtureError
 
 SCENARIO_FILE = "scenario.toml"
 WORKSPACE_DIR = "workspace"
@@ -380,13 +380,15 @@ def load_scenario(directory: Path | str) -> Scenario:
     """
     directory = Path(directory)
     path = directory / SCENARIO_FILE
-    if not path.is_file():
+    if not path.is_file() and not path.is_symlink() and not path.is_dir():
         raise ScenarioError(
             f"{path}: no scenario.toml here; a scenario directory needs one (see the "
             "agentreel-snapshot-harness README for the format)"
         )
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UnreadableFixtureError(directory.name, path, exc) from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
     reader = _Reader(path)

@@ -5,7 +5,9 @@ Hierarchy::
     HarnessError                    base of everything this package raises
     ├── ScenarioError               scenario.toml is invalid: names the file and the key
     ├── FixtureError                a scenario directory holds the wrong files
-    │   └── FixtureInventoryError   orphan or missing fixture files, named
+    │   ├── FixtureInventoryError   orphan or missing fixture files, named
+    │   └── UnreadableFixtureError  a fixture file that cannot be read (permissions, a
+    │                               directory in its place, a dangling symlink), named
     ├── RunError                    the agent run itself failed; carries the stderr tail
     │   ├── AgentCrashError         the agent exited non-zero or vanished mid-run
     │   ├── AgentTimeoutError       the run exceeded the scenario timeout (group killed)
@@ -23,6 +25,10 @@ from the rest of the package.
 
 from __future__ import annotations
 
+import os
+import stat
+from pathlib import Path
+
 __all__ = [
     "AgentCrashError",
     "AgentOutputError",
@@ -38,6 +44,7 @@ __all__ = [
     "ScenarioError",
     "SecretLeakError",
     "StepError",
+    "UnreadableFixtureError",
 ]
 
 
@@ -60,6 +67,39 @@ class FixtureInventoryError(FixtureError):
         self.missing = missing
         self.orphans = orphans
         super().__init__(message)
+
+
+class UnreadableFixtureError(FixtureError):
+    """A fixture file is there by name but cannot be read; ``path`` names it and the message
+    says why (permissions, a directory in its place, a dangling symlink) and what to do."""
+
+    def __init__(self, scenario: str, path: Path, cause: OSError) -> None:
+        self.path = path
+        self.cause = cause
+        problem, fix = _why_unreadable(path, cause)
+        super().__init__(f"{scenario}: cannot read {path}: {problem}. {fix}")
+
+
+def _why_unreadable(path: Path, cause: OSError) -> tuple[str, str]:
+    if path.is_symlink() and not path.exists():
+        target = os.readlink(path)
+        return (
+            f"it is a dangling symlink (it points to {target}, which does not exist)",
+            "Restore the target, or replace the link with the file",
+        )
+    if path.is_dir():
+        return (
+            "a directory is where the file belongs",
+            "Remove the directory and restore the file (version control has it)",
+        )
+    if isinstance(cause, PermissionError):
+        try:
+            info = path.stat()
+            detail = f" (mode {stat.filemode(info.st_mode)}, owner uid {info.st_uid})"
+        except OSError:
+            detail = ""
+        return f"permission denied{detail}", f"Make it readable: chmod a+r {path}"
+    return cause.strerror or str(cause), "Check the file, or restore it from version control"
 
 
 class RunError(HarnessError):
