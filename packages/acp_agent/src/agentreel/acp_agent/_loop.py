@@ -364,10 +364,15 @@ class AgentSession:
                 )
             raise _ModelFailure(f"{where}: the provider's stream is invalid: {exc}") from exc
         except Exception as exc:
+            failure = f"{type(exc).__name__}: {exc}"
             if finish is None:
-                failure = f"{type(exc).__name__}: {exc}"
                 self._seal(turn, step, Finish(reason="error", message=failure, code="agent-error"))
-            raise
+            # A provider's own error (a replay mismatch, a misconfiguration) explains itself:
+            # one line in the log, the whole message in the prompt's JSON-RPC error, the
+            # traceback only at debug level.
+            logger.error("%s: model call failed: %s", where, failure.splitlines()[0])
+            logger.debug("%s: model call failed", where, exc_info=True)
+            raise _ModelFailure(f"{where}: model call failed: {failure}") from exc
         assert finish is not None  # checker.close() guarantees a finish chunk
         if finish.reason == "aborted":
             raise _StreamAborted(f"{where}: the provider aborted the stream: {finish.message}")

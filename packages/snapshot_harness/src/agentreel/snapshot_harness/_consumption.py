@@ -23,23 +23,48 @@ def replay_mismatch(
     report: ConsumptionReport,
     *,
     stderr_tail: str,
-    then: str | None = None,
+    then: RunError | None = None,
 ) -> ReplayConsumptionError | None:
-    """The error for a replay report with errors or unconsumed calls; ``None`` if clean."""
-    problems = [f"{error.type}: {error.message}" for error in report.errors]
-    problems += report.unconsumed()
-    if not problems:
+    """The error for a replay report with errors or unconsumed calls; ``None`` if clean.
+
+    The shape a reader needs: the cause once, first (the first replay error, or what was
+    left unconsumed); then one line per recorded script that was not used up; then — when
+    the run failed because of it — one line naming the step, not its message again; then
+    the agent's stderr tail without the lines that repeat the cause.
+    """
+    unconsumed = report.unconsumed()
+    if not report.errors and not unconsumed:
         return None
-    listing = "\n".join(f"- {problem}" for problem in problems)
     advice = rerecord_command(scenario.name)
-    if advice not in listing:
-        listing += f"\nIf the agent's behaviour changed on purpose, re-record: {advice}"
-    if then:
-        listing += f"\nThe run then failed: {then}"
-    return ReplayConsumptionError(
-        f"{scenario.name}: the replay did not match its recording:\n{listing}",
-        stderr_tail=stderr_tail,
-    )
+    if report.errors:
+        first = report.errors[0]
+        lines = [f"{scenario.name}: {first.type}: {first.message}"]
+        lines += [f"(then {error.type}: {error.message})" for error in report.errors[1:]]
+        cause = first.message
+    else:
+        lines = [f"{scenario.name}: the replay ended with recorded model calls never made"]
+        cause = ""
+    if unconsumed:
+        lines.append("Recorded calls not used:")
+        lines += [f"- {line}" for line in unconsumed]
+    if advice not in "\n".join(lines):
+        lines.append(f"If the agent's behaviour changed on purpose, re-record: {advice}")
+    if then is not None:
+        step = then.where or "the run"
+        lines.append(f"The run failed at {step} because of it ({type(then).__name__}).")
+    return ReplayConsumptionError("\n".join(lines), stderr_tail=_without_cause(stderr_tail, cause))
+
+
+def _without_cause(stderr_tail: str, cause: str) -> str:
+    """The stderr tail minus the lines that only repeat ``cause`` (the agent logs it too)."""
+    first = cause.splitlines()[0][:80] if cause.strip() else ""
+    if not first:
+        return stderr_tail
+    kept = [line for line in stderr_tail.splitlines() if first not in line]
+    dropped = len(stderr_tail.splitlines()) - len(kept)
+    if dropped:
+        kept.append(f"[{dropped} line(s) repeating the error above left out]")
+    return "\n".join(kept)
 
 
 def read_run_report(scenario: Scenario, path: Path, stderr: str) -> ConsumptionReport | None:
@@ -71,10 +96,7 @@ def explain_failed_run(
         reported = read_report(path)
         if reported.errors:
             return replay_mismatch(
-                scenario,
-                reported,
-                stderr_tail=failure.stderr_tail,
-                then=str(failure).split("\n--- agent stderr", 1)[0],
+                scenario, reported, stderr_tail=failure.stderr_tail, then=failure
             )
     return None
 

@@ -325,12 +325,13 @@ async def _drive(
     except RunError as exc:
         if exc.stderr_tail:
             raise
-        raise type(exc)(str(exc), stderr_tail=stderr_tail()) from None
+        raise type(exc)(exc.message, stderr_tail=stderr_tail(), where=progress.current) from None
     except RequestError as exc:
         raise StepError(
             f"{scenario.name}: {progress.current} failed with JSON-RPC error {exc.code} "
             f"{exc}; if this error is intended, use an expect_error step",
             stderr_tail=stderr_tail(),
+            where=progress.current,
         ) from None
     except Exception as exc:
         raise AgentOutputError(

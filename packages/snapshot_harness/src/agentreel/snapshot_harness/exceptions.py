@@ -103,10 +103,13 @@ def _why_unreadable(path: Path, cause: OSError) -> tuple[str, str]:
 
 
 class RunError(HarnessError):
-    """Running the agent failed. ``stderr_tail`` holds the last lines the agent wrote."""
+    """Running the agent failed. ``stderr_tail`` holds the last lines the agent wrote;
+    ``message`` is the failure without it; ``where`` names the step running, if known."""
 
-    def __init__(self, message: str, *, stderr_tail: str = "") -> None:
+    def __init__(self, message: str, *, stderr_tail: str = "", where: str | None = None) -> None:
         self.stderr_tail = stderr_tail
+        self.message = message
+        self.where = where
         text = message
         if stderr_tail:
             text += "\n--- agent stderr (tail) ---\n" + stderr_tail
