@@ -37,6 +37,15 @@ BENCH_DEPS = ("vcrpy", "openai", "httpx")
 TOOLS = ROOT / "tools"
 
 
+# How a user of this repository re-records and refreshes a scenario. agentreel's messages
+# name these commands; the variables are agentreel.session's RERECORD_COMMAND_ENV and
+# REFRESH_COMMAND_ENV (unset, they name the `agentreel` command line a user's project has).
+COMMAND_HINTS = {
+    "AGENTREEL_RERECORD_COMMAND": "nox -s record -- {scenario}",
+    "AGENTREEL_REFRESH_COMMAND": "nox -s refresh -- {scenario}",
+}
+
+
 def _package_dirs() -> list[Path]:
     return release.package_dirs(ROOT)
 
@@ -78,7 +87,7 @@ def tests(session: nox.Session) -> None:
     targets.append(str(TOOLS / "tests"))
     if (ROOT / "fixtures").is_dir() and any((ROOT / "fixtures").glob("*/scenario.toml")):
         targets.append("fixtures")
-    session.run("pytest", "-n", "auto", *(session.posargs or targets))
+    session.run("pytest", "-n", "auto", *(session.posargs or targets), env=COMMAND_HINTS)
 
 
 def _require_only_declared_siblings(session: nox.Session, package_dir: Path) -> None:
@@ -113,7 +122,9 @@ def _make_isolated_tests_session(package_dir: Path) -> None:
     def isolated_tests(session: nox.Session) -> None:
         session.install(f"{package_dir}{_extras(package_dir)}", *_test_group(package_dir))
         _require_only_declared_siblings(session, package_dir)
-        session.run("pytest", "-n", "auto", str(package_dir / "tests"), *session.posargs)
+        session.run(
+            "pytest", "-n", "auto", str(package_dir / "tests"), *session.posargs, env=COMMAND_HINTS
+        )
 
     isolated_tests.__doc__ = (
         f"agentreel-{name.replace('_', '-')} tests alone in a fresh venv holding only it and its "
@@ -156,7 +167,9 @@ def replay(session: nox.Session) -> None:
     port. Name scenarios to run only those: ``nox -s replay -- plain-turn``.
     """
     _install_workspace(session)
-    session.run("agentreel", "replay", "--fixtures", str(FIXTURES), *session.posargs)
+    session.run(
+        "agentreel", "replay", "--fixtures", str(FIXTURES), *session.posargs, env=COMMAND_HINTS
+    )
 
 
 @nox.session(python=PYTHON, default=False)
@@ -170,7 +183,9 @@ def record(session: nox.Session) -> None:
     if not session.posargs:
         session.error("name what to record: nox -s record -- <scenario> [--provider ...]")
     _install_workspace(session)
-    session.run("agentreel", "record", "--fixtures", str(FIXTURES), *session.posargs)
+    session.run(
+        "agentreel", "record", "--fixtures", str(FIXTURES), *session.posargs, env=COMMAND_HINTS
+    )
 
 
 @nox.session(python=PYTHON, default=False)
@@ -181,7 +196,9 @@ def refresh(session: nox.Session) -> None:
     the same: ``nox -s refresh`` (all) or ``nox -s refresh -- <scenario>``.
     """
     _install_workspace(session)
-    session.run("agentreel", "refresh", "--fixtures", str(FIXTURES), *session.posargs)
+    session.run(
+        "agentreel", "refresh", "--fixtures", str(FIXTURES), *session.posargs, env=COMMAND_HINTS
+    )
 
 
 INTEROP = ROOT / "interop"
@@ -226,14 +243,18 @@ def review(session: nox.Session) -> None:
     ``--reject-all`` for scripts). Recordings are never touched (docs/review.md).
     """
     _install_workspace(session)
-    session.run("agentreel", "review", "--fixtures", str(FIXTURES), *session.posargs)
+    session.run(
+        "agentreel", "review", "--fixtures", str(FIXTURES), *session.posargs, env=COMMAND_HINTS
+    )
 
 
 @nox.session(python=PYTHON, default=False)
 def report(session: nox.Session) -> None:
     """Replay scenarios and write one HTML page: ``nox -s report -- --html report.html``."""
     _install_workspace(session)
-    session.run("agentreel", "report", "--fixtures", str(FIXTURES), *session.posargs)
+    session.run(
+        "agentreel", "report", "--fixtures", str(FIXTURES), *session.posargs, env=COMMAND_HINTS
+    )
 
 
 @nox.session(python=PYTHON, default=False)

@@ -16,6 +16,7 @@ from agentreel.llm_replay import (
     UnrecordedSessionError,
 )
 from agentreel.llm_replay.testing import FixtureRecorder, collect, options_for, text_call
+from agentreel.session import rerecord_command
 
 
 def _text(chunks: list[Chunk]) -> str:
@@ -172,7 +173,7 @@ async def test_extra_live_session_is_unrecorded(
     assert f"live session {stray}" in message
     assert "parent none, spawn index none" in message
     assert "holds 1 session script(s), 1 already bound" in message
-    assert "nox -s record -- plain-turn" in message
+    assert rerecord_command("plain-turn") in message
     assert caught.value.session_id == stray
 
 
@@ -190,7 +191,7 @@ async def test_child_with_unrecorded_spawn_index_is_unrecorded_not_misrouted(
     assert f"live session {child} (parent {parent}, spawn index 2)" in message
     assert "recorded no child with spawn index 2 (recorded spawn indexes: [0, 1])" in message
     assert "session.jsonl (recorded session" in message
-    assert "nox -s record -- my-scenario" in message
+    assert rerecord_command("my-scenario") in message
     assert caught.value.spawn_index == 2
 
 
@@ -220,7 +221,7 @@ async def test_call_beyond_the_script_is_exhausted(
     message = str(caught.value)
     assert f"live session {sid}, bound to session.jsonl (recorded session {ids[0]})" in message
     assert "asked for model call 3 but the recording holds only 2 call(s)" in message
-    assert "nox -s record -- my-scenario" in message
+    assert rerecord_command("my-scenario") in message
     assert (caught.value.call, caught.value.recorded_calls) == (3, 2)
 
 
@@ -244,7 +245,7 @@ async def test_assert_consumed_lists_scripts_and_calls_never_requested(
         "call(s) were never requested"
     ) in message
     assert "session.1.jsonl" not in message
-    assert "nox -s record -- my-scenario" in message
+    assert rerecord_command("my-scenario") in message
     assert len(caught.value.unconsumed) == 2
 
 

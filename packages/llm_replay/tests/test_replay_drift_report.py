@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from agentreel.llm_replay import (
     read_report,
 )
 from agentreel.llm_replay.testing import RECORD_CWD, FixtureRecorder, collect, text_call
+from agentreel.session import rerecord_command
 
 _TOOLS = (
     ToolSpec(
@@ -82,7 +84,7 @@ async def test_changed_system_prompt_is_drift_with_a_readable_diff(
     assert "system prompt differs at character 10:" in message
     assert "recorded 'You are a careful coding agent. Work in {…'" in message
     assert "live 'You are a reckless coding agent. Work in {…'" in message
-    assert "nox -s record -- my-scenario" in message
+    assert rerecord_command("my-scenario") in message
     assert len(caught.value.differences) == 1
 
 
@@ -202,7 +204,7 @@ async def test_report_file_records_consumption_and_errors(
     report = read_report(report_path)
     assert not report.ok
     assert "made 1 of 2 call(s); call 2 never requested" in report.unconsumed()[0]
-    with pytest.raises(UnconsumedScriptError, match="nox -s record -- my-scenario"):
+    with pytest.raises(UnconsumedScriptError, match=re.escape(rerecord_command("my-scenario"))):
         report.assert_consumed()
     assert report.to_dict() == raw
 
@@ -282,4 +284,4 @@ def test_registry_reports_a_fixture_that_cannot_load(fixture_dir: Path, tmp_path
     assert not report.ok
     assert report.scripts == []
     assert report.errors[0].type == "FixtureError"
-    assert "nox -s record -- my-scenario" in report.errors[0].message
+    assert rerecord_command("my-scenario") in report.errors[0].message

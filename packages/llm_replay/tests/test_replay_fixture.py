@@ -24,6 +24,7 @@ from agentreel.llm_replay.testing import (
     text_call,
     tool_call,
 )
+from agentreel.session import rerecord_command
 
 
 def _three_sessions(recorder: FixtureRecorder, fixture_dir: Path) -> list[str]:
@@ -58,7 +59,7 @@ def test_missing_main_session_is_named(recorder: FixtureRecorder, fixture_dir: P
     with pytest.raises(FixtureError, match=r"missing .*my-scenario/session\.jsonl") as caught:
         load_recording(fixture_dir)
     assert caught.value.path == fixture_dir / "session.jsonl"
-    assert "nox -s record -- my-scenario" in str(caught.value)
+    assert rerecord_command("my-scenario") in str(caught.value)
 
 
 def test_gap_in_child_numbers_names_the_missing_file(
@@ -111,7 +112,7 @@ def test_call_without_finish_names_session_turn_and_step(
     assert "session.1.jsonl" in message
     assert f"session {ids[1]}, turn 1, step 1" in message
     assert "no finish chunk" in message
-    assert "nox -s record -- my-scenario" in message
+    assert rerecord_command("my-scenario") in message
     assert (caught.value.turn, caught.value.step) == (1, 1)
 
 
@@ -133,7 +134,7 @@ def test_corrupt_line_is_a_fixture_error(recorder: FixtureRecorder, fixture_dir:
 
     with pytest.raises(FixtureError, match=r"session\.1\.jsonl:2") as caught:
         load_recording(fixture_dir)
-    assert "nox -s record -- my-scenario" in str(caught.value)
+    assert rerecord_command("my-scenario") in str(caught.value)
     assert "<scenario>" not in str(caught.value)
 
 
@@ -368,4 +369,4 @@ def test_blank_line_in_a_recording_is_named_with_the_rerecord_command(
     with pytest.raises(FixtureError) as caught:
         load_recording(fixture_dir)
     assert f"{path}:3: blank line" in str(caught.value)
-    assert "nox -s record -- my-scenario" in str(caught.value)
+    assert rerecord_command("my-scenario") in str(caught.value)

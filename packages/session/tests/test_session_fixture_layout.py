@@ -10,7 +10,10 @@ from agentreel.session import (
     CWD_TOKEN,
     MAIN_SESSION_FILE,
     OVERRIDE_FILE,
+    REFRESH_COMMAND_ENV,
+    RERECORD_COMMAND_ENV,
     recording_names,
+    refresh_command,
     rerecord_command,
     session_file_name,
     session_file_number,
@@ -43,4 +46,21 @@ def test_recording_names_orders_by_number_not_text(tmp_path: Path) -> None:
 
 def test_tokens_and_commands() -> None:
     assert CWD_TOKEN == "{{cwd}}"
+
+
+def test_hints_name_the_agentreel_cli_unless_the_caller_says_how_it_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(RERECORD_COMMAND_ENV, raising=False)
+    monkeypatch.delenv(REFRESH_COMMAND_ENV, raising=False)
+    # A user's project has the `agentreel` command line, not this repository's nox sessions.
+    assert rerecord_command("plain-turn") == "agentreel record plain-turn"
+    assert refresh_command("plain-turn") == "agentreel refresh plain-turn"
+
+    monkeypatch.setenv(RERECORD_COMMAND_ENV, "nox -s record -- {scenario}")
+    monkeypatch.setenv(REFRESH_COMMAND_ENV, "make golden SCENARIO={scenario}")
     assert rerecord_command("plain-turn") == "nox -s record -- plain-turn"
+    assert refresh_command("plain-turn") == "make golden SCENARIO=plain-turn"
+    # A command without the placeholder gets the name appended.
+    monkeypatch.setenv(RERECORD_COMMAND_ENV, "uv run agentreel record")
+    assert rerecord_command("x") == "uv run agentreel record x"

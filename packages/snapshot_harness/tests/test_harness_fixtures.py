@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentreel.session import tokenize_cwd
+from agentreel.session import rerecord_command, tokenize_cwd
 from agentreel.snapshot_harness import SecretLeakError, unified_diff
 from agentreel.snapshot_harness._environment import (
     closed_port,
@@ -58,7 +58,7 @@ def test_secret_scan_names_file_line_and_variable_never_the_value() -> None:
     message = str(caught.value)
     assert "session.jsonl:2: the value of $ACME_API_KEY" in message
     assert "sk-0123456789" not in message
-    assert "nox -s record -- demo" in message
+    assert rerecord_command("demo") in message
 
 
 def test_secret_scan_catches_auth_headers() -> None:

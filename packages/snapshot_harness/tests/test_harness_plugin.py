@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from agentreel.session import refresh_command
 from agentreel.snapshot_harness import check_scenario
 
 pytest_plugins = ["pytester"]
@@ -59,7 +60,7 @@ def test_a_failing_scenario_shows_a_diff_per_file_and_the_stderr_tail(
             "+++ live/transcript.jsonl",
             '-*"ECHO: "*',
             '+*"echo: "*',
-            "*nox -s refresh -- echo-turn*",
+            f"*{refresh_command('echo-turn')}*",
         ]
     )
 

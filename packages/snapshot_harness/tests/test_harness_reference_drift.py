@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from agentreel.acp_agent import SYSTEM_PROMPT
+from agentreel.session import RERECORD_COMMAND_ENV, rerecord_command
 from agentreel.snapshot_harness import ReplayConsumptionError, check_scenario, load_scenario
 
 pytestmark = pytest.mark.slow
@@ -38,7 +39,7 @@ CHANGED_PROMPT = "You are a pirate. Answer in rhyme."
 
 
 def test_reference_agent_round_trip_then_system_prompt_drift(
-    make_scenario: MakeScenario,
+    make_scenario: MakeScenario, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     directory = make_scenario(
         NAME,
@@ -66,7 +67,18 @@ def test_reference_agent_round_trip_then_system_prompt_drift(
     assert "system prompt differs" in message
     assert "recorded \"You are agentreel's reference coding agent." in message
     assert f"live {CHANGED_PROMPT!r}" in message
-    assert f"nox -s record -- {NAME}" in message
+    assert rerecord_command(NAME) in message
+
+    # The re-record hint comes from the layer that knows how the user runs agentreel: the
+    # harness hands it to the agent, whose replay provider names it in its error.
+    monkeypatch.setenv(RERECORD_COMMAND_ENV, "make rerecord SCENARIO={scenario}")
+    with pytest.raises(ReplayConsumptionError) as caught:
+        check_scenario(changed, "replay")
+    first_line = str(caught.value).splitlines()[0]
+    assert first_line.startswith(f"{NAME}: RequestDriftError:")
+    assert f"re-record: make rerecord SCENARIO={NAME}" in str(caught.value)
+    assert "nox -s record" not in str(caught.value)
+    monkeypatch.undo()
 
     # The scenario on disk is untouched: it still replays with the built-in prompt.
     assert check_scenario(directory, "replay").sessions == 1

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from agentreel.session import rerecord_command
 from agentreel.snapshot_harness import (
     ReplayConsumptionError,
     check_scenario,
@@ -79,7 +80,7 @@ def test_reference_agent_round_trip_then_prompt_drift(make_scenario: MakeScenari
         check_scenario(directory, "replay")
     message = str(caught.value)
     assert "RequestDriftError" in message
-    assert "nox -s record -- stub-turn" in message
+    assert rerecord_command("stub-turn") in message
 
 
 def test_reference_agent_answers_permission_prompts_in_order(
@@ -117,7 +118,7 @@ def test_fake_agent_round_trip_then_system_prompt_drift(make_scenario: MakeScena
     assert "RequestDriftError" in message
     assert "system prompt differs" in message
     assert "'Be verbose.'" in message
-    assert "nox -s record -- stub-turn" in message
+    assert rerecord_command("stub-turn") in message
 
 
 def test_record_with_a_missing_rules_file_is_named(make_scenario: MakeScenario) -> None:

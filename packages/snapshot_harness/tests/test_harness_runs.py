@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from agentreel.session import refresh_command, rerecord_command
 from agentreel.snapshot_harness import (
     AgentCrashError,
     AgentOutputError,
@@ -149,7 +150,7 @@ def test_a_golden_difference_fails_with_a_unified_diff(
     assert "--- golden/transcript.jsonl" in message
     assert "+++ live/transcript.jsonl" in message
     assert '-{"jsonrpc"' in message
-    assert "nox -s refresh -- echo-turn" in message
+    assert refresh_command("echo-turn") in message
 
 
 def test_refresh_rewrites_the_goldens_and_replay_passes_again(
@@ -265,7 +266,7 @@ def test_a_missing_golden_is_named(make_scenario: MakeScenario, recorded_echo_tu
     with pytest.raises(FixtureInventoryError) as caught:
         check_scenario(directory, "replay")
     assert caught.value.missing == ["golden/transcript.jsonl"]
-    assert "nox -s record -- echo-turn" in str(caught.value)
+    assert rerecord_command("echo-turn") in str(caught.value)
 
 
 def test_a_missing_recording_and_a_gap_are_named(make_scenario: MakeScenario) -> None:
@@ -298,7 +299,7 @@ def test_a_corrupt_recording_fails_naming_file_and_line(
     with pytest.raises(FixtureError) as caught:
         check_scenario(directory, "replay")
     assert f"{recording}:3" in str(caught.value)
-    assert "nox -s record -- echo-turn" in str(caught.value)
+    assert rerecord_command("echo-turn") in str(caught.value)
     assert "<scenario>" not in str(caught.value)
 
 
@@ -311,7 +312,7 @@ def test_a_truncated_recording_fails_naming_the_file(
     with pytest.raises(FixtureError) as caught:
         check_scenario(directory, "replay")
     assert str(recording) in str(caught.value)
-    assert "nox -s record -- echo-turn" in str(caught.value)
+    assert rerecord_command("echo-turn") in str(caught.value)
 
 
 def test_an_unconsumed_script_fails(make_scenario: MakeScenario) -> None:
@@ -322,7 +323,7 @@ def test_an_unconsumed_script_fails(make_scenario: MakeScenario) -> None:
     message = str(caught.value)
     assert "session.1.jsonl" in message
     assert "never" in message
-    assert "nox -s record -- echo-turn" in message
+    assert rerecord_command("echo-turn") in message
 
 
 def test_an_unrecorded_subagent_fails(make_scenario: MakeScenario) -> None:
@@ -432,4 +433,4 @@ def test_an_agent_that_never_loads_the_replay_provider_fails(
         check_scenario(recorded_echo_turn, "replay")
     message = str(caught.value)
     assert "wrote no replay consumption report" in message
-    assert "nox -s record -- echo-turn" in message
+    assert rerecord_command("echo-turn") in message

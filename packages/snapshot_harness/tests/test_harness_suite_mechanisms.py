@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from agentreel.session import RequestHeader
+from agentreel.session import RequestHeader, rerecord_command
 from agentreel.snapshot_harness import (
     AgentTimeoutError,
     GoldenMismatchError,
@@ -133,7 +133,7 @@ def test_plain_turn_fails_when_the_request_changes() -> None:
     steps = (Initialize(), NewSession(), Prompt("Say goodbye in one short sentence."))
     message = replay_fails(scenario, ReplayConsumptionError, steps=steps)
     assert "RequestDriftError" in message
-    assert "nox -s record -- plain-turn" in message
+    assert rerecord_command("plain-turn") in message
 
 
 def test_tool_call_fails_when_the_permission_answer_is_flipped() -> None:

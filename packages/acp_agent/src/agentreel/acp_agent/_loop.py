@@ -362,7 +362,9 @@ class AgentSession:
                 self._seal(
                     turn, step, Finish(reason="error", message=str(exc), code="invalid-stream")
                 )
-            raise _ModelFailure(f"{where}: the provider's stream is invalid: {exc}") from exc
+            raise _ModelFailure(
+                f"{where}: model call failed: the provider's stream is invalid: {exc}"
+            ) from exc
         except Exception as exc:
             failure = f"{type(exc).__name__}: {exc}"
             if finish is None:

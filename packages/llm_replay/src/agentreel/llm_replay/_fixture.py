@@ -42,6 +42,7 @@ from agentreel.session import (
     ToolCall,
     load_session_log,
     order_sessions,
+    rerecord_command,
     session_file_name,
     session_file_number,
 )
@@ -118,7 +119,7 @@ def fixture_files(fixture_dir: Path) -> list[Path]:
             fixture_dir,
             f"replay fixture directory {fixture_dir} does not exist or is not a directory. "
             "Pass the scenario directory holding session.jsonl, or record it first: "
-            f"nox -s record -- {fixture_dir.name}",
+            + rerecord_command(fixture_dir.name),
         )
     numbered: dict[int, Path] = {}
     main: Path | None = None
@@ -132,7 +133,7 @@ def fixture_files(fixture_dir: Path) -> list[Path]:
                 f"stray file {path} in replay fixture {fixture_dir}: only session.jsonl and "
                 "session.<n>.jsonl (n = 1, 2, ... without leading zeros) may be named "
                 "session.*. Remove or rename it, or re-record: "
-                f"nox -s record -- {fixture_dir.name}",
+                + rerecord_command(fixture_dir.name),
             )
         if file_number == 0:
             main = path
@@ -143,7 +144,7 @@ def fixture_files(fixture_dir: Path) -> list[Path]:
         raise FixtureError(
             missing,
             f"missing {missing}: a replay fixture needs the main session's recording. "
-            f"Record the scenario: nox -s record -- {fixture_dir.name}",
+            f"Record the scenario: {rerecord_command(fixture_dir.name)}",
         )
     files = [main]
     for number in range(1, len(numbered) + 1):
@@ -154,7 +155,7 @@ def fixture_files(fixture_dir: Path) -> list[Path]:
                 missing,
                 f"missing {missing}: child recordings must be numbered 1..k without gaps "
                 f"(found {present}). Restore the file or re-record: "
-                f"nox -s record -- {fixture_dir.name}",
+                + rerecord_command(fixture_dir.name),
             )
         files.append(numbered[number])
     return files
@@ -176,7 +177,7 @@ def load_recording(fixture_dir: Path | str, *, respect_seed_length: bool = True)
     scripts: list[Script] = []
     for number, path in enumerate(fixture_files(fixture_dir)):
         scripts.append(_load_script(number, path, fixture_dir.name, respect_seed_length))
-    _check_consistency(scripts, f"nox -s record -- {fixture_dir.name}")
+    _check_consistency(scripts, rerecord_command(fixture_dir.name))
     lineage, spawned = _lineage(scripts, fixture_dir)
     overrides: dict[tuple[int, int], Override] = {}
     override_path = fixture_dir / OVERRIDE_FILE
@@ -264,7 +265,7 @@ def _lineage(
                 script.path,
                 f"{script.path} and {other.path} both record spawn index {header.spawn_index} "
                 f"of parent session {header.parent_session}; a child's spawn index must be "
-                f"unique. Re-record: nox -s record -- {fixture_dir.name}",
+                f"unique. Re-record: {rerecord_command(fixture_dir.name)}",
             )
         lineage[key] = script.number
         spawned[key] = header.id
@@ -288,24 +289,27 @@ def _load_script(number: int, path: Path, scenario: str, respect_seed_length: bo
     try:
         log = load_session_log(path)
     except SessionLogError as exc:
-        # The session package cannot know the scenario; its advice says ``<scenario>``.
-        advice = str(exc).replace("nox -s record -- <scenario>", f"nox -s record -- {scenario}")
-        raise FixtureError(path, f"cannot load replay fixture: {advice}") from None
+        # The session package knows neither the scenario nor the command: rebuilt here.
+        raise FixtureError(
+            path,
+            f"cannot load replay fixture: {exc.path}:{exc.line}: {exc.problem}. {exc.advice}: "
+            f"{rerecord_command(scenario)}",
+        ) from None
     except OSError as exc:
         raise FixtureError(
             path,
             f"cannot read replay fixture {path}: {exc}. Check the file's permissions, or "
-            f"re-record: nox -s record -- {scenario}",
+            f"re-record: {rerecord_command(scenario)}",
         ) from None
     if log.torn_tail is not None:
         raise FixtureError(
             path,
             f"{path}:{log.torn_tail.line}: the last line is cut mid-write "
             f"({log.torn_tail.problem}); a replay fixture must be complete. Re-record: "
-            f"nox -s record -- {scenario}",
+            f"{rerecord_command(scenario)}",
         )
     if log.header.cwd != CWD_TOKEN:
-        _check_no_recorded_cwd(path, log.header.cwd, f"nox -s record -- {scenario}")
+        _check_no_recorded_cwd(path, log.header.cwd, rerecord_command(scenario))
     # The main session is never sliced; a child's seed is its parent's history, not its own.
     start = log.header.seed_length if number > 0 and respect_seed_length else 0
     calls: list[RecordedCall] = []
@@ -380,7 +384,7 @@ def _incomplete(path: Path, session_id: str, turn: int, step: int, scenario: str
         path,
         f"{path}: session {session_id}, turn {turn}, step {step}: the recorded model call "
         "has no finish chunk (the recording was cut short). Re-record: "
-        f"nox -s record -- {scenario}",
+        f"{rerecord_command(scenario)}",
         turn=turn,
         step=step,
     )

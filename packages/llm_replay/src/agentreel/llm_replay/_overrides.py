@@ -22,6 +22,7 @@ from pathlib import Path
 import msgspec
 
 from agentreel.llm_replay.exceptions import OverrideError
+from agentreel.session import rerecord_command
 
 _DEFAULT_MESSAGE = "failure injected by replay.override.json"
 
@@ -92,7 +93,7 @@ def load_overrides(path: Path, chunks_per_call: list[list[int]]) -> dict[tuple[i
                 path,
                 f"{where}: session {override.session} does not exist; the fixture has "
                 f"sessions 0..{len(chunks_per_call) - 1} (0 = session.jsonl, n = "
-                f"session.<n>.jsonl). Fix the override or re-record: nox -s record -- {scenario}",
+                f"session.<n>.jsonl). Fix the override or re-record: {rerecord_command(scenario)}",
             )
         recorded = len(chunks_per_call[override.session])
         if not 1 <= override.call <= recorded:

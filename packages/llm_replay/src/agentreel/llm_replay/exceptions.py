@@ -14,7 +14,7 @@ Hierarchy::
     RequestDriftWarning (UserWarning)  the same drift, when drift checking is set to warn
 
 Every message says what failed, where (fixture file, session, call) and what to do next —
-usually the exact re-record command ``nox -s record -- <scenario>``. Overrides raise the
+usually the exact re-record command (``agentreel.session.rerecord_command``). Overrides raise the
 LLM layer's own ``agentreel.llm.LlmError``, not one of these.
 
 This module imports nothing from the rest of the package.

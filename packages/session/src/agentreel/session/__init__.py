@@ -40,10 +40,15 @@ from agentreel.session._events import (
 )
 from agentreel.session._fixture_layout import (
     CWD_TOKEN,
+    DEFAULT_REFRESH_COMMAND,
+    DEFAULT_RERECORD_COMMAND,
     MAIN_SESSION_FILE,
     OVERRIDE_FILE,
+    REFRESH_COMMAND_ENV,
+    RERECORD_COMMAND_ENV,
     SESSION_FILE_PATTERN,
     recording_names,
+    refresh_command,
     rerecord_command,
     session_file_name,
     session_file_number,
@@ -69,10 +74,14 @@ from agentreel.session.exceptions import (
 
 __all__ = [
     "CWD_TOKEN",
+    "DEFAULT_REFRESH_COMMAND",
+    "DEFAULT_RERECORD_COMMAND",
     "HEADER_VERSION",
     "MAIN_SESSION_FILE",
     "MAIN_SESSION_TOKEN",
     "OVERRIDE_FILE",
+    "REFRESH_COMMAND_ENV",
+    "RERECORD_COMMAND_ENV",
     "SESSION_FILE_PATTERN",
     "AssistantChunk",
     "AssistantChunkData",
@@ -133,6 +142,7 @@ __all__ = [
     "order_headers",
     "order_sessions",
     "recording_names",
+    "refresh_command",
     "rerecord_command",
     "session_file_name",
     "session_file_number",

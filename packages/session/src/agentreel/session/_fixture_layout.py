@@ -17,15 +17,21 @@ lists gaps and orphans).
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 __all__ = [
     "CWD_TOKEN",
+    "DEFAULT_REFRESH_COMMAND",
+    "DEFAULT_RERECORD_COMMAND",
     "MAIN_SESSION_FILE",
     "OVERRIDE_FILE",
+    "REFRESH_COMMAND_ENV",
+    "RERECORD_COMMAND_ENV",
     "SESSION_FILE_PATTERN",
     "recording_names",
+    "refresh_command",
     "rerecord_command",
     "session_file_name",
     "session_file_number",
@@ -68,9 +74,37 @@ def recording_names(directory: Path) -> list[str]:
     return [name for _, name in sorted(found)]
 
 
+RERECORD_COMMAND_ENV = "AGENTREEL_RERECORD_COMMAND"
+"""How the user re-records a scenario, ``{scenario}`` where its name goes. Set by the layer
+that knows how agentreel is run (the noxfile inside this repository); the harness passes it
+on to the agent it starts. Unset: the ``agentreel`` command line."""
+REFRESH_COMMAND_ENV = "AGENTREEL_REFRESH_COMMAND"
+"""How the user rewrites a scenario's goldens; the same convention."""
+DEFAULT_RERECORD_COMMAND = "agentreel record {scenario}"
+DEFAULT_REFRESH_COMMAND = "agentreel refresh {scenario}"
+_SCENARIO = "{scenario}"
+
+
+def _command(env_name: str, default: str, scenario: str) -> str:
+    template = os.environ.get(env_name) or default
+    if _SCENARIO not in template:
+        return f"{template} {scenario}"
+    return template.replace(_SCENARIO, scenario)
+
+
 def rerecord_command(scenario: str) -> str:
-    """The command that records ``scenario`` again: what a broken fixture's error advises."""
-    return f"nox -s record -- {scenario}"
+    """The command that records ``scenario`` again: what a broken fixture's error advises.
+
+    Lower layers only name it; which command it is comes from ``$AGENTREEL_RERECORD_COMMAND``
+    (the nox form inside this repository), else the ``agentreel`` command line.
+    """
+    return _command(RERECORD_COMMAND_ENV, DEFAULT_RERECORD_COMMAND, scenario)
+
+
+def refresh_command(scenario: str) -> str:
+    """The command that rewrites ``scenario``'s goldens from its recording (see
+    ``rerecord_command``; ``$AGENTREEL_REFRESH_COMMAND``)."""
+    return _command(REFRESH_COMMAND_ENV, DEFAULT_REFRESH_COMMAND, scenario)
 
 
 def tokenize_cwd(data: bytes, cwd: Path) -> bytes:

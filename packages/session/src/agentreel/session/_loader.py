@@ -18,9 +18,10 @@ from agentreel.session.exceptions import (
 )
 
 _SEQ = operator.attrgetter("seq")
+# No command: how the user re-records is known above (they rebuild the message from the
+# error's problem and advice, adding the command).
 _REPAIR = (
-    "The log is not usable as a fixture: restore it from version control or re-record the "
-    "scenario (nox -s record -- <scenario>)"
+    "The log is not usable as a fixture: restore it from version control or re-record the scenario"
 )
 _BOM = b"\xef\xbb\xbf"
 
@@ -78,8 +79,7 @@ def load_session_log(path: Path | str) -> SessionLog:
             1,
             "the file starts with a UTF-8 byte-order mark (BOM), as editors write for "
             "'UTF-8 with BOM'; a session log is plain UTF-8",
-            "Save it without the BOM, restore it from version control, or re-record the "
-            "scenario (nox -s record -- <scenario>)",
+            "Save it without the BOM, restore it from version control, or re-record the scenario",
         )
 
     header_end = buffer.find(b"\n")
@@ -205,8 +205,7 @@ def _version_error(path: Path, version: object) -> UnsupportedVersionError:
         1,
         f"header version {version!r} is not supported (this release reads version "
         f"{HEADER_VERSION})",
-        "Upgrade agentreel to a release that reads it, or re-record the scenario "
-        "(nox -s record -- <scenario>)",
+        "Upgrade agentreel to a release that reads it, or re-record the scenario",
     )
 
 

@@ -453,7 +453,7 @@ class Normalizer:
         return self.session_log_bytes(Path(path).read_bytes(), source=os.fspath(path))
 
 
-_REPAIR_LOG = "Restore the log or re-record the scenario (nox -s record -- <scenario>)"
+_REPAIR_LOG = "Restore the log or re-record the scenario"
 
 
 def _lines(data: bytes) -> list[bytes]:

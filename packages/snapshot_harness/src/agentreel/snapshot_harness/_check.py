@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentreel.session import SESSION_FILE_PATTERN, rerecord_command
+from agentreel.session import SESSION_FILE_PATTERN, refresh_command, rerecord_command
 from agentreel.snapshot_harness import _environment as envvars
 from agentreel.snapshot_harness._consumption import verify_consumption
 from agentreel.snapshot_harness._diff import compare_goldens
@@ -41,6 +41,8 @@ from agentreel.snapshot_harness._runner import run_scenario
 from agentreel.snapshot_harness._scenario import (
     WORKSPACE_DIR,
     Mode,
+    Prompt,
+    PromptAndCancel,
     RecordConfig,
     Scenario,
     load_scenario,
@@ -49,6 +51,7 @@ from agentreel.snapshot_harness._secrets import scan_for_secrets
 from agentreel.snapshot_harness.exceptions import (
     GoldenMismatchError,
     HarnessError,
+    NoReplayReportError,
     RecordError,
 )
 
@@ -122,6 +125,15 @@ def _record(
     scenario: Scenario, record: RecordConfig | None, work_dir: Path | None, started: float
 ) -> Outcome:
     recorded = run_scenario(scenario, "record", record=record, work_dir=work_dir)
+    prompts = sum(isinstance(step, Prompt | PromptAndCancel) for step in scenario.steps)
+    if prompts and not recorded.session_logs:
+        raise RecordError(
+            f"{scenario.name}: the agent answered {prompts} prompt(s) but wrote no session "
+            "log, so there is nothing to record and nothing was written: the agent never "
+            "used agentreel's provider layer (agentreel.llm with agentreel.session logging, "
+            "configured from AGENTREEL_PROVIDER / AGENTREEL_SESSIONS_ROOT) or the proxy "
+            '([model] via = "proxy" in scenario.toml). See its stderr with --keep-runs DIR.'
+        )
     recordings = render_recordings(recorded)
     secrets = envvars.secret_values(os.environ, scenario.env)
     scan_for_secrets(recordings, secrets, scenario.name)
@@ -142,6 +154,14 @@ def _record(
         try:
             replayed = run_scenario(trial, "replay")
             verify_consumption(trial, replayed)
+        except NoReplayReportError as exc:
+            raise RecordError(
+                f"{scenario.name}: recorded, but nothing was written: replaying the new "
+                "recording, the agent never loaded agentreel's replay provider (it wrote no "
+                "consumption report), so it would call a real model in every replay. Configure "
+                "the agent's provider from AGENTREEL_PROVIDER (replay mode sets it to "
+                f"'replay'), or route it through the proxy.\n{exc}"
+            ) from exc
         except HarnessError as exc:
             raise RecordError(
                 f"{scenario.name}: recorded, but the new recording does not replay, so nothing "
@@ -175,9 +195,9 @@ def _mismatch_message(
     for name, diff in diffs.items():
         parts.append(f"--- {name} ---\n{diff.rstrip()}")
     parts.append(
-        "If the change is intended: `nox -s refresh -- "
-        f"{scenario.name}` rewrites the goldens from the same recording; if the model calls "
-        f"changed, re-record: {rerecord_command(scenario.name)}"
+        f"If the change is intended: `{refresh_command(scenario.name)}` rewrites the goldens "
+        "from the same recording; if the model calls changed, re-record: "
+        f"{rerecord_command(scenario.name)}"
     )
     if pending:
         parts.append(

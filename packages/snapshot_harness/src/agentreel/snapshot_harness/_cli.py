@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from agentreel.session import rerecord_command
 from agentreel.snapshot_harness._check import check_scenario
 from agentreel.snapshot_harness._pending import pending_allowed
 from agentreel.snapshot_harness._scenario import (
@@ -135,7 +136,8 @@ def _main(argv: Sequence[str] | None, out: TextIO) -> int:
     if mode == "record" and not args.scenarios:
         print(
             "agentreel: record needs the scenario(s) to record, e.g. "
-            "`nox -s record -- plain-turn` (recording everything at once is never intended)",
+            f"`{rerecord_command('plain-turn')}` (recording everything at once is never "
+            "intended)",
             file=sys.stderr,
         )
         return 2
@@ -208,6 +210,9 @@ def _run_one(
         file=out,
         flush=True,
     )
+    if outcome.written:
+        # record and refresh say what they changed, so the user knows what to review.
+        print(f"      wrote {', '.join(outcome.written)}", file=out, flush=True)
     return None
 
 

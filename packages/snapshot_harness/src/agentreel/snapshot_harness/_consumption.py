@@ -15,7 +15,11 @@ from agentreel.llm_replay import ConsumptionReport, read_report
 from agentreel.session import AssistantChunk, load_session_log, recording_names, rerecord_command
 from agentreel.snapshot_harness._result import RunResult, tail
 from agentreel.snapshot_harness._scenario import Scenario
-from agentreel.snapshot_harness.exceptions import ReplayConsumptionError, RunError
+from agentreel.snapshot_harness.exceptions import (
+    NoReplayReportError,
+    ReplayConsumptionError,
+    RunError,
+)
 
 
 def replay_mismatch(
@@ -115,7 +119,7 @@ def verify_consumption(scenario: Scenario, result: RunResult) -> None:
     report = result.replay_report
     if report is None:
         if _recorded_calls(scenario):
-            raise ReplayConsumptionError(
+            raise NoReplayReportError(
                 f"{scenario.name}: the agent wrote no replay consumption report, yet the "
                 "recording holds model calls: the agent never loaded the replay provider "
                 "(is it configured from AGENTREEL_PROVIDER / AGENTREEL_REPLAY_REPORT?) or "

@@ -15,6 +15,8 @@ import socket
 from collections.abc import Mapping
 from pathlib import Path
 
+from agentreel.session import REFRESH_COMMAND_ENV, RERECORD_COMMAND_ENV
+
 PROVIDER = "AGENTREEL_PROVIDER"
 MODEL = "AGENTREEL_MODEL"
 PROVIDER_SETTINGS = "AGENTREEL_PROVIDER_SETTINGS"
@@ -64,6 +66,10 @@ def base_environment(run_dir: Path) -> dict[str, str]:
         "PYTHONUNBUFFERED": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
     }
+    # How the user re-records and refreshes: named in the agent's replay errors too.
+    for hint in (RERECORD_COMMAND_ENV, REFRESH_COMMAND_ENV):
+        if os.environ.get(hint):
+            env[hint] = os.environ[hint]
     if os.name == "nt":  # pragma: no cover - Windows needs these to start Python at all
         for key in ("SYSTEMROOT", "SYSTEMDRIVE", "COMSPEC", "PATHEXT"):
             if key in os.environ:

@@ -195,11 +195,10 @@ def _check_recording(path: Path, rerecord: str) -> None:
     try:
         log = load_session_log(path)
     except SessionLogError as exc:
-        # The session package cannot know the scenario; its advice says `<scenario>`.
-        advice = str(exc).replace(rerecord_command("<scenario>"), rerecord)
-        if rerecord not in advice:
-            advice += f" Re-record: {rerecord}"
-        raise FixtureError(f"corrupt recording: {advice}") from None
+        # The session package knows neither the scenario nor the command: rebuilt here.
+        raise FixtureError(
+            f"corrupt recording: {exc.path}:{exc.line}: {exc.problem}. {exc.advice}: {rerecord}"
+        ) from None
     if log.torn_tail is not None:
         raise FixtureError(
             f"{path}:{log.torn_tail.line}: the recording's last line is cut short "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from agentreel.session import rerecord_command
 from agentreel.snapshot_harness.exceptions import SecretLeakError
 
 _AUTH_HEADER = re.compile(
@@ -39,5 +40,5 @@ def scan_for_secrets(files: Mapping[str, bytes], secrets: Mapping[str, str], sce
             f"{scenario}: refusing to write the recording: it contains a live credential\n"
             f"  {listing}\nNothing was written. Find where the agent puts the key into its "
             "output or logs (it must not), fix that, and record again: "
-            f"nox -s record -- {scenario}"
+            f"{rerecord_command(scenario)}"
         )

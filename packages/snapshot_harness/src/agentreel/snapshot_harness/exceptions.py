@@ -14,6 +14,7 @@ Hierarchy::
     │   ├── AgentOutputError        agent stdout held a line that is not JSON (line named)
     │   ├── StepError               a step's outcome was not what the scenario expects
     │   └── ReplayConsumptionError  the replay report says scripts or calls were unused
+    │       └── NoReplayReportError the agent wrote no report: it never loaded the provider
     ├── GoldenMismatchError         normalized output differs from the goldens (diffs)
     ├── SecretLeakError             record mode found a live key in what it would write
     ├── RecordSetupError            record mode cannot start (provider, stub server, ...)
@@ -37,6 +38,7 @@ __all__ = [
     "FixtureInventoryError",
     "GoldenMismatchError",
     "HarnessError",
+    "NoReplayReportError",
     "RecordError",
     "RecordSetupError",
     "ReplayConsumptionError",
@@ -134,6 +136,11 @@ class StepError(RunError):
 
 class ReplayConsumptionError(RunError):
     """The replay provider reports recorded scripts or calls the live run never used."""
+
+
+class NoReplayReportError(ReplayConsumptionError):
+    """The recording holds model calls, yet the agent wrote no consumption report: it never
+    loaded agentreel's replay provider (nor went through the proxy)."""
 
 
 class GoldenMismatchError(HarnessError):
