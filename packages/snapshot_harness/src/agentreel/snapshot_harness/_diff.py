@@ -240,6 +240,31 @@ def compare_goldens(scenario: Scenario, goldens: dict[str, bytes]) -> dict[str, 
             continue
         elif name not in goldens:
             diffs[name] = f"the live run did not produce golden/{name}\n"
+        elif _has_crlf(path):
+            diffs[name] = _crlf_message(name, path, actual)
         else:
             diffs[name] = unified_diff_file(name, path, actual)
     return diffs
+
+
+def _has_crlf(path: Path) -> bool:
+    with path.open("rb") as file:
+        return b"\r\n" in file.read(1 << 16)
+
+
+def _crlf_message(name: str, path: Path, actual: bytes) -> str:
+    """A CRLF golden, said as such: a diff of identical-looking lines helps nobody."""
+    same = file_equals(path, actual.replace(b"\n", b"\r\n"))
+    verdict = (
+        "otherwise it is identical to the live run"
+        if same
+        else "it also differs in content (diff below, line endings ignored)"
+    )
+    text = (
+        f"golden/{name} has CRLF (\\r\\n) line endings; goldens are LF. A checkout converted "
+        "them (git's core.autocrlf, or no `eol=lf` in .gitattributes): restore LF line endings "
+        f"(`* text eol=lf` in .gitattributes, then check the file out again); {verdict}\n"
+    )
+    if not same:
+        text += unified_diff(name, path.read_bytes().replace(b"\r\n", b"\n"), actual)
+    return text

@@ -39,6 +39,7 @@ from agentreel.session import (
     SessionLogError,
     load_session_log,
     recording_names,
+    refresh_command,
     rerecord_command,
     session_file_name,
     session_file_number,
@@ -150,6 +151,7 @@ def check_inventory(scenario: Scenario, mode: Mode) -> Inventory:
     """
     inventory = take_inventory(scenario)
     missing: list[str] = []
+    extra: list[str] = []
     orphans = list(inventory.orphans)
     rerecord = rerecord_command(scenario.name)
     if mode == "record":
@@ -167,13 +169,29 @@ def check_inventory(scenario: Scenario, mode: Mode) -> Inventory:
             expected = []
         if mode == "replay":
             golden_expected = [TRANSCRIPT_FILE, *expected]
-            missing += [f"{GOLDEN_DIR}/{n}" for n in golden_expected if n not in inventory.goldens]
+            absent = [n for n in golden_expected if n not in inventory.goldens]
+            # A recording past the last golden log is the extra file, not the golden missing.
+            golden_logs = sum(1 for n in inventory.goldens if n != TRANSCRIPT_FILE)
+            extra = [
+                n
+                for n in absent
+                if n != TRANSCRIPT_FILE and (session_file_number(n) or 0) >= max(golden_logs, 1)
+            ]
+            missing += [f"{GOLDEN_DIR}/{n}" for n in absent if n not in extra]
             orphans += [f"{GOLDEN_DIR}/{n}" for n in inventory.goldens if n not in golden_expected]
     if mode != "record" and not missing:
         for name in inventory.recordings:
             _check_recording(scenario.directory / name, rerecord)
-    if missing or orphans:
+    if missing or orphans or extra:
         lines = [f"{scenario.directory}: the fixture files do not fit {mode} mode"]
+        if extra:
+            golden_logs = len(inventory.recordings) - len(extra)  # the golden logs present
+            lines.append(
+                f"  extra recording(s): {', '.join(extra)} — the goldens hold {golden_logs} "
+                f"session log(s), the recordings {len(inventory.recordings)}. Delete a "
+                "recording left over from an earlier run, or rewrite the goldens from these "
+                f"recordings: {refresh_command(scenario.name)}"
+            )
         if missing:
             lines.append(f"  missing: {', '.join(missing)}")
         if orphans:
@@ -182,11 +200,15 @@ def check_inventory(scenario: Scenario, mode: Mode) -> Inventory:
             )
         if mode == "record":
             lines.append(f"Then record again: {rerecord}")
-        else:
+        elif missing:
             lines.append(
                 "Restore the missing files from version control, or re-record: " + rerecord
             )
-        raise FixtureInventoryError("\n".join(lines), missing=missing, orphans=sorted(orphans))
+        elif orphans:
+            lines.append(f"Or re-record: {rerecord}")
+        raise FixtureInventoryError(
+            "\n".join(lines), missing=missing, orphans=sorted(orphans + extra)
+        )
     return inventory
 
 

@@ -1,0 +1,52 @@
+"""Fixture problems a diff would only confuse, named as what they are (SPEC 10)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from agentreel.session import refresh_command
+from agentreel.snapshot_harness import (
+    FixtureInventoryError,
+    GoldenMismatchError,
+    check_scenario,
+)
+
+
+def test_a_crlf_golden_is_named_as_line_endings_not_diffed(recorded_echo_turn: Path) -> None:
+    golden = recorded_echo_turn / "golden" / "transcript.jsonl"
+    golden.write_bytes(golden.read_bytes().replace(b"\n", b"\r\n"))
+    with pytest.raises(GoldenMismatchError) as caught:
+        check_scenario(recorded_echo_turn, "replay")
+    message = str(caught.value)
+    assert "golden/transcript.jsonl has CRLF (\\r\\n) line endings; goldens are LF" in message
+    assert "otherwise it is identical to the live run" in message
+    assert "+++ live/transcript.jsonl" not in message  # no diff of identical-looking lines
+
+
+def test_a_crlf_golden_that_also_differs_shows_the_diff_without_the_line_endings(
+    recorded_echo_turn: Path,
+) -> None:
+    golden = recorded_echo_turn / "golden" / "transcript.jsonl"
+    text = golden.read_bytes().replace(b"echo: ", b"ECHO: ")
+    golden.write_bytes(text.replace(b"\n", b"\r\n"))
+    with pytest.raises(GoldenMismatchError) as caught:
+        check_scenario(recorded_echo_turn, "replay")
+    message = str(caught.value)
+    assert "has CRLF" in message
+    assert "it also differs in content" in message
+    assert '-{"jsonrpc"' in message or "-" in message.split("+++ live/transcript.jsonl", 1)[1]
+    assert "\r" not in message
+
+
+def test_an_extra_recording_is_named_extra_not_a_missing_golden(recorded_echo_turn: Path) -> None:
+    shutil.copyfile(recorded_echo_turn / "session.jsonl", recorded_echo_turn / "session.1.jsonl")
+    with pytest.raises(FixtureInventoryError) as caught:
+        check_scenario(recorded_echo_turn, "replay")
+    message = str(caught.value)
+    assert "extra recording(s): session.1.jsonl" in message
+    assert "the goldens hold 1 session log(s), the recordings 2" in message
+    assert refresh_command("echo-turn") in message
+    assert "missing" not in message
