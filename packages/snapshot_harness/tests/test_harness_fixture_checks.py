@@ -11,6 +11,7 @@ from agentreel.session import refresh_command
 from agentreel.snapshot_harness import (
     FixtureInventoryError,
     GoldenMismatchError,
+    ReplayConsumptionError,
     check_scenario,
 )
 
@@ -50,3 +51,24 @@ def test_an_extra_recording_is_named_extra_not_a_missing_golden(recorded_echo_tu
     assert "the goldens hold 1 session log(s), the recordings 2" in message
     assert refresh_command("echo-turn") in message
     assert "missing" not in message
+
+
+def test_a_model_edited_in_one_request_header_is_blamed_on_that_header(tmp_path: Path) -> None:
+    # The replay's model is what most recorded headers name: editing the first header's
+    # model must make that call drift, not every other call against the edited one.
+    committed = Path(__file__).resolve().parents[3] / "fixtures" / "subagent-multi"
+    directory = tmp_path / "subagent-multi"
+    shutil.copytree(committed, directory)
+    main = directory / "session.jsonl"
+    lines = main.read_bytes().split(b"\n")
+    first = next(i for i, line in enumerate(lines) if b'"request/header"' in line)
+    assert b'"model":"stub-model"' in lines[first]
+    lines[first] = lines[first].replace(b'"model":"stub-model"', b'"model":"edited-model"')
+    main.write_bytes(b"\n".join(lines))
+
+    with pytest.raises(ReplayConsumptionError) as caught:
+        check_scenario(directory, "replay")
+    cause = str(caught.value).splitlines()[0]
+    assert "RequestDriftError" in cause
+    assert "call 1 of session.jsonl" in cause
+    assert "model: recorded 'edited-model', live 'stub-model'" in str(caught.value)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -67,10 +68,13 @@ def replay_backend(scenario: Scenario, cwd: Path, report: Path) -> dict[str, str
 
 
 def recorded_model(scenario: Scenario) -> str | None:
-    """The model the main recording asked for (its first ``request/header``), if any.
+    """The model the main recording asked for (what most of its ``request/header``s name),
+    if any.
 
     Replay runs the agent with this model so the request headers match even when the
-    scenario was recorded with ``--model`` overriding ``[record] model``.
+    scenario was recorded with ``--model`` overriding ``[record] model``. Most, not the
+    first: a model edited in one header then drifts at that header alone (the replay names
+    it), instead of every other call drifting against it.
     """
     path = scenario.directory / MAIN_SESSION_FILE
     if not path.is_file():
@@ -79,7 +83,8 @@ def recorded_model(scenario: Scenario) -> str | None:
         log = load_session_log(path)
     except SessionError:
         return None  # the inventory / replay provider report the broken file by name
-    for event in log.events:
-        if isinstance(event, RequestHeader):
-            return event.data.model
-    return None
+    models = Counter(event.data.model for event in log.events if isinstance(event, RequestHeader))
+    if not models:
+        return None
+    # most_common keeps first-seen order among ties: a tie goes to the earliest header.
+    return models.most_common(1)[0][0]
