@@ -9,6 +9,7 @@ import pytest
 
 from agentreel.session import refresh_command
 from agentreel.snapshot_harness import (
+    AgentTimeoutError,
     FixtureInventoryError,
     GoldenMismatchError,
     ReplayConsumptionError,
@@ -72,3 +73,21 @@ def test_a_model_edited_in_one_request_header_is_blamed_on_that_header(tmp_path:
     assert "RequestDriftError" in cause
     assert "call 1 of session.jsonl" in cause
     assert "model: recorded 'edited-model', live 'stub-model'" in str(caught.value)
+
+
+def test_a_timeout_met_at_a_hang_override_says_so(tmp_path: Path) -> None:
+    # The committed cancel scenario with its prompt_and_cancel turned into a plain prompt:
+    # the hang override now waits for a cancel that never comes.
+    committed = Path(__file__).resolve().parents[3] / "fixtures" / "cancel"
+    directory = tmp_path / "cancel"
+    shutil.copytree(committed, directory)
+    toml = directory / "scenario.toml"
+    text = toml.read_text().replace('type = "prompt_and_cancel"', 'type = "prompt"')
+    toml.write_text(text.replace("timeout = 60", "timeout = 8"))
+
+    with pytest.raises(AgentTimeoutError) as caught:
+        check_scenario(directory, "replay")
+    message = str(caught.value)
+    assert "did not finish within 8s" in message
+    assert "replay.override.json makes session.jsonl call 1 hang until cancelled" in message
+    assert "prompt_and_cancel" in message

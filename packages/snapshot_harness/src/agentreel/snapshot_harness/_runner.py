@@ -28,7 +28,7 @@ from typing import BinaryIO, cast
 
 from acp import Client, RequestError, connect_to_agent
 
-from agentreel.session import harvest_session_logs
+from agentreel.session import OVERRIDE_FILE, harvest_session_logs, session_file_name
 from agentreel.snapshot_harness import _environment as envvars
 from agentreel.snapshot_harness._backend import record_backend, replay_backend
 from agentreel.snapshot_harness._client import HarnessClient
@@ -177,6 +177,16 @@ def _run_in(
             mismatch = explain_failed_run(scenario, report, failure) if mode != "record" else None
             if mismatch is not None:
                 raise mismatch from failure
+            hang = _hang_overrides(scenario) if mode != "record" else []
+            if isinstance(failure, AgentTimeoutError) and hang:
+                raise AgentTimeoutError(
+                    f"{failure.message}. The likely cause: {OVERRIDE_FILE} makes "
+                    f"{', '.join(hang)} hang until cancelled, and only a prompt_and_cancel "
+                    "step cancels; make the step that meets it prompt_and_cancel, or remove "
+                    "the hang override",
+                    stderr_tail=failure.stderr_tail,
+                    where=failure.where,
+                ) from failure
             raise
         duration = time.monotonic() - started
 
@@ -199,6 +209,20 @@ def _run_in(
         started_by=driven.started_by,
         fork_fallback=driven.fork_fallback,
     )
+
+
+def _hang_overrides(scenario: Scenario) -> list[str]:
+    """The calls ``replay.override.json`` makes hang (``session 0 call 2``); the replay
+    provider validates the file, so an unreadable or odd one just yields nothing here."""
+    try:
+        data = json.loads((scenario.directory / OVERRIDE_FILE).read_text(encoding="utf-8"))
+        return [
+            f"{session_file_name(int(o['session']))} call {int(o['call'])}"
+            for o in data.get("overrides", [])
+            if isinstance(o, dict) and o.get("action") == "hang"
+        ]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return []
 
 
 @dataclass(slots=True)
