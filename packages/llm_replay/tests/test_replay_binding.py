@@ -75,6 +75,25 @@ async def test_anonymous_caller_gets_the_main_script_and_keeps_it(
 
 
 @pytest.mark.asyncio
+async def test_a_caller_without_session_id_that_runs_out_is_told_to_pass_one(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    _main_only(recorder, fixture_dir, "only answer")
+    provider = ReplayProvider(fixture_dir)
+    await collect(provider.stream(options_for(None)))
+    with pytest.raises(ScriptExhaustedError) as anonymous:
+        await collect(provider.stream(options_for(None)))
+    assert "The agent sent no session_id: pass GenerateOptions.session_id" in str(anonymous.value)
+
+    named = ReplayProvider(fixture_dir)
+    caller = new_session_id()
+    await collect(named.stream(options_for(caller)))
+    with pytest.raises(ScriptExhaustedError) as caught:
+        await collect(named.stream(options_for(caller)))
+    assert "session_id" not in str(caught.value)  # a caller with an id is not told to pass one
+
+
+@pytest.mark.asyncio
 async def test_bound_caller_keeps_its_script_and_cursor(
     recorder: FixtureRecorder, fixture_dir: Path
 ) -> None:

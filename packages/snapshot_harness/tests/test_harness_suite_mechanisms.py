@@ -117,6 +117,8 @@ def test_subagent_scenarios_need_the_callers_identity(name: str) -> None:
     scenario = committed(name)
     message = replay_fails(scenario, ReplayConsumptionError, **tweaked_agent(scenario, "anonymous"))
     assert "RequestDriftError" in message
+    # The likely cause gets its own hint, not only "the agent sends a different request".
+    assert "The agent sent no session_id: pass GenerateOptions.session_id" in message
 
 
 def test_a_single_session_replays_without_the_callers_identity() -> None:

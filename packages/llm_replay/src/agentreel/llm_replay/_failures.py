@@ -17,6 +17,17 @@ def caller_name(options: GenerateOptions) -> str:
     return options.session_id or ANONYMOUS
 
 
+def identity_hint(options: GenerateOptions) -> str:
+    """For a caller without a session id: the likelier cause than a changed agent."""
+    if options.session_id is not None:
+        return ""
+    return (
+        " The agent sent no session_id: pass GenerateOptions.session_id (and "
+        "parent_session_id and spawn_index for a subagent); without it every model call is "
+        "one anonymous caller, bound to one recorded script."
+    )
+
+
 def unrecorded_error(
     options: GenerateOptions, reason: str, recording: Recording, bound: int, scenario: str
 ) -> UnrecordedSessionError:
@@ -26,8 +37,9 @@ def unrecorded_error(
         f"spawn index {options.spawn_index if options.spawn_index is not None else 'none'}) "
         f"made a model call the recording has no script for: {reason}. The recording "
         f"{recording.fixture_dir} holds {len(recording.scripts)} session script(s), "
-        f"{bound} already bound. The live run started a session the recording does not "
-        f"contain; if that is intended, re-record: {rerecord_command(scenario)}",
+        f"{bound} already bound.{identity_hint(options)} The live run started a session the "
+        "recording does not contain; if that is intended, re-record: "
+        f"{rerecord_command(scenario)}",
         session_id=options.session_id,
         parent_session_id=options.parent_session_id,
         spawn_index=options.spawn_index,
@@ -41,9 +53,9 @@ def exhausted_error(
     recorded = len(script.calls)
     return ScriptExhaustedError(
         f"live session {caller_name(options)}, bound to {script.label}, asked "
-        f"for model call {call} but the recording holds only {recorded} call(s) for it. "
-        "The live run made more model calls than the recorded one (an extra step or "
-        f"turn); if that is intended, re-record: {rerecord_command(scenario)}",
+        f"for model call {call} but the recording holds only {recorded} call(s) for it."
+        f"{identity_hint(options)} The live run made more model calls than the recorded one "
+        f"(an extra step or turn); if that is intended, re-record: {rerecord_command(scenario)}",
         session_id=options.session_id,
         call=call,
         recorded_calls=recorded,
@@ -63,6 +75,7 @@ def drift_message(
         f"live session {caller_name(options)}, call {call.number} of "
         f"{script.label} (recorded turn {call.turn}, step {call.step}): the request "
         f"differs from the recorded request/header:\n  {listing}\n"
+        f"{identity_hint(options).lstrip()}{' ' if options.session_id is None else ''}"
         "The agent now sends a different request (prompt, tools or history changed). "
         f"If that is intended, re-record: {rerecord_command(scenario)}"
     )
