@@ -14,7 +14,7 @@ import pytest
 from agentreel.llm.stub import StubServer
 from agentreel.llm_proxy import start_proxy
 from agentreel.llm_replay import read_report
-from agentreel.session import RequestHeader, harvest_session_logs
+from agentreel.session import RequestHeader, harvest_session_logs, rerecord_command
 
 KEY = "sk-proxy-test-0123456789"
 """The key the test clients send: forwarded upstream in record mode, never written."""
@@ -250,7 +250,7 @@ async def test_unrecorded_session_is_an_error_in_each_api_format_and_in_the_repo
         assert "ScriptExhaustedError" in json.dumps(raised.value.body) or "holds only 1" in str(
             raised.value
         )
-        assert "nox -s record -- fixture" in str(raised.value)
+        assert rerecord_command("fixture") in str(raised.value)
         await client.close()
         other = anthropic.AsyncAnthropic(
             base_url=proxy.base_url,
