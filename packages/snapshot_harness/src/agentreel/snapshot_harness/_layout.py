@@ -175,7 +175,9 @@ def check_inventory(scenario: Scenario, mode: Mode) -> Inventory:
             extra = [
                 n
                 for n in absent
-                if n != TRANSCRIPT_FILE and (session_file_number(n) or 0) >= max(golden_logs, 1)
+                if n != TRANSCRIPT_FILE
+                and n in inventory.recordings
+                and (session_file_number(n) or 0) >= max(golden_logs, 1)
             ]
             missing += [f"{GOLDEN_DIR}/{n}" for n in absent if n not in extra]
             orphans += [f"{GOLDEN_DIR}/{n}" for n in inventory.goldens if n not in golden_expected]
