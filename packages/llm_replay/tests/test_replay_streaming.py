@@ -10,6 +10,7 @@ import pytest
 
 from agentreel.brand import new_session_id
 from agentreel.llm import (
+    AgentEnv,
     BlockEnd,
     Chunk,
     LlmError,
@@ -17,6 +18,7 @@ from agentreel.llm import (
     TextPart,
     ToolCallDelta,
     ToolCallPart,
+    provider_from_env,
     validate_stream,
 )
 from agentreel.llm_replay import OverrideError, ReplayProvider, load_recording
@@ -283,3 +285,29 @@ async def test_override_can_target_a_child_session(
 
     with pytest.raises(LlmError, match=r"failure injected by replay\.override\.json"):
         await collect(provider.stream(options_for("c", parent=parent, spawn_index=0)))
+
+
+@pytest.mark.asyncio
+async def test_from_the_environment_the_live_cwd_is_the_agents_unless_it_names_one(
+    recorder: FixtureRecorder, fixture_dir: Path, tmp_path: Path
+) -> None:
+    main = recorder.main()
+    recorder.call(main, text_call("I am in {{cwd}}"))
+    recorder.save(fixture_dir)
+    environ: dict[str, str] = {AgentEnv.PROVIDER: "replay", AgentEnv.REPLAY_DIR: str(fixture_dir)}
+
+    # The kit's reader gives the agent's working directory to the replay factory, which
+    # declares live_cwd; the replay variables need no replay-specific code in the agent.
+    by_agent = provider_from_env(environ, cwd=str(tmp_path / "session"))
+    texts = [
+        c.text
+        for c in await collect(by_agent.stream(options_for(None)))
+        if isinstance(c, TextDelta)
+    ]
+    assert "".join(texts) == f"I am in {tmp_path / 'session'}"
+
+    named = provider_from_env({**environ, AgentEnv.REPLAY_LIVE_CWD: "/named"}, cwd="/ignored")
+    texts = [
+        c.text for c in await collect(named.stream(options_for(None))) if isinstance(c, TextDelta)
+    ]
+    assert "".join(texts) == "I am in /named"

@@ -4,6 +4,13 @@ Adapters (``openai``, ``anthropic``) and the stub model server live in submodule
 imported only on demand: ``import agentreel.llm`` pulls in no provider SDK.
 """
 
+from agentreel.llm._agent_env import (
+    LIVE_CWD_SETTING,
+    SETTING_VARIABLES,
+    AgentEnv,
+    AgentEnvironment,
+    provider_from_env,
+)
 from agentreel.llm._chunks import (
     BlockEnd,
     BlockStart,
@@ -48,6 +55,7 @@ from agentreel.llm._provider import (
     load_provider_factory,
 )
 from agentreel.llm.exceptions import (
+    AgentEnvironmentError,
     AgentreelLlmError,
     ChunkDecodeError,
     LlmError,
@@ -57,10 +65,15 @@ from agentreel.llm.exceptions import (
 
 __all__ = [
     "IDENTITY_HEADERS",
+    "LIVE_CWD_SETTING",
     "PARENT_HEADER",
     "PROVIDER_ENTRY_POINT_GROUP",
     "SESSION_HEADER",
+    "SETTING_VARIABLES",
     "SPAWN_INDEX_HEADER",
+    "AgentEnv",
+    "AgentEnvironment",
+    "AgentEnvironmentError",
     "AgentreelLlmError",
     "BlockEnd",
     "BlockStart",
@@ -97,5 +110,6 @@ __all__ = [
     "identity_headers",
     "load_provider",
     "load_provider_factory",
+    "provider_from_env",
     "validate_stream",
 ]

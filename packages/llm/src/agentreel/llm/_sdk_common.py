@@ -13,6 +13,7 @@ from typing import Any, Generic, Protocol, Self, TypeVar
 
 import httpx2
 
+from agentreel.llm._agent_env import AgentEnv
 from agentreel.llm._chunks import Chunk
 from agentreel.llm._retry import Failure, RetryNotice, RetryPolicy, open_with_retries
 from agentreel.llm.exceptions import (
@@ -430,11 +431,11 @@ def stub_settings(
     ``base_url`` (or ``AGENTREEL_STUB_URL``) is the server's root URL as it prints it; the
     key is the fixed, non-secret ``STUB_API_KEY``.
     """
-    base_url = settings.pop("base_url", None) or os.environ.get("AGENTREEL_STUB_URL")
+    base_url = settings.pop("base_url", None) or os.environ.get(AgentEnv.STUB_URL)
     if not base_url:
         raise ValueError(
             f"the {provider_name} provider needs the stub server's URL: pass base_url=... or "
-            "set AGENTREEL_STUB_URL (python -m agentreel.llm.stub --rules FILE prints it)"
+            f"set {AgentEnv.STUB_URL} (python -m agentreel.llm.stub --rules FILE prints it)"
         )
     if "api_key" in settings:
         raise ValueError(

@@ -13,6 +13,7 @@ Hierarchy::
     ├── ChunkDecodeError               a chunk line is not valid chunk JSON
     ├── StreamContractError            a chunk stream breaks the stream contract
     ├── ProviderNotFoundError          no provider registered under that name
+    ├── AgentEnvironmentError          the AGENTREEL_* environment cannot be read
     └── StubRulesError                 a stub model server rules file is invalid
 
 This module imports nothing from the rest of the package so any layer may import it.
@@ -21,6 +22,7 @@ This module imports nothing from the rest of the package so any layer may import
 from __future__ import annotations
 
 __all__ = [
+    "AgentEnvironmentError",
     "AgentreelLlmError",
     "AuthenticationError",
     "BadRequestError",
@@ -118,3 +120,7 @@ class ProviderNotFoundError(AgentreelLlmError):
 
 class StubRulesError(AgentreelLlmError, ValueError):
     """A stub model server rules file is invalid; the message names the file and the key."""
+
+
+class AgentEnvironmentError(AgentreelLlmError, ValueError):
+    """The ``AGENTREEL_*`` environment cannot be read (bad settings JSON, no provider)."""

@@ -250,8 +250,11 @@ async def _overridden(
     raise LlmError(override.code, override.status, override.message)
 
 
-def create_replay_provider(**settings: Any) -> ReplayProvider:
+def create_replay_provider(*, live_cwd: str | None = None, **settings: Any) -> ReplayProvider:
     """The ``replay`` registry factory: ``load_provider("replay", fixture_dir=..., ...)``.
+
+    ``live_cwd`` is a named keyword so the registry's environment reader
+    (``agentreel.llm.provider_from_env``) knows to give it the agent's working directory.
 
     Takes the ``ReplayProvider`` settings as keywords; values may be strings (as they come
     from ``AGENTREEL_*`` environment variables): ``pacing_ms`` is parsed as a number and
@@ -260,6 +263,8 @@ def create_replay_provider(**settings: Any) -> ReplayProvider:
     loaded and ``report_path`` is set, a report holding just that error is written before
     the error is raised.
     """
+    if live_cwd is not None:
+        settings["live_cwd"] = live_cwd
     known = {
         "fixture_dir",
         "live_cwd",
