@@ -1,6 +1,7 @@
 """Sessions, the JSONL event log, fork seeds, lineage, harvest order and the fixture layout."""
 
 from agentreel.session._codec import encode_record
+from agentreel.session._conversation import Conversation, call_options
 from agentreel.session._events import (
     HEADER_VERSION,
     AssistantChunk,
@@ -58,6 +59,7 @@ from agentreel.session._harvest import harvest_session_logs
 from agentreel.session._loader import SessionLog, TornLine, load_session_log
 from agentreel.session._normalize import MAIN_SESSION_TOKEN, Normalizer, is_time_key
 from agentreel.session._order import order_headers, order_sessions
+from agentreel.session._recorder import CallRecorder, record_stream
 from agentreel.session._request import build_request_header, diff_request_headers
 from agentreel.session._store import Session, SessionStore, cwd_bucket, epoch_ms
 from agentreel.session.exceptions import (
@@ -87,6 +89,8 @@ __all__ = [
     "AssistantChunkData",
     "AssistantMessage",
     "AssistantMessageData",
+    "CallRecorder",
+    "Conversation",
     "CorruptLineError",
     "DuplicateSessionError",
     "EmptyData",
@@ -132,6 +136,7 @@ __all__ = [
     "UserMessage",
     "UserMessageData",
     "build_request_header",
+    "call_options",
     "cwd_bucket",
     "diff_request_headers",
     "encode_record",
@@ -141,6 +146,7 @@ __all__ = [
     "load_session_log",
     "order_headers",
     "order_sessions",
+    "record_stream",
     "recording_names",
     "refresh_command",
     "rerecord_command",
