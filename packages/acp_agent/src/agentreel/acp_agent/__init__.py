@@ -24,8 +24,13 @@ if TYPE_CHECKING:
         TurnOutcome,
     )
     from agentreel.acp_agent._config import AgentConfig, parse_config
-    from agentreel.acp_agent._conversation import Conversation
-    from agentreel.acp_agent._loop import ALL_TOOLS, SYSTEM_PROMPT, AgentRuntime, AgentSession
+    from agentreel.acp_agent._loop import (
+        ALL_TOOLS,
+        SYSTEM_PROMPT,
+        AgentRuntime,
+        AgentSession,
+        Conversation,
+    )
     from agentreel.acp_agent._main import main, preload, serve
     from agentreel.acp_agent._server import AcpChannel, ReferenceAgent
     from agentreel.acp_agent._workspace import Workspace
@@ -40,7 +45,7 @@ if TYPE_CHECKING:
 _HOMES = {
     "AgentConfig": "_config",
     "parse_config": "_config",
-    "Conversation": "_conversation",
+    "Conversation": "_loop",
     "ALL_TOOLS": "_loop",
     "SYSTEM_PROMPT": "_loop",
     "AgentRuntime": "_loop",

@@ -1,8 +1,11 @@
 """The agent's configuration: command-line flags over ``AGENTREEL_*`` environment variables.
 
-Flags win over the environment; the environment wins over defaults. Provider settings are
-passed through to ``agentreel.llm.load_provider(name, **settings)`` untouched, so a new
-provider needs no change here.
+Flags win over the environment; the environment wins over defaults. The provider half of
+the environment (provider, model, settings, replay variables, sessions root) is read by
+the agent kit's one reader, ``agentreel.llm.AgentEnvironment``, and the flags are laid
+over it; provider settings are passed through to the provider factory untouched, so a new
+provider needs no change here. The rest (max steps, system prompt, log level) is this
+agent's own.
 """
 
 from __future__ import annotations
@@ -215,32 +218,19 @@ def parse_config(
     env = os.environ if environ is None else environ
     args = _parser().parse_args(argv)
 
-    provider = args.provider or env.get("AGENTREEL_PROVIDER") or DEFAULT_PROVIDER
-    model = args.model or env.get("AGENTREEL_MODEL") or DEFAULT_MODELS.get(provider, FALLBACK_MODEL)
-    root_text = args.sessions_root or env.get("AGENTREEL_SESSIONS_ROOT")
-    sessions_root = Path(root_text) if root_text else Path.cwd() / ".agentreel" / "sessions"
+    # Imported here: the entry point parses the configuration only after stdout is taken,
+    # and ``agentreel.llm`` (msgspec) must not load before that.
+    from agentreel.llm import AgentEnvironment, AgentEnvironmentError
 
-    settings: dict[str, Any] = {}
-    raw_settings = env.get("AGENTREEL_PROVIDER_SETTINGS")
-    if raw_settings:
-        try:
-            loaded = json.loads(raw_settings)
-        except ValueError as exc:
-            raise ConfigError(
-                f"AGENTREEL_PROVIDER_SETTINGS is not valid JSON ({exc}); set it to a JSON "
-                'object such as {"base_url": "http://127.0.0.1:8000/v1"}'
-            ) from None
-        if not isinstance(loaded, dict):
-            raise ConfigError(
-                f"AGENTREEL_PROVIDER_SETTINGS must be a JSON object, got {type(loaded).__name__}"
-            )
-        settings.update(loaded)
-    replay_dir = args.replay_dir or env.get("AGENTREEL_REPLAY_DIR")
-    if replay_dir:
-        settings["fixture_dir"] = replay_dir
-    replay_report = args.replay_report or env.get("AGENTREEL_REPLAY_REPORT")
-    if replay_report:
-        settings["report_path"] = replay_report
+    try:
+        contract = AgentEnvironment.from_environ(env)
+    except AgentEnvironmentError as exc:
+        raise ConfigError(str(exc)) from None
+    flag_settings: dict[str, Any] = {}
+    if args.replay_dir:
+        flag_settings["fixture_dir"] = args.replay_dir
+    if args.replay_report:
+        flag_settings["report_path"] = args.replay_report
     for item in args.provider_setting:
         key, sep, value = item.partition("=")
         if not sep or not key:
@@ -248,9 +238,22 @@ def parse_config(
                 f"--provider-setting {item!r} is not KEY=VALUE; write e.g. "
                 "--provider-setting base_url=http://127.0.0.1:8000/v1"
             )
-        settings[key] = _parse_setting_value(value)
+        flag_settings[key] = _parse_setting_value(value)
+    contract = contract.overlay(
+        provider=args.provider or None,
+        model=args.model or None,
+        settings=flag_settings,
+        live_cwd=args.replay_live_cwd or None,
+        sessions_root=args.sessions_root or None,
+    )
+    provider = contract.provider or DEFAULT_PROVIDER
+    model = contract.model or DEFAULT_MODELS.get(provider, FALLBACK_MODEL)
+    sessions_root = (
+        Path(contract.sessions_root)
+        if contract.sessions_root
+        else Path.cwd() / ".agentreel" / "sessions"
+    )
 
-    live_cwd_text = args.replay_live_cwd or env.get("AGENTREEL_REPLAY_LIVE_CWD")
     max_steps_text = (
         args.max_steps if args.max_steps is not None else env.get("AGENTREEL_MAX_STEPS")
     )
@@ -291,9 +294,9 @@ def parse_config(
         provider=provider,
         model=model,
         sessions_root=sessions_root,
-        provider_settings=settings,
+        provider_settings=contract.settings,
         max_steps=max_steps,
-        replay_live_cwd=Path(live_cwd_text) if live_cwd_text else None,
+        replay_live_cwd=Path(contract.live_cwd) if contract.live_cwd else None,
         log_level=log_level,
         system_prompt=_system_prompt(args, env),
         max_depth=max_depth,

@@ -34,7 +34,6 @@ from agentreel.acp_agent._channel import (
     TurnOutcome,
 )
 from agentreel.acp_agent._config import DEFAULT_MAX_DEPTH, DEFAULT_SYSTEM_PROMPT, ChildIdentity
-from agentreel.acp_agent._conversation import Conversation
 from agentreel.acp_agent._process import ProcessChild
 from agentreel.acp_agent._subagents import Delegation
 from agentreel.acp_agent._tools import describe_call, run_file_tool
@@ -65,8 +64,9 @@ from agentreel.llm import (
     ToolSpec,
 )
 from agentreel.session import (
-    AssistantChunkData,
     AssistantMessageData,
+    CallRecorder,
+    Conversation,
     EventData,
     Session,
     SessionStore,
@@ -77,7 +77,7 @@ from agentreel.session import (
     TurnStart,
     TurnStartData,
     UserMessageData,
-    build_request_header,
+    call_options,
 )
 
 # TurnOutcome is re-exported: code that wraps ``AgentSession.run_turn`` names its result.
@@ -87,6 +87,7 @@ __all__ = [
     "SYSTEM_PROMPT",
     "AgentRuntime",
     "AgentSession",
+    "Conversation",
     "TurnOutcome",
 ]
 
@@ -311,31 +312,30 @@ class AgentSession:
         self._append(TurnEndData(turn=turn, reason=reason))
 
     def _options(self) -> GenerateOptions:
-        header = self.session.header
-        return GenerateOptions(
+        return call_options(
+            self.session,
             model=self.runtime.model,
-            messages=self.conversation.messages,
             system=self.runtime.system_prompt,
             tools=self.runtime.tools,
-            session_id=self.session.id,
-            parent_session_id=SessionId(header.parent_session) if header.parent_session else None,
-            spawn_index=header.spawn_index,
+            messages=self.conversation.messages,
         )
+
+    def _abort_reason(self) -> str:
+        return "cancelled by the client" if self.cancel_scope.requested else "interrupted"
 
     async def _model_step(self, turn: int, step: int) -> _StepResult:
         options = self._options()
-        self._append(
-            build_request_header(options, turn=turn, step=step, cwd=self.session.header.cwd)
-        )
+        # The kit's recorder: request/header now, every chunk appended before it reaches
+        # this loop, and a call that ends without finish sealed with one.
+        call = CallRecorder(self.session, turn=turn, step=step, request=options)
         checker = StreamContractChecker()
         blocks: dict[int, CompletedBlock] = {}
         finish: Finish | None = None
         where = f"session {self.id}, turn {turn}, step {step}"
         try:
-            stream = self.runtime.provider.stream(options)
+            stream = call.record(self.runtime.provider.stream(options), aborted=self._abort_reason)
             async with _closing(stream):
                 async for chunk in stream:
-                    self._append(AssistantChunkData(turn=turn, step=step, chunk=chunk))
                     checker.feed(chunk)
                     if isinstance(chunk, TextDelta):
                         await self.channel.agent_text(chunk.text)
@@ -349,26 +349,19 @@ class AgentSession:
                         finish = chunk
             checker.close()
         except (asyncio.CancelledError, ClientDisconnectedError):
-            if finish is None:
-                why = "cancelled by the client" if self.cancel_scope.requested else "interrupted"
-                self._seal(turn, step, Finish(reason="aborted", message=why))
+            call.seal(Finish(reason="aborted", message=self._abort_reason()))
             raise
         except LlmError as exc:
-            if finish is None:
-                self._seal(turn, step, Finish(reason="error", message=exc.message, code=exc.code))
+            call.seal_for(exc)
             raise _ModelFailure(f"{where}: model call failed: {exc}", exc) from exc
         except AgentreelLlmError as exc:
-            if finish is None:
-                self._seal(
-                    turn, step, Finish(reason="error", message=str(exc), code="invalid-stream")
-                )
+            call.seal_for(exc)
             raise _ModelFailure(
                 f"{where}: model call failed: the provider's stream is invalid: {exc}"
             ) from exc
         except Exception as exc:
             failure = f"{type(exc).__name__}: {exc}"
-            if finish is None:
-                self._seal(turn, step, Finish(reason="error", message=failure, code="agent-error"))
+            call.seal_for(exc)
             # A provider's own error (a replay mismatch, a misconfiguration) explains itself:
             # one line in the log, the whole message in the prompt's JSON-RPC error, the
             # traceback only at debug level.
@@ -393,11 +386,6 @@ class AgentSession:
         if content:
             self._append(AssistantMessageData(turn=turn, step=step, message=message))
         return _StepResult(message.text, message.tool_calls, finish)
-
-    def _seal(self, turn: int, step: int, finish: Finish) -> None:
-        """Complete a call the provider did not finish, so every recorded call ends with
-        ``finish`` (a recording stays replayable, and replays the same failure)."""
-        self._append(AssistantChunkData(turn=turn, step=step, chunk=finish))
 
     async def _announce(self, call: ToolCallPart) -> None:
         title, kind, path = describe_call(call)

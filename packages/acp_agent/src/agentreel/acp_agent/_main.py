@@ -1,8 +1,9 @@
 """The process: configuration, a protocol-only stdout, the ACP loop, a clean exit.
 
-stdout is the protocol channel. Before anything else runs, the real stdout file
-descriptor is duplicated for the protocol and fd 1 (and ``sys.stdout``) is pointed at
-stderr, so a stray ``print`` or a library writing to fd 1 can never corrupt the frames.
+stdout is the protocol channel. Before anything else runs, the agent kit's
+``take_protocol_stdout`` duplicates the real stdout file descriptor for the protocol and
+points fd 1 (and ``sys.stdout``) at stderr, so a stray ``print`` or a library writing to
+fd 1 can never corrupt the frames; ``protocol_streams`` serves ACP over it.
 
 Stopping: stdin EOF, SIGTERM and SIGINT all end the process the same way (ACP clients
 close stdin and send SIGTERM at the same moment). The turns in flight are interrupted
@@ -17,18 +18,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import signal
-import stat
 import sys
-import threading
 from collections.abc import Callable, Sequence
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from agentreel.acp_agent._config import AgentConfig, parse_config
 from agentreel.acp_agent.exceptions import ConfigError
 
-STDIO_LIMIT_BYTES = 50 * 1024 * 1024
 # How long shutting down waits for interrupted turns to end and answer their prompts.
 INTERRUPT_TIMEOUT_SECONDS = 10.0
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -38,9 +35,13 @@ logger = logging.getLogger("agentreel.acp_agent")
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console-script entry point: serve ACP on stdio until stdin closes."""
+    # Imported here, not at the top: ``import agentreel.acp_agent.__main__`` stays light
+    # (the kit's stdio helpers need only the standard library).
+    from agentreel.agent_kit import take_protocol_stdout
+
     args = list(sys.argv[1:] if argv is None else argv)
     # stdout is secured first; only --help (which never serves ACP) prints to it.
-    protocol_out = None if {"-h", "--help"} & set(args) else _take_stdout()
+    protocol_out = None if {"-h", "--help"} & set(args) else take_protocol_stdout()
     try:
         config = parse_config(args)
     except ConfigError as exc:
@@ -58,15 +59,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     for signum in _STOP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
     return 0
-
-
-def _take_stdout() -> BinaryIO:
-    """Keep the real stdout for protocol frames; send fd 1 and ``sys.stdout`` to stderr."""
-    sys.stdout.flush()
-    protocol_fd = os.dup(1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    return os.fdopen(protocol_fd, "wb", buffering=0)
 
 
 def preload() -> None:
@@ -90,10 +82,11 @@ async def serve(config: AgentConfig, stdin: BinaryIO, stdout: BinaryIO) -> None:
     import acp
 
     from agentreel.acp_agent._server import ReferenceAgent
+    from agentreel.agent_kit import STDIO_LIMIT_BYTES, protocol_streams
 
-    reader, writer = await _streams(stdin, stdout)
+    reader, writer = await protocol_streams(stdin, stdout)
     agent = ReferenceAgent(config)
-    gate = _InputGate(reader)
+    gate = _InputGate(reader, limit=STDIO_LIMIT_BYTES)
     serving = asyncio.create_task(
         acp.run_agent(agent, writer, gate.protocol_input),  # type: ignore[arg-type]
         name="acp serve",
@@ -138,9 +131,9 @@ class _InputGate:
     connection its end of input — so the SDK never cancels a request it could still answer.
     """
 
-    def __init__(self, source: asyncio.StreamReader) -> None:
+    def __init__(self, source: asyncio.StreamReader, *, limit: int) -> None:
         self._source = source
-        self.protocol_input = asyncio.StreamReader(limit=STDIO_LIMIT_BYTES)
+        self.protocol_input = asyncio.StreamReader(limit=limit)
         self._stopped = asyncio.get_running_loop().create_future()
         self._pump = asyncio.create_task(self._copy(), name="acp stdin")
 
@@ -170,80 +163,3 @@ class _InputGate:
 
     def cancel(self) -> None:
         self._pump.cancel()
-
-
-class _WriteProtocol(asyncio.streams.FlowControlMixin, asyncio.Protocol):
-    """Flow control for a write-only pipe (what ``asyncio.StreamWriter`` needs)."""
-
-
-class _BlockingWriteTransport(asyncio.WriteTransport):
-    """Synchronous writes, for a stdout that is a regular file (pipes use the event loop)."""
-
-    def __init__(self, file: BinaryIO) -> None:
-        super().__init__()
-        self._file = file
-        self._closing = False
-
-    def write(self, data: Any) -> None:
-        if not self._closing:
-            self._file.write(bytes(data))
-            self._file.flush()
-
-    def is_closing(self) -> bool:
-        return self._closing
-
-    def close(self) -> None:
-        self._closing = True
-        with contextlib.suppress(OSError):
-            self._file.flush()
-
-    def can_write_eof(self) -> bool:
-        return False
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-
-def _is_pollable(file: BinaryIO) -> bool:
-    mode = os.fstat(file.fileno()).st_mode
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
-
-
-async def _streams(
-    stdin: BinaryIO, stdout: BinaryIO
-) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=STDIO_LIMIT_BYTES)
-    read_protocol = asyncio.StreamReaderProtocol(reader)
-    try:
-        if not _is_pollable(stdin):
-            raise OSError("stdin is not a pipe")
-        await loop.connect_read_pipe(lambda: read_protocol, stdin)
-    except (OSError, ValueError):
-        _feed_from_thread(loop, stdin, reader)
-
-    write_protocol = _WriteProtocol()
-    transport: asyncio.WriteTransport
-    try:
-        if not _is_pollable(stdout):
-            raise OSError("stdout is not a pipe")
-        transport, _ = await loop.connect_write_pipe(lambda: write_protocol, stdout)
-    except (OSError, ValueError):
-        transport = _BlockingWriteTransport(stdout)
-    writer = asyncio.StreamWriter(transport, write_protocol, None, loop)
-    return reader, writer
-
-
-def _feed_from_thread(
-    loop: asyncio.AbstractEventLoop, stdin: BinaryIO, reader: asyncio.StreamReader
-) -> None:
-    """Read a non-pollable stdin (a regular file, /dev/null) line by line in a thread."""
-
-    def pump() -> None:
-        try:
-            while line := stdin.readline():
-                loop.call_soon_threadsafe(reader.feed_data, line)
-        finally:
-            loop.call_soon_threadsafe(reader.feed_eof)
-
-    threading.Thread(target=pump, name="agentreel-stdin", daemon=True).start()

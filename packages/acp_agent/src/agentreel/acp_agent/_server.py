@@ -54,7 +54,7 @@ from agentreel.acp_agent._channel import ToolKindName, ToolStatus, TurnOutcome
 from agentreel.acp_agent._config import AgentConfig
 from agentreel.acp_agent._loop import ALL_TOOLS, PROCESS_TOOLS, AgentRuntime, AgentSession
 from agentreel.acp_agent.exceptions import ClientDisconnectedError
-from agentreel.llm import Provider, ToolCallPart, load_provider
+from agentreel.llm import AgentEnvironment, Provider, ToolCallPart, load_provider
 from agentreel.session import SessionStore
 
 logger = logging.getLogger("agentreel.acp_agent")
@@ -331,11 +331,17 @@ class ReferenceAgent:
         return self._runtime
 
     def _load_provider(self, cwd: str) -> Provider:
-        settings = dict(self.config.provider_settings)
-        if self.config.provider == "replay" and "live_cwd" not in settings:
-            live = self.config.replay_live_cwd
-            settings["live_cwd"] = str(live) if live is not None else cwd
+        # The kit's rule, for any provider: one that takes a live cwd gets the configured
+        # one, else this first session's cwd.
+        live = self.config.replay_live_cwd
+        contract = AgentEnvironment(
+            provider=self.config.provider,
+            settings=dict(self.config.provider_settings),
+            live_cwd=str(live) if live is not None else None,
+        )
+        settings = contract.settings
         try:
+            settings = contract.provider_settings(self.config.provider, cwd=cwd)
             return load_provider(self.config.provider, **settings)
         except Exception as exc:
             # Usually expected (a broken recording, a missing setting): its message says what
