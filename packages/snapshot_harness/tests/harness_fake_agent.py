@@ -29,6 +29,7 @@ from acp.schema import InitializeResponse, NewSessionResponse, PromptResponse
 
 from agentreel.brand import SessionId
 from agentreel.llm import (
+    AgentEnvironment,
     BlockEnd,
     BlockStart,
     Chunk,
@@ -39,7 +40,6 @@ from agentreel.llm import (
     TextDelta,
     TextPart,
     Usage,
-    load_provider,
 )
 from agentreel.session import (
     AssistantChunkData,
@@ -53,6 +53,8 @@ from agentreel.session import (
     build_request_header,
 )
 
+# The AGENTREEL_* contract the harness writes, read with the agent kit's one reader.
+CONTRACT = AgentEnvironment.from_environ()
 BEHAVIOUR = os.environ.get("FAKE_BEHAVIOUR", "normal")
 SYSTEM_PROMPT = os.environ.get("FAKE_SYSTEM_PROMPT", "You are a terse test agent.")
 SUBAGENTS = int(os.environ.get("FAKE_SUBAGENTS", "0"))
@@ -80,20 +82,15 @@ class EchoProvider:
 
 
 def make_provider() -> Provider:
-    name = os.environ.get("AGENTREEL_PROVIDER", "echo")
-    if name == "echo":
+    if CONTRACT.provider in (None, "echo"):
         return EchoProvider()
-    settings: dict[str, Any] = json.loads(os.environ.get("AGENTREEL_PROVIDER_SETTINGS", "{}"))
-    if name == "replay":
-        settings["fixture_dir"] = os.environ["AGENTREEL_REPLAY_DIR"]
-        settings["report_path"] = os.environ.get("AGENTREEL_REPLAY_REPORT")
-        settings["live_cwd"] = os.environ.get("AGENTREEL_REPLAY_LIVE_CWD")
-    return load_provider(name, **settings)
+    return CONTRACT.load_provider()
 
 
 class FakeAgent:
     def __init__(self) -> None:
-        self.store = SessionStore(os.environ["AGENTREEL_SESSIONS_ROOT"])
+        assert CONTRACT.sessions_root is not None, "the harness always sets the sessions root"
+        self.store = SessionStore(CONTRACT.sessions_root)
         self.provider: Provider | None = None
         self.sessions: dict[str, Session] = {}
         self.turns: dict[str, int] = {}
@@ -174,7 +171,7 @@ class FakeAgent:
             self.provider = make_provider()
         session.step_start(turn, 0)
         options = GenerateOptions(
-            model=os.environ.get("AGENTREEL_MODEL", "echo-model"),
+            model=CONTRACT.model or "echo-model",
             messages=(Message(role="user", content=(TextPart(text),)),),
             system=SYSTEM_PROMPT,
             session_id=SessionId(session.id),

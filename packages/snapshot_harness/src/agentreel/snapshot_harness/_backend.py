@@ -1,5 +1,8 @@
 """The model backend of a run, as the agent's environment: what it talks to and how.
 
+Written through ``agentreel.llm.AgentEnvironment.to_environ``: the contract's one
+writer, whose reader (``from_environ``) every agent built on the kit uses.
+
 ``record``: a real provider with exactly the keys it needs, or — for ``[record] provider =
 "stub"`` — a stub model server started on 127.0.0.1 for the run's lifetime, reached through
 the real ``openai`` adapter. ``replay`` / ``refresh``: the replay provider on the scenario's
@@ -9,12 +12,12 @@ recordings, no key, proxies at a closed port.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+from agentreel.llm import AgentEnv, AgentEnvironment
 from agentreel.session import MAIN_SESSION_FILE, RequestHeader, SessionError, load_session_log
 from agentreel.snapshot_harness import _environment as envvars
 from agentreel.snapshot_harness._scenario import RecordConfig, Scenario
@@ -26,10 +29,9 @@ def record_backend(config: RecordConfig) -> Iterator[dict[str, str]]:
     """Environment for recording; for ``stub`` the stub server runs for the block's life."""
     if config.provider != "stub":
         env = envvars.record_passthrough(os.environ)
-        env[envvars.PROVIDER] = config.provider
-        env[envvars.MODEL] = config.model
-        if config.base_url:
-            env[envvars.PROVIDER_SETTINGS] = json.dumps({"base_url": config.base_url})
+        settings = {"base_url": config.base_url} if config.base_url else {}
+        contract = AgentEnvironment(provider=config.provider, model=config.model, settings=settings)
+        env.update(contract.to_environ())
         yield env
         return
     rules = config.rules
@@ -49,21 +51,23 @@ def record_backend(config: RecordConfig) -> Iterator[dict[str, str]]:
         # The `stub` provider is the real openai adapter pointed at the stub server, with
         # a fixed non-secret key: recording goes through the real wire protocol.
         env = envvars.loopback_bypass()
-        env[envvars.PROVIDER] = "stub"
-        env[envvars.MODEL] = config.model
-        env[envvars.PROVIDER_SETTINGS] = json.dumps({"base_url": server.base_url})
-        env["AGENTREEL_STUB_URL"] = server.base_url
+        settings = {"base_url": server.base_url}
+        contract = AgentEnvironment(provider="stub", model=config.model, settings=settings)
+        env.update(contract.to_environ())
+        env[AgentEnv.STUB_URL.value] = server.base_url
         yield env
 
 
 def replay_backend(scenario: Scenario, cwd: Path, report: Path) -> dict[str, str]:
     """Replay and refresh: the replay provider, no key, proxies at a closed port."""
     env = envvars.offline_proxies()
-    env[envvars.PROVIDER] = "replay"
-    env[envvars.MODEL] = recorded_model(scenario) or scenario.record.model
-    env[envvars.REPLAY_DIR] = str(scenario.directory.resolve())
-    env[envvars.REPLAY_LIVE_CWD] = str(cwd)
-    env[envvars.REPLAY_REPORT] = str(report)
+    contract = AgentEnvironment(
+        provider="replay",
+        model=recorded_model(scenario) or scenario.record.model,
+        settings={"fixture_dir": str(scenario.directory.resolve()), "report_path": str(report)},
+        live_cwd=str(cwd),
+    )
+    env.update(contract.to_environ())
     return env
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+from agentreel.llm import AgentEnv
 from agentreel.llm_replay import ConsumptionReport, read_report
 from agentreel.session import AssistantChunk, load_session_log, recording_names, rerecord_command
 from agentreel.snapshot_harness._result import RunResult, tail
@@ -122,7 +123,7 @@ def verify_consumption(scenario: Scenario, result: RunResult) -> None:
             raise NoReplayReportError(
                 f"{scenario.name}: the agent wrote no replay consumption report, yet the "
                 "recording holds model calls: the agent never loaded the replay provider "
-                "(is it configured from AGENTREEL_PROVIDER / AGENTREEL_REPLAY_REPORT?) or "
+                f"(is it configured from {AgentEnv.PROVIDER} / {AgentEnv.REPLAY_REPORT}?) or "
                 f"exited without closing it. If the agent no longer calls the model, "
                 f"re-record: {rerecord_command(scenario.name)}",
                 stderr_tail=stderr,

@@ -2,9 +2,9 @@
 
 Replay gets no credential of any kind and proxies pointing at a closed loopback port, so a
 stray network call fails at once instead of hanging or reaching a real model. Record gets
-exactly what its provider needs. The ``AGENTREEL_*`` names are the configuration contract
-with the agent (see the acp_agent README): any agent built on agentreel's llm and session
-packages reads the same ones.
+exactly what its provider needs. The ``AGENTREEL_*`` names and their meaning are the
+contract with the agent, owned by ``agentreel.llm`` (``AgentEnv``, ``AgentEnvironment``):
+any agent built on the agent kit reads them with the same code that writes them here.
 """
 
 from __future__ import annotations
@@ -15,15 +15,18 @@ import socket
 from collections.abc import Mapping
 from pathlib import Path
 
+from agentreel.llm import AgentEnv
 from agentreel.session import REFRESH_COMMAND_ENV, RERECORD_COMMAND_ENV
 
-PROVIDER = "AGENTREEL_PROVIDER"
-MODEL = "AGENTREEL_MODEL"
-PROVIDER_SETTINGS = "AGENTREEL_PROVIDER_SETTINGS"
-SESSIONS_ROOT = "AGENTREEL_SESSIONS_ROOT"
-REPLAY_DIR = "AGENTREEL_REPLAY_DIR"
-REPLAY_LIVE_CWD = "AGENTREEL_REPLAY_LIVE_CWD"
-REPLAY_REPORT = "AGENTREEL_REPLAY_REPORT"
+# The contract's names, owned by agentreel.llm (the agent kit's one list), under the names
+# the harness's modules use.
+PROVIDER = AgentEnv.PROVIDER.value
+MODEL = AgentEnv.MODEL.value
+PROVIDER_SETTINGS = AgentEnv.PROVIDER_SETTINGS.value
+SESSIONS_ROOT = AgentEnv.SESSIONS_ROOT.value
+REPLAY_DIR = AgentEnv.REPLAY_DIR.value
+REPLAY_LIVE_CWD = AgentEnv.REPLAY_LIVE_CWD.value
+REPLAY_REPORT = AgentEnv.REPLAY_REPORT.value
 # What a proxied agent gets in its key variables: the proxy never forwards it in replay and
 # the stub ignores it, so it must not look like (or be scanned as) a credential.
 PROXY_DUMMY_KEY = "agentreel-proxy-not-a-secret"

@@ -28,6 +28,7 @@ from typing import BinaryIO, cast
 
 from acp import Client, RequestError, connect_to_agent
 
+from agentreel.llm import AgentEnvironment
 from agentreel.session import OVERRIDE_FILE, harvest_session_logs, session_file_name
 from agentreel.snapshot_harness import _environment as envvars
 from agentreel.snapshot_harness._backend import record_backend, replay_backend
@@ -146,7 +147,7 @@ def _run_in(
     sessions_root.mkdir()
 
     env = envvars.base_environment(run_dir)
-    env[envvars.SESSIONS_ROOT] = str(sessions_root)
+    env.update(AgentEnvironment(sessions_root=str(sessions_root)).to_environ())
     logs_root = sessions_root
     with contextlib.ExitStack() as stack:
         if scenario.model.proxied:
