@@ -55,6 +55,7 @@ from agentreel.session import (
     UserMessageData,
     build_request_header,
     load_session_log,
+    tokenize_cwd,
 )
 from agentreel.snapshot_harness import file_equals, unified_diff_file
 from bench._common import BenchResult, Settings, cpu_timed
@@ -145,7 +146,8 @@ def _write_log(root: Path, events: int) -> _Log:
     fixture_dir = root / "fixture"
     fixture_dir.mkdir()
     path = fixture_dir / "session.jsonl"
-    path.write_bytes(session.path.read_bytes())
+    # As the harness writes a recording: the run's cwd as {{cwd}} (replay refuses it raw).
+    path.write_bytes(tokenize_cwd(session.path.read_bytes(), cwd))
     log = load_session_log(path)
     normalized = Normalizer.for_logs(cwd, [log]).session_log_bytes(log)
     lines = normalized.splitlines(keepends=True)
