@@ -18,6 +18,7 @@ from agentreel.snapshot_harness import DIRECTORY_CONFIG_FILE, check_scenario, di
 
 pytestmark = pytest.mark.slow
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
+EXAMPLES = FIXTURES.parent / "examples"
 SCENARIOS = [directory.name for directory in discover_scenarios(FIXTURES)]
 
 
@@ -30,6 +31,9 @@ def _golden_files(directory: Path) -> dict[str, bytes]:
 def test_goldens_are_byte_identical_forked_and_spawned(name: str, tmp_path: Path) -> None:
     committed = _golden_files(FIXTURES / name)
     started: dict[str, str] = {}
+    # Each copy sits two levels below tmp_path, as fixtures/<name> sits below the repository,
+    # so an agent path relative to the scenario (../../examples/...) resolves here too.
+    (tmp_path / EXAMPLES.name).symlink_to(EXAMPLES, target_is_directory=True)
     for method in ("fork", "spawn"):
         root = tmp_path / method
         root.mkdir()

@@ -27,6 +27,7 @@ from agentreel.snapshot_harness import (
 pytestmark = pytest.mark.slow
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
+EXAMPLES = FIXTURES.parent / "examples"
 # Scenarios recorded through the stub; one recorded against a real model (its [record]
 # names that provider) cannot be reproduced without a key and is not re-recorded here.
 SCENARIOS = [
@@ -93,7 +94,10 @@ def test_rerecording_through_the_stub_reproduces_the_committed_fixture(
     name: str, tmp_path: Path
 ) -> None:
     committed = FIXTURES / name
-    fresh = tmp_path / name
+    # The copy keeps the repository's layout (fixtures/<name> beside examples/), so an agent
+    # path relative to the scenario (../../examples/...) resolves as it does in the repo.
+    fresh = tmp_path / FIXTURES.name / name
+    (tmp_path / EXAMPLES.name).symlink_to(EXAMPLES, target_is_directory=True)
     copy_inputs(committed, fresh)
     check_scenario(fresh, "record")
 
