@@ -221,6 +221,9 @@ class Binder:
                 continue
             return number
         if signature is not None:
+            drifted_main = self._drifted_main(parent_number)
+            if drifted_main is not None:
+                return drifted_main
             raise self._unrecorded(
                 options,
                 f"no unclaimed recorded session starts with this request ({signature.describe()})",
@@ -237,6 +240,21 @@ class Binder:
         else:
             reason = "every recorded script with model calls is already bound"
         raise self._unrecorded(options, reason)
+
+    def _drifted_main(self, parent_number: int | None) -> int | None:
+        """The main script, for the run's first caller when it is the only top-level one.
+
+        A request that starts no recorded lane is someone else's script — except for the
+        first caller of a run that recorded one top-level session: that caller can only be
+        the main session, changed. Binding it lets the drift check say what changed (the
+        readable diff) instead of "unrecorded"; once anything is bound, nothing is guessed.
+        """
+        if parent_number is not None or any(holder is not None for holder in self.bound_to):
+            return None
+        top_level = [
+            n for n in self._first_call_candidates if self._scripts[n].header.parent_session is None
+        ]
+        return top_level[0] if len(top_level) == 1 else None
 
     def _unrecorded(self, options: GenerateOptions, reason: str) -> UnrecordedSessionError:
         bound = sum(1 for holder in self.bound_to if holder is not None)
