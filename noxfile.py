@@ -70,10 +70,14 @@ def _install_workspace(session: nox.Session) -> None:
     for package_dir in _package_dirs():
         args += ["-e", f"{package_dir}{_extras(package_dir)}"]
         groups.update(_test_group(package_dir))
-    groups.update(
-        nox.project.dependency_groups(nox.project.load_toml(ROOT / "pyproject.toml"), "examples")
-    )
+    groups.update(_example_requirements())
     session.install(*args, *sorted(groups))
+
+
+def _example_requirements() -> list[str]:
+    """What the agents of ``examples/`` import (the root ``examples`` dependency group)."""
+    root = nox.project.load_toml(ROOT / "pyproject.toml")
+    return list(nox.project.dependency_groups(root, "examples"))
 
 
 @nox.session(python=PYTHON)
@@ -296,12 +300,15 @@ class OutsideCheck:
     """What a user does with one package, installed from the wheelhouse outside the repo.
 
     ``commands`` run in that venv (its ``bin`` first on PATH) from a temp folder that holds
-    a copy of ``fixtures/`` and of ``tools/outside/``: ``{fixtures}`` and ``{tools}`` in a
-    command are those copies.
+    a copy of ``fixtures/``, ``examples/`` and ``tools/outside/``: ``{fixtures}`` and
+    ``{tools}`` in a command are those copies.
     """
 
     extras: str = ""
     commands: tuple[tuple[str, ...], ...] = ()
+    # The example agents' imports too: the fixtures copy holds their scenarios, which run
+    # agents from the ``examples/`` copy beside it (``../../examples/...``).
+    example_agents: bool = False
 
 
 # The packages `build` installs alone outside the repository and uses as a user would
@@ -310,6 +317,7 @@ class OutsideCheck:
 OUTSIDE_CHECKS: dict[str, OutsideCheck] = {
     "snapshot_harness": OutsideCheck(
         extras="agent",  # the reference agent, which the scenarios' default command runs
+        example_agents=True,
         commands=(
             ("agentreel", "replay", "--fixtures", "{fixtures}"),
             ("pytest", "-p", "no:cacheprovider", "{fixtures}"),
@@ -358,6 +366,7 @@ def build(session: nox.Session) -> None:
     if outside.resolve().is_relative_to(ROOT.resolve()):
         session.error(f"the temp folder {outside} is inside the repository; set TMPDIR elsewhere")
     shutil.copytree(ROOT / "fixtures", outside / "fixtures")
+    shutil.copytree(ROOT / "examples", outside / "examples")
     shutil.copytree(TOOLS / "outside", outside / "tools")
     for name, requirement in present.items():
         venv = outside / f"venv-{name}"
@@ -373,6 +382,11 @@ def build(session: nox.Session) -> None:
             if check.extras:
                 extended = f"{requirement}[{check.extras}]=={version}"
                 _install_outside(session, python, extended, dist, outside, ours)
+            if check.example_agents:
+                session.run(
+                    "uv", "pip", "install", "--quiet", "--python", python,
+                    *_example_requirements(),
+                )  # fmt: skip
             env = {
                 "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
                 "VIRTUAL_ENV": str(venv),
