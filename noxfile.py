@@ -119,12 +119,20 @@ def _require_only_declared_siblings(session: nox.Session, package_dir: Path) -> 
     session.log(f"only declared siblings installed: {', '.join(sorted(expected))}")
 
 
+# Packages whose tests replay every committed scenario, the examples' among them: their
+# isolated venv also holds what the example agents import (their own tool, not a sibling).
+RUNS_COMMITTED_FIXTURES = frozenset({"snapshot_harness"})
+
+
 def _make_isolated_tests_session(package_dir: Path) -> None:
     name = package_dir.name
 
     @nox.session(name=f"tests-{name}", python=PYTHON, default=False, tags=["isolated"])
     def isolated_tests(session: nox.Session) -> None:
         session.install(f"{package_dir}{_extras(package_dir)}", *_test_group(package_dir))
+        if name in RUNS_COMMITTED_FIXTURES:
+            # Third-party only (no agentreel sibling), so the sibling check below still holds.
+            session.install(*_example_requirements())
         _require_only_declared_siblings(session, package_dir)
         session.run(
             "pytest", "-n", "auto", str(package_dir / "tests"), *session.posargs, env=COMMAND_HINTS
