@@ -87,14 +87,47 @@ def test_record_then_refresh_then_replay_modes(
 ) -> None:
     directory = make_scenario()
     fixtures = str(directory.parent)
-    run(pytester, fixtures, "--agentreel-mode=record").assert_outcomes(passed=1)
+    recording = run(pytester, fixtures, "--agentreel-mode=record")
+    recording.assert_outcomes(passed=1)
+    # record lists what it wrote, as the CLI does: the recording and every golden.
+    written = _written_line(recording, directory.name)
+    goldens = sorted(p.name for p in (directory / "golden").iterdir())
+    assert "session.jsonl" in written
+    for name in goldens:
+        assert f"golden/{name}" in written
     golden = directory / "golden" / "transcript.jsonl"
     recorded = golden.read_bytes()
     golden.write_text("stale\n")
     run(pytester, fixtures).assert_outcomes(failed=1)
-    run(pytester, fixtures, "--agentreel-mode", "refresh").assert_outcomes(passed=1)
+    refreshing = run(pytester, fixtures, "--agentreel-mode", "refresh")
+    refreshing.assert_outcomes(passed=1)
+    # refresh rewrites goldens only: the recording is not among what it lists.
+    refreshed = _written_line(refreshing, directory.name)
+    assert "golden/transcript.jsonl" in refreshed
+    assert "session.jsonl" not in refreshed.replace("golden/session.jsonl", "")
     assert golden.read_bytes() == recorded
-    run(pytester, fixtures, "--agentreel-mode=replay").assert_outcomes(passed=1)
+    replaying = run(pytester, fixtures, "--agentreel-mode=replay")
+    replaying.assert_outcomes(passed=1)
+    assert "files written" not in replaying.stdout.str()
+
+
+def _written_line(result: pytest.RunResult, scenario: str) -> str:
+    """The summary line listing what ``scenario`` wrote (the test fails if there is none)."""
+    lines = result.stdout.lines
+    assert any("agentreel: files written" in line for line in lines), result.stdout.str()
+    (line,) = [line for line in lines if line.startswith(f"{scenario}: wrote ")]
+    return line
+
+
+def test_record_under_xdist_lists_every_scenarios_files(
+    pytester: pytest.Pytester, make_scenario: MakeScenario
+) -> None:
+    fixtures = recorded_fixtures(make_scenario, "one", "two")
+    result = run(pytester, "-n", "2", str(fixtures), "--agentreel-mode=refresh")
+    result.assert_outcomes(passed=2)
+    # Workers send their files with the test report; the controller prints them all.
+    assert "golden/transcript.jsonl" in _written_line(result, "one")
+    assert "golden/transcript.jsonl" in _written_line(result, "two")
 
 
 def test_scenario_option_selects_by_name(

@@ -6,7 +6,9 @@ group: ``--agentreel-mode=replay|record|refresh`` and ``--agentreel-scenario=NAM
 (repeatable, or comma-separated) to pick scenarios; ``--agentreel-report=FILE`` writes the
 HTML report of every scenario item run (also under xdist: workers send each item's result
 with its test report, the controller writes the page). A failure shows one unified diff per
-differing file plus the agent's stderr tail.
+differing file plus the agent's stderr tail. In record and refresh modes the terminal
+summary lists the files each scenario wrote (as the CLI does), so the user knows what to
+review before committing.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -26,11 +28,16 @@ from agentreel.snapshot_harness._scenario import (
 )
 from agentreel.snapshot_harness.exceptions import HarnessError, ScenarioError
 
+if TYPE_CHECKING:
+    from agentreel.snapshot_harness._check import Outcome
+
 _MODE_OPTION = "--agentreel-mode"
 _SCENARIO_OPTION = "--agentreel-scenario"
 _REPORT_OPTION = "--agentreel-report"
 # The key of the scenario result in each item's ``user_properties`` (sent by xdist workers).
 _REPORT_PROPERTY = "agentreel_scenario_result"
+# The key of the files a record/refresh item wrote, in its ``user_properties``.
+_WRITTEN_PROPERTY = "agentreel_written"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -67,6 +74,28 @@ def pytest_configure(config: pytest.Config) -> None:
     report = config.getoption(_REPORT_OPTION)
     if report and not hasattr(config, "workerinput"):  # xdist workers only send results
         config.pluginmanager.register(_ReportWriter(Path(report)), "agentreel-report")
+    if config.getoption(_MODE_OPTION) != "replay" and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(_WrittenSummary(), "agentreel-written")
+
+
+class _WrittenSummary:
+    """Lists, at the end of a record or refresh run, the files each scenario wrote."""
+
+    def __init__(self) -> None:
+        self.written: dict[str, list[str]] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call":
+            for key, value in report.user_properties:
+                if key == _WRITTEN_PROPERTY and isinstance(value, dict):
+                    self.written[str(value["scenario"])] = [str(f) for f in value["files"]]
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.written:
+            return
+        terminalreporter.section("agentreel: files written")
+        for scenario in sorted(self.written):
+            terminalreporter.write_line(f"{scenario}: wrote {', '.join(self.written[scenario])}")
 
 
 class _ReportWriter:
@@ -128,21 +157,28 @@ class ScenarioItem(pytest.Item):
         from agentreel.snapshot_harness._check import check_scenario
         from agentreel.snapshot_harness._pending import pending_allowed
 
+        pending = pending_allowed()
         if not self.config.getoption(_REPORT_OPTION):
-            check_scenario(self.path.parent, self.mode, pending=pending_allowed())
+            self._note_written(check_scenario(self.path.parent, self.mode, pending=pending))
             return
         from agentreel.snapshot_harness._report_data import scenario_result
 
         begun = time.monotonic()
         error: BaseException | None = None
         try:
-            check_scenario(self.path.parent, self.mode, pending=pending_allowed())
+            self._note_written(check_scenario(self.path.parent, self.mode, pending=pending))
         except BaseException as exc:
             error = exc
             raise
         finally:
             result = scenario_result(self.path.parent, time.monotonic() - begun, error)
             self.user_properties.append((_REPORT_PROPERTY, result.as_dict()))
+
+    def _note_written(self, outcome: Outcome) -> None:
+        # Sent with the test report, so xdist workers' files reach the controller's summary.
+        if outcome.written:
+            written = {"scenario": self.name, "files": list(outcome.written)}
+            self.user_properties.append((_WRITTEN_PROPERTY, written))
 
     def repr_failure(
         self,
