@@ -29,6 +29,7 @@ from agentreel.llm_replay.testing import (
     text_call,
     tool_call,
 )
+from agentreel.session import tokenize_cwd
 
 
 def _write_overrides(fixture_dir: Path, overrides: list[dict[str, object]]) -> None:
@@ -81,6 +82,66 @@ async def test_cwd_token_is_replaced_in_text_tool_arguments_and_blocks(
     end = next(c for c in tool if isinstance(c, BlockEnd))
     assert isinstance(end.block, ToolCallPart)
     assert json.loads(end.block.arguments) == {"path": f"{live}/a.txt"}
+    validate_stream(tool)
+
+
+_RECORD_CWD = "/tmp/agentreel-rec-q1/cwd"
+_SPLIT_TEXT = f"Reading {_RECORD_CWD}/notes.txt"
+_SPLIT_ARGUMENTS = json.dumps({"filePath": f"{_RECORD_CWD}/notes.txt"})
+
+
+def _record_split_cwd(sessions: Path, fixture_dir: Path, cut: int) -> None:
+    """A recording whose model streamed the cwd cut after ``cut`` of its characters, in
+    text and in tool arguments, written as the harness and the proxy write one."""
+    recorder = FixtureRecorder(sessions, cwd=_RECORD_CWD)
+    text_at = len("Reading ") + cut
+    args_at = _SPLIT_ARGUMENTS.index(_RECORD_CWD) + cut
+    text = text_call(_SPLIT_TEXT)
+    main = recorder.main()
+    recorder.call(
+        main,
+        [
+            *text[:1],
+            TextDelta(index=0, text=_SPLIT_TEXT[:text_at]),
+            TextDelta(index=0, text=_SPLIT_TEXT[text_at:]),
+            *text[3:],
+        ],
+    )
+    pieces = [_SPLIT_ARGUMENTS[:args_at], _SPLIT_ARGUMENTS[args_at:]]
+    recorder.call(main, tool_call("c1", "read", pieces))
+    recorder.save(fixture_dir)
+    for path in fixture_dir.glob("session*.jsonl"):
+        data = tokenize_cwd(path.read_bytes(), Path(_RECORD_CWD))
+        assert _RECORD_CWD.encode() not in data
+        path.write_bytes(data)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "cut",
+    [1, 5, len(_RECORD_CWD) // 2, len(_RECORD_CWD) - 1],
+    ids=["after-first-slash", "early", "middle", "last-character"],
+)
+async def test_cwd_split_across_recorded_deltas_round_trips(
+    tmp_path: Path, fixture_dir: Path, cut: int
+) -> None:
+    """A model streamed the run's cwd in two deltas (text and tool arguments): the
+    recording holds {{cwd}} (``tokenize_cwd``) and replay hands another run its own cwd,
+    whole, in the same number of deltas."""
+    _record_split_cwd(tmp_path / "sessions", fixture_dir, cut)
+    live = tmp_path / "live"
+    provider = ReplayProvider(fixture_dir, live_cwd=live)
+
+    streamed = await collect(provider.stream(options_for(None)))
+    tool = await collect(provider.stream(options_for(None)))
+
+    deltas = [c.text for c in streamed if isinstance(c, TextDelta)]
+    assert len(deltas) == 2
+    assert "".join(deltas) == f"Reading {live}/notes.txt"
+    assert BlockEnd(index=0, block=TextPart(f"Reading {live}/notes.txt")) in streamed
+    pieces = [c.arguments_delta for c in tool if isinstance(c, ToolCallDelta)]
+    assert len(pieces) == 2
+    assert json.loads("".join(pieces)) == {"filePath": f"{live}/notes.txt"}
     validate_stream(tool)
 
 

@@ -20,6 +20,9 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Any
+
+import msgspec
 
 __all__ = [
     "CWD_TOKEN",
@@ -115,8 +118,83 @@ def tokenize_cwd(data: bytes, cwd: Path) -> bytes:
     no character JSON escapes and nothing else in the log starts with it: a plain
     replacement of its spellings (as given and resolved, with ``/`` and JSON's ``\\/``) is
     exact. Replay turns the token back into the live cwd.
+
+    A model streams text and tool arguments in deltas cut anywhere, so the cwd may be split
+    across two or more deltas of one block: first the cut is moved to the end of the cwd,
+    which then lies whole in the delta where it starts (the following deltas lose that
+    part; their number is unchanged), so it is replaced like any other occurrence.
     """
-    for spelling in sorted({str(cwd), str(cwd.resolve())}, key=len, reverse=True):
-        for form in (spelling, spelling.replace("/", "\\/")):
-            data = data.replace(form.encode(), CWD_TOKEN.encode())
+    spellings = sorted({str(cwd), str(cwd.resolve())}, key=len, reverse=True)
+    forms = [form for spelling in spellings for form in (spelling, spelling.replace("/", "\\/"))]
+    data = _join_split_cwd(data, [form for form in forms if len(form) > 1])
+    for form in forms:
+        data = data.replace(form.encode(), CWD_TOKEN.encode())
     return data
+
+
+# The delta chunks of a recorded stream and the field holding their text.
+_DELTA_TEXT = {
+    "text-delta": "text",
+    "reasoning-delta": "text",
+    "tool-call-delta": "arguments_delta",
+}
+_CHUNK_EVENT = b'"type":"assistant/chunk"'
+
+
+def _join_split_cwd(data: bytes, forms: list[str]) -> bytes:
+    """``data`` with every cwd spelling that straddles deltas of one stream (one block of
+    one call: turn, step, chunk type, index) moved whole into the delta where it starts.
+    Only the lines of such deltas are re-encoded; every other byte is kept."""
+    if not forms:
+        return data
+    lines = data.split(b"\n")
+    streams: dict[tuple[object, ...], list[tuple[int, dict[str, Any], str]]] = {}
+    for number, line in enumerate(lines):
+        if _CHUNK_EVENT not in line or b'-delta"' not in line:
+            continue
+        try:
+            event = msgspec.json.decode(line)
+            chunk = event["data"]["chunk"]
+            field = _DELTA_TEXT[chunk["type"]]
+            text = chunk[field]
+            key = (event["data"]["turn"], event["data"]["step"], chunk["type"], chunk.get("index"))
+        except (msgspec.DecodeError, KeyError, TypeError):
+            continue  # not a delta event (or a torn line): nothing to join
+        if isinstance(text, str):
+            streams.setdefault(key, []).append((number, event, field))
+    for deltas in streams.values():
+        texts = [event["data"]["chunk"][field] for _, event, field in deltas]
+        cuts = _cuts_outside(texts, forms)
+        if cuts is None:
+            continue
+        full = "".join(texts)
+        start = 0
+        for (number, event, field), end, old in zip(deltas, cuts, texts, strict=True):
+            if full[start:end] != old:
+                event["data"]["chunk"][field] = full[start:end]
+                lines[number] = msgspec.json.encode(event)
+            start = end
+    return b"\n".join(lines)
+
+
+def _cuts_outside(texts: list[str], forms: list[str]) -> list[int] | None:
+    """The end offsets of ``texts`` in their concatenation, each cut that falls inside an
+    occurrence of a ``forms`` entry moved to that occurrence's end; ``None`` when no cut
+    falls inside one (the common case: nothing to change)."""
+    full = "".join(texts)
+    pattern = re.compile("|".join(re.escape(form) for form in forms))
+    spans = [match.span() for match in pattern.finditer(full)]
+    if not spans:
+        return None
+    cuts: list[int] = []
+    end = 0
+    moved = False
+    for text in texts:
+        end += len(text)
+        cut = end
+        for start, stop in spans:
+            if start < cut < stop:
+                cut, moved = stop, True
+                break
+        cuts.append(max(cut, cuts[-1]) if cuts else cut)
+    return cuts if moved else None
