@@ -17,6 +17,7 @@ from agentreel.session import (
     CWD_TOKEN,
     MAIN_SESSION_TOKEN,
     Event,
+    Mask,
     Normalizer,
     NotJsonLineError,
     SessionError,
@@ -377,3 +378,73 @@ def test_loaded_log_fast_path_equals_value_walk(parts: list[str], noise: str) ->
 def test_session_ids_must_be_uuids() -> None:
     with pytest.raises(ValueError, match=r"session id 'main' \(position 0"):
         Normalizer(None, ["main"])
+
+
+# -- a scenario's own masks -----------------------------------------------------------------
+
+
+def _opencode_masks() -> list[Mask]:
+    return [
+        Mask.checked(r"\bses_[0-9A-Za-z]{26}\b", "opencode-session"),
+        Mask.checked(r"\bmsg_[0-9A-Za-z]{26}\b", "opencode-message"),
+        Mask.checked(r"(?<![\w/.-]){cwd_from_root}(?![\w.-])", "cwd-from-root"),
+    ]
+
+
+def test_masks_number_each_distinct_match_by_first_appearance_per_token() -> None:
+    cwd = "/tmp/agentreel-opencode-read-4897h_yb/cwd"
+    normalizer = Normalizer(cwd, [MAIN], masks=_opencode_masks())
+    first, second = "ses_dce834576ffeLDDYQ71S6FLlUX", "ses_aaaaaaaaaaaaaaaaaaaaaaaaaa"
+    message = "msg_2317cc6f4001hgsesRTEc6jA2x"
+    stdout = "".join(
+        json.dumps(line) + "\n"
+        for line in [
+            {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": first}},
+            {"method": "u", "params": {"sessionId": second, "messageId": message}},
+            {"method": "u", "params": {"sessionId": first, "title": cwd[1:] + "/notes.txt"}},
+            {"method": "u", "params": {"path": cwd + "/notes.txt", "other": "/" + cwd[1:] + "x"}},
+        ]
+    ).encode()
+
+    lines = [json.loads(line) for line in normalizer.transcript(stdout).splitlines()]
+
+    assert lines[0]["result"]["sessionId"] == "{{opencode-session:1}}"
+    assert lines[1]["params"] == {
+        "sessionId": "{{opencode-session:2}}",
+        "messageId": "{{opencode-message:1}}",
+    }
+    assert lines[2]["params"] == {
+        "sessionId": "{{opencode-session:1}}",
+        "title": "{{cwd-from-root:1}}/notes.txt",
+    }
+    # The absolute cwd is the built-in rule's; a longer name is not the cwd.
+    assert lines[3]["params"] == {"path": "{{cwd}}/notes.txt", "other": "/" + cwd[1:] + "x"}
+
+
+def test_masks_run_before_the_built_in_rules() -> None:
+    # A mask may claim text holding a UUID: the UUID rule never sees it.
+    normalizer = Normalizer(None, [MAIN], masks=[Mask.checked(r"run-[0-9a-f-]{36}", "run")])
+    assert normalizer.text(f"run-{OTHER_A} and {OTHER_A}") == "{{run:1}} and {{uuid:1}}"
+
+
+def test_without_a_cwd_a_cwd_from_root_mask_matches_nothing() -> None:
+    mask = Mask.checked("{cwd_from_root}/x", "rel")
+    assert Normalizer(None, [], masks=[mask]).text("tmp/x") == "tmp/x"
+    assert Normalizer("/", [], masks=[mask]).text("/x") == "/x"
+
+
+@pytest.mark.parametrize(
+    ("regex", "token", "problem"),
+    [
+        ("ses_(", "s", "not a valid regular expression"),
+        ("a*", "s", "matches the empty string"),
+        ("ses_", "Session", "not a token name"),
+        ("ses_", "a_b", "not a token name"),
+        ("ses_", "", "not a token name"),
+        ("ses_", "uuid", "built-in normalizer token"),
+        ("ses_", "cwd", "built-in normalizer token"),
+    ],
+)
+def test_a_bad_mask_says_what_is_wrong(regex: str, token: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        Mask.checked(regex, token)

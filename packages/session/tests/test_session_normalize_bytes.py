@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from agentreel.session import (
     Event,
+    Mask,
     Normalizer,
     NotJsonLineError,
     SessionHeader,
@@ -213,3 +214,34 @@ def test_transcript_bytes_equal_the_text_encoded(
 def test_transcript_bytes_garbage_names_source_and_line() -> None:
     with pytest.raises(NotJsonLineError, match=r"agent stdout of x:2: not JSON"):
         Normalizer(None, []).transcript_bytes(b'{"a":1}\nhello\n', source="agent stdout of x")
+
+
+# -- a scenario's own masks (Mask) ----------------------------------------------------------
+
+_SES = st.sampled_from(["ses_dce834576ffeLDDYQ71S6FLlUX", "ses_23122111c001GfpsM1tv405xAU"])
+
+
+@settings(max_examples=100, deadline=None)
+@given(_TEXTS, st.lists(_SES, max_size=3), st.integers(min_value=1, max_value=4))
+def test_a_masked_loaded_log_is_the_walked_raw_log(
+    texts: list[str], ids: list[str], records_per_slice: int
+) -> None:
+    """With masks the loaded log is walked, not scanned: the same bytes as the raw log
+    and as the obvious decode-walk-encode, the masks' numbering included."""
+    masks = [Mask.checked(r"\bses_[0-9A-Za-z]{26,}\b", "opencode-session")]
+    log = _log([*texts, *(f"id {i}" for i in ids)])
+    loaded, raw, walked = (Normalizer(_CWD, [MAIN, CHILD], masks=masks) for _ in range(3))
+    with _slices_of(records_per_slice):
+        out = loaded.session_log_bytes(log)
+    assert out == raw.session_log_bytes(_raw(log))
+    assert out == _reference(walked, _raw(log))
+    assert b"ses_" not in out
+    # In the message text, the tool call id and its arguments.
+    assert out.count(b"{{opencode-session:") == 3 * len(ids)
+
+
+def test_a_mask_that_matches_nothing_changes_nothing() -> None:
+    log = _log([f"in {_CWD}/a", OTHER_A, "\u2028🙂", '"q"\\x'])
+    plain = Normalizer(_CWD, [MAIN]).session_log_bytes(log)
+    masked = Normalizer(_CWD, [MAIN], masks=[Mask.checked("never-here", "x")])
+    assert masked.session_log_bytes(log) == plain

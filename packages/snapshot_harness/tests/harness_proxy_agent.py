@@ -5,7 +5,8 @@ file into the fresh HOME) and its key from ``TINY_KEY``; each prompt is one stre
 Completions call whose text goes to the editor. ``TINY_SYSTEM`` is its system prompt, so a
 test can make a replay drift; the date in it is volatile content the proxy masks.
 ``TINY_IGNORE_EOF=1`` keeps it serving after stdin closes, like agents that wait for a
-signal.
+signal. ``TINY_OWN_IDS=1`` makes it print what opencode prints: session ids of its own
+(``ses_`` + 26 random characters, new on every run) and its cwd relative to ``/``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import asyncio
 import datetime
 import json
 import os
+import random
+import string
 import sys
 import uuid
 from pathlib import Path
@@ -31,6 +34,8 @@ class TinyAgent:
         self.openai = AsyncOpenAI(base_url=config["base_url"], api_key=os.environ["TINY_KEY"])
         self.client: Any = None
         self.system = os.environ.get("TINY_SYSTEM", "You are tiny.")
+        self.own_ids = os.environ.get("TINY_OWN_IDS") == "1"
+        self.cwd = ""
 
     def on_connect(self, conn: Any) -> None:
         self.client = conn
@@ -39,10 +44,17 @@ class TinyAgent:
         return InitializeResponse(protocol_version=PROTOCOL_VERSION)
 
     async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
+        self.cwd = cwd
+        if self.own_ids:
+            alphabet = string.ascii_letters + string.digits
+            return NewSessionResponse(session_id="ses_" + "".join(random.choices(alphabet, k=26)))
         return NewSessionResponse(session_id=str(uuid.uuid4()))
 
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
         today = datetime.date.today().isoformat()
+        if self.own_ids:
+            relative = self.cwd.lstrip("/") + "/notes.txt"
+            await self.client.session_update(session_id, update_agent_message_text(relative))
         stream = await self.openai.chat.completions.create(
             model="tiny-model",
             stream=True,

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from agentreel.snapshot_harness import (
+    GoldenMismatchError,
     ReplayConsumptionError,
     check_scenario,
     load_scenario,
@@ -104,3 +105,35 @@ def test_a_drifted_system_prompt_fails_with_the_readable_masked_diff(tmp_path: P
     assert "You are tiny." in message
     assert "You are big." in message
     assert "nox -s record -- tiny" in message
+
+
+GOLDEN_MASKS = r"""
+[[golden_masks]]
+regex = "\\bses_[0-9A-Za-z]{26}\\b"
+token = "tiny-session"
+
+[[golden_masks]]
+regex = "(?<![\\w/.-]){cwd_from_root}(?![\\w.-])"
+token = "cwd-from-root"
+"""
+
+
+def test_golden_masks_hide_what_only_the_agent_knows_is_volatile(tmp_path: Path) -> None:
+    # The agent prints a session id of its own and its cwd relative to "/", both new on
+    # every run: with the scenario's golden masks the goldens hold tokens and replay
+    # passes; without them the same recording fails on exactly those two.
+    directory = _scenario(tmp_path, extra=GOLDEN_MASKS, env='TINY_OWN_IDS = "1"')
+    check_scenario(load_scenario(directory), "record")
+    transcript = (directory / "golden" / "transcript.jsonl").read_text()
+    assert "ses_" not in transcript
+    assert '"sessionId":"{{tiny-session:1}}"' in transcript
+    assert '"text":"{{cwd-from-root:1}}/notes.txt"' in transcript
+    assert check_scenario(load_scenario(directory), "replay").sessions == 1
+
+    toml = directory / "scenario.toml"
+    toml.write_text(toml.read_text().replace(GOLDEN_MASKS, ""))
+    with pytest.raises(GoldenMismatchError) as caught:
+        check_scenario(load_scenario(directory), "replay")
+    message = str(caught.value)
+    assert "transcript.jsonl" in message
+    assert '+{"jsonrpc":"2.0","id":1,"result":{"sessionId":"ses_' in message

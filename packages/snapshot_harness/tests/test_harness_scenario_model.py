@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from agentreel.session import Mask
 from agentreel.snapshot_harness import HomeFile, ModelConfig, ScenarioError, load_scenario
 
 STEPS = """
@@ -232,3 +233,43 @@ def test_python_placeholder_still_expands(tmp_path: Path) -> None:
         sys.executable,
         str(directory.resolve() / "agent.py"),
     ]
+
+
+def test_golden_masks_load_into_the_normalizer_rules(tmp_path: Path) -> None:
+    scenario = load_scenario(
+        write(
+            tmp_path,
+            '[[golden_masks]]\nregex = "ses_[0-9A-Za-z]{26}"\ntoken = "opencode-session"\n'
+            '[[golden_masks]]\nregex = "{cwd_from_root}"\ntoken = "cwd-from-root"\n',
+        )
+    )
+    assert scenario.golden_masks == (
+        Mask("ses_[0-9A-Za-z]{26}", "opencode-session"),
+        Mask("{cwd_from_root}", "cwd-from-root"),
+    )
+    assert load_scenario(write(tmp_path, "", "plain")).golden_masks == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "problem"),
+    [
+        ('golden_masks = "ses_"', "golden_masks", "expected an array of tables"),
+        ("golden_masks = [1]", r"golden_masks\[0\]", "expected a table"),
+        (
+            '[[golden_masks]]\nregex = "x"\ntoken = "t"\nreplace = "y"',
+            r"golden_masks\[0\]\.replace",
+            "unknown key; allowed here: regex, token",
+        ),
+        ('[[golden_masks]]\ntoken = "t"', r"golden_masks\[0\]\.regex", "required"),
+        ('[[golden_masks]]\nregex = "x"', r"golden_masks\[0\]\.token", "required"),
+        ('[[golden_masks]]\nregex = "(x"\ntoken = "t"', r"golden_masks\[0\]", "not a valid"),
+        ('[[golden_masks]]\nregex = "x?"\ntoken = "t"', r"golden_masks\[0\]", "empty string"),
+        ('[[golden_masks]]\nregex = "x"\ntoken = "My Id"', r"golden_masks\[0\]", "token name"),
+        ('[[golden_masks]]\nregex = "x"\ntoken = "session"', r"golden_masks\[0\]", "built-in"),
+    ],
+)
+def test_a_bad_golden_mask_names_the_file_and_key(
+    tmp_path: Path, text: str, key: str, problem: str
+) -> None:
+    with pytest.raises(ScenarioError, match=rf"scenario\.toml: key '{key}': .*{problem}"):
+        load_scenario(write(tmp_path, text))

@@ -57,7 +57,7 @@ from agentreel.session._fixture_layout import (
 )
 from agentreel.session._harvest import harvest_session_logs
 from agentreel.session._loader import SessionLog, TornLine, load_session_log
-from agentreel.session._normalize import MAIN_SESSION_TOKEN, Normalizer, is_time_key
+from agentreel.session._normalize import MAIN_SESSION_TOKEN, Mask, Normalizer, is_time_key
 from agentreel.session._order import order_headers, order_sessions
 from agentreel.session._recorder import CallRecorder, record_stream
 from agentreel.session._request import build_request_header, diff_request_headers
@@ -98,6 +98,7 @@ __all__ = [
     "Event",
     "EventData",
     "ForkError",
+    "Mask",
     "MessageHeader",
     "Normalizer",
     "NotJsonLineError",

@@ -19,6 +19,11 @@ Rules, applied to every string (dict keys included) of a JSON value:
   ``duration_ms``, ``elapsedMs``, ``latency_s``).
 - JSON-RPC messages additionally get their top-level ``id`` renumbered 0, 1, 2, ... by first
   appearance (one mapping per instance; ``1`` and ``"1"`` are different ids).
+- a scenario's own masks (``Mask``: a regex and a token name), for what a third-party agent
+  prints that no built-in rule knows (opencode's ``ses_…`` ids, its cwd shown relative to
+  ``/``), run first: each distinct match becomes ``{{<token>:N}}``, N by first appearance
+  of that text for that token. ``{cwd_from_root}`` in a mask's regex stands for the cwd
+  without its leading ``/``.
 
 Numbering state (UUIDs, JSON-RPC ids) lives in the instance, so the order in which a caller
 feeds inputs decides the numbers: the harness normalizes the transcript first, then the
@@ -28,12 +33,14 @@ Output keeps key order and is compact JSON, one value a line, each line ending i
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
 import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +54,7 @@ from agentreel.session.exceptions import NotJsonLineError
 __all__ = [
     "CWD_TOKEN",
     "MAIN_SESSION_TOKEN",
+    "Mask",
     "Normalizer",
     "is_time_key",
 ]
@@ -89,6 +97,59 @@ _ENCODER = msgspec.json.Encoder()
 # per-call cost vanishes, small enough that a slice's bytes are nothing next to the log.
 _RECORDS_PER_SLICE = 1024
 _decode_json = msgspec.json.decode
+
+
+# A mask's token names a family of placeholders: ``{{<token>:N}}``. The built-in families are
+# not available, so a mask never makes a token that reads like a cwd, session or UUID.
+_MASK_TOKEN = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
+_RESERVED_TOKENS = frozenset({"cwd", "session", "uuid", "sessions", "home", "tmp"})
+_MASK_PLACEHOLDER = "{cwd_from_root}"
+
+
+@dataclass(frozen=True, slots=True)
+class Mask:
+    """A scenario's own normalizer rule: every match of ``regex`` becomes ``{{token:N}}``.
+
+    ``regex`` is Python ``re`` syntax and may hold ``{cwd_from_root}``: the run's cwd
+    without its leading ``/`` (as tools that show paths relative to ``/`` print it).
+    Built with ``Mask.checked``, which says what is wrong in terms of the value given.
+    """
+
+    regex: str
+    token: str
+
+    @classmethod
+    def checked(cls, regex: str, token: str) -> Mask:
+        """A ``Mask``, or ``ValueError`` saying what is wrong and how to fix it."""
+        if not _MASK_TOKEN.match(token):
+            raise ValueError(
+                f"token {token!r} is not a token name: lower-case letters and digits, words "
+                "joined by '-', e.g. 'opencode-session' (it becomes {{opencode-session:1}})"
+            )
+        if token in _RESERVED_TOKENS:
+            raise ValueError(
+                f"token {token!r} is a built-in normalizer token; pick another name, e.g. "
+                f"'agent-{token}'"
+            )
+        try:
+            pattern = re.compile(regex.replace(_MASK_PLACEHOLDER, "x"))
+        except re.error as exc:
+            raise ValueError(f"regex {regex!r} is not a valid regular expression: {exc}") from None
+        if pattern.match(""):
+            raise ValueError(
+                f"regex {regex!r} matches the empty string, so it would mask between every "
+                "character; make it match at least one character"
+            )
+        return cls(regex, token)
+
+    def compile(self, cwd: str | None) -> re.Pattern[str]:
+        """The regex with ``{cwd_from_root}`` filled in (a mask that uses it matches
+        nothing without a cwd)."""
+        if _MASK_PLACEHOLDER not in self.regex:
+            return re.compile(self.regex)
+        if cwd is None or len(cwd.strip("/")) == 0:
+            return re.compile(r"(?!)")
+        return re.compile(self.regex.replace(_MASK_PLACEHOLDER, re.escape(cwd.lstrip("/"))))
 
 
 def is_time_key(key: str) -> bool:
@@ -187,7 +248,8 @@ class Normalizer:
 
     ``cwd``: the run's working directory (``None``: no cwd rule). ``session_ids``: in session
     order, first = main. ``extra_paths``: more absolute paths to tokenize, e.g.
-    ``{"/tmp/x/sessions": "{{sessions}}"}`` (same matching rules as the cwd).
+    ``{"/tmp/x/sessions": "{{sessions}}"}`` (same matching rules as the cwd). ``masks``: a
+    scenario's own rules (``Mask``), applied before the built-in ones.
     """
 
     def __init__(
@@ -196,6 +258,7 @@ class Normalizer:
         session_ids: Sequence[str] = (),
         *,
         extra_paths: Mapping[str, str] | None = None,
+        masks: Sequence[Mask] = (),
     ) -> None:
         self._uuid_tokens: dict[str, str] = {}
         for position, session_id in enumerate(session_ids):
@@ -229,6 +292,17 @@ class Normalizer:
         self._pattern = _compile(path_tokens)
         self._has_paths = bool(path_tokens)
         self._sub: Callable[[Callable[[re.Match[str]], str], str], str] = self._pattern.sub
+        live_cwd = os.fspath(cwd) if cwd is not None else None
+        self._masks = tuple((mask.compile(live_cwd), mask.token) for mask in masks)
+        self._mask_tokens: dict[tuple[str, str], str] = {}
+        self._mask_counts: dict[str, int] = {}
+        if self._masks:
+            rules = self._pattern.sub
+
+            def masked_then_rules(replace: Callable[[re.Match[str]], str], text: str) -> str:
+                return rules(replace, self._apply_masks(text))
+
+            self._sub = masked_then_rules
         # The same spellings as they appear inside encoded JSON (UTF-8), for the scanner
         # that normalizes a whole encoded log at once (``session_log`` of a SessionLog).
         encoded: dict[bytes, str] = {}
@@ -255,10 +329,24 @@ class Normalizer:
         logs: Iterable[SessionLog],
         *,
         extra_paths: Mapping[str, str] | None = None,
+        masks: Sequence[Mask] = (),
     ) -> Normalizer:
         """A normalizer whose session tokens follow the session order of ``logs``."""
         ordered = order_sessions(logs, lambda log: log.header)
-        return cls(cwd, [log.header.id for log in ordered], extra_paths=extra_paths)
+        return cls(cwd, [log.header.id for log in ordered], extra_paths=extra_paths, masks=masks)
+
+    def _apply_masks(self, text: str) -> str:
+        for pattern, token in self._masks:
+            text = pattern.sub(functools.partial(self._mask_token, token), text)
+        return text
+
+    def _mask_token(self, token: str, found: re.Match[str]) -> str:
+        key = (token, found.group())
+        name = self._mask_tokens.get(key)
+        if name is None:
+            count = self._mask_counts[token] = self._mask_counts.get(token, 0) + 1
+            name = self._mask_tokens[key] = f"{{{{{token}:{count}}}}}"
+        return name
 
     # -- strings and values ------------------------------------------------------------
 
@@ -371,8 +459,19 @@ class Normalizer:
         """``session_log`` as UTF-8 bytes: the same text, encoded, without ever holding it
         twice. Goldens are bytes, so the harness uses this one (SPEC 9, peak memory)."""
         if isinstance(log, SessionLog):
+            if self._masks:
+                # A scenario's regexes are written for decoded text, not for the escaped
+                # bytes the fast path scans: walk the values instead (same result).
+                return self._walked_log(log)
             return self._typed_log(log)
         return self._raw_log(log, source)
+
+    def _walked_log(self, log: SessionLog) -> bytes:
+        out = io.BytesIO()
+        for record in (log.header, *log.events):
+            out.write(_ENCODER.encode(self.value(msgspec.to_builtins(record))))
+            out.write(b"\n")
+        return out.getvalue()
 
     def _raw_log(self, data: bytes, source: str) -> bytes:
         # Line by line into one buffer. A bad line leaves the numbering as it was (as if

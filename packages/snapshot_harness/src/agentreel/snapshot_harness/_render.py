@@ -46,7 +46,9 @@ def render_goldens(result: RunResult) -> dict[str, bytes]:
         str(result.run_dir / "home"): "{{home}}",
         str(result.run_dir / "tmp"): "{{tmp}}",
     }
-    normalizer = Normalizer.for_logs(result.cwd, result.session_logs, extra_paths=extra)
+    normalizer = Normalizer.for_logs(
+        result.cwd, result.session_logs, extra_paths=extra, masks=result.scenario.golden_masks
+    )
     goldens: dict[str, bytes] = {
         TRANSCRIPT_FILE: normalizer.transcript_bytes(
             result.transcript, source=f"agent stdout of {result.scenario.name}"

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from agentreel.session import Mask
 from agentreel.snapshot_harness.exceptions import ScenarioError, UnreadableFixtureError
 
 SCENARIO_FILE = "scenario.toml"
@@ -212,6 +213,9 @@ class Scenario:
     record: RecordConfig = field(default_factory=RecordConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     fork_server: ForkServerConfig = field(default_factory=ForkServerConfig)
+    # ``[[golden_masks]]``: the scenario's own normalizer rules for what a third-party agent
+    # prints or logs that no built-in rule knows (its own ids, paths shown relative to /).
+    golden_masks: tuple[Mask, ...] = ()
     # Where the agent command's relative paths point: the scenario's own directory, also
     # when a run uses a scratch copy of it (record's trial replay).
     agent_root: Path | None = None
@@ -347,7 +351,9 @@ _TOP_KEYS = {
     "record",
     "model",
     "fork_server",
+    "golden_masks",
 }
+_GOLDEN_MASK_KEYS = {"regex", "token"}
 _FORK_SERVER_KEYS = {"enabled", "preload"}
 _STEP_KEYS: dict[str, set[str]] = {
     "initialize": {"type"},
@@ -425,6 +431,7 @@ def load_scenario(directory: Path | str) -> Scenario:
             "upstream the proxy records from (e.g. https://api.anthropic.com)",
         )
     fork_server = _fork_server(reader, data.get("fork_server"), _directory_fork_server(directory))
+    golden_masks = _golden_masks(reader, data.get("golden_masks"))
     scenario = Scenario(
         name=name,
         directory=directory,
@@ -438,6 +445,7 @@ def load_scenario(directory: Path | str) -> Scenario:
         record=record,
         model=model,
         fork_server=fork_server,
+        golden_masks=golden_masks,
     )
     check_workspace(scenario)
     return scenario
@@ -479,6 +487,31 @@ def _env(reader: _Reader, value: object) -> dict[str, str]:
             raise reader.fail(f"env.{key}", f"expected a string, got {_kind(item)}")
         env[key] = item
     return env
+
+
+def _golden_masks(reader: _Reader, value: object) -> tuple[Mask, ...]:
+    """``[[golden_masks]]`` tables: ``regex`` (may hold ``{cwd_from_root}``) and ``token``."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise reader.fail(
+            "golden_masks",
+            f"expected an array of tables, got {_kind(value)}, e.g. [[golden_masks]] "
+            'regex = "ses_[0-9A-Za-z]{26}" token = "opencode-session"',
+        )
+    masks: list[Mask] = []
+    for index, table in enumerate(value):
+        key = f"golden_masks[{index}]"
+        if not isinstance(table, dict):
+            raise reader.fail(key, f"expected a table, got {_kind(table)}")
+        reader.check_keys(table, _GOLDEN_MASK_KEYS, f"{key}.")
+        regex = reader.required_string(table, "regex", f"{key}.")
+        token = reader.required_string(table, "token", f"{key}.")
+        try:
+            masks.append(Mask.checked(regex, token))
+        except ValueError as exc:
+            raise reader.fail(key, str(exc)) from None
+    return tuple(masks)
 
 
 def _permissions(reader: _Reader, value: object) -> tuple[PermissionKind, ...]:
