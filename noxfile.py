@@ -7,6 +7,7 @@ runs it, ``lint``, every ``tests-<package>`` and ``build``.
 
 from __future__ import annotations
 
+import filecmp
 import os
 import shlex
 import shutil
@@ -220,23 +221,34 @@ INTEROP = ROOT / "interop"
 def interop(session: nox.Session) -> None:
     """Third-party ACP agents from npm, through the proxy: replay, then re-record and replay.
 
-    Installs the agents pinned in ``interop/package.json`` (``npm install`` into
-    ``.nox/interop-npm``; needs node and npm), puts their commands on ``PATH``, replays
-    every committed scenario in ``interop/fixtures/``, then re-records each into a scratch
-    copy through the proxy and the stub server and replays that copy. Not a default
-    session: the default ``replay`` never needs npm. ``nox -s interop -- opencode-read``
-    runs one. See ``interop/README.md``.
+    Installs the agents pinned in ``interop/package.json`` at the versions of
+    ``interop/package-lock.json`` (``npm install`` into ``.nox/interop-npm``, a no-op once
+    there; needs node and npm), puts their commands on ``PATH``, replays every committed
+    scenario in ``interop/fixtures/``, then re-records each into a scratch copy through the
+    proxy and the stub server and replays that copy. Not a default session: the default
+    ``replay`` never needs npm. ``nox -s interop -- opencode-read`` runs one. See
+    ``interop/README.md``.
     """
     if shutil.which("npm") is None:
         session.error("nox -s interop needs node and npm on PATH (e.g. apt-get install npm)")
     _install_workspace(session)
     prefix = ROOT / ".nox" / "interop-npm"
     prefix.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(INTEROP / "package.json", prefix / "package.json")
+    for name in ("package.json", "package-lock.json"):
+        shutil.copyfile(INTEROP / name, prefix / name)
+    # Not `npm ci`: the lock lists only the platform packages of opencode-ai the registry
+    # served when it was written (linux-x64 here), and ci refuses a lock missing the others.
     session.run("npm", "install", "--prefix", str(prefix), "--no-audit", "--no-fund", external=True)
     path = f"{prefix / 'node_modules' / '.bin'}{os.pathsep}{os.environ.get('PATH', '')}"
-    env = {"PATH": path}
     fixtures = INTEROP / "fixtures"
+    # A failure's hint names the command that re-records the committed scenario.
+    rerecord_env, refresh_env = COMMAND_HINTS
+    hints = {
+        name: f"PATH={prefix / 'node_modules' / '.bin'}:$PATH agentreel {verb} --fixtures "
+        f"{fixtures.relative_to(ROOT)} {{scenario}}"
+        for name, verb in ((rerecord_env, "record"), (refresh_env, "refresh"))
+    }
+    env = {"PATH": path, **hints}
     names = session.posargs or [p.parent.name for p in sorted(fixtures.glob("*/scenario.toml"))]
     session.run("agentreel", "replay", "--fixtures", str(fixtures), *names, env=env)
     scratch = ROOT / ".nox" / "interop-rerecord"
@@ -245,6 +257,25 @@ def interop(session: nox.Session) -> None:
     for name in names:
         session.run("agentreel", "record", "--fixtures", str(scratch), name, env=env)
     session.run("agentreel", "replay", "--fixtures", str(scratch), *names, env=env)
+    # A fresh recording must give the committed goldens: the agent behaves the same
+    # today as when it was recorded, and everything volatile is masked.
+    changed: list[str] = []
+    for name in names:
+        committed, fresh = fixtures / name / "golden", scratch / name / "golden"
+        for file in sorted(
+            {p.name for p in committed.glob("*")} | {p.name for p in fresh.glob("*")}
+        ):
+            before, after = committed / file, fresh / file
+            if not (
+                before.is_file() and after.is_file() and filecmp.cmp(before, after, shallow=False)
+            ):
+                changed.append(f"{name}/golden/{file}")
+    if changed:
+        session.error(
+            "re-recorded goldens differ from the committed ones: "
+            + ", ".join(changed)
+            + f" (compare with {scratch}; re-record if the agent changed on purpose)"
+        )
 
 
 @nox.session(python=PYTHON, default=False)
