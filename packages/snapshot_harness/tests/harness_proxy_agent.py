@@ -7,6 +7,7 @@ test can make a replay drift; the date in it is volatile content the proxy masks
 ``TINY_IGNORE_EOF=1`` keeps it serving after stdin closes, like agents that wait for a
 signal. ``TINY_OWN_IDS=1`` makes it print what opencode prints: session ids of its own
 (``ses_`` + 26 random characters, new on every run) and its cwd relative to ``/``.
+``TINY_CWD_IN_SYSTEM=1`` tells the model its working directory, as coding agents do.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class TinyAgent:
         self.client: Any = None
         self.system = os.environ.get("TINY_SYSTEM", "You are tiny.")
         self.own_ids = os.environ.get("TINY_OWN_IDS") == "1"
+        self.cwd_in_system = os.environ.get("TINY_CWD_IN_SYSTEM") == "1"
         self.cwd = ""
 
     def on_connect(self, conn: Any) -> None:
@@ -55,11 +57,12 @@ class TinyAgent:
         if self.own_ids:
             relative = self.cwd.lstrip("/") + "/notes.txt"
             await self.client.session_update(session_id, update_agent_message_text(relative))
+        where = f" Working directory: {self.cwd}" if self.cwd_in_system else ""
         stream = await self.openai.chat.completions.create(
             model="tiny-model",
             stream=True,
             messages=[
-                {"role": "system", "content": f"{self.system} Today is {today}."},
+                {"role": "system", "content": f"{self.system} Today is {today}.{where}"},
                 {"role": "user", "content": "".join(b.text for b in prompt)},
             ],
         )

@@ -11,6 +11,7 @@ the readable, masked diff.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -137,3 +138,34 @@ def test_golden_masks_hide_what_only_the_agent_knows_is_volatile(tmp_path: Path)
     message = str(caught.value)
     assert "transcript.jsonl" in message
     assert '+{"jsonrpc":"2.0","id":1,"result":{"sessionId":"ses_' in message
+
+
+def test_a_cwd_the_model_streams_in_pieces_is_recorded_as_the_token(tmp_path: Path) -> None:
+    # The stub streams 8 characters a delta, so the run's cwd (some 40 characters) reaches
+    # the proxy split across several deltas. The recording must still hold {{cwd}}, so
+    # the golden (from the trial replay, in another cwd) shows the token, not the
+    # recording run's path.
+    directory = _scenario(tmp_path, env='TINY_CWD_IN_SYSTEM = "1"')
+    (directory / "stub-rules.toml").write_text(
+        '[[rule]]\nmatch = { system_regex = "Working directory: (?P<cwd>/\\\\S+)" }\n'
+        'text = "I see {{cwd}}/notes.txt"\n'
+    )
+    check_scenario(load_scenario(directory), "record")
+
+    recording = (directory / "session.jsonl").read_text()
+    deltas = [
+        json.loads(line)["data"]["chunk"]["text"]
+        for line in recording.splitlines()
+        if '"text-delta"' in line
+    ]
+    assert len(deltas) > 2
+    assert "".join(deltas) == "I see {{cwd}}/notes.txt"
+    assert "agentreel-" not in recording
+    transcript = (directory / "golden" / "transcript.jsonl").read_text()
+    streamed = "".join(
+        json.loads(line)["params"]["update"]["content"]["text"]
+        for line in transcript.splitlines()
+        if "agent_message_chunk" in line
+    )
+    assert streamed == "I see {{cwd}}/notes.txt"
+    assert check_scenario(load_scenario(directory), "replay").sessions == 1
