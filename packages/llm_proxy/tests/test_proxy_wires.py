@@ -344,3 +344,52 @@ cut_after = 4
     assert recorded[1] != "completed"
     assert recorded[0] == "this stream "
     assert replayed == recorded
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("api", ["chat", "messages"])
+async def test_an_overridden_call_streams_its_prefix_and_the_others_replay_as_recorded(
+    api: str, weather_stub: StubServer, fixture_dir: Path, tmp_path: Path
+) -> None:
+    """An overridden call streams chunk by chunk as the provider yields it (so a hang's
+    prefix reaches the client, tested in test_proxy_signals.py); the other calls of the
+    fixture still parse as recorded, and the overridden one gives its prefix, then a cut."""
+
+    async def conversation(proxy: Any) -> list[Any]:
+        if api == "chat":
+            return await _chat_conversation(proxy.openai_base_url, "live-1")
+        return await _messages_conversation(proxy.base_url, "live-1")
+
+    async def other(proxy: Any) -> str:
+        client = openai.AsyncOpenAI(
+            base_url=proxy.openai_base_url,
+            api_key=KEY,
+            max_retries=0,
+            default_headers={"x-agentreel-session-id": "other"},
+        )
+        stream = await client.chat.completions.create(
+            model="other-model", messages=[{"role": "user", "content": "hello"}], stream=True
+        )
+        text = ""
+        try:
+            async for chunk in stream:
+                text += "".join(c.delta.content or "" for c in chunk.choices)
+        except openai.APIConnectionError:
+            text += "<cut>"
+        await client.close()
+        return text
+
+    async with start_proxy("record", upstream=weather_stub.base_url, fixture=fixture_dir) as proxy:
+        recorded = await conversation(proxy)
+        assert await other(proxy) == "Hello! How can I help?"
+    weather_stub.stop()
+    files = ["session.jsonl", "session.1.jsonl"]
+    other_file = next(
+        n for n, name in enumerate(files) if b"other-model" in (fixture_dir / name).read_bytes()
+    )
+    throw = {"action": "throw", "session": other_file, "call": 1, "chunks": 3}
+    (fixture_dir / "replay.override.json").write_text(json.dumps({"overrides": [throw]}))
+    async with start_proxy("replay", fixture=fixture_dir) as proxy:
+        assert await conversation(proxy) == recorded
+        # The overridden call: its first chunks (block start, two deltas), then cut.
+        assert await other(proxy) == "Hello! How can I<cut>"

@@ -42,6 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     replay = modes.add_parser("replay", help="answer from --fixture, keyless and offline")
     replay.add_argument("--fixture", type=Path, required=True, help="holds session.jsonl")
     replay.add_argument("--report", type=Path, help="write the consumption report here")
+    replay.add_argument(
+        "--sessions-root", type=Path, help="also write the session logs of what was served"
+    )
     replay.add_argument("--scenario", help="name used in re-record commands")
     replay.add_argument(
         "--drift", choices=("error", "warn", "off"), default="error", help="request drift"
@@ -130,6 +133,7 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
             "replay",
             fixture=args.fixture,
             report=args.report,
+            sessions_root=args.sessions_root,
             scenario=args.scenario,
             drift=args.drift,
             partial_lanes=tuple(args.partial_lane),

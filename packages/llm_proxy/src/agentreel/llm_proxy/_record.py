@@ -54,6 +54,7 @@ _MIN_SECRET = 8
 _SECRET_HEADERS = ("authorization", "x-api-key", "api-key")
 # Headers of an upstream error worth replaying (what clients and their retry logic read).
 _ERROR_HEADERS = ("retry-after", "retry-after-ms", "x-request-id", "request-id", "content-type")
+INTERRUPTED_MESSAGE = "the proxy was stopped (signal or end of input) while this call was streaming"
 
 
 @dataclass(eq=False)
@@ -80,11 +81,13 @@ class CallRecording:
         self.lane = lane
         self.turn = turn
         self.finished = False
+        self.written = 0
 
     def chunk(self, chunk: Chunk) -> None:
         if self.finished:
             return
         self._recorder._write(self.lane, AssistantChunkData(turn=self.turn, step=0, chunk=chunk))
+        self.written += 1
         if isinstance(chunk, BlockEnd) and isinstance(chunk.block, ToolCallPart):
             self.lane.tool_texts.append((self.lane.tool_calls, _strings(chunk.block.arguments)))
             self.lane.tool_calls += 1
@@ -115,6 +118,27 @@ class CallRecording:
         """Close the call without a finish (only when the proxy itself failed)."""
         if not self.finished:
             self.cut("the proxy stopped before the call finished")
+
+    def interrupt(self, who: str) -> None:
+        """The proxy is stopping (signal, end of input) while this call streams: keep every
+        chunk so far, seal the call as cut and its turn as interrupted, and say so once."""
+        if self.finished:
+            return
+        message = INTERRUPTED_MESSAGE
+        self._recorder._write(
+            self.lane,
+            AssistantChunkData(
+                turn=self.turn, step=0, chunk=Finish(reason="error", code=CUT_CODE, message=message)
+            ),
+        )
+        self._end("interrupted")
+        logger.warning(
+            "%s: call %d was still streaming when the proxy stopped; recorded its %d "
+            "chunk(s) so far, sealed as interrupted",
+            who,
+            self.turn + 1,
+            self.written,
+        )
 
     def _end(self, reason: str) -> None:
         self.finished = True
@@ -282,7 +306,7 @@ class Recorder:
                                 chunk=Finish(
                                     reason="error",
                                     code=CUT_CODE,
-                                    message="the proxy stopped while this call was streaming",
+                                    message=INTERRUPTED_MESSAGE,
                                 ),
                             ),
                         )

@@ -24,7 +24,7 @@ import aiohttp
 import msgspec
 from aiohttp import web
 
-from agentreel.llm import Chunk, Finish, LlmError
+from agentreel.llm import BlockStart, Chunk, Finish, LlmError, Usage
 from agentreel.llm.exceptions import StreamInterruptedError
 from agentreel.llm_proxy._codecs import (
     UpstreamStreamError,
@@ -43,6 +43,7 @@ from agentreel.llm_proxy._sse import SseSplitter
 from agentreel.llm_proxy.exceptions import ProxyConfigError, RequestError, SecretInRecordingError
 from agentreel.llm_replay import (
     DriftMode,
+    RecordedStream,
     ReplayError,
     ReplayProvider,
     UnconsumedScriptError,
@@ -58,6 +59,12 @@ DEFAULT_MAX_BODY = 32 * 1024 * 1024
 REPLAY_ERROR_STATUS = 400
 """Replay errors are 400s: no SDK retries them, and each SDK raises its bad-request error
 carrying the message (which names the problem and the re-record command)."""
+
+SHUTDOWN_GRACE = 0.5
+"""Seconds a stream in flight may still take to end once the proxy is stopping (a signal,
+end of stdin, ``close()``); then it is cut, and what it streamed so far is kept and sealed
+as interrupted. Short: whoever stops the proxy may kill it soon after (aiohttp's own
+default would wait a minute)."""
 
 _HOP_BY_HOP = frozenset(
     {
@@ -171,7 +178,9 @@ class Proxy:
             await asyncio.to_thread(importlib.import_module, "agentreel.llm.wire")
         app = web.Application(client_max_size=self.settings.max_body_bytes)
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_GRACE
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.settings.host, self.settings.port, reuse_address=True)
         await site.start()
@@ -354,8 +363,15 @@ class Proxy:
             raise RequestError(
                 502, f"agentreel proxy: could not reach the upstream {url}: {exc}. Check --upstream"
             ) from None
+        except asyncio.CancelledError:
+            call.interrupt(identity.describe())
+            raise
         try:
             return await self._relay(request, route, upstream, call)
+        except asyncio.CancelledError:
+            # The proxy is stopping (its grace for streams in flight is over).
+            call.interrupt(identity.describe())
+            raise
         except SecretInRecordingError as error:
             call.finished = True
             self.errors.append(str(error))
@@ -422,14 +438,13 @@ class Proxy:
 
     # -- replay ----------------------------------------------------------------------------
 
-    def _log_served(self, parsed: ParsedRequest, identity: Identity, chunks: list[Chunk]) -> None:
-        """Write one served call into the replay's own session logs (``served``)."""
+    def _served_call(self, parsed: ParsedRequest, identity: Identity) -> CallRecording | None:
+        """Begin one served call in the replay's own session logs (``served``), if kept."""
         served = self.served
-        assert served is not None
+        if served is None:
+            return None
         header = build_request_header(parsed.options(), turn=0, step=0, cwd=served.cwd)
-        call = served.begin(identity, header, parsed)
-        call.chunks(chunks)
-        call.abandon()  # a replayed stream that broke off ends as recorded: cut
+        return served.begin(identity, header, parsed)
 
     async def _replay(
         self, request: web.Request, route: Route, parsed: ParsedRequest, identity: Identity
@@ -446,38 +461,108 @@ class Proxy:
                 REPLAY_ERROR_STATUS,
                 error_body(route.api, REPLAY_ERROR_STATUS, message, type(error).__name__),
             )
+        served = self._served_call(parsed, identity)
+        try:
+            if isinstance(stream, RecordedStream):
+                chunks = list(stream.chunks)
+                if served is not None:
+                    served.chunks(chunks)
+                wire_id = response_id(route.api, msgspec.json.encode(chunks).decode())
+                return await self._send_replayed(request, parsed, identity, chunks, None, wire_id)
+            return await self._replay_as_it_comes(request, parsed, identity, stream, served)
+        except asyncio.CancelledError:
+            # The proxy is stopping while this call streams (a hang override, pacing).
+            if served is not None:
+                served.interrupt(identity.describe())
+            else:
+                logger.warning(
+                    "%s: a replayed call was still streaming when the proxy stopped",
+                    identity.describe(),
+                )
+            raise
+        finally:
+            if served is not None:
+                served.abandon()  # a replayed stream that broke off ends as recorded: cut
+
+    async def _replay_as_it_comes(
+        self,
+        request: web.Request,
+        parsed: ParsedRequest,
+        identity: Identity,
+        stream: AsyncIterator[Chunk],
+        served: CallRecording | None,
+    ) -> web.StreamResponse:
+        """A call whose chunks take time (a hang or throw override, pacing): each reaches
+        the client (and the served log) as the provider yields it, as in-process replay
+        hands it to the agent. The closing frames follow once the call has ended; a
+        non-streaming request gets its body then. (An Anthropic ``message_start`` sent
+        before the call's usage arrived carries no input token counts.)"""
         chunks: list[Chunk] = []
         failure: LlmError | None = None
+        response: web.StreamResponse | None = None
+        sent = 0
+        wire_id = ""
         try:
             async for chunk in stream:
                 chunks.append(chunk)
+                if served is not None:
+                    served.chunk(chunk)
+                if isinstance(chunk, Usage | Finish):
+                    continue  # they shape the closing frames (and a recorded HTTP error)
+                if isinstance(chunk, BlockStart) and chunk.block_type == "tool-call":
+                    continue  # its frame names the tool, which its first delta carries
+                if not parsed.stream:
+                    continue
+                if response is None:
+                    wire_id = response_id(parsed.api, msgspec.json.encode(chunk).decode())
+                    response = await _prepare_sse(request)
+                deltas = [c for c in chunks if not isinstance(c, Usage | Finish)]
+                frames = _without_ending(parsed.api, encode_stream(parsed, deltas, wire_id))
+                for frame in frames[sent:]:
+                    await response.write(frame)
+                sent = len(frames)
         except LlmError as error:
             failure = error
-        if self.served is not None:
-            self._log_served(parsed, identity, chunks)
-        finish = chunks[-1] if chunks and isinstance(chunks[-1], Finish) else None
-        if finish is not None and finish.code and finish.code.startswith(HTTP_CODE_PREFIX):
-            return _recorded_http_error(finish)
-        wire_id = response_id(route.api, msgspec.json.encode(chunks).decode())
-        if not parsed.stream:
-            if failure is not None:
-                status = failure.status or 500
-                return _json_response(status, error_body(route.api, status, str(failure)))
-            return _json_response(200, encode_body(parsed, chunks, wire_id))
-        response = web.StreamResponse(
-            status=200,
-            headers={
-                "content-type": "text/event-stream; charset=utf-8",
-                "cache-control": "no-cache",
-            },
+        except ConnectionResetError:
+            logger.info("the client of %s left mid-stream", identity.describe())
+            assert response is not None  # only writes raise it
+            return response
+        if response is None:
+            wire_id = response_id(parsed.api, msgspec.json.encode(chunks).decode())
+        return await self._send_replayed(
+            request, parsed, identity, chunks, failure, wire_id, response=response, sent=sent
         )
-        await response.prepare(request)
+
+    async def _send_replayed(
+        self,
+        request: web.Request,
+        parsed: ParsedRequest,
+        identity: Identity,
+        chunks: list[Chunk],
+        failure: LlmError | None,
+        wire_id: str,
+        *,
+        response: web.StreamResponse | None = None,
+        sent: int = 0,
+    ) -> web.StreamResponse:
+        """Answer with a replayed call in the request's wire API; ``response`` and ``sent``:
+        the stream already started and how many of its frames went out."""
+        finish = chunks[-1] if chunks and isinstance(chunks[-1], Finish) else None
+        if response is None:
+            if finish is not None and finish.code and finish.code.startswith(HTTP_CODE_PREFIX):
+                return _recorded_http_error(finish)
+            if not parsed.stream:
+                if failure is not None:
+                    status = failure.status or 500
+                    return _json_response(status, error_body(parsed.api, status, str(failure)))
+                return _json_response(200, encode_body(parsed, chunks, wire_id))
+            response = await _prepare_sse(request)
         special = finish is not None and finish.code in (CUT_CODE, STREAM_ERROR_CODE)
         frames = encode_stream(parsed, chunks[:-1] if special else chunks, wire_id)
         if special or failure is not None:
             frames = _without_ending(parsed.api, frames)
         try:
-            for frame in frames:
+            for frame in frames[sent:]:
                 await response.write(frame)
             if finish is not None and finish.code == STREAM_ERROR_CODE:
                 name = b"event: error\n" if parsed.api != "chat" else b""
@@ -517,6 +602,15 @@ def _without_ending(api: Api, frames: list[bytes]) -> list[bytes]:
         ),
     }[api]
     return [frame for frame in frames if not frame.startswith(endings)]
+
+
+async def _prepare_sse(request: web.Request) -> web.StreamResponse:
+    response = web.StreamResponse(
+        status=200,
+        headers={"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"},
+    )
+    await response.prepare(request)
+    return response
 
 
 def _recorded_http_error(finish: Finish) -> web.StreamResponse:

@@ -10,7 +10,12 @@ from agentreel.llm_replay._failures import ANONYMOUS
 from agentreel.llm_replay._fixture import RecordedCall, Recording, Script, load_recording
 from agentreel.llm_replay._lanes import LaneSignature, lane_signature
 from agentreel.llm_replay._overrides import HangOverride, Override, ThrowOverride
-from agentreel.llm_replay._provider import DriftMode, ReplayProvider, create_replay_provider
+from agentreel.llm_replay._provider import (
+    DriftMode,
+    RecordedStream,
+    ReplayProvider,
+    create_replay_provider,
+)
 from agentreel.llm_replay._report import (
     REPORT_FORMAT,
     REPORT_VERSION,
@@ -49,6 +54,7 @@ __all__ = [
     "Override",
     "OverrideError",
     "RecordedCall",
+    "RecordedStream",
     "Recording",
     "ReplayError",
     "ReplayProvider",

@@ -148,7 +148,7 @@ class ReplayProvider:
             return _overridden(chunks, override, self._pacing)
         if self._pacing:
             return _paced(chunks, self._pacing)
-        return _replay(chunks)
+        return RecordedStream(chunks)
 
     def _prepare(self, call: RecordedCall, cwd_in_json: str) -> tuple[Chunk, ...]:
         if not call.cwd_chunks:
@@ -225,9 +225,28 @@ class ReplayProvider:
         self._reports.close()
 
 
-async def _replay(chunks: tuple[Chunk, ...]) -> AsyncIterator[Chunk]:
-    for chunk in chunks:
-        yield chunk
+class RecordedStream:
+    """A recorded call that streams without waiting (no pacing, no override): the async
+    iterator ``stream()`` promises, plus ``chunks``, for a caller that takes the call whole
+    (the proxy encodes it in one go; a call that takes time it passes on chunk by chunk)."""
+
+    __slots__ = ("_position", "chunks")
+
+    def __init__(self, chunks: tuple[Chunk, ...]) -> None:
+        self.chunks = chunks
+        self._position = 0
+
+    def __aiter__(self) -> RecordedStream:
+        return self
+
+    async def __anext__(self) -> Chunk:
+        if self._position >= len(self.chunks):
+            raise StopAsyncIteration
+        self._position += 1
+        return self.chunks[self._position - 1]
+
+    async def aclose(self) -> None:
+        self._position = len(self.chunks)
 
 
 async def _paced(chunks: tuple[Chunk, ...], delay: float) -> AsyncIterator[Chunk]:
