@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agentreel.llm import Finish, TextDelta
+from agentreel.llm import BlockEnd, Finish, TextDelta, ToolCallPart
 from agentreel.session import (
     AssistantChunk,
     RequestHeader,
@@ -39,6 +39,7 @@ SESSIONS = {
     "subagent-fork": 2,
     "subagent-mixed": 3,
     "subagent-parallel": 3,
+    "subagent-process": 3,
 }
 
 
@@ -185,4 +186,35 @@ def test_subagent_parallel_children_have_different_tasks_and_overlap() -> None:
     ]
     assert first_request[0] <= finished[1]
     assert first_request[1] <= finished[0]
+    assert all(len(calls(child)) == 2 for child in (first, second))
+
+
+def test_subagent_process_children_are_agent_processes_whose_calls_overlap() -> None:
+    # Recorded through the proxy: each log is what one caller identity (x-agentreel-*
+    # headers) sent, so lineage and spawn indexes came over HTTP from separate processes.
+    main, first, second = recordings("subagent-process")
+    toml = load_scenario(FIXTURES / "subagent-process")
+    assert toml.model.proxied
+    assert toml.agent is not None and "process" in toml.agent
+    delegated = [
+        json.loads(e.data.chunk.block.arguments)
+        for e in main.events
+        if isinstance(e, AssistantChunk)
+        and isinstance(e.data.chunk, BlockEnd)
+        and isinstance(e.data.chunk.block, ToolCallPart)
+    ]
+    assert [call["mode"] for call in delegated] == ["process", "process"]
+    tasks = [
+        next(e.data.messages[-1].preview for e in child.events if isinstance(e, RequestHeader))
+        for child in (first, second)
+    ]
+    assert tasks[0] != tasks[1]
+    # The two processes' model calls overlap: each child's first request came before the
+    # other child's last call ended.
+    spans = [
+        [e.time for e in child.events if isinstance(e, RequestHeader | TurnEnd)]
+        for child in (first, second)
+    ]
+    assert spans[0][0] <= spans[1][-1]
+    assert spans[1][0] <= spans[0][-1]
     assert all(len(calls(child)) == 2 for child in (first, second))
