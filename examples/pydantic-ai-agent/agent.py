@@ -4,8 +4,10 @@ Nothing here imports agentreel: this is "your own agent" on a framework. The lea
 hands independent tasks to a helper agent through its ``ask_helper`` tool; when the model
 asks for several helpers in one response, pydantic-ai runs the tool calls concurrently,
 so the helpers' model calls interleave. The helper reads files with ``read_file``
-(confined to the session's cwd). The ACP front (official ``agent-client-protocol`` SDK)
-streams the lead's text to the editor as ``agent_message_chunk`` updates.
+(confined to the session's cwd). Like real agents, the lead's system prompt names today's
+date, the working directory and the session id: content that differs on every run. The
+ACP front (official ``agent-client-protocol`` SDK) streams the lead's text to the editor
+as ``agent_message_chunk`` updates.
 
 The model is any OpenAI-compatible endpoint: ``OPENAI_BASE_URL``, ``OPENAI_API_KEY``,
 ``EXAMPLE_MODEL`` (default ``gpt-4o-mini``). Identity for a recording proxy goes through
@@ -19,6 +21,7 @@ tell the sessions apart by conversation chaining and content.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import os
 import sys
 import uuid
@@ -96,6 +99,16 @@ def build_agents(model: OpenAIChatModel) -> Agent[Workspace, str]:
             "(one call per task, all in one response); then combine their answers briefly."
         ),
     )
+
+    @lead.instructions
+    def environment(ctx: RunContext[Workspace]) -> str:
+        # What real agents put in their system prompt and what differs on every run: the
+        # date, the working directory, the session id. agentreel's proxy masks them before
+        # it compares a replayed request with the recorded one.
+        return (
+            f"Today is {datetime.date.today().isoformat()}. Working directory: {ctx.deps.cwd}. "
+            f"Session: {ctx.deps.session_id}."
+        )
 
     @lead.tool
     async def ask_helper(ctx: RunContext[Workspace], task: str) -> str:
