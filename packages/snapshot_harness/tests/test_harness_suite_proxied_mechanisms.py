@@ -24,7 +24,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +70,7 @@ def without_headers(scenario: Scenario) -> dict[str, Any]:
 
 
 @pytest.fixture
-def no_chaining(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def no_chaining(monkeypatch: pytest.MonkeyPatch) -> None:
     """The proxy's replay binds by identity and first-call order only: no lanes, no
     chaining, no content binding (the proxy runs in this process, in the harness)."""
     from agentreel.llm_proxy import _server
@@ -81,7 +80,6 @@ def no_chaining(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         return ReplayProvider(*args, **{**kwargs, "content_binding": False})
 
     monkeypatch.setattr(_server, "ReplayProvider", provider)
-    yield
 
 
 @pytest.mark.parametrize("name", [PROCESS, PYDANTIC])

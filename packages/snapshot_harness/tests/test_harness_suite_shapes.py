@@ -195,7 +195,8 @@ def test_subagent_process_children_are_agent_processes_whose_calls_overlap() -> 
     main, first, second = recordings("subagent-process")
     toml = load_scenario(FIXTURES / "subagent-process")
     assert toml.model.proxied
-    assert toml.agent is not None and "process" in toml.agent
+    assert toml.agent is not None
+    assert "process" in toml.agent
     delegated = [
         json.loads(e.data.chunk.block.arguments)
         for e in main.events
