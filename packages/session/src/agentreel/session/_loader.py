@@ -123,7 +123,6 @@ def load_session_log(path: Path | str) -> SessionLog:
 
 
 _BLANK = "blank line (a session log holds one JSON record per line, with no empty lines)"
-_NEWLINE_TO_COMMA = bytes.maketrans(b"\n", b",")
 _SLICE = 1 << 20
 
 
@@ -147,10 +146,11 @@ def _read(path: Path) -> bytearray:
 def _decode_all(buffer: bytearray, header_end: int, last_newline: int) -> list[Event] | None:
     """Decode lines ``header_end+1 .. last_newline`` as one array, rewriting ``buffer``:
     the header's newline becomes ``[``, the others ``,``, the last one ``]``."""
-    # Translated in slices so the copies stay small (peak memory ~ file + events).
+    # Rewritten in slices so the copies stay small (peak memory ~ file + events), with
+    # ``replace`` (memchr-fast): ``translate`` maps every byte and cost 4x as much.
     for start in range(header_end + 1, last_newline, _SLICE):
         part = slice(start, min(start + _SLICE, last_newline))
-        buffer[part] = buffer[part].translate(_NEWLINE_TO_COMMA)
+        buffer[part] = buffer[part].replace(b"\n", b",")
     buffer[header_end] = ord("[")
     buffer[last_newline] = ord("]")
     with memoryview(buffer) as view:
