@@ -28,7 +28,7 @@ from vcr.serializers import yamlserializer
 
 from agentreel.llm import Chunk, GenerateOptions
 from agentreel.llm.stub import StubServer
-from agentreel.llm_replay import ReplayProvider
+from agentreel.llm_replay import ReplayProvider, load_recording
 from agentreel.llm_replay.testing import FixtureRecorder, options_for
 from agentreel.session import AssistantChunk, load_session_log
 from bench._common import BenchResult, Settings, cpu_timed, cpu_timed_async
@@ -142,6 +142,7 @@ def run(settings: Settings) -> BenchResult:
             floor_samples: list[float] = []
             typed_samples: list[float] = []
             loader_samples: list[float] = []
+            derived_samples: list[float] = []
             replay_samples: list[float] = []
             stream_samples: list[float] = []
             for _ in range(fast_repeats):  # interleaved, so drift hits every side alike
@@ -150,6 +151,7 @@ def run(settings: Settings) -> BenchResult:
                 loader_samples.append(
                     cpu_timed(partial(load_session_log, fixture_dir / "session.jsonl"))
                 )
+                derived_samples.append(cpu_timed(partial(load_recording, fixture_dir)))
                 replay_samples.append(
                     asyncio.run(
                         cpu_timed_async(partial(_replay_all, fixture_dir, cwd, anonymous, size))
@@ -167,6 +169,7 @@ def run(settings: Settings) -> BenchResult:
             floor = result.median(f"floor_{size}_s", floor_samples)
             typed_floor = result.median(f"typed_floor_{size}_s", typed_samples)
             loader = result.median(f"session_loader_{size}_s", loader_samples)
+            derived = result.median(f"recording_derived_{size}_s", derived_samples)
             replay = result.median(f"agentreel_{size}_s", replay_samples)
             stream = result.median(f"agentreel_stream_only_{size}_s", stream_samples)
             vcr_time = result.median(f"vcrpy_{size}_s", vcr_samples)
@@ -180,6 +183,9 @@ def run(settings: Settings) -> BenchResult:
             result.figure(f"{size} calls: json.loads floor", floor, "s")
             result.figure(f"{size} calls: msgspec typed floor", typed_floor, "s")
             result.figure(f"{size} calls: session log load alone (every event, typed)", loader, "s")
+            result.figure(
+                f"{size} calls: fixture load + calls derived (load_recording)", derived, "s"
+            )
             result.figure(f"{size} calls: agentreel load+stream", replay, "s")
             result.figure(f"{size} calls: agentreel stream only", stream, "s")
             result.figure(f"{size} calls: vcrpy", vcr_time, "s")
@@ -222,10 +228,12 @@ def run(settings: Settings) -> BenchResult:
         1.5,
     )
     result.notes.append(
-        "what stands between agentreel and the typed floor: the log holds more than chunk "
-        "lines (request headers, turn/step events: the session load alone vs the floor), "
-        "then the calls are derived in Python, and every chunk passes an async generator "
-        "(stream only); decode + stream alone already exceed 1.5x the decode"
+        "what stands between agentreel and the typed floor (each a figure above, against "
+        "the typed floor): the session load alone (every event decoded typed and strict, "
+        "request headers and turn/step events too, plus the loader's seq and line checks), "
+        "then deriving the calls (load_recording minus the session load: one Python pass "
+        "over the events), then one async-generator step per chunk (stream only) — the "
+        "async iterator protocol's own cost, which any Provider.stream pays"
     )
     result.notes.append(
         "agentreel = ReplayProvider built from the fixture files and every call streamed; "

@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 
 from agentreel.brand import new_session_id
-from agentreel.llm import BlockStart, Chunk, Finish, TextDelta
+from agentreel.llm import (
+    BlockEnd,
+    BlockStart,
+    Chunk,
+    Finish,
+    TextDelta,
+    TextPart,
+    ToolCallPart,
+)
 from agentreel.llm_replay import (
     FixtureError,
     IncompleteCallError,
@@ -248,6 +256,43 @@ def test_tokens_split_across_deltas_are_moved_whole(
     assert "".join(d.text for d in deltas) == text
     assert len(call.chunks) == len(chunks)
     assert call.cwd_chunks == tuple(i + 1 for i, piece in enumerate(healed) if "{{cwd}}" in piece)
+
+
+@pytest.mark.asyncio
+async def test_token_outside_the_deltas_is_replaced_too(
+    recorder: FixtureRecorder, fixture_dir: Path, tmp_path: Path
+) -> None:
+    """No delta holds a brace (derivation skips the token search in them), but a block
+    end (arguments sent whole, no deltas) and a finish message name the cwd: still found
+    and replaced, and a brace in another call's delta does not leak into this one."""
+    main = recorder.main()
+    arguments = '{"path": "{{cwd}}/a.txt"}'
+    recorder.call(
+        main,
+        [
+            BlockStart(index=0, block_type="text"),
+            TextDelta(index=0, text="plain"),
+            BlockEnd(index=0, block=TextPart("plain")),
+            BlockStart(index=1, block_type="tool-call"),
+            BlockEnd(index=1, block=ToolCallPart(id="c1", name="read", arguments=arguments)),
+            Finish(reason="error", message="cut in {{cwd}}", code="stream-cut"),
+        ],
+    )
+    recorder.call(main, text_call("{ not a token }"))
+    recorder.save(fixture_dir)
+
+    calls = load_recording(fixture_dir).scripts[0].calls
+    assert calls[0].cwd_chunks == (4, 5)
+    assert calls[1].cwd_chunks == ()
+    live = tmp_path / "live"
+    provider = ReplayProvider(fixture_dir, live_cwd=live)
+    streamed = await collect(provider.stream(options_for(None)))
+    assert streamed[4] == BlockEnd(
+        index=1,
+        block=ToolCallPart(id="c1", name="read", arguments=f'{{"path": "{live}/a.txt"}}'),
+    )
+    assert streamed[5] == Finish(reason="error", message=f"cut in {live}", code="stream-cut")
+    assert streamed[1] == TextDelta(index=0, text="plain")
 
 
 # -- consistency checks on every load (SPEC 10) ---------------------------------------
