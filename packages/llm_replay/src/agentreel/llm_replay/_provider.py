@@ -14,7 +14,7 @@ import asyncio
 import json
 import os
 import warnings
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -228,25 +228,32 @@ class ReplayProvider:
 class RecordedStream:
     """A recorded call that streams without waiting (no pacing, no override): the async
     iterator ``stream()`` promises, plus ``chunks``, for a caller that takes the call whole
-    (the proxy encodes it in one go; a call that takes time it passes on chunk by chunk)."""
+    (the proxy encodes it in one go; a call that takes time it passes on chunk by chunk).
 
-    __slots__ = ("_position", "chunks")
+    ``async for`` gets the async generator itself from ``__aiter__``: a step of an async
+    generator is C code, where an ``async def __anext__`` builds a coroutine per chunk
+    (1.6x the stream cost in the replay-throughput bench).
+    """
+
+    __slots__ = ("_iterator", "chunks")
 
     def __init__(self, chunks: tuple[Chunk, ...]) -> None:
         self.chunks = chunks
-        self._position = 0
+        self._iterator = _replay(chunks)
 
-    def __aiter__(self) -> RecordedStream:
-        return self
+    def __aiter__(self) -> AsyncGenerator[Chunk, None]:
+        return self._iterator
 
-    async def __anext__(self) -> Chunk:
-        if self._position >= len(self.chunks):
-            raise StopAsyncIteration
-        self._position += 1
-        return self.chunks[self._position - 1]
+    def __anext__(self) -> Awaitable[Chunk]:
+        return self._iterator.__anext__()
 
     async def aclose(self) -> None:
-        self._position = len(self.chunks)
+        await self._iterator.aclose()
+
+
+async def _replay(chunks: tuple[Chunk, ...]) -> AsyncGenerator[Chunk, None]:
+    for chunk in chunks:
+        yield chunk
 
 
 async def _paced(chunks: tuple[Chunk, ...], delay: float) -> AsyncIterator[Chunk]:
