@@ -199,6 +199,7 @@ async def test_report_file_records_consumption_and_errors(
             "calls": 2,
             "consumed": 1,
             "bound_to": sid,
+            "partial": False,
         }
     ]
     report = read_report(report_path)

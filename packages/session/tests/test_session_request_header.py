@@ -173,3 +173,32 @@ def test_fast_path_matches_the_normalizer_for_awkward_cwds() -> None:
         assert header.system == expected
         if cwd != "/":
             assert header.messages[0].preview == "open {{cwd}}/a.txt"
+
+
+def test_wire_api_is_written_only_when_known_and_older_lines_still_load() -> None:
+    in_process = build_request_header(_options("/w"), turn=0, step=0, cwd="/w")
+    line = encode_record(RequestHeader(seq=0, time=0, data=in_process))
+    # In process (and in every recording made before the field): no "api" key at all, so
+    # committed logs and their goldens are byte-identical.
+    assert b'"api"' not in line
+    decoded = EVENT_DECODER.decode(line)
+    assert isinstance(decoded, RequestHeader)
+    assert decoded.data.api is None
+    over_http = build_request_header(_options("/w"), turn=0, step=0, cwd="/w", api="messages")
+    line = encode_record(RequestHeader(seq=0, time=0, data=over_http))
+    assert line.endswith(b',"api":"messages"}}\n')
+    assert EVENT_DECODER.decode(line) == RequestHeader(seq=0, time=0, data=over_http)
+
+
+def test_diff_names_another_wire_api_and_ignores_an_unknown_one() -> None:
+    recorded = build_request_header(_options("/w"), turn=0, step=0, cwd="/w", api="chat")
+    live = build_request_header(_options("/w"), turn=0, step=0, cwd="/w", api="responses")
+    (difference,) = diff_request_headers(recorded, live)
+    assert difference.startswith(
+        "wire API: recorded POST /v1/chat/completions (OpenAI Chat Completions), live "
+        "POST /v1/responses (OpenAI Responses)"
+    )
+    # An in-process live call (or a recording without the field) says nothing either way.
+    in_process = build_request_header(_options("/w"), turn=0, step=0, cwd="/w")
+    assert diff_request_headers(recorded, in_process) == []
+    assert diff_request_headers(in_process, live) == []

@@ -8,6 +8,8 @@ test can make a replay drift; the date in it is volatile content the proxy masks
 signal. ``TINY_OWN_IDS=1`` makes it print what opencode prints: session ids of its own
 (``ses_`` + 26 random characters, new on every run) and its cwd relative to ``/``.
 ``TINY_CWD_IN_SYSTEM=1`` tells the model its working directory, as coding agents do.
+``TINY_TITLE=1`` also asks another model for a title, as a side call beside the prompt
+(agents make or skip such calls depending on timing).
 """
 
 from __future__ import annotations
@@ -54,6 +56,15 @@ class TinyAgent:
 
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
         today = datetime.date.today().isoformat()
+        text = "".join(b.text for b in prompt)
+        if os.environ.get("TINY_TITLE") == "1":
+            await self.openai.chat.completions.create(
+                model="tiny-title-model",
+                messages=[
+                    {"role": "system", "content": "Write a title for this conversation."},
+                    {"role": "user", "content": text},
+                ],
+            )
         if self.own_ids:
             relative = self.cwd.lstrip("/") + "/notes.txt"
             await self.client.session_update(session_id, update_agent_message_text(relative))
@@ -63,7 +74,7 @@ class TinyAgent:
             stream=True,
             messages=[
                 {"role": "system", "content": f"{self.system} Today is {today}.{where}"},
-                {"role": "user", "content": "".join(b.text for b in prompt)},
+                {"role": "user", "content": text},
             ],
         )
         async for chunk in stream:

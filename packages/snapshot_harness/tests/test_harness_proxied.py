@@ -169,3 +169,47 @@ def test_a_cwd_the_model_streams_in_pieces_is_recorded_as_the_token(tmp_path: Pa
     )
     assert streamed == "I see {{cwd}}/notes.txt"
     assert check_scenario(load_scenario(directory), "replay").sessions == 1
+
+
+def _title_scenario(root: Path, *, partial: bool) -> Path:
+    """The tiny agent with a title side call, recorded; ``partial`` names it a partial lane."""
+    directory = _scenario(root, env='TINY_TITLE = "1"')
+    (directory / "stub-rules.toml").write_text(
+        '[[rule]]\nmatch.model = "tiny-title-model"\ntext = "A greeting"\n' + RULES
+    )
+    if partial:
+        toml = directory / "scenario.toml"
+        toml.write_text(
+            toml.read_text().replace("[model]\n", '[model]\npartial_lanes = ["title"]\n')
+        )
+    # The title call is recorded, a lane of its own.
+    assert check_scenario(load_scenario(directory), "record").sessions == 2
+    recordings = [p.read_text() for p in directory.glob("session*.jsonl")]
+    assert sum("tiny-title-model" in text for text in recordings) == 1
+    return directory
+
+
+def _skip_title(directory: Path) -> None:
+    toml = directory / "scenario.toml"
+    toml.write_text(toml.read_text().replace('TINY_TITLE = "1"', 'TINY_TITLE = "0"'))
+
+
+def test_a_side_call_named_in_partial_lanes_may_go_unmade_in_replay(tmp_path: Path) -> None:
+    directory = _title_scenario(tmp_path, partial=True)
+    # The partial lane is in no golden: whether it runs is timing, not behaviour.
+    goldens = "".join(p.read_text() for p in (directory / "golden").glob("*.jsonl"))
+    assert "tiny-title-model" not in goldens
+    assert "hello fr" in goldens
+    assert check_scenario(load_scenario(directory), "replay").sessions == 1
+    _skip_title(directory)  # this time the agent skips its title call: fine for a partial lane
+    assert check_scenario(load_scenario(directory), "replay").sessions == 1
+
+
+def test_a_side_call_not_named_partial_must_be_made_in_replay(tmp_path: Path) -> None:
+    directory = _title_scenario(tmp_path, partial=False)
+    _skip_title(directory)
+    with pytest.raises(ReplayConsumptionError) as caught:
+        check_scenario(load_scenario(directory), "replay")
+    (title,) = [p.name for p in directory.glob("session*.jsonl") if "tiny-title" in p.read_text()]
+    assert f"- {title} (recorded session" in str(caught.value)
+    assert "never bound to a live session" in str(caught.value)

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from agentreel.llm_replay import ConsumptionReport, ScriptReport
 from agentreel.session import Mask
 from agentreel.snapshot_harness import HomeFile, ModelConfig, ScenarioError, load_scenario
+from agentreel.snapshot_harness._consumption import replay_mismatch
 
 STEPS = """
 [[steps]]
@@ -129,6 +131,11 @@ text = '{"home": "{home}", "proxy": "{proxy_url}", "scenario": "{scenario}"}'
         ('[model]\nvia = "proxy"\nmasks = ["("]', "model.masks[0]", "not a valid regex"),
         ('[model]\nvia = "proxy"\nmasks = "x"', "model.masks", "array of non-empty strings"),
         ('[model]\nvia = "proxy"\npartial_lanes = [""]', "model.partial_lanes", "non-empty"),
+        (
+            '[model]\nvia = "proxy"\npartial_lanes = ["ok", "[title"]',
+            "model.partial_lanes[1]",
+            "not a valid regex",
+        ),
         ('[model]\nvia = "proxy"\nenv = { A = 1 }', "model.env.A", "expected a string"),
         (
             '[model]\nvia = "proxy"\nenv = { A = "{url}" }',
@@ -273,3 +280,39 @@ def test_a_bad_golden_mask_names_the_file_and_key(
 ) -> None:
     with pytest.raises(ScenarioError, match=rf"scenario\.toml: key '{key}': .*{problem}"):
         load_scenario(write(tmp_path, text))
+
+
+def test_a_consumption_failure_lists_the_partial_lanes_apart(tmp_path: Path) -> None:
+    def script(number: int, consumed: int, *, partial: bool) -> ScriptReport:
+        return ScriptReport(
+            session=number,
+            file=f"session.{number}.jsonl",
+            recorded_session_id=f"s{number}",
+            parent_session=None,
+            spawn_index=None,
+            calls=2,
+            consumed=consumed,
+            bound_to=None if consumed == 0 else "live",
+            partial=partial,
+        )
+
+    scenario = load_scenario(write(tmp_path, '[model]\nvia = "proxy"\npartial_lanes = ["title"]'))
+    report = ConsumptionReport(
+        fixture_dir="f",
+        scenario="demo",
+        scripts=[script(1, 1, partial=False), script(2, 0, partial=True)],
+    )
+    failure = replay_mismatch(scenario, report, stderr_tail="")
+    assert failure is not None
+    text = str(failure)
+    listed, partial = text.split("Partial lanes ([model] partial_lanes; not counted):")
+    assert "- session.1.jsonl (recorded session s1): bound to live session live" in listed
+    assert "session.2.jsonl" not in listed
+    assert "- session.2.jsonl (recorded session s2): partial lane, made 0 of 2 call(s)" in partial
+    # With only the partial lane left over, nothing fails.
+    clean = ConsumptionReport(
+        fixture_dir="f",
+        scenario="demo",
+        scripts=[script(1, 2, partial=False), script(2, 1, partial=True)],
+    )
+    assert replay_mismatch(scenario, clean, stderr_tail="") is None

@@ -54,7 +54,8 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="REGEX",
-        help="lanes (matched on model or system prompt) that may be consumed partly",
+        help="a regex naming a lane (found in its model, system prompt or first message) "
+        "that may be consumed partly or not at all",
     )
     for sub in (record, replay):
         sub.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 = a free one)")

@@ -6,7 +6,10 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-Api = Literal["chat", "messages", "responses"]
+from agentreel.session import WireApi
+
+Api = WireApi
+"""The wire APIs, as the session log names them (``request/header`` ``api``)."""
 Endpoint = Literal["chat", "messages", "responses", "count_tokens", "models"]
 
 _PATH = re.compile(

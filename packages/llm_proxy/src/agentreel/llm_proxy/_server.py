@@ -43,6 +43,7 @@ from agentreel.llm_proxy._sse import SseSplitter
 from agentreel.llm_proxy.exceptions import ProxyConfigError, RequestError, SecretInRecordingError
 from agentreel.llm_replay import (
     DriftMode,
+    PartialLanes,
     RecordedStream,
     ReplayError,
     ReplayProvider,
@@ -108,6 +109,10 @@ class ProxySettings:
     def check(self) -> None:
         if self.mode not in MODES:
             raise ProxyConfigError(f"mode must be record or replay, got {self.mode!r}")
+        try:
+            PartialLanes(self.partial_lanes)
+        except ValueError as error:
+            raise ProxyConfigError(str(error)) from None
         if self.mode == "record":
             if not self.upstream:
                 raise ProxyConfigError(
@@ -146,6 +151,10 @@ class Proxy:
         # Replay with ``sessions_root``: the session logs of what was served, written as
         # record writes them — the re-persisted logs a harness diffs with its goldens.
         self.served: Recorder | None = None
+        self._recorded_apis = False
+        # Partial lanes (side calls that vary with timing) are left out of the served logs:
+        # whether and how far they ran is not part of what a harness compares.
+        self._partial = PartialLanes(settings.partial_lanes)
         self.errors: list[str] = []
         self._closed = False
         if settings.mode == "record":
@@ -165,6 +174,12 @@ class Proxy:
                 report_path=settings.report,
                 scenario=settings.scenario,
                 content_binding=True,
+                partial_lanes=settings.partial_lanes,
+            )
+            self._recorded_apis = any(
+                call.request is not None and call.request.api is not None
+                for script in self.provider.recording.scripts
+                for call in script.calls
             )
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -350,7 +365,9 @@ class Proxy:
         recorder.note_secrets(request.headers)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
         headers["accept-encoding"] = "identity"
-        header = build_request_header(parsed.options(), turn=0, step=0, cwd=recorder.cwd)
+        header = build_request_header(
+            parsed.options(), turn=0, step=0, cwd=recorder.cwd, api=parsed.api
+        )
         try:
             call = recorder.begin(identity, header, parsed)
         except SecretInRecordingError as error:
@@ -443,7 +460,12 @@ class Proxy:
         served = self.served
         if served is None:
             return None
-        header = build_request_header(parsed.options(), turn=0, step=0, cwd=served.cwd)
+        # Written in the recording's own format: a recording from before the wire API was
+        # logged gets served logs without it, so its goldens stay byte-identical.
+        api = parsed.api if self._recorded_apis else None
+        header = build_request_header(parsed.options(), turn=0, step=0, cwd=served.cwd, api=api)
+        if self._partial.naming(header) is not None:
+            return None
         return served.begin(identity, header, parsed)
 
     async def _replay(
@@ -453,7 +475,7 @@ class Proxy:
         assert provider is not None
         options = parsed.options(identity.session, identity.parent, identity.spawn_index)
         try:
-            stream = provider.stream(options)
+            stream = provider.stream(options, api=parsed.api)
         except ReplayError as error:
             message = f"agentreel proxy replay ({identity.describe()}): {error}"
             logger.error("%s", message)

@@ -8,7 +8,7 @@ consumption report a replaying agent process writes, so a harness can check it.
 
 from agentreel.llm_replay._failures import ANONYMOUS
 from agentreel.llm_replay._fixture import RecordedCall, Recording, Script, load_recording
-from agentreel.llm_replay._lanes import LaneSignature, lane_signature
+from agentreel.llm_replay._lanes import LaneSignature, PartialLanes, lane_signature
 from agentreel.llm_replay._overrides import HangOverride, Override, ThrowOverride
 from agentreel.llm_replay._provider import (
     DriftMode,
@@ -53,6 +53,7 @@ __all__ = [
     "LaneSignature",
     "Override",
     "OverrideError",
+    "PartialLanes",
     "RecordedCall",
     "RecordedStream",
     "Recording",

@@ -6,10 +6,17 @@ Each is its own recorded script, a *lane*. Requests of one lane share their mode
 prompt, tool set and first message (a conversation only ever appends), so that tuple —
 the lane signature, taken from the normalized ``request/header`` — binds a request to its
 lane by what it is, never by when it arrived (SPEC 11).
+
+Side calls that vary with timing (a title request that an agent makes or skips depending on
+how fast the main conversation answered) may be named **partial lanes**: a regular
+expression found (``re.search``) in a lane's model, system prompt or first message preview
+— the readable parts of its signature, as recorded (normalized and masked) — names that
+lane. A partial lane may be consumed partly or not at all.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -40,6 +47,38 @@ def lane_signature(header: RequestHeaderData) -> LaneSignature:
     """The lane signature of a (normalized) request header."""
     first = header.messages[0].digest if header.messages else ""
     return LaneSignature(header.model, header.system, header.tools_digest, first)
+
+
+class PartialLanes:
+    """The ``partial_lanes`` patterns of a replay, and which lanes they name (module doc)."""
+
+    def __init__(self, patterns: Sequence[str] = ()) -> None:
+        compiled: list[re.Pattern[str]] = []
+        for number, pattern in enumerate(patterns, 1):
+            try:
+                compiled.append(re.compile(pattern))
+            except re.error as exc:
+                raise ValueError(
+                    f"partial lane {number} {pattern!r} is not a valid regular expression: "
+                    f"{exc}. Fix the scenario's [model] partial_lanes (Python re syntax)"
+                ) from None
+        self.patterns = tuple(patterns)
+        self._compiled = tuple(compiled)
+
+    def __bool__(self) -> bool:
+        return bool(self._compiled)
+
+    def naming(self, header: RequestHeaderData) -> str | None:
+        """The first pattern naming the lane of ``header`` (any request of it), or None."""
+        if not self._compiled:
+            return None
+        texts = [header.model, header.system or ""]
+        if header.messages:
+            texts.append(header.messages[0].preview)
+        for pattern, compiled in zip(self.patterns, self._compiled, strict=True):
+            if any(compiled.search(text) for text in texts):
+                return pattern
+        return None
 
 
 class LaneIndex:

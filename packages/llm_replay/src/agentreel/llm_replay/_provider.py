@@ -14,7 +14,7 @@ import asyncio
 import json
 import os
 import warnings
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,6 +28,7 @@ from agentreel.llm_replay._fixture import (
     load_recording,
     substitute_cwd,
 )
+from agentreel.llm_replay._lanes import PartialLanes
 from agentreel.llm_replay._overrides import HangOverride, Override
 from agentreel.llm_replay._report import (
     ConsumptionReport,
@@ -39,7 +40,12 @@ from agentreel.llm_replay._report import (
     write_report,
 )
 from agentreel.llm_replay.exceptions import ReplayError, RequestDriftError, RequestDriftWarning
-from agentreel.session import RequestHeaderData, build_request_header, diff_request_headers
+from agentreel.session import (
+    RequestHeaderData,
+    WireApi,
+    build_request_header,
+    diff_request_headers,
+)
 
 DriftMode = Literal["error", "warn", "off"]
 _DRIFT_MODES = ("error", "warn", "off")
@@ -64,6 +70,10 @@ class ReplayProvider:
     - ``content_binding``: lanes and binding by what a request is (``_binding``; the
       proxy's setting, for callers without identity and side calls under one identity).
       Off by default: an agentreel agent names every session, one lane each.
+    - ``partial_lanes``: regular expressions naming the lanes (side calls that vary with
+      timing) that may be consumed partly or not at all (``_lanes.PartialLanes``: found in
+      a lane's model, system prompt or first message preview); the report marks them
+      ``partial`` and the consumption check does not count them.
 
     Test hooks, not for normal use (the scenario suite flips them to prove each mechanism
     matters): ``lineage_binding=False`` disables binding rule 3 (and the reservation of
@@ -82,6 +92,7 @@ class ReplayProvider:
         scenario: str | None = None,
         lineage_binding: bool = True,
         content_binding: bool = False,
+        partial_lanes: Sequence[str] = (),
         respect_seed_length: bool = True,
     ) -> None:
         if drift not in _DRIFT_MODES:
@@ -102,6 +113,14 @@ class ReplayProvider:
             [self._prepare(call, cwd_in_json) for call in script.calls] for script in scripts
         ]
         self._cursor = [0] * len(scripts)
+        partial = PartialLanes(partial_lanes)
+        self._partial = [
+            bool(partial)
+            and bool(script.calls)
+            and script.calls[0].request is not None
+            and partial.naming(script.calls[0].request) is not None
+            for script in scripts
+        ]
         self._content_binding = content_binding
         self._binder = Binder(
             self._recording,
@@ -115,18 +134,27 @@ class ReplayProvider:
             Path(report_path) if report_path is not None else None, self.consumption_report
         )
 
+    @property
+    def recording(self) -> Recording:
+        """The loaded fixture (scripts in session order, lineage, overrides)."""
+        return self._recording
+
     # -- streaming ---------------------------------------------------------------------
 
-    def stream(self, options: GenerateOptions) -> AsyncIterator[Chunk]:
+    def stream(
+        self, options: GenerateOptions, *, api: WireApi | None = None
+    ) -> AsyncIterator[Chunk]:
         """Bind the caller, advance its cursor and return the recorded call's chunks.
 
-        Replay errors (``UnrecordedSessionError``, ``ScriptExhaustedError``,
-        ``RequestDriftError``) are raised here, at call time; an override's ``LlmError``
-        is raised while iterating, after its prefix.
+        ``api`` is the wire API the request came in (the proxy's); a call recorded in
+        another API is request drift, never re-encoded silently. Replay errors
+        (``UnrecordedSessionError``, ``ScriptExhaustedError``, ``RequestDriftError``) are
+        raised here, at call time; an override's ``LlmError`` is raised while iterating,
+        after its prefix.
         """
         try:
             live = (
-                build_request_header(options, turn=0, step=0, cwd=self.live_cwd)
+                build_request_header(options, turn=0, step=0, cwd=self.live_cwd, api=api)
                 if self._content_binding
                 else None
             )
@@ -138,7 +166,7 @@ class ReplayProvider:
             self._cursor[number] = position + 1
             call = script.calls[position]
             if self.drift != "off" and call.request is not None:
-                self._check_drift(options, script, call, live)
+                self._check_drift(options, script, call, live, api)
         except ReplayError as error:
             self._note_error(error)
             raise
@@ -166,12 +194,13 @@ class ReplayProvider:
         script: Script,
         call: RecordedCall,
         live: RequestHeaderData | None = None,
+        api: WireApi | None = None,
     ) -> None:
         recorded = call.request
         assert recorded is not None
         if live is None:
             live = build_request_header(
-                options, turn=recorded.turn, step=recorded.step, cwd=self.live_cwd
+                options, turn=recorded.turn, step=recorded.step, cwd=self.live_cwd, api=api
             )
         differences = diff_request_headers(recorded, live)
         if not differences:
@@ -203,6 +232,7 @@ class ReplayProvider:
                     calls=len(script.calls),
                     consumed=self._cursor[script.number],
                     bound_to=self._binder.bound_to[script.number],
+                    partial=self._partial[script.number],
                 )
                 for script in self._scripts
             ],
@@ -300,6 +330,7 @@ def create_replay_provider(*, live_cwd: str | None = None, **settings: Any) -> R
         "scenario",
         "lineage_binding",
         "content_binding",
+        "partial_lanes",
         "respect_seed_length",
     }
     unknown = sorted(set(settings) - known)
@@ -319,6 +350,11 @@ def create_replay_provider(*, live_cwd: str | None = None, **settings: Any) -> R
     for flag in ("lineage_binding", "content_binding", "respect_seed_length"):
         if isinstance(settings.get(flag), str):
             settings[flag] = _parse_flag(flag, settings[flag])
+    if isinstance(settings.get("partial_lanes"), str):
+        # From the environment: one pattern a line.
+        settings["partial_lanes"] = tuple(
+            line for line in settings["partial_lanes"].splitlines() if line.strip()
+        )
     for optional in ("live_cwd", "report_path", "scenario"):
         if settings.get(optional) == "":
             settings[optional] = None

@@ -10,12 +10,15 @@ File format (UTF-8 JSON object, ``"format": "agentreel-replay-report"``, ``"vers
      "fixture_dir": "/abs/fixtures/subagent-spawn", "scenario": "subagent-spawn",
      "scripts": [{"session": 0, "file": "session.jsonl", "recorded_session_id": "...",
                   "parent_session": null, "spawn_index": null,
-                  "calls": 2, "consumed": 2, "bound_to": "<live session id>"}, ...],
+                  "calls": 2, "consumed": 2, "bound_to": "<live session id>",
+                  "partial": false}, ...],
      "errors": [{"type": "UnrecordedSessionError", "message": "..."}],
      "drift_warnings": ["..."]}
 
 ``bound_to`` is the live session id bound to the script (``"<anonymous>"`` for a caller
-without one; ``null`` if never bound). ``errors`` lists every replay error raised to the
+without one; ``null`` if never bound). ``partial`` is true for a lane named by the run's
+``partial_lanes`` (a side call that may be consumed partly or not at all: never counted as
+unconsumed). ``errors`` lists every replay error raised to the
 agent (it may have caught them), ``drift_warnings`` every drift seen in ``warn`` mode.
 """
 
@@ -46,6 +49,7 @@ class ScriptReport(msgspec.Struct, frozen=True, kw_only=True):
     calls: int
     consumed: int
     bound_to: str | None
+    partial: bool = False
 
 
 class ReportedError(msgspec.Struct, frozen=True, kw_only=True):
@@ -67,8 +71,17 @@ class ConsumptionReport(msgspec.Struct, frozen=True, kw_only=True):
     drift_warnings: list[str] = msgspec.field(default_factory=list)
 
     def unconsumed(self) -> list[str]:
-        """One readable line per script with calls never requested; empty when all were."""
+        """One readable line per script with calls never requested; empty when all were.
+        Partial lanes are not listed (``partial_lines``)."""
         return unconsumed_lines(self.scripts)
+
+    def partial_lines(self) -> list[str]:
+        """One readable line per partial lane: how much of it the run consumed."""
+        return [
+            f"{_label(script)}: partial lane, made {script.consumed} of {script.calls} call(s)"
+            for script in self.scripts
+            if script.partial
+        ]
 
     @property
     def ok(self) -> bool:
@@ -86,12 +99,16 @@ class ConsumptionReport(msgspec.Struct, frozen=True, kw_only=True):
         return result
 
 
+def _label(script: ScriptReport) -> str:
+    return f"{script.file} (recorded session {script.recorded_session_id})"
+
+
 def unconsumed_lines(scripts: list[ScriptReport]) -> list[str]:
     lines: list[str] = []
     for script in scripts:
-        if script.consumed >= script.calls:
+        if script.consumed >= script.calls or script.partial:
             continue
-        label = f"{script.file} (recorded session {script.recorded_session_id})"
+        label = _label(script)
         if script.bound_to is None:
             lines.append(
                 f"{label}: never bound to a live session; its {script.calls} call(s) were "

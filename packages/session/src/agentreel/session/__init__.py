@@ -4,6 +4,7 @@ from agentreel.session._codec import encode_record
 from agentreel.session._conversation import Conversation, call_options
 from agentreel.session._events import (
     HEADER_VERSION,
+    WIRE_API_PATHS,
     AssistantChunk,
     AssistantChunkData,
     AssistantMessage,
@@ -38,6 +39,7 @@ from agentreel.session._events import (
     TurnStartData,
     UserMessage,
     UserMessageData,
+    WireApi,
 )
 from agentreel.session._fixture_layout import (
     CWD_TOKEN,
@@ -85,6 +87,7 @@ __all__ = [
     "REFRESH_COMMAND_ENV",
     "RERECORD_COMMAND_ENV",
     "SESSION_FILE_PATTERN",
+    "WIRE_API_PATHS",
     "AssistantChunk",
     "AssistantChunkData",
     "AssistantMessage",
@@ -136,6 +139,7 @@ __all__ = [
     "UnsupportedVersionError",
     "UserMessage",
     "UserMessageData",
+    "WireApi",
     "build_request_header",
     "call_options",
     "cwd_bucket",

@@ -23,6 +23,13 @@ Origin = Literal["main", "spawn", "fork"]
 TurnEndReason = Literal["completed", "aborted", "error", "max-turns", "interrupted"]
 SubagentMode = Literal["spawn", "fork"]
 SubagentOutcome = Literal["completed", "error", "cancelled"]
+WireApi = Literal["chat", "messages", "responses"]
+"""The HTTP wire API a model call was made in (``request/header`` ``api``; SPEC 11)."""
+WIRE_API_PATHS: dict[WireApi, str] = {
+    "chat": "POST /v1/chat/completions (OpenAI Chat Completions)",
+    "messages": "POST /v1/messages (Anthropic Messages)",
+    "responses": "POST /v1/responses (OpenAI Responses)",
+}
 
 
 class SessionHeader(
@@ -84,10 +91,13 @@ class MessageHeader(_Data, frozen=True, gc=False):
     preview: str
 
 
-class RequestHeaderData(_Data, frozen=True, gc=False):
+class RequestHeaderData(_Data, frozen=True, gc=False, omit_defaults=True):
     """Enough of a model request to compare a live call with the recorded one.
 
     Texts are normalized (cwd and ids tokenized) before they are stored or digested.
+    ``api``: the wire API of a call made over HTTP (the proxy's); ``None`` — and absent
+    from the line, so in-process logs and older recordings read and write as before — for
+    a call made in process through a provider.
     """
 
     turn: int
@@ -98,6 +108,7 @@ class RequestHeaderData(_Data, frozen=True, gc=False):
     tools_digest: str
     messages: tuple[MessageHeader, ...]
     message_count: int
+    api: WireApi | None = None
 
 
 class AssistantChunkData(_Data, frozen=True, gc=False):

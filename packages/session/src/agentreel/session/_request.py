@@ -23,7 +23,13 @@ from collections.abc import Callable
 import msgspec
 
 from agentreel.llm import GenerateOptions, Message, TextPart, ToolCallPart, ToolResultPart
-from agentreel.session._events import MessageHeader, RequestHeaderData, ToolHeader
+from agentreel.session._events import (
+    WIRE_API_PATHS,
+    MessageHeader,
+    RequestHeaderData,
+    ToolHeader,
+    WireApi,
+)
 from agentreel.session._normalize import Normalizer
 
 __all__ = ["build_request_header", "diff_request_headers"]
@@ -118,10 +124,12 @@ def build_request_header(
     turn: int,
     step: int,
     cwd: str | os.PathLike[str] | None,
+    api: WireApi | None = None,
 ) -> RequestHeaderData:
     """The normalized header of one model request (what ``request/header`` stores).
 
-    ``cwd`` is the session's working directory (``None``: no cwd tokenizing). The caller
+    ``cwd`` is the session's working directory (``None``: no cwd tokenizing). ``api`` is
+    the wire API of a request made over HTTP (the proxy's; ``None`` in process). The caller
     identity, temperature, max_tokens and stop are not part of it.
     """
     text = _fast_normalizer(cwd)
@@ -148,6 +156,7 @@ def build_request_header(
         tools_digest=tools_digest,
         messages=messages,
         message_count=len(messages),
+        api=api,
     )
 
 
@@ -252,11 +261,18 @@ def _message_changes(recorded: RequestHeaderData, live: RequestHeaderData) -> li
 def diff_request_headers(recorded: RequestHeaderData, live: RequestHeaderData) -> list[str]:
     """Readable differences between two request headers; empty when they match.
 
-    One line per difference: the model, the system prompt (the first change with some
+    One line per difference: the wire API (when both name one: a recording made over
+    HTTP replayed over another API), the model, the system prompt (the first change with some
     context), each added, removed or changed tool, the message count and the first few
     differing messages (role and preview). ``turn`` and ``step`` are not compared.
     """
     differences: list[str] = []
+    if recorded.api is not None and live.api is not None and recorded.api != live.api:
+        differences.append(
+            f"wire API: recorded {WIRE_API_PATHS[recorded.api]}, live "
+            f"{WIRE_API_PATHS[live.api]} — the recorded calls are not re-encoded into "
+            "another API; point the agent at the API it was recorded with, or re-record"
+        )
     if recorded.model != live.model:
         differences.append(f"model: recorded {recorded.model!r}, live {live.model!r}")
     if recorded.system != live.system:

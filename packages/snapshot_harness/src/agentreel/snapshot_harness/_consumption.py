@@ -1,9 +1,11 @@
 """Judging a replay by the consumption report the agent's replay provider wrote.
 
 The one place that decides what a report means for a run: errors and unconsumed calls
-fail it (``ReplayConsumptionError``), no report at all fails it when the recording holds
-model calls, and when the run itself failed, a report with errors is the better story
-(drift or an unrecorded session usually surfaces in the agent as a failed step).
+fail it (``ReplayConsumptionError``) — except in the lanes the scenario names in ``[model]
+partial_lanes``, which the report marks ``partial`` and which may go unconsumed — no
+report at all fails it when the recording holds model calls, and when the run itself
+failed, a report with errors is the better story (drift or an unrecorded session usually
+surfaces in the agent as a failed step).
 """
 
 from __future__ import annotations
@@ -52,6 +54,10 @@ def replay_mismatch(
     if unconsumed:
         lines.append("Recorded calls not used:")
         lines += [f"- {line}" for line in unconsumed]
+    partial = report.partial_lines()
+    if partial:
+        lines.append("Partial lanes ([model] partial_lanes; not counted):")
+        lines += [f"- {line}" for line in partial]
     if advice not in "\n".join(lines):
         lines.append(f"If the agent's behaviour changed on purpose, re-record: {advice}")
     if then is not None:

@@ -13,6 +13,9 @@ Layout (``fixtures/<name>/``)::
     golden/transcript.jsonl   normalized agent stdout          } what a replay is
     golden/session.jsonl      normalized main session log      } compared with
     golden/session.<n>.jsonl  normalized child logs            }
+                              (one per recording, minus the recordings of lanes the
+                              scenario names in ``[model] partial_lanes``: whether those
+                              run is timing, so they are in no golden)
     golden/<file>.pending     a failing local replay's live golden, for ``agentreel
                               review`` (never committed: ``.gitignore`` holds
                               ``*.pending``; the inventory ignores them)
@@ -33,9 +36,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentreel.llm_replay import PartialLanes
 from agentreel.session import (
     OVERRIDE_FILE,
     SESSION_FILE_PATTERN,
+    RequestHeader,
     SessionLogError,
     load_session_log,
     recording_names,
@@ -141,13 +146,34 @@ def _check_readable(scenario: Scenario, path: Path) -> None:
         raise UnreadableFixtureError(scenario.name, path, exc) from None
 
 
+def partial_recordings(scenario: Scenario, names: list[str]) -> list[str]:
+    """The recordings (of ``names``) of lanes the scenario's ``[model] partial_lanes`` name.
+
+    A lane is named by its first recorded request (``agentreel.llm_replay.PartialLanes``:
+    its model, system prompt or first message), as the replay's report marks it partial.
+    """
+    partial = PartialLanes(scenario.model.partial_lanes)
+    if not partial:
+        return []
+    named: list[str] = []
+    for name in names:
+        try:
+            log = load_session_log(scenario.directory / name)
+        except SessionLogError:
+            continue  # the recording check below names what is wrong with it
+        first = next((e.data for e in log.own_events if isinstance(e, RequestHeader)), None)
+        if first is not None and partial.naming(first) is not None:
+            named.append(name)
+    return named
+
+
 def check_inventory(scenario: Scenario, mode: Mode) -> Inventory:
     """The directory must hold exactly what ``mode`` needs: gaps and orphans fail, named.
 
     ``replay``: contiguous recordings, ``golden/transcript.jsonl`` and one golden log per
-    recording. ``refresh``: contiguous recordings (goldens are rewritten). ``record``: the
-    stub rules file when recording through the stub (outputs are rewritten). Orphans fail
-    in every mode.
+    recording but those of partial lanes (``partial_recordings``). ``refresh``: contiguous
+    recordings (goldens are rewritten). ``record``: the stub rules file when recording
+    through the stub (outputs are rewritten). Orphans fail in every mode.
     """
     inventory = take_inventory(scenario)
     missing: list[str] = []
@@ -168,7 +194,9 @@ def check_inventory(scenario: Scenario, mode: Mode) -> Inventory:
             orphans += inventory.recordings
             expected = []
         if mode == "replay":
-            golden_expected = [TRANSCRIPT_FILE, *expected]
+            present = [n for n in expected if n in inventory.recordings]
+            unlogged = len(partial_recordings(scenario, present))
+            golden_expected = [TRANSCRIPT_FILE, *expected[: len(expected) - unlogged]]
             absent = [n for n in golden_expected if n not in inventory.goldens]
             # A recording past the last golden log is the extra file, not the golden missing.
             golden_logs = sum(1 for n in inventory.goldens if n != TRANSCRIPT_FILE)

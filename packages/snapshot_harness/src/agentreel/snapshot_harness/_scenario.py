@@ -155,8 +155,10 @@ class ModelConfig:
     real key from your environment only when recording against a real upstream); ``env``
     and ``files`` are templates rendered with ``{base_url}`` (as in base_url_env),
     ``{proxy_url}`` (the root), ``{key}``, ``{home}``, ``{cwd}`` and ``{scenario}``.
-    ``masks`` are extra regexes masked before drift comparison; ``partial_lanes`` name the
-    lanes (side calls that vary with timing) that may be consumed partly.
+    ``masks`` are extra regexes masked before drift comparison; ``partial_lanes`` are
+    regexes naming the lanes (side calls that vary with timing) that may be consumed partly
+    or not at all: one names a lane when found in its model, system prompt or first
+    message (``agentreel.llm_replay.PartialLanes``); such a lane is left out of the goldens.
     """
 
     via: Via = "provider"
@@ -662,12 +664,8 @@ def _model(reader: _Reader, value: object, directory: Path) -> ModelConfig:
                 f"model.env.{key}", "already set by base_url_env or key_env; set it once"
             )
     files = _files(reader, value.get("files", []), directory)
-    masks = _strings(reader, value, "masks")
-    for index, pattern in enumerate(masks):
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise reader.fail(f"model.masks[{index}]", f"not a valid regex: {exc}") from None
+    masks = _regexes(reader, value, "masks")
+    partial_lanes = _regexes(reader, value, "partial_lanes")
     return ModelConfig(
         via="proxy",
         api=api,
@@ -676,7 +674,7 @@ def _model(reader: _Reader, value: object, directory: Path) -> ModelConfig:
         env=env,
         files=files,
         masks=masks,
-        partial_lanes=_strings(reader, value, "partial_lanes"),
+        partial_lanes=partial_lanes,
     )
 
 
@@ -685,6 +683,16 @@ def _strings(reader: _Reader, table: Mapping[str, object], key: str) -> tuple[st
     if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
         raise reader.fail(f"model.{key}", "expected an array of non-empty strings")
     return tuple(value)
+
+
+def _regexes(reader: _Reader, table: Mapping[str, object], key: str) -> tuple[str, ...]:
+    patterns = _strings(reader, table, key)
+    for index, pattern in enumerate(patterns):
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise reader.fail(f"model.{key}[{index}]", f"not a valid regex: {exc}") from None
+    return patterns
 
 
 def _names(reader: _Reader, table: Mapping[str, object], key: str) -> tuple[str, ...]:
