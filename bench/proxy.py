@@ -10,7 +10,11 @@ Every row is a ratio of two things measured side by side here, through the real
   through the proxy in record mode and directly (target ≤ live + 5 ms);
 - concurrency: 64 sessions (identity headers) stream 50 chunks each through one replaying
   proxy at once; every session must get exactly its own answer (zero misroutes) and the
-  per-chunk cost may be at most 2× that of one session alone.
+  per-chunk cost may be at most 2× that of one session alone;
+- per scenario (issue 17, "the proxy started once per worker"): what the harness's proxy
+  backend costs a ``via = "proxy"`` scenario to start and stop (thread, loop, server, the
+  fixture loaded, logs and report flushed; no agent), against that scenario replayed end to
+  end — the most a proxy kept per worker could save. A figure, not a target.
 
 The proxy runs on its own event loop in a thread, as it would in its own process, so the
 client's loop does not pay for serving.
@@ -19,6 +23,7 @@ client's loop does not pay for serving.
 from __future__ import annotations
 
 import asyncio
+import logging
 import tempfile
 import threading
 import time
@@ -33,10 +38,13 @@ from agentreel.brand import SessionId
 from agentreel.llm import GenerateOptions, Message, TextDelta, load_provider
 from agentreel.llm.stub import StubServer
 from agentreel.llm_proxy import Proxy, ProxySettings
-from bench._common import BenchResult, Settings
+from agentreel.snapshot_harness import Scenario, check_scenario, load_scenario
+from agentreel.snapshot_harness._proxied import proxy_backend
+from bench._common import FIXTURES, BenchResult, Settings
 from bench._openai_vcr import CHUNKS_PER_CALL, VcrVisibleOpenAI, drain, question, stub_rules
 
 PACING_MS = 50
+PROXIED_SCENARIO = FIXTURES / "example-openai-sdk"
 SESSIONS = 64
 SESSION_CHUNKS = 50
 
@@ -244,8 +252,64 @@ def run(settings: Settings) -> BenchResult:
         result.target(
             f"{SESSIONS} sessions / 1 session, per chunk", per_chunk_many / per_chunk_one, 2.0
         )
+    backend_wall, backend_cpu, scenario_wall = _per_scenario(settings.scaled(10, 3))
+    result.figure("harness proxy backend started + stopped, per scenario (wall)", backend_wall, "s")
+    result.figure("harness proxy backend started + stopped, per scenario (CPU)", backend_cpu, "s")
+    result.figure(
+        f"{PROXIED_SCENARIO.name} replayed end to end (wall, proxy included)", scenario_wall, "s"
+    )
+    result.figure(
+        "share of that scenario a proxy kept per worker could save (at most)",
+        backend_wall / scenario_wall,
+        "x",
+    )
     result.notes.append(
         "replay answers from memory; the stub server writes its frames from a thread; vcrpy "
         "replays through the legacy httpx transport it patches"
     )
     return result
+
+
+def _per_scenario(repeats: int) -> tuple[float, float, float]:
+    """Median wall and CPU seconds of the harness's proxy backend entered and left for a
+    replay of ``PROXIED_SCENARIO`` (no agent), and the scenario's whole replay (wall)."""
+    scenario = load_scenario(PROXIED_SCENARIO)
+    walls: list[float] = []
+    cpus: list[float] = []
+    # No agent makes the recorded calls here: the proxy's "never requested" warnings are
+    # expected, not news.
+    proxy_log = logging.getLogger("agentreel.llm_proxy")
+    level = proxy_log.level
+    proxy_log.setLevel(logging.ERROR)
+    try:
+        for _ in range(repeats + 1):  # the first pays one-time imports: dropped
+            walls_cpu = _backend_once(scenario)
+            walls.append(walls_cpu[0])
+            cpus.append(walls_cpu[1])
+    finally:
+        proxy_log.setLevel(level)
+    whole: list[float] = []
+    for _ in range(max(2, repeats // 3)):
+        started = time.perf_counter()
+        check_scenario(scenario, "replay")  # raises unless it replays cleanly
+        whole.append(time.perf_counter() - started)
+    return _median(walls[1:]), _median(cpus[1:]), _median(whole)
+
+
+def _backend_once(scenario: Scenario) -> tuple[float, float]:
+    with tempfile.TemporaryDirectory(prefix="agentreel-bench-backend-") as tmp_text:
+        run_dir = Path(tmp_text)
+        (run_dir / "cwd").mkdir()
+        (run_dir / "home").mkdir()
+        wall, cpu = time.perf_counter(), time.process_time()
+        with proxy_backend(
+            scenario,
+            "replay",
+            record=scenario.record,
+            run_dir=run_dir,
+            cwd=run_dir / "cwd",
+            home=run_dir / "home",
+            report=run_dir / "report.json",
+        ):
+            pass
+        return time.perf_counter() - wall, time.process_time() - cpu
