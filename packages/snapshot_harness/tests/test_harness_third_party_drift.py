@@ -6,7 +6,7 @@ holds content that differs on every run — today's date, the working directory,
 id — which must never show up as drift. The user edits one phrase of the system prompt
 next to that content and runs ``agentreel replay``: the failure must say first that the
 request drifted, name the system prompt change with the volatile parts masked on both
-sides, and stay short (about 20 lines) before the agent's stderr tail.
+sides, and stay short (about 20 lines) before the agent's stderr tail — and say it once.
 """
 
 from __future__ import annotations
@@ -77,3 +77,5 @@ def test_a_changed_system_prompt_fails_with_a_short_masked_diff(tmp_path: Path) 
     assert not UUID.search(change), change
     assert "re-record: nox -s record -- example-pydantic-ai" in failure
     assert len(lines) <= 20, failure
+    # Once: the proxy's own log of the same drift is not printed a second time, bare.
+    assert (run.stdout + run.stderr).count("system prompt differs") == 1, run.stderr

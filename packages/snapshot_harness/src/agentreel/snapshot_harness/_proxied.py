@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import threading
 from collections.abc import Iterator
@@ -29,6 +30,8 @@ from agentreel.snapshot_harness._scenario import Mode, RecordConfig, Scenario
 from agentreel.snapshot_harness.exceptions import RecordSetupError
 
 PROXY_LOGS_DIR = "proxy-sessions"
+# The proxy's own log lines during a run (the run directory's, kept with ``work_dir``).
+PROXY_LOG_FILE = "proxy.log"
 _START_TIMEOUT = 30.0
 
 
@@ -93,6 +96,29 @@ class _ProxyThread:
 
 
 @contextlib.contextmanager
+def _proxy_log_to(path: Path) -> Iterator[None]:
+    """The proxy's log lines go to ``path`` for the block, not to the terminal.
+
+    Everything the proxy logs in a harness run — replay errors, calls left unconsumed — is
+    in its report too, and the scenario's failure shows that once, first. Without a handler
+    of its own, Python's last-resort handler would print each line a second time, bare, on
+    the harness's stderr (``agentreel replay`` output). Handlers above it (pytest's log
+    capture, a CLI's logging setup) still get every record.
+    """
+    from agentreel import llm_proxy
+
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    proxy_logger = logging.getLogger(llm_proxy.__name__)
+    proxy_logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        proxy_logger.removeHandler(handler)
+        handler.close()
+
+
+@contextlib.contextmanager
 def proxy_backend(
     scenario: Scenario,
     mode: Mode,
@@ -123,6 +149,7 @@ def proxy_backend(
         else:
             settings["fixture"] = scenario.directory.resolve()
             settings["report"] = report
+        stack.enter_context(_proxy_log_to(run_dir / PROXY_LOG_FILE))
         proxy = _ProxyThread(settings)
         proxy.start()
         stack.callback(proxy.stop)
