@@ -32,7 +32,6 @@ from agentreel.snapshot_harness.exceptions import RecordSetupError
 PROXY_LOGS_DIR = "proxy-sessions"
 # The proxy's own log lines during a run (the run directory's, kept with ``work_dir``).
 PROXY_LOG_FILE = "proxy.log"
-_START_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +47,9 @@ class _ProxyThread:
     """``start_proxy`` on a private event loop in a daemon thread, started and stopped
     synchronously; an error inside the proxy is re-raised in the caller's thread."""
 
-    def __init__(self, settings: dict[str, Any]) -> None:
+    def __init__(self, settings: dict[str, Any], *, start_timeout: float) -> None:
         self._settings = settings
+        self._start_timeout = start_timeout
         self._ready = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -77,9 +77,12 @@ class _ProxyThread:
 
     def start(self) -> None:
         self._thread.start()
-        if not self._ready.wait(_START_TIMEOUT):
+        # Bounded by the scenario's timeout, like the rest of the run: record mode imports
+        # both provider SDKs before it listens, which takes long on a busy machine.
+        if not self._ready.wait(self._start_timeout):
             raise RecordSetupError(
-                f"agentreel proxy did not start listening within {_START_TIMEOUT:g}s"
+                f"agentreel proxy did not start listening within {self._start_timeout:g}s "
+                "(the scenario's timeout); raise timeout in scenario.toml if the machine is busy"
             )
         if self._error is not None:
             raise self._error
@@ -150,7 +153,7 @@ def proxy_backend(
             settings["fixture"] = scenario.directory.resolve()
             settings["report"] = report
         stack.enter_context(_proxy_log_to(run_dir / PROXY_LOG_FILE))
-        proxy = _ProxyThread(settings)
+        proxy = _ProxyThread(settings, start_timeout=scenario.timeout)
         proxy.start()
         stack.callback(proxy.stop)
         base_url = model.base_url_for(proxy.base_url)
