@@ -6,7 +6,11 @@ replay runs with the stub stopped (nothing listens upstream), keyless.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -45,3 +49,41 @@ def weather_stub() -> Iterator[StubServer]:
 @pytest.fixture
 def fixture_dir(tmp_path: Path) -> Path:
     return tmp_path / "fixture"
+
+
+ProxyCli = Callable[[list[str]], tuple["subprocess.Popen[bytes]", int]]
+
+
+@pytest.fixture
+def proxy_cli(tmp_path: Path) -> Iterator[ProxyCli]:
+    """Start ``python -m agentreel.llm_proxy ARGS --port-file F`` (stdin, stdout and stderr
+    piped); returns the process and its port once it listens. Killed at teardown if the
+    test left it running."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(args: list[str]) -> tuple[subprocess.Popen[bytes], int]:
+        port_file = tmp_path / f"port-{len(started)}"
+        process = subprocess.Popen(
+            [sys.executable, "-m", "agentreel.llm_proxy", *args, "--port-file", str(port_file)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "OPENAI_API_KEY": ""},
+        )
+        started.append(process)
+        deadline = time.monotonic() + 60
+        while not port_file.exists():
+            if process.poll() is not None or time.monotonic() > deadline:
+                _, err = process.communicate(timeout=10)
+                raise AssertionError(f"the proxy did not start: {err.decode()}")
+            time.sleep(0.05)
+        return process, int(port_file.read_text())
+
+    yield start
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=30)
+        for pipe in (process.stdin, process.stdout, process.stderr):
+            if pipe is not None:
+                pipe.close()

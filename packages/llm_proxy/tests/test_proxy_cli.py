@@ -3,11 +3,10 @@ file written, and every log, fixture and report flushed on SIGTERM or stdin EOF.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 import openai
@@ -15,24 +14,8 @@ import openai
 from agentreel.llm.stub import StubServer
 from agentreel.llm_replay import read_report
 
-
-def _start(args: list[str], tmp_path: Path) -> tuple[subprocess.Popen[bytes], int]:
-    port_file = tmp_path / "port"
-    port_file.unlink(missing_ok=True)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "agentreel.llm_proxy", *args, "--port-file", str(port_file)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "OPENAI_API_KEY": ""},
-    )
-    deadline = time.monotonic() + 60
-    while not port_file.exists():
-        if process.poll() is not None or time.monotonic() > deadline:
-            _, err = process.communicate(timeout=10)
-            raise AssertionError(f"the proxy did not start: {err.decode()}")
-        time.sleep(0.05)
-    return process, int(port_file.read_text())
+# conftest.py's proxy_cli fixture (test modules cannot import conftest under importlib mode).
+ProxyCli = Callable[[list[str]], tuple["subprocess.Popen[bytes]", int]]
 
 
 def _ask(port: int) -> str:
@@ -48,11 +31,11 @@ def _ask(port: int) -> str:
 
 
 def test_record_on_sigterm_and_replay_on_stdin_eof(
-    weather_stub: StubServer, tmp_path: Path
+    weather_stub: StubServer, tmp_path: Path, proxy_cli: ProxyCli
 ) -> None:
     fixture = tmp_path / "fixture"
-    process, port = _start(
-        ["record", "--upstream", weather_stub.base_url, "--fixture", str(fixture)], tmp_path
+    process, port = proxy_cli(
+        ["record", "--upstream", weather_stub.base_url, "--fixture", str(fixture)]
     )
     assert _ask(port) == "Hello! How can I help?"
     process.send_signal(signal.SIGTERM)
@@ -66,7 +49,7 @@ def test_record_on_sigterm_and_replay_on_stdin_eof(
     weather_stub.stop()
 
     report = tmp_path / "report.json"
-    process, port = _start(["replay", "--fixture", str(fixture), "--report", str(report)], tmp_path)
+    process, port = proxy_cli(["replay", "--fixture", str(fixture), "--report", str(report)])
     assert _ask(port) == "Hello! How can I help?"
     _, err = process.communicate(timeout=30)  # closes stdin: end of input, flush and exit
     assert process.returncode == 0, err.decode()

@@ -13,9 +13,7 @@ import asyncio
 import json
 import signal
 import subprocess
-import sys
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import openai
@@ -49,24 +47,8 @@ BEFORE_SIGNAL = 3
 # Replay: the recorded call streams its block start and this many deltas, then hangs.
 HUNG_AFTER = 4
 STOPS = ["SIGTERM", "SIGINT", "stdin EOF"]
-
-
-def _start(args: list[str], tmp_path: Path) -> tuple[subprocess.Popen[bytes], int]:
-    port_file = tmp_path / "port"
-    port_file.unlink(missing_ok=True)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "agentreel.llm_proxy", *args, "--port-file", str(port_file)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 60
-    while not port_file.exists():
-        if process.poll() is not None or time.monotonic() > deadline:
-            _, err = process.communicate(timeout=10)
-            raise AssertionError(f"the proxy did not start: {err.decode()}")
-        time.sleep(0.05)
-    return process, int(port_file.read_text())
+# conftest.py's proxy_cli fixture (test modules cannot import conftest under importlib mode).
+ProxyCli = Callable[[list[str]], tuple["subprocess.Popen[bytes]", int]]
 
 
 def _stop(process: subprocess.Popen[bytes], how: str) -> None:
@@ -77,14 +59,17 @@ def _stop(process: subprocess.Popen[bytes], how: str) -> None:
         process.send_signal(getattr(signal, how))
 
 
-def _exited(process: subprocess.Popen[bytes]) -> bytes:
-    """The stopped proxy's stderr, once it has exited (stdin may be closed already)."""
+def _stopped_mid_stream(proxy_cli: ProxyCli, args: list[str], how: str) -> tuple[list[str], str]:
+    """Start the proxy, stream through it and stop it ``how`` after ``BEFORE_SIGNAL``
+    deltas: (every delta the client got, the proxy's stderr); it must have exited 0."""
+    process, port = proxy_cli(args)
+    received = _stream_and_stop(port, process, how)
     process.wait(timeout=60)
     assert process.stderr is not None
-    assert process.stdin is not None
-    process.stdin.close()
-    with process.stderr:
-        return process.stderr.read()
+    stderr = process.stderr.read().decode()
+    assert process.returncode == 0, stderr
+    assert len(received) >= BEFORE_SIGNAL
+    return received, stderr
 
 
 def _deltas(port: int) -> Iterator[str]:
@@ -132,7 +117,10 @@ def _chunks(log: SessionLog) -> list[object]:
     return [e.data.chunk for e in log.events if isinstance(e, AssistantChunk)]
 
 
-def _assert_sealed_interrupted(log: SessionLog, received: list[str]) -> None:
+def _assert_sealed_interrupted(log: SessionLog, received: list[str], stderr: str) -> None:
+    """Every delta the client got is in ``log``, the call is sealed as interrupted and the
+    proxy named it, once."""
+    assert stderr.count("session 'main-1' (from x-agentreel-session-id): call 1 was still") == 1
     chunks = _chunks(log)
     logged = [c.text for c in chunks if isinstance(c, TextDelta)]
     assert logged[: len(received)] == received, (logged, received)
@@ -149,22 +137,13 @@ def _assert_sealed_interrupted(log: SessionLog, received: list[str]) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("how", STOPS)
 def test_stop_mid_stream_while_recording_keeps_every_forwarded_chunk(
-    how: str, tmp_path: Path
+    how: str, tmp_path: Path, proxy_cli: ProxyCli
 ) -> None:
     fixture = tmp_path / "fixture"
     with StubServer.from_toml(SLOW_RULES) as stub:
-        process, port = _start(
-            ["record", "--upstream", stub.base_url, "--fixture", str(fixture)], tmp_path
-        )
-        received = _stream_and_stop(port, process, how)
-        err = _exited(process)
-    assert process.returncode == 0, err.decode()
-    assert len(received) >= BEFORE_SIGNAL
-    log = load_session_log(fixture / "session.jsonl")
-    _assert_sealed_interrupted(log, received)
-    stderr = err.decode()
-    # The interrupted call is named, once.
-    assert stderr.count("session 'main-1' (from x-agentreel-session-id): call 1 was still") == 1
+        args = ["record", "--upstream", stub.base_url, "--fixture", str(fixture)]
+        received, stderr = _stopped_mid_stream(proxy_cli, args, how)
+    _assert_sealed_interrupted(load_session_log(fixture / "session.jsonl"), received, stderr)
 
 
 def _record_fixture(fixture: Path) -> None:
@@ -192,7 +171,7 @@ def _record_fixture(fixture: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("how", STOPS)
 def test_stop_mid_stream_while_replaying_keeps_the_served_log_and_the_report(
-    how: str, tmp_path: Path
+    how: str, tmp_path: Path, proxy_cli: ProxyCli
 ) -> None:
     fixture = tmp_path / "fixture"
     _record_fixture(fixture)
@@ -204,16 +183,11 @@ def test_stop_mid_stream_while_replaying_keeps_the_served_log_and_the_report(
     served_root = tmp_path / "served"
     report = tmp_path / "report.json"
     args = ["--fixture", str(fixture), "--report", str(report), "--sessions-root", str(served_root)]
-    process, port = _start(["replay", *args], tmp_path)
-    received = _stream_and_stop(port, process, how)
-    err = _exited(process)
-    assert process.returncode == 0, err.decode()
+    received, stderr = _stopped_mid_stream(proxy_cli, ["replay", *args], how)
     # Everything before the hang reached the client as it was streamed, and nothing after.
     assert received == recorded[:HUNG_AFTER]
     (served,) = harvest_session_logs(served_root)
-    _assert_sealed_interrupted(served, received)
+    _assert_sealed_interrupted(served, received, stderr)
     consumption = read_report(report)
     assert [(s.file, s.calls, s.consumed) for s in consumption.scripts] == [("session.jsonl", 1, 1)]
     assert consumption.errors == []
-    stderr = err.decode()
-    assert stderr.count("session 'main-1' (from x-agentreel-session-id): call 1 was still") == 1
