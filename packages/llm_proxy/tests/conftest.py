@@ -71,7 +71,8 @@ def proxy_cli(tmp_path: Path) -> Iterator[ProxyCli]:
             env={**os.environ, "OPENAI_API_KEY": ""},
         )
         started.append(process)
-        deadline = time.monotonic() + 60
+        # Start-up imports both provider SDKs: on a loaded 2-core machine that took > 60 s.
+        deadline = time.monotonic() + 240
         while not port_file.exists():
             if process.poll() is not None or time.monotonic() > deadline:
                 _, err = process.communicate(timeout=10)
