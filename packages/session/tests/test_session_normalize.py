@@ -145,6 +145,8 @@ def test_uuid_boundaries() -> None:
         "elapsed",
         "latency_s",
         "Duration",
+        "started_at_ms",
+        "completedAtMs",
     ],
 )
 def test_time_keys(key: str) -> None:
@@ -157,11 +159,39 @@ def test_time_keys(key: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "key", ["seq", "turn", "timeout", "max_tokens", "data", "format", "chat", "At", "data_"]
+    "key",
+    [
+        "seq",
+        "turn",
+        "timeout",
+        "max_tokens",
+        "data",
+        "format",
+        "chat",
+        "At",
+        "data_",
+        "at_ms",
+        "_ms",
+    ],
 )
 def test_non_time_keys_keep_their_values(key: str) -> None:
     assert not is_time_key(key)
     assert Normalizer(None, []).value({key: 7}) == {key: 7}
+
+
+def test_a_duration_object_has_every_number_zeroed() -> None:
+    # Codex reports a Rust Duration; opencode a {"start", "end"} time object.
+    normalizer = Normalizer("/w", [MAIN])
+    value = {
+        "duration": {"secs": 0, "nanos": 15229, "unit": "/w/x", "flag": True},
+        "time": {"start": 1796128712629, "end": [1796128712630, None]},
+        "data": {"secs": 3},
+    }
+    assert normalizer.value(value) == {
+        "duration": {"secs": 0, "nanos": 0, "unit": "{{cwd}}/x", "flag": True},
+        "time": {"start": 0, "end": [0, None]},
+        "data": {"secs": 3},
+    }
 
 
 def test_value_walks_nested_values_and_keys_preserving_order() -> None:

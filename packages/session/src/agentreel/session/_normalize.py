@@ -13,10 +13,12 @@ Rules, applied to every string (dict keys included) of a JSON value:
   a valid RFC 4122 version and variant) becomes ``{{uuid:N}}``, N = 1, 2, ... by first
   appearance in this Normalizer instance;
 - a time-like field is set to 0 when its value is a number or a string (``null`` stays
-  ``null``: "never happened" is meaningful). Time-like keys: ``time``, ``timestamp``,
-  ``ts``; any key ending in ``_at`` or camelCase ``At`` (``created_at``, ``updatedAt``; not
-  ``format``); any key starting with ``duration``, ``elapsed`` or ``latency`` (any case:
-  ``duration_ms``, ``elapsedMs``, ``latency_s``).
+  ``null``: "never happened" is meaningful); when its value is an object (a Rust
+  ``Duration`` as ``{"secs": 0, "nanos": 15229}``), every number inside it is. Time-like
+  keys: ``time``, ``timestamp``, ``ts``; any key ending in ``_at`` or camelCase ``At``
+  (``created_at``, ``updatedAt``; not ``format``), also with a unit ``_ms`` / ``Ms``
+  (``started_at_ms``, Codex); any key starting with ``duration``, ``elapsed`` or
+  ``latency`` (any case: ``duration_ms``, ``elapsedMs``, ``latency_s``).
 - JSON-RPC messages additionally get their top-level ``id`` renumbered 0, 1, 2, ... by first
   appearance (one mapping per instance; ``1`` and ``"1"`` are different ids).
 - a scenario's own masks (``Mask``: a regex and a token name), for what a third-party agent
@@ -62,7 +64,7 @@ __all__ = [
 MAIN_SESSION_TOKEN = "{{session:main}}"
 
 _TIME_KEYS = frozenset({"time", "timestamp", "ts"})
-_TIME_KEY = re.compile(r"(?:_at|[a-z0-9]At)$|^(?i:duration|elapsed|latency)")
+_TIME_KEY = re.compile(r"(?:_at|[a-z0-9]At)(?:_ms|Ms)?$|^(?i:duration|elapsed|latency)")
 
 # A JSON escape such as ``\n`` right before a token is a boundary, not a name character.
 _AFTER_ESCAPE = r"(?<=\\[nrtbf])|(?<=\\u00[0-9a-fA-F]{2})"
@@ -405,6 +407,8 @@ class Normalizer:
                 out[new_key] = (
                     0 if time_like else (self._sub(self._replace, item) if kind is str else item)
                 )
+            elif kind is dict and time_like:
+                out[new_key] = _zero_numbers(walk(item))
             elif kind is dict or kind is list:
                 out[new_key] = walk(item)
             elif time_like and isinstance(item, (int, float, str)) and not isinstance(item, bool):
@@ -550,6 +554,17 @@ class Normalizer:
     def session_log_file_bytes(self, path: str | os.PathLike[str]) -> bytes:
         """``session_log_file`` as UTF-8 bytes (``session_log_bytes`` of the file)."""
         return self.session_log_bytes(Path(path).read_bytes(), source=os.fspath(path))
+
+
+def _zero_numbers(value: Any) -> Any:
+    """``value`` (normalized already) with every number inside it 0: a duration object."""
+    if isinstance(value, dict):
+        return {key: _zero_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_zero_numbers(item) for item in value]
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return 0
+    return value
 
 
 _REPAIR_LOG = "Restore the log or re-record the scenario"
