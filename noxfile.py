@@ -32,9 +32,10 @@ nox.options.error_on_missing_interpreters = True
 nox.options.sessions = ["tests", "lint"]
 
 PYTHON = "3.11"
-# The bench's peers: vcrpy patches the legacy httpx (openai 3.x uses httpx2). Lint
-# installs them too so mypy can check bench/.
-BENCH_DEPS = ("vcrpy", "openai", "httpx")
+# The bench's peers: vcrpy patches the legacy httpx (openai 3.x uses httpx2); starlette on
+# uvicorn (httptools: its fast parser) is the HTTP server library the proxy's aiohttp is
+# measured against. Lint installs them too so mypy can check bench/.
+BENCH_DEPS = ("vcrpy", "openai", "httpx", "starlette", "uvicorn", "httptools")
 TOOLS = ROOT / "tools"
 
 

@@ -16,6 +16,12 @@ Every row is a ratio of two things measured side by side here, through the real
   fixture loaded, logs and report flushed; no agent), against that scenario replayed end to
   end — the most a proxy kept per worker could save. A figure, not a target.
 
+- HTTP server library: the proxy's aiohttp against starlette on uvicorn, each a minimal
+  app serving the same replayed SSE stream (the frames the proxy encodes for the recorded
+  call, one write per frame) to the same adapter — the measurement behind choosing
+  aiohttp (target: starlette/uvicorn ≥ 0.9× aiohttp's time per call, i.e. the other
+  library is not clearly faster).
+
 The proxy runs on its own event loop in a thread, as it would in its own process, so the
 client's loop does not pay for serving.
 """
@@ -23,7 +29,9 @@ client's loop does not pay for serving.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import socket
 import tempfile
 import threading
 import time
@@ -32,12 +40,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import uvicorn
 import vcr
+from aiohttp import web
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+from starlette.routing import Route
 
 from agentreel.brand import SessionId
 from agentreel.llm import GenerateOptions, Message, TextDelta, load_provider
-from agentreel.llm.stub import StubServer
+from agentreel.llm.stub import StubServer, chat_chunk_frames
 from agentreel.llm_proxy import Proxy, ProxySettings
+from agentreel.llm_replay import load_recording
 from agentreel.snapshot_harness import Scenario, check_scenario, load_scenario
 from agentreel.snapshot_harness._proxied import proxy_backend
 from bench._common import FIXTURES, BenchResult, Settings
@@ -157,6 +172,96 @@ async def _sessions(base_url: str, numbers: list[int]) -> tuple[float, int, int]
     return elapsed, sum(count for count, _ in results), misrouted
 
 
+# -- HTTP server library: aiohttp (the proxy's) vs starlette on uvicorn -----------------
+
+
+def _replayed_frames(fixture: Path) -> list[bytes]:
+    """The SSE frames the proxy sends for the fixture's first recorded call."""
+    call = load_recording(fixture).scripts[0].calls[0]
+    return chat_chunk_frames(
+        call.chunks, model="stub-model", response_id="chatcmpl-bench", include_usage=True
+    )
+
+
+def _loopback_socket() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    return sock
+
+
+@contextmanager
+def _aiohttp_server(frames: list[bytes]) -> Iterator[str]:
+    """A minimal aiohttp app streaming ``frames`` as the proxy does; yields its base URL."""
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        json.loads(await request.read())
+        response = web.StreamResponse(headers={"content-type": "text/event-stream; charset=utf-8"})
+        await response.prepare(request)
+        for frame in frames:
+            await response.write(frame)
+        await response.write_eof()
+        return response
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    sock = _loopback_socket()
+    loop = asyncio.new_event_loop()
+
+    async def start() -> None:
+        await runner.setup()
+        await web.SockSite(runner, sock).start()
+
+    loop.run_until_complete(start())
+    thread = threading.Thread(target=loop.run_forever, name="bench-aiohttp", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(60)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(60)
+        loop.close()
+        sock.close()
+
+
+@contextmanager
+def _uvicorn_server(frames: list[bytes]) -> Iterator[str]:
+    """The same app in starlette, served by uvicorn (asyncio loop, httptools parser when
+    installed — its fastest pure-asyncio setup); yields its base URL."""
+
+    async def chat(request: Request) -> StreamingResponse:
+        json.loads(await request.body())
+
+        async def body() -> Any:
+            for frame in frames:
+                yield frame
+
+        return StreamingResponse(body(), media_type="text/event-stream")
+
+    app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
+    config = uvicorn.Config(
+        app, loop="asyncio", http="auto", lifespan="off", log_level="warning", access_log=False
+    )
+    server = uvicorn.Server(config)
+    sock = _loopback_socket()
+    thread = threading.Thread(
+        target=lambda: asyncio.run(server.serve(sockets=[sock])), name="bench-uvicorn", daemon=True
+    )
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(60)
+        sock.close()
+
+
 def _median(samples: list[float]) -> float:
     ordered = sorted(samples)
     return ordered[len(ordered) // 2]
@@ -192,6 +297,15 @@ def run(settings: Settings) -> BenchResult:
             for _ in range(max(1, repeats // 2))
         ]
 
+        frames = _replayed_frames(fixture)
+        on_aiohttp: list[float] = []
+        on_uvicorn: list[float] = []
+        for _ in range(repeats):  # alternated, so load drifts hit both alike
+            with _aiohttp_server(frames) as url:
+                on_aiohttp.append(_run(lambda: _calls(url, calls)))
+            with _uvicorn_server(frames) as url:
+                on_uvicorn.append(_run(lambda: _calls(url, calls)))
+
         stub_call = result.median("stub_per_call_s", [t / calls for t in live])
         proxy_call = result.median("proxy_replay_per_call_s", [t / calls for t in replayed])
         vcr_call = result.median("vcrpy_per_call_s", [t / calls for t in vcrpy])
@@ -200,6 +314,16 @@ def run(settings: Settings) -> BenchResult:
         result.figure("vcrpy replay, per call", vcr_call, "s")
         result.target("proxy replay / stub server, per call", proxy_call / stub_call, 1.3)
         result.target("vcrpy / proxy replay, per call", vcr_call / proxy_call, 10.0, op=">=")
+        aiohttp_call = result.median("aiohttp_per_call_s", [t / calls for t in on_aiohttp])
+        uvicorn_call = result.median("uvicorn_per_call_s", [t / calls for t in on_uvicorn])
+        result.figure("same SSE stream from a minimal aiohttp app, per call", aiohttp_call, "s")
+        result.figure("same SSE stream from starlette on uvicorn, per call", uvicorn_call, "s")
+        result.target(
+            "starlette+uvicorn / aiohttp, per call (aiohttp kept unless < 0.9)",
+            uvicorn_call / aiohttp_call,
+            0.9,
+            op=">=",
+        )
 
         with StubServer.from_toml(stub_rules(PACING_MS), source="bench paced rules") as paced:
             record = ProxySettings(

@@ -3,7 +3,10 @@
 aiohttp serves and forwards in one well-kept library: its protocol sets TCP_NODELAY on
 every connection (server and client side), ``StreamResponse`` writes each SSE event as it
 comes, and ``iter_any`` hands over upstream bytes the moment they arrive — so in record
-mode the client's first chunk is the upstream's first chunk plus one loopback hop.
+mode the client's first chunk is the upstream's first chunk plus one loopback hop. Chosen
+by measurement: ``nox -s bench -- --only proxy`` serves the same replayed SSE stream from
+aiohttp and from starlette on uvicorn (httptools) to the ``openai`` SDK; aiohttp took 0.65×
+the time per call (starlette/uvicorn 1.54× aiohttp, quick run on a loaded machine).
 """
 
 from __future__ import annotations
