@@ -42,6 +42,7 @@ from agentreel.snapshot_harness import (
 from bench._common import FIXTURES, ROOT, BenchResult, Settings
 from bench.suite import _agentreel, _children_cpu, _replaying
 
+EXAMPLES = ROOT / "examples"
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -67,6 +68,9 @@ def _timed_command(command: list[str]) -> tuple[float, float]:
 def _copies(root: Path, names: Sequence[str]) -> dict[str, Path]:
     """``{"fork": dir, "spawn": dir}``: the scenarios copied twice, fork server on in one."""
     copies: dict[str, Path] = {}
+    # Each copy sits two levels below ``root`` as fixtures/<name> sits below the repository,
+    # so an agent path relative to the scenario (../../examples/...) resolves here too.
+    (root / EXAMPLES.name).symlink_to(EXAMPLES, target_is_directory=True)
     for method in ("fork", "spawn"):
         target = root / method
         target.mkdir()
