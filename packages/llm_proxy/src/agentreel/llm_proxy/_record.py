@@ -17,7 +17,7 @@ import json
 import logging
 import os
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,15 @@ from agentreel.llm_proxy._errors import CUT_CODE, HTTP_CODE_PREFIX, STREAM_ERROR
 from agentreel.llm_proxy._identity import Identity
 from agentreel.llm_proxy._requests import ParsedRequest
 from agentreel.llm_proxy.exceptions import SecretInRecordingError
-from agentreel.llm_replay import LaneSignature, lane_signature
+from agentreel.llm_replay import (
+    Chain,
+    LaneSignature,
+    Reply,
+    chain,
+    lane_signature,
+    message_digests,
+    recorded_reply,
+)
 from agentreel.session import (
     AssistantChunkData,
     RequestHeaderData,
@@ -64,6 +72,12 @@ class Lane:
     session: Session
     key: str
     signature: LaneSignature
+    first: tuple[str, ...] = ()
+    """The message digests of the lane's first request."""
+    previous: tuple[str, ...] = ()
+    """The message digests of its latest request, and (below) the reply to it: a request
+    that starts with both continues this lane (SPEC 11 conversation chaining)."""
+    reply: Reply | None = None
     calls: int = 0
     busy: bool = False
     # Strings inside the tool calls of this lane's replies, in the order issued, for
@@ -82,16 +96,19 @@ class CallRecording:
         self.turn = turn
         self.finished = False
         self.written = 0
+        self._chunks: list[Chunk] = []
 
     def chunk(self, chunk: Chunk) -> None:
         if self.finished:
             return
         self._recorder._write(self.lane, AssistantChunkData(turn=self.turn, step=0, chunk=chunk))
         self.written += 1
+        self._chunks.append(chunk)
         if isinstance(chunk, BlockEnd) and isinstance(chunk.block, ToolCallPart):
             self.lane.tool_texts.append((self.lane.tool_calls, _strings(chunk.block.arguments)))
             self.lane.tool_calls += 1
         if isinstance(chunk, Finish):
+            self.lane.reply = recorded_reply(self._chunks, self._recorder.mask)
             self._end("completed" if chunk.reason != "error" else "error")
 
     def chunks(self, chunks: Iterable[Chunk]) -> None:
@@ -172,9 +189,13 @@ def _strings(arguments: str) -> frozenset[str]:
 class Recorder:
     """Creates and writes the session logs of one record run under ``sessions_root``."""
 
-    def __init__(self, sessions_root: Path, cwd: str) -> None:
+    def __init__(
+        self, sessions_root: Path, cwd: str, mask: Callable[[str], str] | None = None
+    ) -> None:
         self.sessions_root = sessions_root
         self.cwd = cwd
+        self.mask = mask
+        """The request masking, applied to recorded replies before chaining compares them."""
         self._store = SessionStore(sessions_root)
         self._lanes: dict[str, list[Lane]] = {}
         self._secrets: set[str] = set()
@@ -215,17 +236,49 @@ class Recorder:
         """Start recording one call: find (or open) its lane and write its request header."""
         key = identity.session if identity.session is not None else ANONYMOUS_KEY
         signature = lane_signature(header)
+        digests = message_digests(header)
         lanes = self._lanes.setdefault(key, [])
-        lane = next((ln for ln in lanes if ln.signature == signature and not ln.busy), None)
+        lane = self._continued(lanes, header, request, signature)
         if lane is None:
             lane = self._open_lane(key, identity, signature, request, first=not lanes)
+            lane.first = digests
             lanes.append(lane)
+        lane.previous = digests
         lane.busy = True
         turn = lane.calls
         lane.calls += 1
         self._write(lane, TurnStartData(turn=turn))
         self._write(lane, msgspec.structs.replace(header, turn=turn, step=0))
         return CallRecording(self, lane, turn)
+
+    def _continued(
+        self,
+        lanes: list[Lane],
+        header: RequestHeaderData,
+        request: ParsedRequest,
+        signature: LaneSignature,
+    ) -> Lane | None:
+        """The lane this request continues, or None for a new one.
+
+        First the lane whose previous request and recorded reply it starts with (or whose
+        failed call it retries); a request that is some lane's first request again starts a
+        new conversation; else the lane it extends without the reply as recorded, then the
+        idle lane of its signature (a client that rewrites its history).
+        """
+        idle = [lane for lane in lanes if not lane.busy]
+        extended: list[Lane] = []
+        for lane in idle:
+            strength = chain(lane.previous, lane.reply, header, request.messages)
+            if strength is Chain.CONTINUES:
+                return lane
+            if strength is Chain.EXTENDS:
+                extended.append(lane)
+        digests = message_digests(header)
+        if any(lane.first == digests for lane in lanes):
+            return None
+        if extended:
+            return extended[0]
+        return next((lane for lane in idle if lane.signature == signature), None)
 
     def _open_lane(
         self,

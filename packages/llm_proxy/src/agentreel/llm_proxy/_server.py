@@ -165,11 +165,11 @@ class Proxy:
             if root is None:
                 self._temp_root = Path(tempfile.mkdtemp(prefix="agentreel-proxy-"))
                 root = self._temp_root
-            self.recorder = Recorder(root, settings.cwd)
+            self.recorder = Recorder(root, settings.cwd, self.masks.text)
         else:
             assert settings.fixture is not None
             if settings.sessions_root is not None:
-                self.served = Recorder(settings.sessions_root, settings.cwd)
+                self.served = Recorder(settings.sessions_root, settings.cwd, self.masks.text)
             self.provider = ReplayProvider(
                 settings.fixture,
                 live_cwd=settings.cwd,
@@ -178,6 +178,7 @@ class Proxy:
                 scenario=settings.scenario,
                 content_binding=True,
                 partial_lanes=settings.partial_lanes,
+                content_mask=self.masks.text,
             )
             self._recorded_apis = any(
                 call.request is not None and call.request.api is not None

@@ -8,7 +8,16 @@ consumption report a replaying agent process writes, so a harness can check it.
 
 from agentreel.llm_replay._failures import ANONYMOUS
 from agentreel.llm_replay._fixture import RecordedCall, Recording, Script, load_recording
-from agentreel.llm_replay._lanes import LaneSignature, PartialLanes, lane_signature
+from agentreel.llm_replay._lanes import (
+    Chain,
+    LaneSignature,
+    PartialLanes,
+    Reply,
+    chain,
+    lane_signature,
+    message_digests,
+    recorded_reply,
+)
 from agentreel.llm_replay._overrides import HangOverride, Override, ThrowOverride
 from agentreel.llm_replay._provider import (
     DriftMode,
@@ -45,6 +54,7 @@ __all__ = [
     "OVERRIDE_FILE",
     "REPORT_FORMAT",
     "REPORT_VERSION",
+    "Chain",
     "ConsumptionReport",
     "DriftMode",
     "FixtureError",
@@ -59,6 +69,7 @@ __all__ = [
     "Recording",
     "ReplayError",
     "ReplayProvider",
+    "Reply",
     "ReportedError",
     "RequestDriftError",
     "RequestDriftWarning",
@@ -68,10 +79,13 @@ __all__ = [
     "ThrowOverride",
     "UnconsumedScriptError",
     "UnrecordedSessionError",
+    "chain",
     "create_replay_provider",
     "lane_signature",
     "load_recording",
+    "message_digests",
     "read_report",
+    "recorded_reply",
     "session_file_name",
     "write_report",
 ]

@@ -15,26 +15,56 @@
 ``Binder.bind`` never awaits, so concurrent tasks bind in the order they call:
 deterministic for a given interleaving of calls, whatever the interleaving of reads.
 
-With ``content_binding`` (the proxy's setting, SPEC 11) a caller holds **lanes**: each
-request is keyed by its caller and its lane signature (model, system prompt, tools, first
-message — ``_lanes``), so a title call or classifier racing the main conversation under
-one identity gets its own script, bound by what it is, never by when it arrived; and a
-new caller is bound by content first — to the unclaimed script whose first recorded
-request has the same signature — before rules 3 and 4. A caller's request that matches
-no recorded lane continues its first lane (the drift check then says what changed).
-Several unclaimed scripts starting with the same request bind in session order when they
-are interchangeable (same calls), and fail loudly when they are not: the request cannot
-tell them apart, so any pick could be the wrong one.
+With ``content_binding`` (the proxy's setting, SPEC 11) a caller holds **lanes**: a title
+call or classifier racing the main conversation under one identity gets its own script,
+bound by what it is, never by when it arrived. A caller's request goes, in this order, to
+
+1. the lane it **continues** (``_lanes.chain``): its messages are that lane's previous
+   request's, then the lane's recorded reply (or, after a failed call, the same request
+   again). Several lanes continued alike (conversations identical so far) are told apart by
+   their next recorded request; still several with different futures: a loud error;
+2. a new lane: the unclaimed script whose first recorded request is exactly this one;
+3. the one lane it extends without the recorded reply (the drift check says what changed);
+4. its lane of the same signature (model, system prompt, tools, first message), then a new
+   lane by signature, then its first lane — each a drift or exhaustion error to come, never
+   another conversation's answer.
+
+A new caller is bound by content first — to the unclaimed script whose first recorded
+request is this one (exactly, else by signature) — before rules 3 and 4. Several unclaimed
+candidates bind in session order when they are interchangeable (same calls), or when their
+first calls are (then chaining decides at the next request which conversation is which);
+otherwise they fail loudly: the request cannot tell them apart, so any pick could be wrong.
 """
 
 from __future__ import annotations
 
-from agentreel.llm import GenerateOptions
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from agentreel.llm import Chunk, GenerateOptions
 from agentreel.llm_replay._failures import ANONYMOUS, unrecorded_error
 from agentreel.llm_replay._fixture import Recording, Script
-from agentreel.llm_replay._lanes import LaneIndex, LaneSignature, lane_signature
+from agentreel.llm_replay._lanes import (
+    Chain,
+    LaneIndex,
+    LaneSignature,
+    Reply,
+    chain,
+    lane_signature,
+    message_digests,
+    recorded_reply,
+)
 from agentreel.llm_replay.exceptions import UnrecordedSessionError
 from agentreel.session import RequestHeaderData
+
+
+@dataclass(slots=True)
+class _Lane:
+    """One conversation of a live caller: its script and its previous request's messages."""
+
+    number: int
+    signature: LaneSignature
+    previous: tuple[str, ...]
 
 
 class Binder:
@@ -42,7 +72,9 @@ class Binder:
 
     ``lineage_binding=False`` is a test hook: it disables rule 3 (and the reservation of
     lineage children for it), leaving first-call order alone. ``content_binding=True``
-    adds lanes and binding by content (module docstring).
+    adds lanes and binding by content (module docstring); chaining reads each script's
+    ``cursors`` (calls served), its ``replies`` (the chunks served, per call) and sees
+    replies through ``mask`` (the request masking of whoever built the requests).
     """
 
     def __init__(
@@ -52,6 +84,9 @@ class Binder:
         *,
         lineage_binding: bool = True,
         content_binding: bool = False,
+        cursors: Sequence[int] = (),
+        replies: Sequence[Sequence[Sequence[Chunk]]] = (),
+        mask: Callable[[str], str] | None = None,
     ):
         self._recording = recording
         self._scripts = recording.scripts
@@ -68,8 +103,12 @@ class Binder:
             s.number for s in self._scripts if s.calls and s.number not in reserved
         ]
         self._index = LaneIndex(self._scripts) if content_binding else None
-        # Per live caller: its lanes, by signature (content binding only).
-        self._lanes: dict[str, dict[LaneSignature, int]] = {}
+        # Per live caller: its lanes (content binding only).
+        self._lanes: dict[str, list[_Lane]] = {}
+        self._cursors = cursors
+        self._replies = replies
+        self._mask = mask
+        self._reply_cache: dict[tuple[int, int], Reply] = {}
 
     def bind(self, options: GenerateOptions, live: RequestHeaderData | None = None) -> int:
         """The script number for the caller of ``options``, binding it on its first call.
@@ -79,7 +118,7 @@ class Binder:
         """
         key = options.session_id if options.session_id is not None else ANONYMOUS
         if self._index is not None and live is not None:
-            return self._bind_lane(options, key, lane_signature(live))
+            return self._bind_lane(options, key, live)
         bound = self._bound.get(key)
         if bound is not None:
             return bound
@@ -101,18 +140,23 @@ class Binder:
         self.bound_to[number] = key
         return number
 
-    def _bind_lane(self, options: GenerateOptions, key: str, signature: LaneSignature) -> int:
+    def _bind_lane(self, options: GenerateOptions, key: str, live: RequestHeaderData) -> int:
+        signature = lane_signature(live)
+        digests = message_digests(live)
         lanes = self._lanes.get(key)
         if lanes is not None:
-            number = lanes.get(signature)
-            if number is None:
-                owner = self._scripts[next(iter(lanes.values()))]
-                number = self._by_content(options, signature, owner.header.id)
+            lane = self._lane_for(options, lanes, live, signature)
+            if lane is None:
+                owner = self._scripts[lanes[0].number]
+                number = self._by_content(options, live, owner.header.id)
                 if number is None:
-                    return next(iter(lanes.values()))
-                lanes[signature] = number
-                self.bound_to[number] = key
-            return number
+                    lane = lanes[0]
+                else:
+                    lane = _Lane(number, signature, digests)
+                    lanes.append(lane)
+                    self.bound_to[number] = key
+            lane.previous = digests
+            return lane.number
         parent_number = (
             self._bound.get(options.parent_session_id)
             if options.parent_session_id is not None
@@ -131,26 +175,127 @@ class Binder:
             if self._index.signature_of(number) not in (None, signature):
                 # The recorded child's first call is another lane (its title call, say):
                 # this request is one of the child's lanes, found by content.
-                number = self._by_content(options, signature, parent_id) or number
+                number = self._by_content(options, live, parent_id) or number
         else:
-            number = self._by_content(options, signature, parent_id)
+            number = self._by_content(options, live, parent_id)
             if number is None:
                 number = self._by_first_call(options, parent_number, signature)
         self._bound[key] = number
-        self._lanes[key] = {signature: number}
+        self._lanes[key] = [_Lane(number, signature, digests)]
         self.bound_to[number] = key
         return number
 
+    def _lane_for(
+        self,
+        options: GenerateOptions,
+        lanes: list[_Lane],
+        live: RequestHeaderData,
+        signature: LaneSignature,
+    ) -> _Lane | None:
+        """The caller's lane this request goes to (steps 1-4 of the module docstring), or
+        None for a new lane by signature (then the first lane)."""
+        continued: list[_Lane] = []
+        extended: list[_Lane] = []
+        for lane in lanes:
+            strength = chain(lane.previous, self._last_reply(lane.number), live, options.messages)
+            if strength is Chain.CONTINUES:
+                continued.append(lane)
+            elif strength is Chain.EXTENDS:
+                extended.append(lane)
+        if continued:
+            return self._one_continued(options, continued, live)
+        owner = self._scripts[lanes[0].number].header.id
+        exact = self._by_content(options, live, owner, exact_only=True)
+        if exact is not None:
+            lane = _Lane(exact, signature, message_digests(live))
+            lanes.append(lane)
+            self.bound_to[exact] = self.bound_to[lanes[0].number]
+            return lane
+        if len(extended) == 1:
+            return extended[0]
+        alike = [lane for lane in lanes if lane.signature == signature]
+        if len(extended) > 1 or len(alike) > 1:
+            several = extended or alike
+            labels = ", ".join(self._scripts[lane.number].label for lane in several)
+            raise self._unrecorded(
+                options,
+                f"this request continues none of this caller's {len(several)} conversations "
+                f"that it could belong to ({labels}) with their recorded reply, and starts no "
+                "unclaimed recorded one, so which one it is cannot be told; send identity "
+                "headers (x-agentreel-session-id, -parent-session-id, -spawn-index)",
+            )
+        return alike[0] if alike else None
+
+    def _one_continued(
+        self, options: GenerateOptions, continued: list[_Lane], live: RequestHeaderData
+    ) -> _Lane:
+        """Of several lanes this request continues alike, the one whose next recorded
+        request it is; conversations identical so far and from here on are interchangeable."""
+        if len(continued) == 1:
+            return continued[0]
+        digests = message_digests(live)
+        exact = [lane for lane in continued if self._next_request(lane.number) == digests]
+        candidates = exact or continued
+        assert self._index is not None
+        if len(candidates) == 1:
+            return candidates[0]
+        numbers = [lane.number for lane in candidates]
+        start = {self._cursor(n) for n in numbers}
+        if len(start) == 1 and self._index.interchangeable(numbers, start.pop()):
+            return min(candidates, key=lambda lane: lane.number)
+        labels = ", ".join(self._scripts[n].label for n in numbers)
+        raise self._unrecorded(
+            options,
+            f"this request continues {len(numbers)} conversations alike ({labels}): the "
+            "same messages and the same recorded replies so far, but their recorded futures "
+            "differ, so which one it is cannot be told from the request; send identity "
+            "headers (x-agentreel-session-id, -parent-session-id, -spawn-index) or make "
+            "the conversations differ earlier",
+        )
+
+    def _cursor(self, number: int) -> int:
+        return self._cursors[number] if number < len(self._cursors) else 0
+
+    def _last_reply(self, number: int) -> Reply | None:
+        """The recorded reply last served from script ``number`` (None before its first)."""
+        position = self._cursor(number)
+        if position == 0 or number >= len(self._replies):
+            return None
+        key = (number, position - 1)
+        reply = self._reply_cache.get(key)
+        if reply is None:
+            reply = recorded_reply(self._replies[number][position - 1], self._mask)
+            self._reply_cache[key] = reply
+        return reply
+
+    def _next_request(self, number: int) -> tuple[str, ...] | None:
+        calls = self._scripts[number].calls
+        position = self._cursor(number)
+        request = calls[position].request if position < len(calls) else None
+        return message_digests(request) if request is not None else None
+
     def _by_content(
-        self, options: GenerateOptions, signature: LaneSignature, near: str | None
+        self,
+        options: GenerateOptions,
+        live: RequestHeaderData,
+        near: str | None,
+        *,
+        exact_only: bool = False,
     ) -> int | None:
         """The unclaimed script whose first request is this one; None when none is.
 
-        ``near`` (a recorded session id: the caller's own first lane, or its parent)
-        narrows several candidates to those recorded under it.
+        Scripts whose first request is exactly this one come first, then those whose first
+        request has its signature (unless ``exact_only``). ``near`` (a recorded session id:
+        the caller's own first lane, or its parent) narrows several candidates to those
+        recorded under it.
         """
         assert self._index is not None
+        signature = lane_signature(live)
         free = [n for n in self._index.candidates(signature) if self.bound_to[n] is None]
+        digests = message_digests(live)
+        exact = [n for n in free if self._index.first_request(n) == digests]
+        if exact or exact_only:
+            free = exact
         if len(free) > 1 and near is not None:
             close = [
                 n
@@ -158,7 +303,11 @@ class Binder:
                 if near in (self._scripts[n].header.parent_session, self._scripts[n].header.id)
             ]
             free = close or free
-        if len(free) > 1 and not self._index.interchangeable(free):
+        if (
+            len(free) > 1
+            and not self._index.interchangeable(free)
+            and not (exact and self._index.first_calls_alike(free))
+        ):
             labels = ", ".join(self._scripts[n].label for n in free)
             raise self._unrecorded(
                 options,

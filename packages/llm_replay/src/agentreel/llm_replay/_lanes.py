@@ -7,6 +7,13 @@ prompt, tool set and first message (a conversation only ever appends), so that t
 the lane signature, taken from the normalized ``request/header`` — binds a request to its
 lane by what it is, never by when it arrived (SPEC 11).
 
+Two conversations may share a signature (two headerless subagents with one system prompt
+and the same first message). **Chaining** tells them apart (SPEC 11, identity rule 4): a
+request continues a lane when its messages start with that lane's previous request's
+messages followed by the lane's recorded reply (``chain``: the reply's tool-call ids, or
+its text when it called no tool, both seen through the request masks) — or, after a failed
+call, is that request again (a retry).
+
 Side calls that vary with timing (a title request that an agent makes or skips depending on
 how fast the main conversation answered) may be named **partial lanes**: a regular
 expression found (``re.search``) in a lane's model, system prompt or first message preview
@@ -17,11 +24,13 @@ lane. A partial lane may be consumed partly or not at all.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from enum import IntEnum
 from typing import NamedTuple
 
 import msgspec
 
+from agentreel.llm import BlockEnd, Chunk, Finish, Message, TextPart, ToolCallPart
 from agentreel.llm_replay._fixture import Script
 from agentreel.session import RequestHeaderData
 
@@ -100,7 +109,7 @@ class LaneIndex:
             signature = lane_signature(first)
             self._signatures[script.number] = signature
             self._by_signature.setdefault(signature, []).append(script.number)
-        self._contents: dict[int, bytes] = {}
+        self._contents: dict[tuple[int, int], bytes] = {}
 
     def signature_of(self, number: int) -> LaneSignature | None:
         return self._signatures.get(number)
@@ -109,14 +118,127 @@ class LaneIndex:
         """Every script (in session order) whose first request has ``signature``."""
         return self._by_signature.get(signature, [])
 
-    def interchangeable(self, numbers: Sequence[int]) -> bool:
-        """True when these scripts hold the same calls (any of them may serve the caller)."""
-        return len({self._content(n) for n in numbers}) <= 1
+    def interchangeable(self, numbers: Sequence[int], start: int = 0) -> bool:
+        """True when these scripts hold the same calls from call ``start`` (0-based) on:
+        any of them may serve the caller from there."""
+        return len({self._content(n, start) for n in numbers}) <= 1
 
-    def _content(self, number: int) -> bytes:
-        content = self._contents.get(number)
+    def first_calls_alike(self, numbers: Sequence[int]) -> bool:
+        """True when these scripts' first calls are the same request and the same reply:
+        which one serves a first request changes nothing the caller sees yet."""
+        return len({self._call(n, 0) for n in numbers}) <= 1
+
+    def first_request(self, number: int) -> tuple[str, ...] | None:
+        """The message digests of a script's first recorded request."""
+        calls = self._scripts[number].calls
+        first = calls[0].request if calls else None
+        return message_digests(first) if first is not None else None
+
+    def _call(self, number: int, position: int) -> bytes:
+        call = self._scripts[number].calls[position]
+        return msgspec.json.encode([call.chunks, call.request])
+
+    def _content(self, number: int, start: int = 0) -> bytes:
+        content = self._contents.get((number, start))
         if content is None:
-            calls = self._scripts[number].calls
+            calls = self._scripts[number].calls[start:]
             content = msgspec.json.encode([[call.chunks, call.request] for call in calls])
-            self._contents[number] = content
+            self._contents[(number, start)] = content
         return content
+
+
+# -- conversation chaining (SPEC 11, identity rule 4) ------------------------------------
+
+
+class Reply(NamedTuple):
+    """What a client sends back of a recorded reply when it continues the conversation:
+    the reply's text and its tool calls' ids (masked as the request is), and whether the
+    call failed (then the same request again is a retry, not a new conversation)."""
+
+    text: str
+    tool_ids: tuple[str, ...]
+    failed: bool
+
+
+def _collapse(text: str) -> str:
+    return " ".join(text.split())
+
+
+def recorded_reply(chunks: Sequence[Chunk], mask: Callable[[str], str] | None = None) -> Reply:
+    """The ``Reply`` of one call's chunks; ``mask`` is the request masking (the proxy's)."""
+    texts: list[str] = []
+    ids: list[str] = []
+    failed = False
+    for chunk in chunks:
+        if isinstance(chunk, BlockEnd):
+            if isinstance(chunk.block, TextPart):
+                texts.append(chunk.block.text)
+            elif isinstance(chunk.block, ToolCallPart):
+                ids.append(chunk.block.id)
+        elif isinstance(chunk, Finish):
+            failed = chunk.reason == "error"
+    text = "".join(texts)
+    if mask is not None:
+        text = mask(text)
+        ids = [mask(i) for i in ids]
+    return Reply(_collapse(text), tuple(ids), failed)
+
+
+def _echoes(reply: Reply, messages: Sequence[Message], start: int) -> bool:
+    """Whether the assistant message(s) at ``start`` are ``reply`` sent back: the same text
+    (whitespace aside) and the same tool-call ids."""
+    texts: list[str] = []
+    ids: list[str] = []
+    position = start
+    while position < len(messages) and messages[position].role == "assistant":
+        for part in messages[position].content:
+            if isinstance(part, TextPart):
+                texts.append(part.text)
+            elif isinstance(part, ToolCallPart):
+                ids.append(part.id)
+        position += 1
+    if position == start:
+        return False
+    text = _collapse("".join(texts))
+    if reply.tool_ids:
+        # Masks may turn every id into the same token, so the text counts too — unless
+        # the client dropped it, as some do beside tool calls.
+        return tuple(ids) == reply.tool_ids and text in ("", reply.text)
+    return text == reply.text
+
+
+class Chain(IntEnum):
+    """How a live request relates to a lane's previous request and recorded reply."""
+
+    NONE = 0
+    """It does not start with the lane's previous request."""
+    EXTENDS = 1
+    """It starts with the previous request and goes on, but not with the recorded reply
+    (the client rewrote it, or the conversation drifted: the drift check says what)."""
+    CONTINUES = 2
+    """The previous request, then the recorded reply (or, after a failed call, the same
+    request again: a retry): the lane's next call."""
+
+
+def chain(
+    previous: Sequence[str],
+    reply: Reply | None,
+    live: RequestHeaderData,
+    messages: Sequence[Message],
+) -> Chain:
+    """How ``live`` (its header's message digests; ``messages``, the masked messages it was
+    built from) continues a lane whose previous request had the message digests ``previous``
+    and whose last call answered ``reply``."""
+    digests = tuple(message.digest for message in live.messages)
+    count = len(previous)
+    if len(digests) < count or digests[:count] != tuple(previous):
+        return Chain.NONE
+    if len(digests) == count:
+        return Chain.CONTINUES if reply is not None and reply.failed else Chain.NONE
+    if reply is not None and _echoes(reply, messages, count):
+        return Chain.CONTINUES
+    return Chain.EXTENDS
+
+
+def message_digests(header: RequestHeaderData) -> tuple[str, ...]:
+    return tuple(message.digest for message in header.messages)

@@ -14,7 +14,7 @@ import asyncio
 import json
 import os
 import warnings
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -70,6 +70,9 @@ class ReplayProvider:
     - ``content_binding``: lanes and binding by what a request is (``_binding``; the
       proxy's setting, for callers without identity and side calls under one identity).
       Off by default: an agentreel agent names every session, one lane each.
+    - ``content_mask``: the masking its caller applied to request text before building
+      requests (the proxy's volatile-content masks); conversation chaining sees recorded
+      replies through it, so a reply the client sends back compares equal.
     - ``partial_lanes``: regular expressions naming the lanes (side calls that vary with
       timing) that may be consumed partly or not at all (``_lanes.PartialLanes``: found in
       a lane's model, system prompt or first message preview); the report marks them
@@ -93,6 +96,7 @@ class ReplayProvider:
         lineage_binding: bool = True,
         content_binding: bool = False,
         partial_lanes: Sequence[str] = (),
+        content_mask: Callable[[str], str] | None = None,
         respect_seed_length: bool = True,
     ) -> None:
         if drift not in _DRIFT_MODES:
@@ -127,6 +131,9 @@ class ReplayProvider:
             self.scenario,
             lineage_binding=lineage_binding,
             content_binding=content_binding,
+            cursors=self._cursor,
+            replies=self._prepared,
+            mask=content_mask,
         )
         self._errors: list[ReportedError] = []
         self._drift_warnings: list[str] = []
