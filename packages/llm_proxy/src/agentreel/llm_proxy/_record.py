@@ -265,7 +265,9 @@ class Recorder:
         new conversation; else the lane it extends without the reply as recorded, then the
         idle lane of its signature (a client that rewrites its history).
         """
-        idle = [lane for lane in lanes if not lane.busy]
+        # A lane's requests share its signature (another system prompt or tool set — a
+        # handoff to another agent — is a lane of its own).
+        idle = [lane for lane in lanes if not lane.busy and lane.signature == signature]
         extended: list[Lane] = []
         for lane in idle:
             strength = chain(lane.previous, lane.reply, header, request.messages)
@@ -278,7 +280,7 @@ class Recorder:
             return None
         if extended:
             return extended[0]
-        return next((lane for lane in idle if lane.signature == signature), None)
+        return idle[0] if idle else None
 
     def _open_lane(
         self,

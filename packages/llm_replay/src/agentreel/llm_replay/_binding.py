@@ -196,7 +196,9 @@ class Binder:
         None for a new lane by signature (then the first lane)."""
         continued: list[_Lane] = []
         extended: list[_Lane] = []
-        for lane in lanes:
+        # A lane's requests share its signature: a request with another model, system
+        # prompt or tool set (a handoff to another agent) is a lane of its own.
+        for lane in (lane for lane in lanes if lane.signature == signature):
             strength = chain(lane.previous, self._last_reply(lane.number), live, options.messages)
             if strength is Chain.CONTINUES:
                 continued.append(lane)

@@ -8,11 +8,12 @@ the lane signature, taken from the normalized ``request/header`` — binds a req
 lane by what it is, never by when it arrived (SPEC 11).
 
 Two conversations may share a signature (two headerless subagents with one system prompt
-and the same first message). **Chaining** tells them apart (SPEC 11, identity rule 4): a
-request continues a lane when its messages start with that lane's previous request's
-messages followed by the lane's recorded reply (``chain``: the reply's tool-call ids, or
-its text when it called no tool, both seen through the request masks) — or, after a failed
-call, is that request again (a retry).
+and the same first message). **Chaining**, among the lanes of one signature, tells them
+apart (SPEC 11, identity rule 4): a request continues a lane when its messages start with
+that lane's previous request's messages followed by the lane's recorded reply (``chain``:
+the reply's text and tool-call ids, both seen through the request masks) — or, after a
+failed call, is that request again (a retry). A request with another signature (a handoff
+to another agent's system prompt) is a lane of its own.
 
 Side calls that vary with timing (a title request that an agent makes or skips depending on
 how fast the main conversation answered) may be named **partial lanes**: a regular
