@@ -1,7 +1,8 @@
 """6. Fork server: the suite with the agent forked vs spawned, and each scenario vs its work.
 
-Two copies of ``fixtures/`` (the committed scenarios), one whose ``agentreel.toml`` turns
-the fork server on, one without it:
+Two copies of the committed scenarios that run the reference agent in process (the
+SPEC 8 suite; the examples' agents and proxied scenarios have no in-process floor), one
+whose ``agentreel.toml`` turns the fork server on, one without it:
 
 - suite: ``agentreel replay --fixtures COPY`` on each, interleaved, each a fresh process
   from the command line; wall time and the CPU time of every process it waited for (the
@@ -38,6 +39,7 @@ from agentreel.snapshot_harness import (
     _forkserver,
     _runner,
     check_scenario,
+    load_scenario,
 )
 from bench._common import FIXTURES, ROOT, BenchResult, Settings
 from bench.suite import _agentreel, _children_cpu, _replaying
@@ -237,12 +239,27 @@ def _per_scenario(
     result.target(f"per scenario: worst forked / own work ({worst})", ratios[worst], 2.0)
 
 
+def _reference_agent_in_process(directory: Path) -> bool:
+    """Whether the scenario runs the reference agent on the provider layer in process — what
+    the floor serves on a thread. Other agents (the examples' programs, process subagents,
+    anything behind the proxy) have no in-process floor here: served that way they wait for
+    a proxy that is not there."""
+    scenario = load_scenario(directory)
+    return scenario.agent is None and not scenario.model.proxied
+
+
 def run(settings: Settings) -> BenchResult:
     result = BenchResult("fork", "6. Fork server: suite and per scenario, forked vs spawned")
     replaying, skipped = _replaying(FIXTURES)
-    names = [directory.name for directory in replaying]
+    names = [d.name for d in replaying if _reference_agent_in_process(d)]
     if skipped:
         result.notes.append(f"left out, not replaying cleanly: {', '.join(skipped)}")
+    other_agents = [d.name for d in replaying if d.name not in names]
+    if other_agents:
+        result.notes.append(
+            "left out, not the reference agent in process (no in-process floor): "
+            + ", ".join(other_agents)
+        )
     suite_repeats = settings.scaled(3, 1)
     per_repeats = settings.scaled(5, 2)
     with tempfile.TemporaryDirectory(prefix="agentreel-bench-fork-") as tmp_text:
