@@ -5,11 +5,16 @@ it still accepts a legacy ``httpx`` client, which vcrpy does patch. ``VcrVisible
 is the real adapter (same request building, same wire → chunk mapping) with only that
 transport swapped, so a vcrpy cassette sees and replays exactly the calls the adapter
 makes.
+
+``InMemoryOpenAI`` is the same adapter again over an in-memory transport that answers every
+request with one fixed SSE body: the client's own work per call (request building, the
+SDK's SSE parsing and pydantic models, the wire → chunk mapping) with no server, no socket
+and no cassette — the floor under anything that replays to this client.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import httpx
@@ -41,6 +46,30 @@ class VcrVisibleOpenAI(OpenAIProvider):
 
     def _make_client(self) -> openai.AsyncOpenAI:
         client: Any = httpx.AsyncClient(timeout=self.timeout)
+        return openai.AsyncOpenAI(
+            api_key="bench-not-a-secret", base_url=self.base_url, max_retries=0, http_client=client
+        )
+
+
+# vcrpy's default matchers compare method and URI only, and every model call goes to one
+# URL: it answers in recorded order. Matching the body too is what keeps calls apart.
+VCR_MATCH_ON_BODY = ("method", "scheme", "host", "port", "path", "query", "body")
+
+
+class InMemoryOpenAI(OpenAIProvider):
+    """The ``openai`` adapter over a transport that answers with ``frames`` from memory."""
+
+    def __init__(self, frames: Sequence[bytes], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._body = b"".join(frames)
+
+    def _make_client(self) -> openai.AsyncOpenAI:
+        def answer(request: httpx.Request) -> httpx.Response:
+            return httpx.Response(
+                200, headers={"content-type": "text/event-stream"}, content=self._body
+            )
+
+        client: Any = httpx.AsyncClient(transport=httpx.MockTransport(answer), timeout=self.timeout)
         return openai.AsyncOpenAI(
             api_key="bench-not-a-secret", base_url=self.base_url, max_retries=0, http_client=client
         )

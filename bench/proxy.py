@@ -5,7 +5,12 @@ Every row is a ratio of two things measured side by side here, through the real
 
 - replay per call: N calls of 20 chunks streamed from the proxy in replay mode, against the
   stub server streaming the same chunks to the same adapter (target ≤ 1.3×), and against
-  vcrpy replaying the same N calls from its cassette (target ≥ 10× faster);
+  vcrpy replaying the same N calls from its cassette (target ≥ 10× faster). vcrpy matches
+  the body too (``VCR_MATCH_ON_BODY``): with its default matchers every model call matches
+  every recorded one and it answers in recorded order, the misrouting this package exists
+  to prevent; that configuration is shown as a figure. Both sides pay the client's own work
+  per call, so the row also measures that floor — the same adapter reading the same SSE
+  bytes from an in-memory transport — and each side's own cost above it;
 - record time to first chunk: the stub paces its frames 50 ms apart; the adapter reads
   through the proxy in record mode and directly (target ≤ live + 5 ms);
 - concurrency: 64 sessions (identity headers) stream 50 chunks each through one replaying
@@ -56,7 +61,15 @@ from agentreel.llm_replay import load_recording
 from agentreel.snapshot_harness import Scenario, check_scenario, load_scenario
 from agentreel.snapshot_harness._proxied import proxy_backend
 from bench._common import FIXTURES, BenchResult, Settings
-from bench._openai_vcr import CHUNKS_PER_CALL, VcrVisibleOpenAI, drain, question, stub_rules
+from bench._openai_vcr import (
+    CHUNKS_PER_CALL,
+    VCR_MATCH_ON_BODY,
+    InMemoryOpenAI,
+    VcrVisibleOpenAI,
+    drain,
+    question,
+    stub_rules,
+)
 
 PACING_MS = 50
 PROXIED_SCENARIO = FIXTURES / "example-openai-sdk"
@@ -102,14 +115,33 @@ async def _calls(base_url: str, calls: int, *, headers: bool = False) -> float:
     return elapsed
 
 
-async def _vcr_replay(base_url: str, cassette: Path, calls: int) -> float:
-    """vcrpy answering from its cassette (the server at ``base_url`` is stopped)."""
+async def _vcr_replay(
+    base_url: str, cassette: Path, calls: int, match_on: tuple[str, ...] | None = None
+) -> float:
+    """vcrpy answering from its cassette (the server at ``base_url`` is stopped); its
+    default matchers unless ``match_on`` is given."""
     provider = VcrVisibleOpenAI(base_url=base_url, api_key="bench-not-a-secret")
-    with vcr.use_cassette(str(cassette), record_mode="none", allow_playback_repeats=False):
+    matchers: dict[str, Any] = {} if match_on is None else {"match_on": match_on}
+    with vcr.use_cassette(
+        str(cassette), record_mode="none", allow_playback_repeats=False, **matchers
+    ):
         started = time.perf_counter()
         for number in range(calls):
             await drain(provider.stream(question(number)))
         elapsed = time.perf_counter() - started
+    await provider.aclose()
+    return elapsed
+
+
+async def _in_memory(frames: list[bytes], calls: int) -> float:
+    """Seconds for ``calls`` calls of the adapter reading ``frames`` from memory (the floor)."""
+    provider = InMemoryOpenAI(frames, base_url="http://in-memory.invalid/v1", api_key="bench")
+    await drain(provider.stream(question(0)))  # warm-up, as the other sides
+    started = time.perf_counter()
+    for number in range(calls):
+        chunks = await drain(provider.stream(question(number)))
+        assert len(chunks) == CHUNKS_PER_CALL, len(chunks)
+    elapsed = time.perf_counter() - started
     await provider.aclose()
     return elapsed
 
@@ -292,12 +324,16 @@ def run(settings: Settings) -> BenchResult:
         for _ in range(repeats):
             with _proxy_thread(replay) as proxy:
                 replayed.append(_run(lambda: _calls(proxy.base_url, calls)))
-        vcrpy = [
-            _run(lambda: _vcr_replay(recorded_url, cassette, calls))
-            for _ in range(max(1, repeats // 2))
-        ]
+        vcrpy_in_order: list[float] = []
+        vcrpy: list[float] = []
+        for _ in range(max(1, repeats // 2)):
+            vcrpy_in_order.append(_run(lambda: _vcr_replay(recorded_url, cassette, calls)))
+            vcrpy.append(
+                _run(lambda: _vcr_replay(recorded_url, cassette, calls, VCR_MATCH_ON_BODY))
+            )
 
         frames = _replayed_frames(fixture)
+        in_memory = [_run(lambda: _in_memory(frames, calls)) for _ in range(repeats)]
         on_aiohttp: list[float] = []
         on_uvicorn: list[float] = []
         for _ in range(repeats):  # alternated, so load drifts hit both alike
@@ -309,9 +345,22 @@ def run(settings: Settings) -> BenchResult:
         stub_call = result.median("stub_per_call_s", [t / calls for t in live])
         proxy_call = result.median("proxy_replay_per_call_s", [t / calls for t in replayed])
         vcr_call = result.median("vcrpy_per_call_s", [t / calls for t in vcrpy])
+        vcr_in_order_call = result.median(
+            "vcrpy_in_order_per_call_s", [t / calls for t in vcrpy_in_order]
+        )
+        floor_call = result.median("client_floor_per_call_s", [t / calls for t in in_memory])
         result.figure(f"stub server, per call ({calls} calls)", stub_call, "s")
         result.figure("proxy replay, per call", proxy_call, "s")
-        result.figure("vcrpy replay, per call", vcr_call, "s")
+        result.figure("vcrpy replay (matching the body), per call", vcr_call, "s")
+        result.figure(
+            "vcrpy replay (default matchers: recorded order), per call", vcr_in_order_call, "s"
+        )
+        result.figure(
+            "client floor: the adapter reading the SSE from memory, per call", floor_call, "s"
+        )
+        result.figure("proxy replay above the client floor, per call", proxy_call - floor_call, "s")
+        result.figure("vcrpy (body) above the client floor, per call", vcr_call - floor_call, "s")
+        result.figure("client floor's share of a proxied call", floor_call / proxy_call, "x")
         result.target("proxy replay / stub server, per call", proxy_call / stub_call, 1.3)
         result.target("vcrpy / proxy replay, per call", vcr_call / proxy_call, 10.0, op=">=")
         aiohttp_call = result.median("aiohttp_per_call_s", [t / calls for t in on_aiohttp])
