@@ -93,6 +93,9 @@ def test_empty_file_is_an_error(tmp_path: Path, content: bytes) -> None:
         (b'{"type":"turn/start","seq":1,"time":1,"data":{"turn":"zero"}}\n', "invalid event"),
         (_event(1)[:-1] + b"," + _event(2), "invalid event"),  # two records on one line
         (_event(1)[:30] + b"\n" + _event(1)[30:], "invalid event"),  # one record on two lines
+        # A raw newline inside a string: as one array the two halves decode to one event
+        # (the newline becomes a comma in the text); only the line count tells.
+        (_event(1).replace(b'"m1"', b'"m\n1"'), "invalid event"),
         (_event(5), "seq 5 out of order (expected 1)"),
     ],
 )
