@@ -336,15 +336,16 @@ def _derive_calls(
     their step), its ``subagent/start`` children, and whether it records delegation.
 
     Speed (replay throughput, SPEC 9): one pass, with only a type test and a few
-    attribute reads per chunk; a delta holding ``{`` (a possible, even split, ``{{cwd}}``)
-    and the block-end positions are noted on the way, so ``_make_call`` never walks a
-    call's chunks again unless a token may be in them. One pass over the already-decoded
-    events beats whole-list ``map`` / ``compress`` passes here: those touch every object
-    once per pass, and the objects of a large log do not fit in the CPU cache.
+    attribute reads per chunk. The ``{{cwd}}`` positions are found on the way: a
+    ``block-end`` or ``finish`` is searched where it is met, and a delta only tells whether
+    it holds ``{`` (a possible, even split, token) — only then is a call walked again
+    (``_make_call``). One pass over the already-decoded events beats whole-list ``map`` /
+    ``compress`` passes here: those touch every object once per pass, and the objects of a
+    large log do not fit in the CPU cache.
     """
     calls: list[RecordedCall] = []
     pending: list[Chunk] = []
-    block_ends: list[int] = []
+    tokens: list[int] = []  # positions in ``pending`` of block ends / finish with a token
     braces = False
     turn = step = 0
     last_request: RequestHeaderData | None = None
@@ -363,7 +364,8 @@ def _derive_calls(
             continue
         data = event.data
         if not pending:
-            turn, step = data.turn, data.step
+            turn = data.turn
+            step = data.step
             request = last_request
             if request is not None and (request.turn != turn or request.step != step):
                 request = None
@@ -373,17 +375,22 @@ def _derive_calls(
         pending.append(chunk)
         kind = type(chunk)
         if kind is TextDelta or kind is ReasoningDelta:
-            braces = braces or "{" in chunk.text  # type: ignore[union-attr]
+            if not braces and "{" in chunk.text:  # type: ignore[union-attr]
+                braces = True
         elif kind is ToolCallDelta:
-            braces = braces or "{" in chunk.arguments_delta  # type: ignore[union-attr]
+            if not braces and "{" in chunk.arguments_delta:  # type: ignore[union-attr]
+                braces = True
         elif kind is BlockEnd:
-            block_ends.append(len(pending) - 1)
+            if _block_has_cwd_token(chunk):
+                tokens.append(len(pending) - 1)
         elif kind is Finish:
-            calls.append(
-                _make_call(len(calls) + 1, turn, step, pending, request, braces, block_ends)
-            )
+            message = chunk.message  # type: ignore[union-attr]
+            if message is not None and CWD_TOKEN in message:
+                tokens.append(len(pending) - 1)
+            calls.append(_make_call(len(calls) + 1, turn, step, pending, request, braces, tokens))
             pending = []
-            block_ends = []
+            if tokens:
+                tokens = []
             braces = False
             last_request = None
     if pending:
@@ -431,27 +438,27 @@ def _make_call(
     chunks: list[Chunk],
     request: RequestHeaderData | None,
     braces: bool,
-    block_ends: list[int],
+    tokens: list[int],
 ) -> RecordedCall:
     # A delta without a brace can hold no piece of a token (``braces``: some delta has
-    # one), so without one only the block-end and finish chunks need checking.
+    # one), so without one the block ends and the finish already searched are all.
     if braces:
         healed = _heal_split_tokens(chunks)
-        positions = tuple(i for i, chunk in enumerate(healed) if _has_cwd_token(chunk))
-    else:
-        healed = chunks
-        positions = tuple(i for i in block_ends if _block_has_cwd_token(chunks[i]))
-        finish = chunks[-1]
-        message = finish.message  # type: ignore[union-attr]
-        if message is not None and CWD_TOKEN in message:
-            positions += (len(chunks) - 1,)
+        return RecordedCall(
+            number=number,
+            turn=turn,
+            step=step,
+            chunks=tuple(healed),
+            request=request,
+            cwd_chunks=tuple(i for i, chunk in enumerate(healed) if _has_cwd_token(chunk)),
+        )
     return RecordedCall(
         number=number,
         turn=turn,
         step=step,
-        chunks=tuple(healed),
+        chunks=tuple(chunks),
         request=request,
-        cwd_chunks=positions,
+        cwd_chunks=tuple(tokens) if tokens else (),
     )
 
 

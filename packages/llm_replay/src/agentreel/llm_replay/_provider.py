@@ -112,6 +112,7 @@ class ReplayProvider:
         self._pacing = pacing_ms / 1000
         scripts = self._recording.scripts
         self._scripts = scripts
+        self._overrides = self._recording.overrides
         cwd_in_json = json.dumps(self.live_cwd)[1:-1]
         self._prepared: list[list[tuple[Chunk, ...]]] = [
             [self._prepare(call, cwd_in_json) for call in script.calls] for script in scripts
@@ -178,9 +179,10 @@ class ReplayProvider:
             self._note_error(error)
             raise
         chunks = self._prepared[number][position]
-        override = self._recording.overrides.get((number, call.number))
-        if override is not None:
-            return _overridden(chunks, override, self._pacing)
+        if self._overrides:
+            override = self._overrides.get((number, call.number))
+            if override is not None:
+                return _overridden(chunks, override, self._pacing)
         if self._pacing:
             return _paced(chunks, self._pacing)
         return RecordedStream(chunks)
