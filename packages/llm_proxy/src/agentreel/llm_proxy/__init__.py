@@ -11,6 +11,15 @@ each session gets its own recorded script whatever the arrival order (SPEC secti
         client = openai.AsyncOpenAI(base_url=proxy.openai_base_url, api_key="...")
     async with start_proxy("replay", fixture=fixture_dir, report=report_file) as proxy:
         ...
+
+One server can also serve many independent runs, each under its own ``/r/<run>/`` base
+URL with its own recorder or replay provider, logs and report (``ProxyServer.open_run`` /
+``close_run``) — what the snapshot harness keeps per worker process::
+
+    server = await ProxyServer().start()
+    run = await server.open_run(ProxySettings(mode="replay", fixture=fixture_dir))
+    ...  # clients at run.base_url
+    await server.close_run(run)  # this run's logs and report written; others go on
 """
 
 from agentreel.llm_proxy._cli import main
@@ -24,7 +33,16 @@ from agentreel.llm_proxy._identity import (
 )
 from agentreel.llm_proxy._masks import Masks
 from agentreel.llm_proxy._routes import SUPPORTED_PATHS
-from agentreel.llm_proxy._server import MODES, Mode, Proxy, ProxySettings, start_proxy
+from agentreel.llm_proxy._server import (
+    MODES,
+    Mode,
+    Proxy,
+    ProxyRun,
+    ProxyServer,
+    ProxySettings,
+    RunLogFilter,
+    start_proxy,
+)
 from agentreel.llm_proxy.exceptions import (
     ProxyConfigError,
     ProxyError,
@@ -45,8 +63,11 @@ __all__ = [
     "Proxy",
     "ProxyConfigError",
     "ProxyError",
+    "ProxyRun",
+    "ProxyServer",
     "ProxySettings",
     "RequestError",
+    "RunLogFilter",
     "SecretInRecordingError",
     "main",
     "resolve_identity",

@@ -1,4 +1,5 @@
-"""Which wire API a request path names, and the ``/s/<token>/`` base-URL prefix (SPEC 11)."""
+"""Which wire API a request path names, the ``/s/<token>/`` base-URL prefix (SPEC 11), and
+the ``/r/<run>/`` prefix before it that names one run of a server serving several."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ Api = WireApi
 """The wire APIs, as the session log names them (``request/header`` ``api``)."""
 Endpoint = Literal["chat", "messages", "responses", "count_tokens", "models"]
 
+RUN_PREFIX = "r"
+"""``/r/<run>/``: the path segment naming a run of a server that serves several."""
+_TOKEN = r"[A-Za-z0-9._~-]{1,200}"
 _PATH = re.compile(
-    r"(?:/s/(?P<token>[A-Za-z0-9._~-]{1,200}))?(?:/v1)?"
+    rf"(?:/{RUN_PREFIX}/(?P<run>{_TOKEN}))?(?:/s/(?P<token>{_TOKEN}))?(?:/v1)?"
     r"/(?P<endpoint>chat/completions|messages/count_tokens|messages|responses|models)/?"
 )
 _ENDPOINTS: dict[str, Endpoint] = {
@@ -36,16 +40,19 @@ SUPPORTED_PATHS = (
     "POST /v1/responses (OpenAI Responses)",
     "GET /v1/models",
     "each also under a /s/<token>/ prefix",
+    "all of them under a /r/<run>/ prefix first where a server serves several runs",
 )
 
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """A served request: its endpoint, the API whose error format answers it, the token."""
+    """A served request: its endpoint, the API whose error format answers it, the identity
+    token (``/s/<token>/``), the run (``/r/<run>/``) and the path without both prefixes."""
 
     endpoint: Endpoint
     token: str | None
     upstream_path: str
+    run: str | None = None
 
     @property
     def api(self) -> Api:
@@ -65,8 +72,9 @@ def match_route(method: str, path: str) -> Route | None:
     if method != _METHOD[endpoint]:
         return None
     token = match.group("token")
-    upstream_path = path[len(f"/s/{token}") :] if token else path
-    return Route(endpoint=endpoint, token=token, upstream_path=upstream_path)
+    run = match.group("run")
+    prefix = (f"/{RUN_PREFIX}/{run}" if run else "") + (f"/s/{token}" if token else "")
+    return Route(endpoint=endpoint, token=token, upstream_path=path[len(prefix) :], run=run)
 
 
 def api_for_path(path: str) -> Api:

@@ -12,10 +12,13 @@ the time per call (starlette/uvicorn 1.54× aiohttp, quick run on a loaded machi
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import importlib
+import itertools
 import json
 import logging
 import os
+import secrets
 import tempfile
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
@@ -41,7 +44,14 @@ from agentreel.llm_proxy._identity import IDENTITY_HEADERS, Identity, resolve_id
 from agentreel.llm_proxy._masks import Masks
 from agentreel.llm_proxy._record import CallRecording, Recorder, remove_tree, write_fixture
 from agentreel.llm_proxy._requests import ParsedRequest, parse_request
-from agentreel.llm_proxy._routes import SUPPORTED_PATHS, Api, Route, api_for_path, match_route
+from agentreel.llm_proxy._routes import (
+    RUN_PREFIX,
+    SUPPORTED_PATHS,
+    Api,
+    Route,
+    api_for_path,
+    match_route,
+)
 from agentreel.llm_proxy._sse import SseSplitter
 from agentreel.llm_proxy.exceptions import ProxyConfigError, RequestError, SecretInRecordingError
 from agentreel.llm_replay import (
@@ -135,20 +145,47 @@ class ProxySettings:
             )
 
 
-class Proxy:
-    """A running proxy. ``base_url`` is what clients point at (``/v1`` is added by OpenAI
-    clients' base URL, ``openai_base_url``); ``url_for(token)`` gives a child process its
-    own ``/s/<token>`` base URL."""
+_SERVING: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "agentreel_proxy_run", default=None
+)
+"""The run whose request (or close) the current task is serving: what ``RunLogFilter``
+tells the runs' log lines apart by. Each aiohttp request is its own task, so setting it in
+one request's handler is seen by everything that handler calls, and by nothing else."""
+
+
+class RunLogFilter(logging.Filter):
+    """Passes the proxy's log records emitted while serving or closing one run — so a host
+    running several runs on one server can give each its own log file."""
+
+    def __init__(self, token: str | None) -> None:
+        super().__init__()
+        self.token = token
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return _SERVING.get() == self.token
+
+
+class ProxyRun:
+    """One run of the proxy: its mode, its recorder (record) or replay provider, served logs,
+    report, masks and partial lanes — everything a scenario's model calls touch.
+
+    A run is served by a ``ProxyServer``, at the server's root (``Proxy``, the CLI: one run)
+    or under its own ``/r/<token>/`` prefix (a server kept for many runs, e.g. one per
+    pytest-xdist worker): two runs share the listening socket and nothing else, so each gets
+    exactly its own answers, logs and report. ``base_url`` is what clients point at (``/v1``
+    is added by OpenAI clients' base URL, ``openai_base_url``); ``url_for(token)`` gives a
+    child process its own ``/s/<token>`` base URL inside the run's."""
 
     def __init__(self, settings: ProxySettings) -> None:
         settings.check()
         self.settings = settings
         self.masks = Masks(settings.masks)
         self.mode: Mode = settings.mode
-        self._runner: web.AppRunner | None = None
+        self.token: str | None = None
+        self._server: ProxyServer | None = None
         self._client: aiohttp.ClientSession | None = None
-        self._port: int | None = None
         self._temp_root: Path | None = None
+        self._in_flight: set[asyncio.Task[Any]] = set()
         self.recorder: Recorder | None = None
         self.provider: ReplayProvider | None = None
         # Replay with ``sessions_root``: the session logs of what was served, written as
@@ -188,67 +225,94 @@ class Proxy:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    async def start(self) -> Proxy:
+    async def _open(self, server: ProxyServer, token: str | None) -> None:
+        """Made ready to serve on ``server`` (``ProxyServer.open_run`` calls it)."""
         if self.mode == "record":
             # The wire mappers import both provider SDKs (seconds on a loaded machine). Done
             # lazily on the first call, the import blocked the event loop while upstream
             # bytes piled up, so the first stream reached its client all at once at the end.
-            # Before listening, and off the loop, so a host's other tasks keep running.
+            # Before serving, and off the loop, so the server's other runs keep going.
             await asyncio.to_thread(importlib.import_module, "agentreel.llm.wire")
-        app = web.Application(client_max_size=self.settings.max_body_bytes)
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(
-            app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_GRACE
-        )
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.settings.host, self.settings.port, reuse_address=True)
-        await site.start()
-        server = site._server
-        assert isinstance(server, asyncio.base_events.Server)
-        self._port = int(server.sockets[0].getsockname()[1])
-        if self.mode == "record":
+            # A client of its own: no connection or cookie another run's upstream left.
             self._client = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
                 auto_decompress=False,
                 connector=aiohttp.TCPConnector(limit=0),
+                cookie_jar=aiohttp.DummyCookieJar(),
             )
-        logger.info("agentreel proxy (%s) listening on %s", self.mode, self.base_url)
-        return self
+        self._server, self.token = server, token
 
     async def close(self) -> None:
-        """Stop serving, flush every log (record: write the fixture) and the report."""
+        """Stop serving, flush every log (record: write the fixture) and the report.
+
+        A stream still in flight gets ``SHUTDOWN_GRACE`` seconds to end, then is cut: what
+        it streamed so far is kept and sealed as interrupted."""
+        if self._server is not None and self.token is not None:
+            await self._server.close_run(self)
+        else:
+            await self._finish()
+
+    async def _finish(self) -> None:
         if self._closed:
             return
         self._closed = True
-        if self._runner is not None:
-            await self._runner.cleanup()
-        if self._client is not None:
-            await self._client.close()
-        if self.recorder is not None:
-            self.recorder.close()
-            self.errors += self.recorder.errors
-            if self.settings.fixture is not None and not self.recorder.errors:
-                write_fixture(self.recorder.sessions_root, self.settings.fixture, self.settings.cwd)
-            if self._temp_root is not None:
-                remove_tree(self._temp_root)
-        if self.served is not None:
-            self.served.close()
-            self.errors += self.served.errors
-        if self.provider is not None:
-            self.provider.close()
-            for line in _unconsumed(self.provider):
-                logger.warning("%s", line)
+        serving = _SERVING.set(self.token)
+        try:
+            await self._end_in_flight()
+            if self._client is not None:
+                await self._client.close()
+            if self.recorder is not None:
+                self.recorder.close()
+                self.errors += self.recorder.errors
+                if self.settings.fixture is not None and not self.recorder.errors:
+                    write_fixture(
+                        self.recorder.sessions_root, self.settings.fixture, self.settings.cwd
+                    )
+                if self._temp_root is not None:
+                    remove_tree(self._temp_root)
+            if self.served is not None:
+                self.served.close()
+                self.errors += self.served.errors
+            if self.provider is not None:
+                self.provider.close()
+                for line in _unconsumed(self.provider):
+                    logger.warning("%s", line)
+        finally:
+            _SERVING.reset(serving)
+
+    async def _end_in_flight(self) -> None:
+        current = asyncio.current_task()
+        tasks = {task for task in self._in_flight if task is not current}
+        if not tasks:
+            return
+        _done, pending = await asyncio.wait(tasks, timeout=SHUTDOWN_GRACE)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def log_filter(self) -> RunLogFilter:
+        """A filter for a log handler that should see this run's proxy log lines only."""
+        return RunLogFilter(self.token)
 
     @property
     def port(self) -> int:
-        if self._port is None:
+        if self._server is None:
             raise RuntimeError("the proxy is not running; use start_proxy(...) or await start()")
-        return self._port
+        return self._server.port
 
     @property
     def base_url(self) -> str:
-        """``http://127.0.0.1:<port>``: the Anthropic base URL."""
-        return f"http://{self.settings.host}:{self.port}"
+        """``http://127.0.0.1:<port>`` (``/r/<token>`` added for a run of a shared server):
+        the Anthropic base URL."""
+        if self._server is None:
+            raise RuntimeError("the proxy is not running; use start_proxy(...) or await start()")
+        prefix = f"/{RUN_PREFIX}/{self.token}" if self.token is not None else ""
+        return self._server.base_url + prefix
 
     @property
     def openai_base_url(self) -> str:
@@ -269,22 +333,19 @@ class Proxy:
 
     # -- requests --------------------------------------------------------------------------
 
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
-        route = match_route(request.method, request.path)
-        if route is None:
-            return self._not_found(request)
+    async def handle(self, request: web.Request, route: Route) -> web.StreamResponse:
+        """Serve one request routed to this run (its own task, tracked until it ends)."""
+        task = asyncio.current_task()
+        assert task is not None
+        self._in_flight.add(task)
+        serving = _SERVING.set(self.token)
         try:
             return await self._serve(request, route)
         except RequestError as error:
             return _json_response(error.status, error_body(route.api, error.status, error.message))
-
-    def _not_found(self, request: web.Request) -> web.StreamResponse:
-        upgrade = request.headers.get("upgrade", "")
-        what = f"{request.method} {request.path}"
-        if upgrade:
-            what += f" (Upgrade: {upgrade}; the proxy speaks HTTP only, POST instead)"
-        message = f"agentreel proxy: no endpoint {what}. Supported: " + "; ".join(SUPPORTED_PATHS)
-        return _json_response(404, error_body(api_for_path(request.path), 404, message))
+        finally:
+            _SERVING.reset(serving)
+            self._in_flight.discard(task)
 
     async def _serve(self, request: web.Request, route: Route) -> web.StreamResponse:
         try:
@@ -602,6 +663,162 @@ class Proxy:
         return response
 
 
+class ProxyServer:
+    """The proxy's HTTP server (127.0.0.1), routing each request to the run it names.
+
+    ``open_run`` registers a run under a fresh ``/r/<token>/`` prefix (its ``base_url``);
+    ``close_run`` stops it and flushes exactly its logs and report. A request naming a run
+    that is not open — unknown, or finished — is a JSON error that names it, in the API's
+    own error format: it is never served by another run. A server made for one run
+    (``default``, what ``Proxy`` and the CLI use) serves it at the root, without a prefix.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        max_body_bytes: int = DEFAULT_MAX_BODY,
+        default: ProxyRun | None = None,
+    ) -> None:
+        self.host = host
+        self._wanted_port = port
+        self.max_body_bytes = max_body_bytes
+        self._default = default
+        self._runs: dict[str, ProxyRun] = {}
+        self._finished: set[str] = set()
+        self._numbers = itertools.count(1)
+        self._runner: web.AppRunner | None = None
+        self._port: int | None = None
+
+    async def start(self) -> ProxyServer:
+        app = web.Application(client_max_size=self.max_body_bytes)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_GRACE
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self._wanted_port, reuse_address=True)
+        await site.start()
+        server = site._server
+        assert isinstance(server, asyncio.base_events.Server)
+        self._port = int(server.sockets[0].getsockname()[1])
+        if self._default is not None:
+            await self._default._open(self, None)
+        mode = f" ({self._default.mode})" if self._default is not None else ""
+        logger.info("agentreel proxy%s listening on %s", mode, self.base_url)
+        return self
+
+    async def open_run(self, run: ProxyRun | ProxySettings) -> ProxyRun:
+        """Serve ``run`` (or a run made from ``settings``) under a prefix of its own.
+
+        The run's ``host``, ``port`` and ``max_body_bytes`` are the server's. Building a
+        ``ProxyRun`` first (it loads the fixture) keeps that work off the server's loop."""
+        if self._runner is None:
+            raise RuntimeError("the proxy server is not running; await start() first")
+        if isinstance(run, ProxySettings):
+            run = ProxyRun(run)
+        token = f"run{next(self._numbers)}-{secrets.token_hex(4)}"
+        await run._open(self, token)
+        self._runs[token] = run
+        serving = _SERVING.set(token)
+        logger.info("agentreel proxy run (%s) at %s", run.mode, run.base_url)
+        _SERVING.reset(serving)
+        return run
+
+    async def close_run(self, run: ProxyRun) -> None:
+        """Stop serving ``run`` (later requests naming it are refused) and flush its logs
+        and report; the server and its other runs go on."""
+        if run.token is not None and self._runs.get(run.token) is run:
+            del self._runs[run.token]
+            self._finished.add(run.token)
+        await run._finish()
+
+    async def close(self) -> None:
+        """Stop listening (streams in flight get ``SHUTDOWN_GRACE``), then close every run."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        runs = list(self._runs.values())
+        self._finished.update(self._runs)
+        self._runs.clear()
+        if self._default is not None:
+            runs.insert(0, self._default)
+        for run in runs:
+            await run._finish()
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError("the proxy is not running; use start_proxy(...) or await start()")
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>``: the server's root."""
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def runs(self) -> int:
+        """How many runs are open now."""
+        return len(self._runs)
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        route = match_route(request.method, request.path)
+        if route is None:
+            return _not_found(request)
+        run = self._runs.get(route.run) if route.run is not None else self._default
+        if run is None:
+            return self._no_run(route)
+        return await run.handle(request, route)
+
+    def _no_run(self, route: Route) -> web.StreamResponse:
+        if route.run is None:
+            message = (
+                f"agentreel proxy: this server serves each run under its own /{RUN_PREFIX}/<run>/ "
+                "prefix, and the request names none; point the client at its run's base URL "
+                "(ProxyRun.base_url)"
+            )
+        elif route.run in self._finished:
+            message = (
+                f"agentreel proxy: run {route.run!r} has finished (its logs and report are "
+                "written); a request after a run's end is not served by any other run — "
+                "something of that run outlived it (a process left running?)"
+            )
+        else:
+            message = (
+                f"agentreel proxy: no run {route.run!r} on this server (open runs: "
+                f"{', '.join(sorted(self._runs)) or 'none'}); point the client at the base "
+                "URL its run was given"
+            )
+        logger.warning("%s", message)
+        return _json_response(404, error_body(route.api, 404, message))
+
+
+class Proxy(ProxyRun):
+    """A running proxy of one run with a server of its own, at the server's root (what
+    ``start_proxy`` and the CLI run). ``base_url`` is what clients point at (``/v1`` is
+    added by OpenAI clients' base URL, ``openai_base_url``); ``url_for(token)`` gives a
+    child process its own ``/s/<token>`` base URL."""
+
+    def __init__(self, settings: ProxySettings) -> None:
+        super().__init__(settings)
+        self._own_server = ProxyServer(
+            host=settings.host,
+            port=settings.port,
+            max_body_bytes=settings.max_body_bytes,
+            default=self,
+        )
+
+    async def start(self) -> Proxy:
+        await self._own_server.start()
+        return self
+
+    async def close(self) -> None:
+        """Stop serving, flush every log (record: write the fixture) and the report."""
+        await self._own_server.close()
+
+
 def _decode(events: Sequence[Any], wire: Any, call: CallRecording) -> bool:
     """Record the chunks of ``events``; False once the stream holds an error event."""
     for event in events:
@@ -655,6 +872,15 @@ def _abort(request: web.Request) -> None:
     transport = request.transport
     if transport is not None:
         transport.abort()
+
+
+def _not_found(request: web.Request) -> web.StreamResponse:
+    upgrade = request.headers.get("upgrade", "")
+    what = f"{request.method} {request.path}"
+    if upgrade:
+        what += f" (Upgrade: {upgrade}; the proxy speaks HTTP only, POST instead)"
+    message = f"agentreel proxy: no endpoint {what}. Supported: " + "; ".join(SUPPORTED_PATHS)
+    return _json_response(404, error_body(api_for_path(request.path), 404, message))
 
 
 def _json_response(status: int, body: bytes) -> web.Response:
