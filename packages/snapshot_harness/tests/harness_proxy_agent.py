@@ -9,7 +9,8 @@ signal. ``TINY_OWN_IDS=1`` makes it print what opencode prints: session ids of i
 (``ses_`` + 26 random characters, new on every run) and its cwd relative to ``/``.
 ``TINY_CWD_IN_SYSTEM=1`` tells the model its working directory, as coding agents do.
 ``TINY_TITLE=1`` also asks another model for a title, as a side call beside the prompt
-(agents make or skip such calls depending on timing).
+(agents make or skip such calls depending on timing). ``TINY_URL_LOG=FILE`` appends the base
+URL it was given to FILE, so a test can see which proxy served which scenario.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ class TinyAgent:
     def __init__(self) -> None:
         config = json.loads((Path.home() / ".config" / "tiny-agent" / "config.json").read_text())
         self.openai = AsyncOpenAI(base_url=config["base_url"], api_key=os.environ["TINY_KEY"])
+        if url_log := os.environ.get("TINY_URL_LOG"):
+            with open(url_log, "a", encoding="utf-8") as log:
+                log.write(config["base_url"] + "\n")
         self.client: Any = None
         self.system = os.environ.get("TINY_SYSTEM", "You are tiny.")
         self.own_ids = os.environ.get("TINY_OWN_IDS") == "1"

@@ -8,14 +8,21 @@ proxy's base URL and a key in the variables the scenario names, and every other 
 variable aimed at a closed port — so the only model it can reach is the proxy. The run's
 session logs are the proxy's, not whatever the agent writes itself.
 
-The proxy serves on its own event loop in a thread: the harness drives the agent from
-synchronous code with ``asyncio.run``, and the proxy must outlive that loop to flush its logs
-and report after the agent has exited.
+One proxy server per harness process — per pytest-xdist worker, per ``agentreel`` CLI run —
+started on first use and closed at exit (``WORKER_PROXY``), instead of one per scenario.
+Each scenario opens a run of its own on it: its own base URL (``/r/<run>/``), recorder or
+replay provider, served logs, report, masks and partial lanes; closing the run flushes
+exactly its logs and report, and a request naming a finished run is refused, so scenarios
+stay as independent as with a proxy each. The server serves on its own event loop in a
+daemon thread: the harness drives the agent from synchronous code with ``asyncio.run``, and
+the proxy must outlive that loop to flush a run's logs and report after its agent exited.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import concurrent.futures
 import contextlib
 import logging
 import os
@@ -23,11 +30,16 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentreel.snapshot_harness import _environment as envvars
 from agentreel.snapshot_harness._scenario import Mode, RecordConfig, Scenario
 from agentreel.snapshot_harness.exceptions import RecordSetupError
+
+if TYPE_CHECKING:  # imported when a proxied scenario runs: the harness pays nothing otherwise
+    from agentreel.llm_proxy import ProxyRun, ProxyServer, ProxySettings
+
+T = TypeVar("T")
 
 PROXY_LOGS_DIR = "proxy-sessions"
 # The proxy's own log lines during a run (the run directory's, kept with ``work_dir``).
@@ -43,64 +55,114 @@ class ProxiedRun:
     base_url: str
 
 
-class _ProxyThread:
-    """``start_proxy`` on a private event loop in a daemon thread, started and stopped
-    synchronously; an error inside the proxy is re-raised in the caller's thread."""
+class WorkerProxy:
+    """This process's proxy server, on a private event loop in a daemon thread: started on
+    first use, closed at exit (``atexit``), started again if its thread died or the process
+    forked. Runs are opened and closed synchronously; an error inside the proxy is raised
+    in the caller's thread. ``starts`` counts the servers started (what tests check)."""
 
-    def __init__(self, settings: dict[str, Any], *, start_timeout: float) -> None:
-        self._settings = settings
-        self._start_timeout = start_timeout
-        self._ready = threading.Event()
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._error: BaseException | None = None
-        self.base_url = ""
-        self._thread = threading.Thread(target=self._main, name="agentreel-proxy", daemon=True)
+        self._thread: threading.Thread | None = None
+        self._server: ProxyServer | None = None
+        self._pid: int | None = None
+        self.starts = 0
 
-    def _main(self) -> None:
-        try:
-            asyncio.run(self._serve())
-        except BaseException as exc:  # handed to the harness thread, which raises it
-            self._error = exc
-        finally:
-            self._ready.set()
+    def _running(self, timeout: float) -> tuple[asyncio.AbstractEventLoop, ProxyServer]:
+        with self._lock:
+            if self._pid != os.getpid():
+                # A forked child holds the parent's objects but not its thread.
+                self._loop = self._thread = self._server = None
+            thread = self._thread
+            if self._server is None or thread is None or not thread.is_alive():
+                self._start(timeout)
+            assert self._loop is not None
+            assert self._server is not None
+            return self._loop, self._server
 
-    async def _serve(self) -> None:
-        from agentreel.llm_proxy import start_proxy
+    def _start(self, timeout: float) -> None:
+        from agentreel.llm_proxy import ProxyServer
 
-        self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
-        async with start_proxy(**self._settings) as proxy:
-            self.base_url = proxy.base_url
-            self._ready.set()
-            await self._stop.wait()
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(
+            target=loop.run_forever, name="agentreel-worker-proxy", daemon=True
+        )
+        thread.start()
+        server = ProxyServer()
+        _wait(asyncio.run_coroutine_threadsafe(server.start(), loop), timeout)
+        self._loop, self._thread, self._server = loop, thread, server
+        self._pid = os.getpid()
+        self.starts += 1
 
-    def start(self) -> None:
-        self._thread.start()
-        # Bounded by the scenario's timeout, like the rest of the run: record mode imports
-        # both provider SDKs before it listens, which takes long on a busy machine.
-        if not self._ready.wait(self._start_timeout):
-            raise RecordSetupError(
-                f"agentreel proxy did not start listening within {self._start_timeout:g}s "
-                "(the scenario's timeout); raise timeout in scenario.toml if the machine is busy"
-            )
-        if self._error is not None:
-            raise self._error
+    def open_run(self, settings: ProxySettings, *, timeout: float) -> ProxyRun:
+        """A run of its own for one scenario (its fixture loaded here, off the server's
+        loop); bounded by ``timeout``: record mode imports both provider SDKs first."""
+        from agentreel.llm_proxy import ProxyRun
 
-    def stop(self) -> None:
-        """Stop serving; returns once every log and the report are written."""
-        loop, stop = self._loop, self._stop
-        if loop is not None and stop is not None and self._thread.is_alive():
-            with contextlib.suppress(RuntimeError):  # the loop already ended
-                loop.call_soon_threadsafe(stop.set)
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
+        run = ProxyRun(settings)
+        loop, server = self._running(timeout)
+        return _wait(asyncio.run_coroutine_threadsafe(server.open_run(run), loop), timeout)
+
+    def close_run(self, run: ProxyRun) -> None:
+        """Stop serving ``run``; returns once its logs and report are written."""
+        loop, server = self._loop, self._server
+        if loop is None or server is None or self._pid != os.getpid():
+            return
+        asyncio.run_coroutine_threadsafe(server.close_run(run), loop).result()
+
+    def close(self) -> None:
+        """Stop the server (every run still open is flushed) and its thread."""
+        with self._lock:
+            loop, thread, server = self._loop, self._thread, self._server
+            self._loop = self._thread = self._server = None
+            if loop is None or thread is None or server is None or self._pid != os.getpid():
+                return
+        if thread.is_alive():
+            asyncio.run_coroutine_threadsafe(server.close(), loop).result()
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join()
+        loop.close()
+
+
+def _wait(future: concurrent.futures.Future[T], timeout: float) -> T:
+    # Bounded by the scenario's timeout, like the rest of the run: record mode imports
+    # both provider SDKs before a run serves, which takes long on a busy machine.
+    try:
+        return future.result(timeout)
+    except concurrent.futures.TimeoutError:
+        future.cancel()
+        raise RecordSetupError(
+            f"agentreel proxy did not start listening within {timeout:g}s "
+            "(the scenario's timeout); raise timeout in scenario.toml if the machine is busy"
+        ) from None
+
+
+WORKER_PROXY = WorkerProxy()
+atexit.register(WORKER_PROXY.close)
 
 
 @contextlib.contextmanager
-def _proxy_log_to(path: Path) -> Iterator[None]:
-    """The proxy's log lines go to ``path`` for the block, not to the terminal.
+def _run_on_worker_proxy(
+    settings: ProxySettings, *, timeout: float, log: Path
+) -> Iterator[ProxyRun]:
+    """A run of ``WORKER_PROXY`` for the block, its proxy log lines to ``log``."""
+    run = WORKER_PROXY.open_run(settings, timeout=timeout)
+    try:
+        with _proxy_log_to(log, run):
+            try:
+                yield run
+            finally:
+                WORKER_PROXY.close_run(run)
+    finally:
+        if not run.closed:
+            WORKER_PROXY.close_run(run)
+
+
+@contextlib.contextmanager
+def _proxy_log_to(path: Path, run: ProxyRun) -> Iterator[None]:
+    """``run``'s proxy log lines go to ``path`` for the block, not to the terminal (the
+    lines of other runs of the same server, if any run at once, go to theirs).
 
     Everything the proxy logs in a harness run — replay errors, calls left unconsumed — is
     in its report too, and the scenario's failure shows that once, first. Without a handler
@@ -112,6 +174,7 @@ def _proxy_log_to(path: Path) -> Iterator[None]:
 
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    handler.addFilter(run.log_filter())
     proxy_logger = logging.getLogger(llm_proxy.__name__)
     proxy_logger.addHandler(handler)
     try:
@@ -152,10 +215,15 @@ def proxy_backend(
         else:
             settings["fixture"] = scenario.directory.resolve()
             settings["report"] = report
-        stack.enter_context(_proxy_log_to(run_dir / PROXY_LOG_FILE))
-        proxy = _ProxyThread(settings, start_timeout=scenario.timeout)
-        proxy.start()
-        stack.callback(proxy.stop)
+        from agentreel.llm_proxy import ProxySettings
+
+        proxy = stack.enter_context(
+            _run_on_worker_proxy(
+                ProxySettings(**settings),
+                timeout=scenario.timeout,
+                log=run_dir / PROXY_LOG_FILE,
+            )
+        )
         base_url = model.base_url_for(proxy.base_url)
         values = {
             "base_url": base_url,
