@@ -66,11 +66,20 @@ def preload() -> None:
 
     For a preloading fork server (the harness's ``[fork_server]``), which calls this once
     and forks one agent per scenario from the result. Only the replay provider is loaded:
-    a replay imports no provider SDK, forked or not.
+    a replay imports no provider SDK, forked or not. The kit's stdio helpers that ``main``
+    and ``serve`` resolve lazily are resolved here too: a module a forked child still has
+    to import is compiled from source when bytecode is not written (the harness runs
+    agents with ``PYTHONDONTWRITEBYTECODE``), and importing it rescans the ``agentreel``
+    namespace over the child's new ``sys.path`` — about 5 ms of every forked run.
     """
     import acp  # noqa: F401
 
     from agentreel.acp_agent import _server  # noqa: F401
+    from agentreel.agent_kit import (  # noqa: F401
+        STDIO_LIMIT_BYTES,
+        protocol_streams,
+        take_protocol_stdout,
+    )
     from agentreel.llm import load_provider_factory
 
     load_provider_factory("replay")
