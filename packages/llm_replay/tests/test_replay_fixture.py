@@ -192,6 +192,52 @@ async def test_ignoring_the_seed_replays_the_parents_calls_to_the_child(
     assert "".join(c.text for c in chunks if isinstance(c, TextDelta)) == "parent turn one"
 
 
+def test_fork_seed_longer_than_a_block_of_the_loader_is_sliced_off(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    """The loader hands the events over a block of lines at a time; the seed slice must
+    hold across block boundaries, however long the parent's history is."""
+    main = recorder.main()
+    for number in range(1500):  # ~300 KB of seed: several of the loader's blocks
+        recorder.call(main, text_call(f"parent call {number}"))
+    recorder.end_turn(main)
+    child = recorder.fork(main, 0)
+    recorder.call(child, text_call("fork child works"))
+    recorder.save(fixture_dir)
+    assert (fixture_dir / "session.1.jsonl").stat().st_size > 4 * (1 << 16)
+
+    recording = load_recording(fixture_dir)
+    assert recording.scripts[1].header.seed_length > 1500 * 8
+    assert len(recording.scripts[0].calls) == 1500
+    [own] = recording.scripts[1].calls
+    assert "".join(c.text for c in own.chunks if isinstance(c, TextDelta)) == "fork child works"
+    assert own.number == 1
+
+
+def test_a_bad_line_after_a_call_without_finish_is_named_first(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    """The log's own errors come first, as when the log was loaded whole before the calls
+    were derived: the cut call is a symptom, the corrupt line the cause."""
+    main = recorder.main()
+    recorder.call(main, text_call("cut")[:-1])
+    for number in range(800):  # the bad line lands in a later block of the loader
+        recorder.call(main, text_call(f"call {number}"))
+    recorder.save(fixture_dir)
+    path = fixture_dir / "session.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    original = lines[-3]
+    lines[-3] = b"garbage\n"
+    path.write_bytes(b"".join(lines))
+
+    with pytest.raises(FixtureError, match=rf"session\.jsonl:{len(lines) - 2}: invalid event"):
+        load_recording(fixture_dir)
+    lines[-3] = original  # the same file without the bad line: now the cut call is named
+    path.write_bytes(b"".join(lines))
+    with pytest.raises(IncompleteCallError, match="turn 1, step 1: the recorded model call"):
+        load_recording(fixture_dir)
+
+
 def test_session_without_model_calls_is_never_a_first_call_candidate(
     recorder: FixtureRecorder, fixture_dir: Path
 ) -> None:

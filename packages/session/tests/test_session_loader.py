@@ -26,6 +26,7 @@ from agentreel.session import (
     UserMessageData,
     encode_record,
     load_session_log,
+    open_session_log,
 )
 
 SESSION_ID = "2b1e3a4c-0000-4000-8000-000000000001"
@@ -357,8 +358,8 @@ def test_sigkill_while_streaming_keeps_every_complete_event(tmp_path: Path) -> N
     assert len(turn_ends) >= 4
 
 
-def test_large_log_spanning_many_translate_slices_loads_exactly(tmp_path: Path) -> None:
-    lines = [_event(i) for i in range(40_000)]  # ~3 MB: several 1 MiB slices
+def test_large_log_spanning_many_blocks_loads_exactly(tmp_path: Path) -> None:
+    lines = [_event(i) for i in range(40_000)]  # ~3 MB: many blocks of lines
     path = _log(tmp_path, *lines, b'{"type":"user/mess')
     assert path.stat().st_size > 2 * (1 << 20)
     log = load_session_log(path)
@@ -366,3 +367,63 @@ def test_large_log_spanning_many_translate_slices_loads_exactly(tmp_path: Path) 
     assert log.events[-1].data == UserMessageData(turn=0, text="m39999")
     assert log.torn_tail is not None
     assert log.torn_tail.line == 40_002
+
+
+def test_reader_yields_every_event_in_blocks_with_header_and_tail_up_front(
+    tmp_path: Path,
+) -> None:
+    path = _log(tmp_path, *(_event(i) for i in range(40_000)), b'{"type":"user/mess')
+    reader = open_session_log(path)
+    assert reader.header == HEADER
+    assert reader.torn_tail is not None  # known before any event is read
+    assert reader.torn_tail.line == 40_002
+    blocks = list(reader)
+    assert len(blocks) > 2
+    assert [event for block in blocks for event in block] == load_session_log(path).events
+
+
+def _read_blocks(path: Path, read: list[object]) -> None:
+    """Every event of the log, each block added to ``read`` as it arrives."""
+    for block in open_session_log(path):
+        read.extend(block)
+
+
+@pytest.mark.parametrize(
+    ("bad", "fragment"),
+    [
+        (_event(7), "seq 7 out of order (expected 30000)"),
+        (_event(30_000)[:-1] + b"," + _event(30_001), "invalid event"),  # two on one line
+        (_event(30_000).replace(b'"m30000"', b'"m\n30000"'), "invalid event"),
+        (b"\n", "blank line"),
+    ],
+)
+def test_bad_line_in_a_later_block_is_named_after_the_earlier_blocks(
+    tmp_path: Path, bad: bytes, fragment: str
+) -> None:
+    lines = [_event(i) for i in range(40_000)]
+    lines[30_000] = bad
+    path = _log(tmp_path, *lines)
+    read: list[object] = []
+    with pytest.raises(CorruptLineError) as caught:
+        _read_blocks(path, read)
+    assert caught.value.line == 30_002
+    assert f"{path}:30002: " in str(caught.value)
+    assert fragment in str(caught.value)
+    assert read  # the blocks before it were read, each event once
+    assert [event.seq for event in read] == list(range(len(read)))
+    with pytest.raises(CorruptLineError, match=f"{path}:30002: "):
+        load_session_log(path)
+
+
+def test_fork_seed_boundary_in_a_later_block_is_checked(tmp_path: Path) -> None:
+    seed = _seed_events(20_000)
+    end_seed = encode_record(EndSeed(seq=20_000, time=1))
+    path = _log(tmp_path, *seed, end_seed, _event(20_001), header=_fork_header(20_000))
+    log = load_session_log(path)
+    assert isinstance(log.own_events[0], EndSeed)
+    late_end = encode_record(EndSeed(seq=20_001, time=1))
+    path = _log(tmp_path, *seed, _event(20_000), late_end, header=_fork_header(20_000))
+    with pytest.raises(SeedLengthError) as caught:
+        load_session_log(path)
+    assert caught.value.line == 20_002
+    assert "expected session/end-seed" in str(caught.value)

@@ -36,14 +36,14 @@ from agentreel.session import (
     MAIN_SESSION_FILE,
     OVERRIDE_FILE,
     AssistantChunk,
-    Event,
     RequestHeader,
     RequestHeaderData,
     SessionHeader,
     SessionLogError,
+    SessionLogReader,
     SubagentStart,
     ToolCall,
-    load_session_log,
+    open_session_log,
     order_sessions,
     rerecord_command,
     session_file_name,
@@ -291,7 +291,10 @@ def _lineage(
 
 def _load_script(number: int, path: Path, scenario: str, respect_seed_length: bool) -> Script:
     try:
-        log = load_session_log(path)
+        log = open_session_log(path)
+        # The main session is never sliced; a child's seed is its parent's history.
+        seed = log.header.seed_length if number > 0 and respect_seed_length else 0
+        calls, spawned, delegates, incomplete = _derive_calls(log, seed, path, scenario)
     except SessionLogError as exc:
         # The session package knows neither the scenario nor the command: rebuilt here.
         raise FixtureError(
@@ -305,6 +308,7 @@ def _load_script(number: int, path: Path, scenario: str, respect_seed_length: bo
             f"cannot read replay fixture {path}: {exc}. Check the file's permissions, or "
             f"re-record: {rerecord_command(scenario)}",
         ) from None
+    # What is wrong with the file itself is named before what is wrong with its calls.
     if log.torn_tail is not None:
         raise FixtureError(
             path,
@@ -314,11 +318,8 @@ def _load_script(number: int, path: Path, scenario: str, respect_seed_length: bo
         )
     if log.header.cwd != CWD_TOKEN:
         _check_no_recorded_cwd(path, log.header.cwd, rerecord_command(scenario))
-    # The main session is never sliced; a child's seed is its parent's history, not its own.
-    start = log.header.seed_length if number > 0 and respect_seed_length else 0
-    calls, spawned, delegates = _derive_calls(
-        log.events[start:] if start else log.events, path, log.header.id, scenario
-    )
+    if incomplete is not None:
+        raise incomplete
     return Script(
         number=number,
         path=path,
@@ -330,19 +331,23 @@ def _load_script(number: int, path: Path, scenario: str, respect_seed_length: bo
 
 
 def _derive_calls(
-    events: list[Event], path: Path, session_id: str, scenario: str
-) -> tuple[list[RecordedCall], dict[int, str], bool]:
+    log: SessionLogReader, seed: int, path: Path, scenario: str
+) -> tuple[list[RecordedCall], dict[int, str], bool, FixtureError | None]:
     """The session's calls (chunks up to each ``finish``, with the ``request/header`` of
-    their step), its ``subagent/start`` children, and whether it records delegation.
+    their step) after its first ``seed`` events, its ``subagent/start`` children, whether
+    it records delegation, and the first call without ``finish`` (returned, not raised:
+    the log is read to its end first, so its own errors are named first).
 
-    Speed (replay throughput, SPEC 9): one pass, with only a type test and a few
-    attribute reads per chunk. The ``{{cwd}}`` positions are found on the way: a
-    ``block-end`` or ``finish`` is searched where it is met, and a delta only tells whether
-    it holds ``{`` (a possible, even split, token) — only then is a call walked again
-    (``_make_call``). One pass over the already-decoded events beats whole-list ``map`` /
-    ``compress`` passes here: those touch every object once per pass, and the objects of a
-    large log do not fit in the CPU cache.
+    Speed (replay throughput, SPEC 9): one pass, block by block as the loader decodes
+    them (the events still in the CPU cache), with only a type test and a few attribute
+    reads per chunk. The ``{{cwd}}`` positions are found on the way: a ``block-end`` or
+    ``finish`` is searched where it is met, and a delta only tells whether it holds ``{``
+    (a possible, even split, token) — only then is a call walked again (``_make_call``).
+    One pass over the events beats whole-list ``map`` / ``compress`` passes here: those
+    touch every object once per pass, and the objects of a large log do not fit in the
+    CPU cache.
     """
+    session_id = log.header.id
     calls: list[RecordedCall] = []
     pending: list[Chunk] = []
     tokens: list[int] = []  # positions in ``pending`` of block ends / finish with a token
@@ -352,50 +357,65 @@ def _derive_calls(
     request: RequestHeaderData | None = None
     spawned: dict[int, str] = {}
     delegates = False
-    for event in events:
-        if type(event) is not AssistantChunk:
-            if type(event) is RequestHeader:
-                last_request = event.data
-            elif type(event) is SubagentStart:
-                spawned.setdefault(event.data.spawn_index, event.data.child_session)
-                delegates = True
-            elif type(event) is ToolCall:
-                delegates = True
+    blocks = iter(log)
+    for events in blocks:
+        if seed:
+            if len(events) <= seed:
+                seed -= len(events)
+                continue
+            events = events[seed:]
+            seed = 0
+        for event in events:
+            if type(event) is not AssistantChunk:
+                if type(event) is RequestHeader:
+                    last_request = event.data
+                elif type(event) is SubagentStart:
+                    spawned.setdefault(event.data.spawn_index, event.data.child_session)
+                    delegates = True
+                elif type(event) is ToolCall:
+                    delegates = True
+                continue
+            data = event.data
+            if not pending:
+                turn = data.turn
+                step = data.step
+                request = last_request
+                if request is not None and (request.turn != turn or request.step != step):
+                    request = None
+            elif data.turn != turn or data.step != step:
+                break
+            chunk = data.chunk
+            pending.append(chunk)
+            kind = type(chunk)
+            if kind is TextDelta or kind is ReasoningDelta:
+                if not braces and "{" in chunk.text:  # type: ignore[union-attr]
+                    braces = True
+            elif kind is ToolCallDelta:
+                if not braces and "{" in chunk.arguments_delta:  # type: ignore[union-attr]
+                    braces = True
+            elif kind is BlockEnd:
+                if _block_has_cwd_token(chunk):
+                    tokens.append(len(pending) - 1)
+            elif kind is Finish:
+                message = chunk.message  # type: ignore[union-attr]
+                if message is not None and CWD_TOKEN in message:
+                    tokens.append(len(pending) - 1)
+                calls.append(
+                    _make_call(len(calls) + 1, turn, step, pending, request, braces, tokens)
+                )
+                pending = []
+                if tokens:
+                    tokens = []
+                braces = False
+                last_request = None
+        else:
             continue
-        data = event.data
-        if not pending:
-            turn = data.turn
-            step = data.step
-            request = last_request
-            if request is not None and (request.turn != turn or request.step != step):
-                request = None
-        elif data.turn != turn or data.step != step:
-            raise _incomplete(path, session_id, turn, step, scenario)
-        chunk = data.chunk
-        pending.append(chunk)
-        kind = type(chunk)
-        if kind is TextDelta or kind is ReasoningDelta:
-            if not braces and "{" in chunk.text:  # type: ignore[union-attr]
-                braces = True
-        elif kind is ToolCallDelta:
-            if not braces and "{" in chunk.arguments_delta:  # type: ignore[union-attr]
-                braces = True
-        elif kind is BlockEnd:
-            if _block_has_cwd_token(chunk):
-                tokens.append(len(pending) - 1)
-        elif kind is Finish:
-            message = chunk.message  # type: ignore[union-attr]
-            if message is not None and CWD_TOKEN in message:
-                tokens.append(len(pending) - 1)
-            calls.append(_make_call(len(calls) + 1, turn, step, pending, request, braces, tokens))
-            pending = []
-            if tokens:
-                tokens = []
-            braces = False
-            last_request = None
-    if pending:
-        raise _incomplete(path, session_id, turn, step, scenario)
-    return calls, spawned, delegates
+        # A chunk of another step while a call is pending: that call has no finish.
+        for _ in blocks:  # the rest of the log still read (and checked)
+            pass
+        break
+    incomplete = _incomplete(path, session_id, turn, step, scenario) if pending else None
+    return calls, spawned, delegates, incomplete
 
 
 def _check_no_recorded_cwd(path: Path, cwd: str, command: str) -> None:

@@ -58,7 +58,13 @@ from agentreel.session._fixture_layout import (
     tokenize_cwd,
 )
 from agentreel.session._harvest import harvest_session_logs
-from agentreel.session._loader import SessionLog, TornLine, load_session_log
+from agentreel.session._loader import (
+    SessionLog,
+    SessionLogReader,
+    TornLine,
+    load_session_log,
+    open_session_log,
+)
 from agentreel.session._normalize import MAIN_SESSION_TOKEN, Mask, Normalizer, is_time_key
 from agentreel.session._order import order_headers, order_sessions
 from agentreel.session._recorder import CallRecorder, record_stream
@@ -115,6 +121,7 @@ __all__ = [
     "SessionHeader",
     "SessionLog",
     "SessionLogError",
+    "SessionLogReader",
     "SessionStore",
     "StepData",
     "StepEnd",
@@ -149,6 +156,7 @@ __all__ = [
     "harvest_session_logs",
     "is_time_key",
     "load_session_log",
+    "open_session_log",
     "order_headers",
     "order_sessions",
     "record_stream",
