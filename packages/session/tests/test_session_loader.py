@@ -15,6 +15,7 @@ import pytest
 from agentreel.session import (
     CorruptLineError,
     EndSeed,
+    Event,
     SeedLengthError,
     SessionHeader,
     SessionLogError,
@@ -382,7 +383,7 @@ def test_reader_yields_every_event_in_blocks_with_header_and_tail_up_front(
     assert [event for block in blocks for event in block] == load_session_log(path).events
 
 
-def _read_blocks(path: Path, read: list[object]) -> None:
+def _read_blocks(path: Path, read: list[Event]) -> None:
     """Every event of the log, each block added to ``read`` as it arrives."""
     for block in open_session_log(path):
         read.extend(block)
@@ -403,7 +404,7 @@ def test_bad_line_in_a_later_block_is_named_after_the_earlier_blocks(
     lines = [_event(i) for i in range(40_000)]
     lines[30_000] = bad
     path = _log(tmp_path, *lines)
-    read: list[object] = []
+    read: list[Event] = []
     with pytest.raises(CorruptLineError) as caught:
         _read_blocks(path, read)
     assert caught.value.line == 30_002
