@@ -92,7 +92,7 @@ async def test_a_partial_lane_left_unconsumed_passes_and_is_reported_partial(
     scripts = {s.file: (s.calls, s.consumed, s.partial) for s in outcome.scripts}
     assert scripts == {"session.jsonl": (2, 2, False), "session.1.jsonl": (1, 0, True)}
     (line,) = outcome.partial_lines()
-    assert line.startswith("session.1.jsonl (recorded session ")
+    assert line.startswith("session.1.jsonl ({{session:1}}, side lane): ")
     assert line.endswith("partial lane, made 0 of 1 call(s)")
     # The same run without naming the lane fails on the title script.
     strict = tmp_path / "strict.json"

@@ -209,7 +209,7 @@ async def test_child_with_unrecorded_spawn_index_is_unrecorded_not_misrouted(
     message = str(caught.value)
     assert f"live session {child} (parent {parent}, spawn index 2)" in message
     assert "recorded no child with spawn index 2 (recorded spawn indexes: [0, 1])" in message
-    assert "session.jsonl (recorded session" in message
+    assert "session.jsonl ({{session:main}})" in message
     assert rerecord_command("my-scenario") in message
     assert caught.value.spawn_index == 2
 
@@ -238,7 +238,8 @@ async def test_call_beyond_the_script_is_exhausted(
         provider.stream(options_for(sid))
 
     message = str(caught.value)
-    assert f"live session {sid}, bound to session.jsonl (recorded session {ids[0]})" in message
+    assert f"live session {sid}, bound to session.jsonl ({{{{session:main}}}})" in message
+    assert ids[0] not in message
     assert "asked for model call 3 but the recording holds only 2 call(s)" in message
     assert rerecord_command("my-scenario") in message
     assert (caught.value.call, caught.value.recorded_calls) == (3, 2)
@@ -255,14 +256,17 @@ async def test_assert_consumed_lists_scripts_and_calls_never_requested(
         provider.assert_consumed()
 
     message = str(caught.value)
+    # Named as the goldens name them, the same for every recording of the scenario: no
+    # recorded or live session id (those change with every record and every run).
     assert (
-        f"session.jsonl (recorded session {ids[0]}): bound to live session {parent}, made 1 of "
-        "2 call(s); call 2 never requested"
+        "session.jsonl ({{session:main}}): its live session made 1 of 2 call(s); call 2 never "
+        "requested"
     ) in message
     assert (
-        f"session.2.jsonl (recorded session {ids[2]}): never bound to a live session; its 1 "
-        "call(s) were never requested"
+        "session.2.jsonl ({{session:2}}): never bound to a live session; its 1 call(s) were "
+        "never requested"
     ) in message
+    assert not any(session_id in message for session_id in (*ids, parent))
     assert "session.1.jsonl" not in message
     assert rerecord_command("my-scenario") in message
     assert len(caught.value.unconsumed) == 2

@@ -79,7 +79,7 @@ async def test_changed_system_prompt_is_drift_with_a_readable_diff(
         provider.stream(_request(system="You are a reckless coding agent. Work in {cwd}."))
 
     message = str(caught.value)
-    assert "call 1 of session.jsonl (recorded session" in message
+    assert "call 1 of session.jsonl ({{session:main}})" in message
     assert "recorded turn 1, step 1" in message
     assert "system prompt differs at character 10:" in message
     assert "recorded 'You are a careful coding agent. Work in {…'" in message

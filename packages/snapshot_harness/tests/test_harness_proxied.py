@@ -211,5 +211,5 @@ def test_a_side_call_not_named_partial_must_be_made_in_replay(tmp_path: Path) ->
     with pytest.raises(ReplayConsumptionError) as caught:
         check_scenario(load_scenario(directory), "replay")
     (title,) = [p.name for p in directory.glob("session*.jsonl") if "tiny-title" in p.read_text()]
-    assert f"- {title} (recorded session" in str(caught.value)
+    assert f"- {title} ({{{{session:1}}}}, side lane): never bound" in str(caught.value)
     assert "never bound to a live session" in str(caught.value)

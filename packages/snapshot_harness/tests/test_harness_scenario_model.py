@@ -306,9 +306,9 @@ def test_a_consumption_failure_lists_the_partial_lanes_apart(tmp_path: Path) -> 
     assert failure is not None
     text = str(failure)
     listed, partial = text.split("Partial lanes ([model] partial_lanes; not counted):")
-    assert "- session.1.jsonl (recorded session s1): bound to live session live" in listed
+    assert "- session.1.jsonl ({{session:1}}): its live session made 1 of 2 call(s)" in listed
     assert "session.2.jsonl" not in listed
-    assert "- session.2.jsonl (recorded session s2): partial lane, made 0 of 2 call(s)" in partial
+    assert "- session.2.jsonl ({{session:2}}): partial lane, made 0 of 2 call(s)" in partial
     # With only the partial lane left over, nothing fails.
     clean = ConsumptionReport(
         fixture_dir="f",

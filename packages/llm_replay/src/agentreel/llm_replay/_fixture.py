@@ -48,6 +48,7 @@ from agentreel.session import (
     rerecord_command,
     session_file_name,
     session_file_number,
+    session_token,
 )
 
 
@@ -90,8 +91,18 @@ class Script:
 
     @property
     def label(self) -> str:
-        """``session.2.jsonl (recorded session <id>)`` — how messages name a script."""
-        return f"{self.file} (recorded session {self.header.id})"
+        """``session.2.jsonl ({{session:2}})`` — how messages name a script (``script_label``)."""
+        header = self.header
+        return script_label(self.file, self.number, header.parent_session, header.spawn_index)
+
+
+def script_label(file: str, number: int, parent: str | None, spawn_index: int | None) -> str:
+    """A recorded script as the user sees it: its fixture file and its golden token (the
+    number is its session-order position, as the goldens number sessions), ``side lane``
+    for a session under a parent without a spawn index (a proxy's side call). Never the
+    recorded UUID, which says nothing to a reader and is the same only for one recording."""
+    lane = ", side lane" if parent is not None and spawn_index is None else ""
+    return f"{file} ({session_token(number)}{lane})"
 
 
 @dataclass(frozen=True, slots=True)

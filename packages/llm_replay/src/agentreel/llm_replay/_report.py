@@ -31,6 +31,7 @@ from pathlib import Path
 
 import msgspec
 
+from agentreel.llm_replay._fixture import script_label
 from agentreel.llm_replay.exceptions import UnconsumedScriptError
 from agentreel.session import rerecord_command
 
@@ -100,7 +101,7 @@ class ConsumptionReport(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _label(script: ScriptReport) -> str:
-    return f"{script.file} (recorded session {script.recorded_session_id})"
+    return script_label(script.file, script.session, script.parent_session, script.spawn_index)
 
 
 def unconsumed_lines(scripts: list[ScriptReport]) -> list[str]:
@@ -118,8 +119,8 @@ def unconsumed_lines(scripts: list[ScriptReport]) -> list[str]:
             first = script.consumed + 1
             span = f"call {first}" if first == script.calls else f"calls {first}..{script.calls}"
             lines.append(
-                f"{label}: bound to live session {script.bound_to}, made {script.consumed} of "
-                f"{script.calls} call(s); {span} never requested"
+                f"{label}: its live session made {script.consumed} of {script.calls} "
+                f"call(s); {span} never requested"
             )
     return lines
 

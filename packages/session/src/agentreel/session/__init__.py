@@ -65,7 +65,13 @@ from agentreel.session._loader import (
     load_session_log,
     open_session_log,
 )
-from agentreel.session._normalize import MAIN_SESSION_TOKEN, Mask, Normalizer, is_time_key
+from agentreel.session._normalize import (
+    MAIN_SESSION_TOKEN,
+    Mask,
+    Normalizer,
+    is_time_key,
+    session_token,
+)
 from agentreel.session._order import order_headers, order_sessions
 from agentreel.session._recorder import CallRecorder, record_stream
 from agentreel.session._request import build_request_header, diff_request_headers
@@ -165,5 +171,6 @@ __all__ = [
     "rerecord_command",
     "session_file_name",
     "session_file_number",
+    "session_token",
     "tokenize_cwd",
 ]

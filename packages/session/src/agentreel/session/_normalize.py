@@ -59,9 +59,17 @@ __all__ = [
     "Mask",
     "Normalizer",
     "is_time_key",
+    "session_token",
 ]
 
 MAIN_SESSION_TOKEN = "{{session:main}}"
+
+
+def session_token(position: int) -> str:
+    """The token of the session at ``position`` in session order (``{{session:main}}``,
+    ``{{session:1}}``, ...): how goldens, and the messages about a fixture's files, name it."""
+    return MAIN_SESSION_TOKEN if position == 0 else f"{{{{session:{position}}}}}"
+
 
 _TIME_KEYS = frozenset({"time", "timestamp", "ts"})
 _TIME_KEY = re.compile(r"(?:_at|[a-z0-9]At)(?:_ms|Ms)?$|^(?i:duration|elapsed|latency)")
@@ -264,7 +272,7 @@ class Normalizer:
     ) -> None:
         self._uuid_tokens: dict[str, str] = {}
         for position, session_id in enumerate(session_ids):
-            token = MAIN_SESSION_TOKEN if position == 0 else f"{{{{session:{position}}}}}"
+            token = session_token(position)
             try:
                 key = _canonical_uuid(session_id)
             except ValueError:
