@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import openai
@@ -10,7 +11,7 @@ import pytest
 
 from agentreel.llm.stub import StubServer
 from agentreel.llm_proxy import Identity, Masks, RequestError, resolve_identity, start_proxy
-from agentreel.session import harvest_session_logs
+from agentreel.session import RequestHeader, harvest_session_logs
 
 
 @pytest.mark.parametrize(
@@ -87,6 +88,42 @@ def test_masks_hide_volatile_text_and_scenario_regexes() -> None:
         "{{billing-header}}\nToday is {{date}}. Session {{id}}, {{mask:1}}."
     )
     assert masks.value({"a": [text[:10], 3]}) == {"a": [masks.text(text[:10]), 3]}
+
+
+def test_javascript_date_strings_are_masked_as_dates() -> None:
+    # opencode writes today's date with Date.toDateString() into its system prompt.
+    assert Masks().text("Today's date: Tue Dec 01 2026.") == "Today's date: {{date}}."
+
+
+@pytest.mark.asyncio
+async def test_the_cwd_under_tmp_stays_the_cwd_and_a_tmp_path_keeps_its_period(
+    tmp_path: Path,
+) -> None:
+    """The tmp and HOME masks leave the cwd to the session normalizer ({{cwd}}) even when
+    the cwd is a temp directory (every harness run's is), and a path ending a sentence
+    keeps the sentence's period."""
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    scratch = Path(tempfile.gettempdir()) / "agentreel-scratch" / "notes.txt"
+    system = f"Working directory: {cwd}. Read {cwd}/a.py. Scratch file: {scratch}."
+    root = tmp_path / "sessions"
+    with StubServer.from_toml('[[rule]]\ntext = "ok"\n') as stub:
+        async with start_proxy(
+            "record", upstream=stub.base_url, sessions_root=root, cwd=cwd
+        ) as proxy:
+            client = openai.AsyncOpenAI(
+                base_url=proxy.openai_base_url, api_key="sk-masks-test", max_retries=0
+            )
+            await client.chat.completions.create(
+                model="m",
+                messages=[{"role": "system", "content": system}, {"role": "user", "content": "hi"}],
+            )
+            await client.close()
+    (log,) = harvest_session_logs(root)
+    (request,) = [e.data for e in log.events if isinstance(e, RequestHeader)]
+    assert request.system == (
+        "Working directory: {{cwd}}. Read {{cwd}}/a.py. Scratch file: {{tmp}}."
+    )
 
 
 @pytest.mark.asyncio

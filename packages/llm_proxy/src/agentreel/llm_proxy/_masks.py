@@ -26,6 +26,12 @@ _BUILT_IN: tuple[tuple[str, str], ...] = (
         "{{date}}",
     ),
     (r"\b\d{1,2}/\d{1,2}/\d{4}\b", "{{date}}"),
+    # JavaScript's Date.toDateString(), as opencode puts today's date in its system prompt.
+    (
+        r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+        r" \d{2} \d{4}\b",
+        "{{date}}",
+    ),
     # Prefixed random ids agents and APIs mint (opencode ses_, Codex items, API objects).
     (
         r"\b(?:ses|msg|prt|thread|thr|turn|item|rs|fc|resp|req|agent|toolu|call|chatcmpl)"
@@ -36,24 +42,43 @@ _BUILT_IN: tuple[tuple[str, str], ...] = (
 )
 
 
-def _path_rules() -> list[tuple[str, str]]:
+# A path's last character is never sentence punctuation: "see /tmp/x/a.txt." keeps its period.
+_PATH_TAIL = r"(?:[^\s\"'`<>]*[^\s\"'`<>.,;:!?)\]}])?"
+
+
+def _not_the_cwd(cwd: str | None) -> str:
+    """A lookahead refusing the cwd (as given or resolved) and paths inside it: those are
+    the session normalizer's ``{{cwd}}``, which a tmp or HOME rule applied first would eat."""
+    if not cwd or cwd == "/":
+        return ""
+    spellings = sorted({cwd.rstrip("/"), os.path.realpath(cwd)}, key=len, reverse=True)
+    alternatives = "|".join(re.escape(spelling) for spelling in spellings)
+    # The cwd ends where a path component ends (a dot then a name would continue it).
+    return rf"(?!(?:{alternatives})(?![\w-]|\.[\w-]))"
+
+
+def _path_rules(cwd: str | None) -> list[tuple[str, str]]:
     rules: list[tuple[str, str]] = []
+    not_cwd = _not_the_cwd(cwd)
     temp = tempfile.gettempdir().rstrip("/")
     if temp:
-        rules.append((re.escape(temp) + r"/[^\s\"'`<>]*", "{{tmp}}"))
+        rules.append((not_cwd + re.escape(temp) + "/" + _PATH_TAIL, "{{tmp}}"))
         real = os.path.realpath(temp)
         if real != temp:
-            rules.append((re.escape(real) + r"/[^\s\"'`<>]*", "{{tmp}}"))
+            rules.append((not_cwd + re.escape(real) + "/" + _PATH_TAIL, "{{tmp}}"))
     home = os.path.expanduser("~").rstrip("/")
     if home and home != "/":
-        rules.append((re.escape(home) + r"(?=[/\s\"']|$)", "{{home}}"))
+        rules.append((not_cwd + re.escape(home) + r"(?=[/\s\"']|$)", "{{home}}"))
     return rules
 
 
 class Masks:
-    """The built-in rules plus the scenario's regexes (each replaced by ``{{mask:N}}``)."""
+    """The built-in rules plus the scenario's regexes (each replaced by ``{{mask:N}}``).
 
-    def __init__(self, extra: Sequence[str] = ()) -> None:
+    ``cwd``: the run's working directory, left to the session normalizer (``{{cwd}}``)
+    even when it lies under the temp directory or HOME."""
+
+    def __init__(self, extra: Sequence[str] = (), *, cwd: str | None = None) -> None:
         rules: list[tuple[re.Pattern[str], str]] = []
         for number, pattern in enumerate(extra, 1):
             try:
@@ -64,7 +89,7 @@ class Masks:
                     "Fix the scenario's masks (Python re syntax)"
                 ) from None
         # The scenario's own masks first: they may name text a built-in rule would split.
-        rules += [(re.compile(p), r) for p, r in (*_path_rules(), *_BUILT_IN)]
+        rules += [(re.compile(p), r) for p, r in (*_path_rules(cwd), *_BUILT_IN)]
         self._rules = tuple(rules)
         self.extra = tuple(extra)
 
