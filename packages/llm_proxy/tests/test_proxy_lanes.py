@@ -1,6 +1,8 @@
 """Lanes: side calls under one identity (a title request on another model racing the main
-request) bind by what they are, in either arrival order; a headerless session whose first
-message is a pending delegating tool call's prompt is recorded as that call's child."""
+request) bind by what they are, in either arrival order — and which lane is the caller's
+session, in the recording and in replay's served logs, never follows arrival order (SPEC
+11); a headerless session whose first message is a pending delegating tool call's prompt
+is recorded as that call's child."""
 
 from __future__ import annotations
 
@@ -15,7 +17,14 @@ import pytest
 from agentreel.llm.stub import StubServer
 from agentreel.llm_proxy import SESSION_HEADER, start_proxy
 from agentreel.llm_replay import read_report
-from agentreel.session import harvest_session_logs
+from agentreel.session import (
+    Normalizer,
+    RequestHeader,
+    SessionLog,
+    harvest_session_logs,
+    load_session_log,
+    recording_names,
+)
 
 RULES = """
 [[rule]]
@@ -105,6 +114,108 @@ async def test_side_call_lane_binds_by_what_it_is_in_either_order(
             assert await _session(proxy.openai_base_url, order) == EXPECTED, order
         consumed = sorted((s.calls, s.consumed) for s in read_report(report).scripts)
         assert consumed == [(1, 1), (2, 2)], order
+
+
+ORDERS = ("title-first", "main-first")
+
+
+def _goldens(logs: list[SessionLog]) -> list[bytes]:
+    """The logs normalized as a harness writes their goldens (ids, times, cwd tokenized)."""
+    normalizer = Normalizer.for_logs(str(Path.cwd()), logs)
+    return [normalizer.session_log_bytes(log) for log in logs]
+
+
+def _fixture_logs(fixture: Path) -> list[SessionLog]:
+    return [load_session_log(fixture / name) for name in recording_names(fixture)]
+
+
+def _structure(logs: list[SessionLog]) -> list[tuple[object, ...]]:
+    """Per log in session order: origin, the position of its parent, spawn index, the
+    model of its first call and how many calls it holds."""
+    ids = [log.header.id for log in logs]
+    shape: list[tuple[object, ...]] = []
+    for log in logs:
+        header = log.header
+        parent = ids.index(header.parent_session) if header.parent_session in ids else None
+        requests = [e.data for e in log.events if isinstance(e, RequestHeader)]
+        shape.append((header.origin, parent, header.spawn_index, requests[0].model, len(requests)))
+    return shape
+
+
+@pytest.mark.asyncio
+async def test_which_lane_is_the_session_does_not_follow_arrival_in_record(
+    tmp_path: Path,
+) -> None:
+    """Recorded in either arrival order, the conversation (two calls, tools) is the session
+    and the title call a side lane under it: the same fixture, golden for golden."""
+    recorded: dict[str, list[SessionLog]] = {}
+    with StubServer.from_toml(RULES) as stub:
+        for order in ORDERS:
+            fixture = tmp_path / f"fixture-{order}"
+            async with start_proxy("record", upstream=stub.base_url, fixture=fixture) as proxy:
+                assert await _session(proxy.openai_base_url, order) == EXPECTED
+            recorded[order] = _fixture_logs(fixture)
+    for order in ORDERS:
+        assert _structure(recorded[order]) == [
+            ("main", None, None, "big-model", 2),
+            ("spawn", 0, None, "small-model", 1),
+        ], order
+    assert _goldens(recorded["title-first"]) == _goldens(recorded["main-first"])
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("recorded_order", ORDERS)
+async def test_served_logs_mirror_the_recording_in_any_arrival_order(
+    recorded_order: str, tmp_path: Path
+) -> None:
+    """Replayed title-first and conversation-first, the served logs are the recording's
+    own, byte for byte once normalized — what a harness compares with its goldens."""
+    fixture = tmp_path / "fixture"
+    with StubServer.from_toml(RULES) as stub:
+        async with start_proxy("record", upstream=stub.base_url, fixture=fixture) as proxy:
+            assert await _session(proxy.openai_base_url, recorded_order) == EXPECTED
+    served: dict[str, list[SessionLog]] = {}
+    for order in ORDERS:
+        root = tmp_path / f"served-{order}"
+        async with start_proxy("replay", fixture=fixture, sessions_root=root) as proxy:
+            assert await _session(proxy.openai_base_url, order) == EXPECTED, order
+        served[order] = harvest_session_logs(root)
+    expected = _goldens(_fixture_logs(fixture))
+    for order in ORDERS:
+        assert _goldens(served[order]) == expected, order
+
+
+@pytest.mark.asyncio
+async def test_an_unused_lane_is_named_as_the_goldens_name_it_for_every_recording(
+    tmp_path: Path,
+) -> None:
+    """The failure line names the fixture file and its golden token, never a UUID, so two
+    recordings of the same run fail with the same words."""
+    lines: list[list[str]] = []
+    with StubServer.from_toml(RULES) as stub:
+        for number in range(2):
+            fixture = tmp_path / f"fixture-{number}"
+            async with start_proxy("record", upstream=stub.base_url, fixture=fixture) as proxy:
+                await _session(proxy.openai_base_url, "title-first")
+            report = tmp_path / f"report-{number}.json"
+            async with start_proxy("replay", fixture=fixture, report=report) as proxy:
+                client = openai.AsyncOpenAI(
+                    base_url=proxy.openai_base_url,
+                    api_key="sk-lanes-test",
+                    max_retries=0,
+                    default_headers={SESSION_HEADER: "one-session"},
+                )
+                assert await _main(client) == EXPECTED["main"]
+                await client.close()
+            lines.append(read_report(report).unconsumed())
+    assert (
+        lines[0]
+        == lines[1]
+        == [
+            "session.1.jsonl ({{session:1}}, side lane): never bound to a live session; its 1 "
+            "call(s) were never requested"
+        ]
+    )
 
 
 CHILD_RULES = """

@@ -3,11 +3,16 @@
 Every lane is a session log of section 4: a header (parent, spawn index, origin), then per
 model call ``turn/start``, the ``request/header`` built from the HTTP request, every
 ``assistant/chunk``, ``turn/end`` (flushed there, so a killed proxy keeps every finished
-call). A caller identity's first lane is its session; a child names its parent (explicit
-or native headers, or — without headers — the pending delegating tool call whose text is
-the child's first message). Its other lanes (side calls) are sessions of their own under
-it, without a spawn index. Upstream errors are recorded as a call ending in an ``error``
-finish that carries the raw status, headers and body, so replay answers them the same way.
+call). A child names its parent (explicit or native headers, or — without headers — the
+pending delegating tool call whose text is the child's first message). A caller's lanes are
+its session and, under it without a spawn index, its side calls (title, classifier): which
+lane is which is decided from what each lane is — the one with more calls, then the one
+with tools, then a content key (``session_rank``) — when the recorder closes, never by
+arrival (SPEC 11). Until then each lane's log is flushed as it was opened (a killed proxy
+loses nothing); ``close`` rewrites the headers that the rule changes. Replay's served
+logs (``ServedLogs``) are written as the recorded scripts they were bound to. Upstream
+errors are recorded as a call ending in an ``error`` finish that carries the raw status,
+headers and body, so replay answers them the same way.
 Nothing written may contain a key a client sent (``SecretInRecordingError``).
 """
 
@@ -20,7 +25,7 @@ import shutil
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -34,6 +39,7 @@ from agentreel.llm_replay import (
     Chain,
     LaneSignature,
     Reply,
+    Script,
     chain,
     lane_signature,
     message_digests,
@@ -47,6 +53,7 @@ from agentreel.session import (
     SessionStore,
     TurnEndData,
     TurnStartData,
+    encode_record,
     epoch_ms,
     harvest_session_logs,
     recording_names,
@@ -65,6 +72,12 @@ _ERROR_HEADERS = ("retry-after", "retry-after-ms", "x-request-id", "request-id",
 INTERRUPTED_MESSAGE = "the proxy was stopped (signal or end of input) while this call was streaming"
 
 
+LaneKind = Literal["session", "side", "delegated"]
+"""How a lane was opened: its caller's first lane (``session``, which carries the caller's
+relation to its parent), a side call under the caller's session (``side``), or a headerless
+child found through a pending delegating tool call (``delegated``)."""
+
+
 @dataclass(eq=False)
 class Lane:
     """One recorded conversation: its session log and where its next call goes."""
@@ -72,8 +85,15 @@ class Lane:
     session: Session
     key: str
     signature: LaneSignature
+    kind: LaneKind = "session"
+    parent_key: str | None = None
+    """The caller whose session this lane hangs under when that is decided by caller, not
+    by a delegating call: the parent identity of a session lane, the own caller of a side
+    lane. Closing re-points it to that caller's session as the rule decides it."""
     first: tuple[str, ...] = ()
     """The message digests of the lane's first request."""
+    tools: bool = False
+    """Whether its first request offered tools (an agent's conversation, not a side call)."""
     previous: tuple[str, ...] = ()
     """The message digests of its latest request, and (below) the reply to it: a request
     that starts with both continues this lane (SPEC 11 conversation chaining)."""
@@ -242,6 +262,7 @@ class Recorder:
         if lane is None:
             lane = self._open_lane(key, identity, signature, request, first=not lanes)
             lane.first = digests
+            lane.tools = bool(header.tools)
             lanes.append(lane)
         lane.previous = digests
         lane.busy = True
@@ -293,15 +314,21 @@ class Recorder:
     ) -> Lane:
         parent: Lane | None = None
         spawn_index: int | None = None
+        kind: LaneKind = "session"
+        parent_key: str | None = None
         if first and identity.parent is not None:
             parent = self._main_lane(identity.parent)
             spawn_index = identity.spawn_index
+            parent_key = identity.parent
         else:
             # A conversation whose first message is a pending delegating tool call's prompt
             # is that call's child (how a headerless subagent is told from a side call).
             parent, spawn_index = self._delegating_parent(request)
+            if parent is not None and not first:
+                kind = "delegated"
             if parent is None and not first:
                 parent = self._main_lane(key)
+                kind, parent_key = "side", key
         if parent is not None and spawn_index is None and first:
             spawn_index = self._next_child_index(parent)
         header = SessionHeader(
@@ -321,7 +348,7 @@ class Recorder:
             header.id,
             "side lane" if not first else f"parent {header.parent_session}",
         )
-        return Lane(session=session, key=key, signature=signature)
+        return Lane(session=session, key=key, signature=signature, kind=kind, parent_key=parent_key)
 
     def _main_lane(self, key: str) -> Lane | None:
         lanes = self._lanes.get(key)
@@ -369,9 +396,92 @@ class Recorder:
                     except SecretInRecordingError:
                         pass
                 lane.session.close()
+        self._arrange()
+
+    def _arrange(self) -> None:
+        """Decide each caller's session among its lanes by ``session_rank`` and rewrite
+        the headers that changes: the session takes the caller's relation (its parent's
+        session, spawn index), the side lanes hang under it, and ``created_at`` follows the
+        rank, so session order (which sorts side lanes by it) does too."""
+        ranked: dict[str, list[Lane]] = {}
+        for key, lanes in self._lanes.items():
+            group = [lane for lane in lanes if lane.kind != "delegated"]
+            if any(lane.kind == "session" for lane in group):
+                ranked[key] = sorted(group, key=session_rank)
+        for group in ranked.values():
+            opened = next(lane for lane in group if lane.kind == "session")
+            parent = opened.session.header.parent_session
+            if opened.parent_key in ranked:
+                parent = ranked[opened.parent_key][0].session.id
+            times = sorted(lane.session.header.created_at for lane in group)
+            for position, lane in enumerate(group):
+                if position == 0:
+                    relation: dict[str, Any] = {
+                        "parent_session": parent,
+                        "spawn_index": opened.session.header.spawn_index,
+                        "origin": "spawn" if parent is not None else "main",
+                    }
+                else:
+                    times[position] = max(times[position], times[position - 1] + 1)
+                    relation = {
+                        "parent_session": group[0].session.id,
+                        "spawn_index": None,
+                        "origin": "spawn",
+                    }
+                header = msgspec.structs.replace(
+                    lane.session.header, created_at=times[position], **relation
+                )
+                if header != lane.session.header:
+                    _rewrite_header(lane.session.path, header)
+                    lane.session.header = header
 
     def models(self) -> list[str]:
         return sorted({lane.signature.model for lanes in self._lanes.values() for lane in lanes})
+
+
+def session_rank(lane: Lane) -> tuple[Any, ...]:
+    """Which of one caller's lanes is its session (the smallest): the conversation with
+    more calls, then the one with tools, then by what its first request is (model, system
+    prompt, tools, messages) — all content, so any arrival order gives the same answer."""
+    return (-lane.calls, not lane.tools, tuple(lane.signature), lane.first)
+
+
+def _rewrite_header(path: Path, header: SessionHeader) -> None:
+    """Replace a closed log's first line with ``header``, atomically: until the rename the
+    log is whole as flushed."""
+    data = path.read_bytes()
+    rest = data[data.index(b"\n") + 1 :]
+    tmp = path.with_suffix(".arranging")
+    tmp.write_bytes(encode_record(header) + rest)
+    os.replace(tmp, path)
+
+
+class ServedLogs(Recorder):
+    """Replay's served logs: each replayed call is written into the log of the recorded
+    script it was bound to, under that script's header (its id, time, parent, spawn index
+    and origin; the live cwd), so the served logs have the recording's structure and
+    session order whatever order the calls arrive in."""
+
+    def begin_bound(self, script: Script, header: RequestHeaderData) -> CallRecording:
+        key = str(script.number)
+        lanes = self._lanes.get(key)
+        if lanes is None:
+            recorded = script.header
+            mirrored = msgspec.structs.replace(recorded, cwd=self.cwd, seed_length=0)
+            session = Session(self._store.path_for(mirrored), mirrored, [], epoch_ms)
+            lanes = self._lanes[key] = [
+                Lane(session=session, key=key, signature=lane_signature(header))
+            ]
+        (lane,) = lanes
+        lane.busy = True
+        turn = lane.calls
+        lane.calls += 1
+        self._write(lane, TurnStartData(turn=turn))
+        self._write(lane, msgspec.structs.replace(header, turn=turn, step=0))
+        return CallRecording(self, lane, turn)
+
+    def _arrange(self) -> None:
+        """Served logs already have the recording's structure."""
 
 
 def write_fixture(sessions_root: Path, fixture: Path, cwd: str) -> list[Path]:

@@ -42,7 +42,13 @@ from agentreel.llm_proxy._codecs import (
 from agentreel.llm_proxy._errors import CUT_CODE, HTTP_CODE_PREFIX, STREAM_ERROR_CODE, error_body
 from agentreel.llm_proxy._identity import IDENTITY_HEADERS, Identity, resolve_identity
 from agentreel.llm_proxy._masks import Masks
-from agentreel.llm_proxy._record import CallRecording, Recorder, remove_tree, write_fixture
+from agentreel.llm_proxy._record import (
+    CallRecording,
+    Recorder,
+    ServedLogs,
+    remove_tree,
+    write_fixture,
+)
 from agentreel.llm_proxy._requests import ParsedRequest, parse_request
 from agentreel.llm_proxy._routes import (
     RUN_PREFIX,
@@ -60,6 +66,7 @@ from agentreel.llm_replay import (
     RecordedStream,
     ReplayError,
     ReplayProvider,
+    Script,
     UnconsumedScriptError,
     load_recording,
 )
@@ -179,7 +186,7 @@ class ProxyRun:
     def __init__(self, settings: ProxySettings) -> None:
         settings.check()
         self.settings = settings
-        self.masks = Masks(settings.masks)
+        self.masks = Masks(settings.masks, cwd=settings.cwd)
         self.mode: Mode = settings.mode
         self.token: str | None = None
         self._server: ProxyServer | None = None
@@ -190,7 +197,7 @@ class ProxyRun:
         self.provider: ReplayProvider | None = None
         # Replay with ``sessions_root``: the session logs of what was served, written as
         # record writes them — the re-persisted logs a harness diffs with its goldens.
-        self.served: Recorder | None = None
+        self.served: ServedLogs | None = None
         self._recorded_apis = False
         # Partial lanes (side calls that vary with timing) are left out of the served logs:
         # whether and how far they ran is not part of what a harness compares.
@@ -206,7 +213,7 @@ class ProxyRun:
         else:
             assert settings.fixture is not None
             if settings.sessions_root is not None:
-                self.served = Recorder(settings.sessions_root, settings.cwd, self.masks.text)
+                self.served = ServedLogs(settings.sessions_root, settings.cwd, self.masks.text)
             self.provider = ReplayProvider(
                 settings.fixture,
                 live_cwd=settings.cwd,
@@ -520,8 +527,9 @@ class ProxyRun:
 
     # -- replay ----------------------------------------------------------------------------
 
-    def _served_call(self, parsed: ParsedRequest, identity: Identity) -> CallRecording | None:
-        """Begin one served call in the replay's own session logs (``served``), if kept."""
+    def _served_call(self, parsed: ParsedRequest, script: Script) -> CallRecording | None:
+        """Begin one served call in the replay's own session logs (``served``), if kept:
+        in the log of the recorded script it was bound to."""
         served = self.served
         if served is None:
             return None
@@ -531,7 +539,7 @@ class ProxyRun:
         header = build_request_header(parsed.options(), turn=0, step=0, cwd=served.cwd, api=api)
         if self._partial.naming(header) is not None:
             return None
-        return served.begin(identity, header, parsed)
+        return served.begin_bound(script, header)
 
     async def _replay(
         self, request: web.Request, route: Route, parsed: ParsedRequest, identity: Identity
@@ -540,7 +548,7 @@ class ProxyRun:
         assert provider is not None
         options = parsed.options(identity.session, identity.parent, identity.spawn_index)
         try:
-            stream = provider.stream(options, api=parsed.api)
+            script, stream = provider.stream_bound(options, api=parsed.api)
         except ReplayError as error:
             message = f"agentreel proxy replay ({identity.describe()}): {error}"
             logger.error("%s", message)
@@ -548,7 +556,7 @@ class ProxyRun:
                 REPLAY_ERROR_STATUS,
                 error_body(route.api, REPLAY_ERROR_STATUS, message, type(error).__name__),
             )
-        served = self._served_call(parsed, identity)
+        served = self._served_call(parsed, script)
         try:
             if isinstance(stream, RecordedStream):
                 chunks = list(stream.chunks)

@@ -160,6 +160,13 @@ class ReplayProvider:
         raised here, at call time; an override's ``LlmError`` is raised while iterating,
         after its prefix.
         """
+        return self.stream_bound(options, api=api)[1]
+
+    def stream_bound(
+        self, options: GenerateOptions, *, api: WireApi | None = None
+    ) -> tuple[Script, AsyncIterator[Chunk]]:
+        """``stream``, also naming the recorded script the call was bound to (the proxy
+        writes its served logs as the scripts they replay, whatever order calls came in)."""
         try:
             live = (
                 build_request_header(options, turn=0, step=0, cwd=self.live_cwd, api=api)
@@ -182,10 +189,10 @@ class ReplayProvider:
         if self._overrides:
             override = self._overrides.get((number, call.number))
             if override is not None:
-                return _overridden(chunks, override, self._pacing)
+                return script, _overridden(chunks, override, self._pacing)
         if self._pacing:
-            return _paced(chunks, self._pacing)
-        return RecordedStream(chunks)
+            return script, _paced(chunks, self._pacing)
+        return script, RecordedStream(chunks)
 
     def _prepare(self, call: RecordedCall, cwd_in_json: str) -> tuple[Chunk, ...]:
         if not call.cwd_chunks:
