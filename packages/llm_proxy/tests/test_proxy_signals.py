@@ -190,4 +190,5 @@ def test_stop_mid_stream_while_replaying_keeps_the_served_log_and_the_report(
     _assert_sealed_interrupted(served, received, stderr)
     consumption = read_report(report)
     assert [(s.file, s.calls, s.consumed) for s in consumption.scripts] == [("session.jsonl", 1, 1)]
+    assert consumption.scripts[0].interrupted == [1]  # consumed, but cut by the stop
     assert consumption.errors == []

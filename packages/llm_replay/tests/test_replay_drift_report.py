@@ -200,6 +200,7 @@ async def test_report_file_records_consumption_and_errors(
             "consumed": 1,
             "bound_to": sid,
             "partial": False,
+            "interrupted": [],
         }
     ]
     report = read_report(report_path)

@@ -548,7 +548,7 @@ class ProxyRun:
         assert provider is not None
         options = parsed.options(identity.session, identity.parent, identity.spawn_index)
         try:
-            script, stream = provider.stream_bound(options, api=parsed.api)
+            bound = provider.stream_bound(options, api=parsed.api)
         except ReplayError as error:
             message = f"agentreel proxy replay ({identity.describe()}): {error}"
             logger.error("%s", message)
@@ -556,7 +556,8 @@ class ProxyRun:
                 REPLAY_ERROR_STATUS,
                 error_body(route.api, REPLAY_ERROR_STATUS, message, type(error).__name__),
             )
-        served = self._served_call(parsed, script)
+        stream = bound.chunks
+        served = self._served_call(parsed, bound.script)
         try:
             if isinstance(stream, RecordedStream):
                 chunks = list(stream.chunks)
@@ -567,6 +568,7 @@ class ProxyRun:
             return await self._replay_as_it_comes(request, parsed, identity, stream, served)
         except asyncio.CancelledError:
             # The proxy is stopping while this call streams (a hang override, pacing).
+            provider.interrupted(bound.script, bound.position)
             if served is not None:
                 served.interrupt(identity.describe())
             else:

@@ -20,6 +20,7 @@ from agentreel.llm_replay._lanes import (
 )
 from agentreel.llm_replay._overrides import HangOverride, Override, ThrowOverride
 from agentreel.llm_replay._provider import (
+    BoundCall,
     DriftMode,
     RecordedStream,
     ReplayProvider,
@@ -54,6 +55,7 @@ __all__ = [
     "OVERRIDE_FILE",
     "REPORT_FORMAT",
     "REPORT_VERSION",
+    "BoundCall",
     "Chain",
     "ConsumptionReport",
     "DriftMode",

@@ -16,7 +16,7 @@ import os
 import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from agentreel.llm import Chunk, GenerateOptions, LlmError
 from agentreel.llm_replay._binding import Binder
@@ -48,6 +48,17 @@ from agentreel.session import (
 )
 
 DriftMode = Literal["error", "warn", "off"]
+
+
+class BoundCall(NamedTuple):
+    """A call ``ReplayProvider.stream_bound`` bound: the recorded script, the call's
+    position in it (0-based) and its chunks (what ``stream`` returns)."""
+
+    script: Script
+    position: int
+    chunks: AsyncIterator[Chunk]
+
+
 _DRIFT_MODES = ("error", "warn", "off")
 
 
@@ -118,6 +129,7 @@ class ReplayProvider:
             [self._prepare(call, cwd_in_json) for call in script.calls] for script in scripts
         ]
         self._cursor = [0] * len(scripts)
+        self._interrupted: list[list[int]] = [[] for _ in scripts]
         partial = PartialLanes(partial_lanes)
         self._partial = [
             bool(partial)
@@ -160,12 +172,10 @@ class ReplayProvider:
         raised here, at call time; an override's ``LlmError`` is raised while iterating,
         after its prefix.
         """
-        return self.stream_bound(options, api=api)[1]
+        return self.stream_bound(options, api=api).chunks
 
-    def stream_bound(
-        self, options: GenerateOptions, *, api: WireApi | None = None
-    ) -> tuple[Script, AsyncIterator[Chunk]]:
-        """``stream``, also naming the recorded script the call was bound to (the proxy
+    def stream_bound(self, options: GenerateOptions, *, api: WireApi | None = None) -> BoundCall:
+        """``stream``, also naming the recorded script and call it was bound to (the proxy
         writes its served logs as the scripts they replay, whatever order calls came in)."""
         try:
             live = (
@@ -189,10 +199,15 @@ class ReplayProvider:
         if self._overrides:
             override = self._overrides.get((number, call.number))
             if override is not None:
-                return script, _overridden(chunks, override, self._pacing)
+                return BoundCall(script, position, _overridden(chunks, override, self._pacing))
         if self._pacing:
-            return script, _paced(chunks, self._pacing)
-        return script, RecordedStream(chunks)
+            return BoundCall(script, position, _paced(chunks, self._pacing))
+        return BoundCall(script, position, RecordedStream(chunks))
+
+    def interrupted(self, script: Script, position: int) -> None:
+        """Note that call ``position`` (0-based) of ``script`` was cut while it streamed
+        because the replaying process is stopping; the report lists it."""
+        self._interrupted[script.number].append(position + 1)
 
     def _prepare(self, call: RecordedCall, cwd_in_json: str) -> tuple[Chunk, ...]:
         if not call.cwd_chunks:
@@ -249,6 +264,7 @@ class ReplayProvider:
                     consumed=self._cursor[script.number],
                     bound_to=self._binder.bound_to[script.number],
                     partial=self._partial[script.number],
+                    interrupted=list(self._interrupted[script.number]),
                 )
                 for script in self._scripts
             ],

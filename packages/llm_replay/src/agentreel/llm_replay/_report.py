@@ -11,14 +11,16 @@ File format (UTF-8 JSON object, ``"format": "agentreel-replay-report"``, ``"vers
      "scripts": [{"session": 0, "file": "session.jsonl", "recorded_session_id": "...",
                   "parent_session": null, "spawn_index": null,
                   "calls": 2, "consumed": 2, "bound_to": "<live session id>",
-                  "partial": false}, ...],
+                  "partial": false, "interrupted": []}, ...],
      "errors": [{"type": "UnrecordedSessionError", "message": "..."}],
      "drift_warnings": ["..."]}
 
 ``bound_to`` is the live session id bound to the script (``"<anonymous>"`` for a caller
 without one; ``null`` if never bound). ``partial`` is true for a lane named by the run's
 ``partial_lanes`` (a side call that may be consumed partly or not at all: never counted as
-unconsumed). ``errors`` lists every replay error raised to the
+unconsumed). ``interrupted`` lists the calls (1-based) a stop of the replaying process cut
+while they streamed (the proxy's SIGTERM, SIGINT or end of input): consumed, but not all
+of each reached the agent. ``errors`` lists every replay error raised to the
 agent (it may have caught them), ``drift_warnings`` every drift seen in ``warn`` mode.
 """
 
@@ -51,6 +53,7 @@ class ScriptReport(msgspec.Struct, frozen=True, kw_only=True):
     consumed: int
     bound_to: str | None
     partial: bool = False
+    interrupted: list[int] = msgspec.field(default_factory=list)
 
 
 class ReportedError(msgspec.Struct, frozen=True, kw_only=True):
