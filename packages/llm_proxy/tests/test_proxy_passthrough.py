@@ -1,5 +1,6 @@
 """Record mode is pass-through from the very first call: the client holds the first chunk
-while the upstream is still streaming (SPEC 11: every SSE event forwarded as it arrives)."""
+while the upstream is still streaming (SPEC 11: every SSE event forwarded as it arrives);
+and it listens without waiting for the provider SDKs its decoders import."""
 
 from __future__ import annotations
 
@@ -53,3 +54,49 @@ asyncio.run(main())
     assert outcomes[0] == "pending", (
         f"the first chunk arrived only after the upstream ended: {outcomes}"
     )
+
+
+def test_record_mode_listens_before_the_provider_sdks_are_imported(tmp_path: Path) -> None:
+    # The decoders' import (agentreel.llm.wire: both provider SDKs) is held until the proxy
+    # listens; awaited before listening, as it was, it took most of a start (8-14 s of
+    # 12-18 s to listen on the loaded 2-core machine) and here would hold the start for 20 s.
+    script = tmp_path / "held_import.py"
+    script.write_text(
+        f"""
+import asyncio, sys, threading
+from pathlib import Path
+import aiohttp
+from agentreel.llm.stub import StubServer
+from agentreel.llm_proxy import start_proxy
+
+listening = threading.Event()
+
+class HoldTheSdkImport:
+    def find_spec(self, name, path=None, target=None):
+        if name == "agentreel.llm.wire":
+            listening.wait(20)
+        return None
+
+sys.meta_path.insert(0, HoldTheSdkImport())
+
+async def main() -> None:
+    with StubServer.from_toml('[[rule]]\\ntext = "recorded"\\n') as stub:
+        async with start_proxy("record", upstream=stub.base_url,
+                               sessions_root=Path({str(tmp_path / "logs")!r})) as proxy:
+            print("wire imported when listening:", "agentreel.llm.wire" in sys.modules)
+            listening.set()
+            body = {{"model": "m", "messages": [{{"role": "user", "content": "hi"}}]}}
+            async with aiohttp.ClientSession() as http:
+                async with http.post(proxy.openai_base_url + "/chat/completions",
+                                     json=body) as response:
+                    reply = await response.json()
+            print(reply["choices"][0]["message"]["content"])
+
+asyncio.run(main())
+"""
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["wire imported when listening: False", "recorded"]

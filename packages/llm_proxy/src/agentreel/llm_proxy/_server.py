@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Literal
 
 import aiohttp
@@ -204,6 +205,7 @@ class ProxyRun:
         self._partial = PartialLanes(settings.partial_lanes)
         self.errors: list[str] = []
         self._closed = False
+        self._wire: asyncio.Future[ModuleType] | None = None
         if settings.mode == "record":
             root = settings.sessions_root
             if root is None:
@@ -235,11 +237,14 @@ class ProxyRun:
     async def _open(self, server: ProxyServer, token: str | None) -> None:
         """Made ready to serve on ``server`` (``ProxyServer.open_run`` calls it)."""
         if self.mode == "record":
-            # The wire mappers import both provider SDKs (seconds on a loaded machine). Done
-            # lazily on the first call, the import blocked the event loop while upstream
-            # bytes piled up, so the first stream reached its client all at once at the end.
-            # Before serving, and off the loop, so the server's other runs keep going.
-            await asyncio.to_thread(importlib.import_module, "agentreel.llm.wire")
+            # The wire mappers import both provider SDKs (seconds on a loaded machine: most
+            # of the time to start). Imported on the loop at the first call, it blocked the
+            # loop while upstream bytes piled up, so the first stream reached its client all
+            # at once at the end; awaited here, it delayed every start. So: off the loop,
+            # while the run starts serving; a call awaits it before forwarding.
+            self._wire = asyncio.ensure_future(
+                asyncio.to_thread(importlib.import_module, "agentreel.llm.wire")
+            )
             # A client of its own: no connection or cookie another run's upstream left.
             self._client = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
@@ -268,6 +273,9 @@ class ProxyRun:
             await self._end_in_flight()
             if self._client is not None:
                 await self._client.close()
+            if self._wire is not None:
+                with suppress(Exception):  # an import error already failed the calls that met it
+                    await self._wire
             if self.recorder is not None:
                 self.recorder.close()
                 self.errors += self.recorder.errors
@@ -446,6 +454,10 @@ class ProxyRun:
             raise RequestError(500, f"agentreel proxy: {error}") from None
         url = self._upstream_url(route, request.query_string)
         try:
+            if self._wire is not None:
+                # The decoders' SDK import (``start``); shielded: a cancelled call must not
+                # cancel it for the others.
+                await asyncio.shield(self._wire)
             upstream = await client.post(url, data=raw, headers=headers)
         except aiohttp.ClientError as exc:
             call.cut(f"could not reach the upstream {url}: {exc}")
