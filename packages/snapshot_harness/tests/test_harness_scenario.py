@@ -223,6 +223,11 @@ def test_the_fixtures_directory_enables_it_and_the_scenario_overrides_key_by_key
     ("agent", "expected"),
     [
         (None, ("agentreel.acp_agent:preload",)),  # the reference agent's own hook
+        # ... also spelled out with flags (its package is the agentreel namespace: nothing)
+        (
+            '["{python}", "-m", "agentreel.acp_agent", "--max-steps", "3"]',
+            ("agentreel.acp_agent:preload",),
+        ),
         ('["{python}", "-m", "my_pkg.agent"]', ("my_pkg",)),  # its package, not itself
         ('["{python}", "-m", "my_agent"]', ()),
         ('["{python}", "agent.py"]', ()),

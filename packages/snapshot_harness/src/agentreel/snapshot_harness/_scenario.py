@@ -190,7 +190,8 @@ class ForkServerConfig:
     Opt-in (``enabled``), in ``scenario.toml`` or for every scenario of a fixtures
     directory in its ``agentreel.toml`` (the scenario's keys win). ``preload`` lists the
     modules the server imports once (``module:function`` also calls a hook); without it,
-    the reference agent's own hook, or the package of a ``-m package.module`` agent.
+    the reference agent's own hook (for ``{python} -m agentreel.acp_agent`` with any
+    flags too), or the package of a ``-m package.module`` agent.
     """
 
     enabled: bool = False
@@ -275,9 +276,11 @@ class Scenario:
             return None
         if self.fork_server.preload is not None:
             return self.fork_server.preload
-        if self.agent is None:
-            return (DEFAULT_AGENT_PRELOAD,)
         command = self.agent_command()
+        if self.agent is None or command[1:3] == ["-m", DEFAULT_AGENT_MODULE]:
+            # The reference agent, also when spelled out with flags: its own hook (its
+            # package would be the ``agentreel`` namespace, which preloads nothing).
+            return (DEFAULT_AGENT_PRELOAD,)
         if len(command) > 2 and command[1] == "-m" and "." in command[2]:
             # The package only: a module preloaded under its own name and then run as
             # __main__ would exist twice (runpy warns about exactly that).
