@@ -97,7 +97,8 @@ class WorkerProxy:
 
     def open_run(self, settings: ProxySettings, *, timeout: float) -> ProxyRun:
         """A run of its own for one scenario (its fixture loaded here, off the server's
-        loop); bounded by ``timeout``: record mode imports both provider SDKs first."""
+        loop); bounded by ``timeout``. Record mode's provider SDK import runs in a thread
+        of the run's own, so opening does not wait for it; the first recorded call does."""
         from agentreel.llm_proxy import ProxyRun
 
         run = ProxyRun(settings)
