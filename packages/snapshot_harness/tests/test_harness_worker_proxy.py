@@ -154,14 +154,16 @@ def test_the_worker_proxy_flushes_an_open_run_at_exit_and_starts_again_after_clo
 
 CONFTEST = """
 import json
-import os
 from pathlib import Path
 
 from agentreel.snapshot_harness._proxied import WORKER_PROXY
 
 
 def pytest_sessionfinish(session):
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "controller")
+    # Not PYTEST_XDIST_WORKER: under an outer `pytest -n 2` every process of this inner run
+    # inherits the outer worker's name from the environment.
+    workerinput = getattr(session.config, "workerinput", None)
+    worker = "controller" if workerinput is None else workerinput["workerid"]
     Path({starts!r}, worker + ".json").write_text(json.dumps(WORKER_PROXY.starts))
 """
 
