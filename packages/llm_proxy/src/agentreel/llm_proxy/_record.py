@@ -265,6 +265,10 @@ class Recorder:
             lane.tools = bool(header.tools)
             lanes.append(lane)
         lane.previous = digests
+        return self._start_call(lane, header)
+
+    def _start_call(self, lane: Lane, header: RequestHeaderData) -> CallRecording:
+        """Open the lane's next call: its ``turn/start`` and its ``request/header``."""
         lane.busy = True
         turn = lane.calls
         lane.calls += 1
@@ -473,12 +477,7 @@ class ServedLogs(Recorder):
                 Lane(session=session, key=key, signature=lane_signature(header))
             ]
         (lane,) = lanes
-        lane.busy = True
-        turn = lane.calls
-        lane.calls += 1
-        self._write(lane, TurnStartData(turn=turn))
-        self._write(lane, msgspec.structs.replace(header, turn=turn, step=0))
-        return CallRecording(self, lane, turn)
+        return self._start_call(lane, header)
 
     def _arrange(self) -> None:
         """Served logs already have the recording's structure."""
