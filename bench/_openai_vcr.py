@@ -28,6 +28,9 @@ CHUNK_SIZE = 8
 # 16 deltas of 8 characters: block-start, 16 text-deltas, block-end, usage, finish = 20.
 ANSWER = "".join(f"word{n:03d} " for n in range(TEXT_DELTAS))[: TEXT_DELTAS * CHUNK_SIZE]
 CHUNKS_PER_CALL = TEXT_DELTAS + 4
+# SPEC 9 compares replay with vcrpy at 1,000 recorded calls: vcrpy's cost per call grows
+# with its cassette, so a ratio against it means something only at a stated size.
+VCR_COMPARISON_CALLS = 1000
 
 
 def stub_rules(delay_ms: int = 0) -> str:

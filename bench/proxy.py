@@ -3,14 +3,18 @@
 Every row is a ratio of two things measured side by side here, through the real
 ``openai`` adapter (the ``stub`` provider: the SDK's own HTTP stack, wire → chunk mapping):
 
-- replay per call: N calls of 20 chunks streamed from the proxy in replay mode, against the
-  stub server streaming the same chunks to the same adapter (target ≤ 1.3×), and against
-  vcrpy replaying the same N calls from its cassette (target ≥ 10× faster). vcrpy matches
-  the body too (``VCR_MATCH_ON_BODY``): with its default matchers every model call matches
-  every recorded one and it answers in recorded order, the misrouting this package exists
-  to prevent; that configuration is shown as a figure. Both sides pay the client's own work
-  per call, so the row also measures that floor — the same adapter reading the same SSE
-  bytes from an in-memory transport — and each side's own cost above it;
+- replay per call: the calls of SPEC 9's vcrpy comparison (1,000 recorded calls of 20
+  chunks) streamed from the proxy in replay mode with a user's defaults (drift is an
+  error), against the stub server streaming the same chunks to the same adapter (target
+  ≤ 1.3×), and against vcrpy replaying the same calls from its cassette (target ≥ 10×
+  faster). vcrpy matches the body too (``VCR_MATCH_ON_BODY``): with its default matchers
+  every model call matches every recorded one and it answers in recorded order, the
+  misrouting this package exists to prevent; that configuration is shown as a figure.
+  vcrpy's cost per call grows with its cassette (it compares a request with every recorded
+  one) and the proxy's does not, so the ratio holds only at a stated size: a 100-call
+  recording is measured beside it, and each side's growth shown. Both sides pay the
+  client's own work per call, so the row also measures that floor — the same adapter
+  reading the same SSE bytes from an in-memory transport — and each side's cost above it;
 - record time to first chunk: the stub paces its frames 50 ms apart; the adapter reads
   through the proxy in record mode and directly (target ≤ live + 5 ms);
 - concurrency: 64 sessions (identity headers) stream 50 chunks each through one replaying
@@ -44,6 +48,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +70,7 @@ from agentreel.snapshot_harness._proxied import proxy_backend
 from bench._common import FIXTURES, BenchResult, Settings
 from bench._openai_vcr import (
     CHUNKS_PER_CALL,
+    VCR_COMPARISON_CALLS,
     VCR_MATCH_ON_BODY,
     InMemoryOpenAI,
     VcrVisibleOpenAI,
@@ -74,6 +80,8 @@ from bench._openai_vcr import (
 )
 
 PACING_MS = 50
+# A small recording beside the SPEC 9 size, to show how each side's cost per call grows.
+GROWTH_FROM_CALLS = 100
 PROXIED_SCENARIO = FIXTURES / "example-openai-sdk"
 SESSIONS = 64
 SESSION_CHUNKS = 50
@@ -305,44 +313,67 @@ def _run(work: Callable[[], Awaitable[Any]]) -> Any:
     return asyncio.run(work())  # type: ignore[arg-type]
 
 
+def _record_calls(upstream: StubServer, tmp: Path, calls: int) -> tuple[Path, Path]:
+    """``calls`` calls recorded once through the recording proxy (a fixture) and once under
+    vcrpy (a cassette), both against ``upstream``; each replay side makes the same calls."""
+    fixture, cassette = tmp / f"fixture-{calls}", tmp / f"cassette-{calls}.yaml"
+    record = ProxySettings(mode="record", upstream=upstream.base_url, fixture=fixture, cwd=str(tmp))
+    with _proxy_thread(record) as proxy:
+        _run(lambda: _calls(proxy.base_url, calls))  # the warm-up call and ``calls`` more
+    _run(lambda: _vcr_record(upstream.openai_base_url, cassette, calls))
+    return fixture, cassette
+
+
+def _proxy_replays(fixture: Path, tmp: Path, calls: int, repeats: int) -> list[float]:
+    """Seconds per run of ``calls`` calls, each run on a fresh proxy replaying ``fixture``
+    with the defaults a user gets (drift is an error)."""
+    replay = ProxySettings(mode="replay", fixture=fixture, cwd=str(tmp))
+    replayed: list[float] = []
+    for _ in range(repeats):
+        with _proxy_thread(replay) as proxy:
+            replayed.append(_run(lambda: _calls(proxy.base_url, calls)))
+    return replayed
+
+
 def run(settings: Settings) -> BenchResult:
     result = BenchResult("proxy", "7. Proxy: replay per call, record TTFC, 64 HTTP sessions")
-    calls = settings.scaled(300, 40)
+    calls = 40 if settings.quick else VCR_COMPARISON_CALLS
+    small = 10 if settings.quick else GROWTH_FROM_CALLS
+    library_calls = settings.scaled(300, 40)
+    call_repeats = settings.scaled(3, 2)
+    vcr_repeats = max(1, call_repeats - 1)
     repeats = settings.scaled(5, 2)
     with tempfile.TemporaryDirectory(prefix="agentreel-bench-proxy-") as tmp_text:
         tmp = Path(tmp_text)
-        fixture, cassette = tmp / "fixture", tmp / "cassette.yaml"
         with StubServer.from_toml(stub_rules(), source="bench rules") as stub:
-            record = ProxySettings(
-                mode="record", upstream=stub.base_url, fixture=fixture, cwd=str(tmp)
-            )
-            with _proxy_thread(record) as proxy:
-                _run(lambda: _calls(proxy.base_url, calls + 1))
+            fixture, cassette = _record_calls(stub, tmp, calls)
+            small_fixture, small_cassette = _record_calls(stub, tmp, small)
             recorded_url = stub.openai_base_url
-            _run(lambda: _vcr_record(recorded_url, cassette, calls))
-            live = [_run(lambda: _calls(stub.base_url, calls)) for _ in range(repeats)]
-        replay = ProxySettings(mode="replay", fixture=fixture, cwd=str(tmp), drift="off")
-        replayed: list[float] = []
-        for _ in range(repeats):
-            with _proxy_thread(replay) as proxy:
-                replayed.append(_run(lambda: _calls(proxy.base_url, calls)))
+            live = [_run(lambda: _calls(stub.base_url, calls)) for _ in range(call_repeats)]
+        # The stub server is stopped from here on: every replay answers from its recording.
+        replayed = _proxy_replays(fixture, tmp, calls, call_repeats)
+        replayed_small = _proxy_replays(small_fixture, tmp, small, call_repeats)
         vcrpy_in_order: list[float] = []
         vcrpy: list[float] = []
-        for _ in range(max(1, repeats // 2)):
+        for _ in range(vcr_repeats):
             vcrpy_in_order.append(_run(lambda: _vcr_replay(recorded_url, cassette, calls)))
             vcrpy.append(
                 _run(lambda: _vcr_replay(recorded_url, cassette, calls, VCR_MATCH_ON_BODY))
             )
+        vcrpy_small = [
+            _run(lambda: _vcr_replay(recorded_url, small_cassette, small, VCR_MATCH_ON_BODY))
+            for _ in range(vcr_repeats)
+        ]
 
         frames = _replayed_frames(fixture)
-        in_memory = [_run(lambda: _in_memory(frames, calls)) for _ in range(repeats)]
+        in_memory = [_run(lambda: _in_memory(frames, calls)) for _ in range(call_repeats)]
         on_aiohttp: list[float] = []
         on_uvicorn: list[float] = []
         for _ in range(repeats):  # alternated, so load drifts hit both alike
             with _aiohttp_server(frames) as url:
-                on_aiohttp.append(_run(lambda: _calls(url, calls)))
+                on_aiohttp.append(_run(lambda: _calls(url, library_calls)))
             with _uvicorn_server(frames) as url:
-                on_uvicorn.append(_run(lambda: _calls(url, calls)))
+                on_uvicorn.append(_run(lambda: _calls(url, library_calls)))
 
         stub_call = result.median("stub_per_call_s", [t / calls for t in live])
         proxy_call = result.median("proxy_replay_per_call_s", [t / calls for t in replayed])
@@ -351,6 +382,12 @@ def run(settings: Settings) -> BenchResult:
             "vcrpy_in_order_per_call_s", [t / calls for t in vcrpy_in_order]
         )
         floor_call = result.median("client_floor_per_call_s", [t / calls for t in in_memory])
+        proxy_small_call = result.median(
+            f"proxy_replay_{small}_per_call_s", [t / small for t in replayed_small]
+        )
+        vcr_small_call = result.median(
+            f"vcrpy_{small}_per_call_s", [t / small for t in vcrpy_small]
+        )
         result.figure(f"stub server, per call ({calls} calls)", stub_call, "s")
         result.figure("proxy replay, per call", proxy_call, "s")
         result.figure("vcrpy replay (matching the body), per call", vcr_call, "s")
@@ -363,11 +400,33 @@ def run(settings: Settings) -> BenchResult:
         result.figure("proxy replay above the client floor, per call", proxy_call - floor_call, "s")
         result.figure("vcrpy (body) above the client floor, per call", vcr_call - floor_call, "s")
         result.figure("client floor's share of a proxied call", floor_call / proxy_call, "x")
+        result.figure(f"proxy replay, per call ({small} calls)", proxy_small_call, "s")
+        result.figure(f"vcrpy replay (body), per call ({small} calls)", vcr_small_call, "s")
+        result.figure(
+            f"proxy replay per call, {calls} / {small} calls", proxy_call / proxy_small_call, "x"
+        )
+        result.figure(
+            f"vcrpy (body) per call, {calls} / {small} calls", vcr_call / vcr_small_call, "x"
+        )
+        result.figure(
+            f"vcrpy (body) / proxy replay, per call ({small} calls)",
+            vcr_small_call / proxy_small_call,
+            "x",
+        )
         result.target("proxy replay / stub server, per call", proxy_call / stub_call, 1.3)
-        result.target("vcrpy / proxy replay, per call", vcr_call / proxy_call, 10.0, op=">=")
-        aiohttp_call = result.median("aiohttp_per_call_s", [t / calls for t in on_aiohttp])
-        uvicorn_call = result.median("uvicorn_per_call_s", [t / calls for t in on_uvicorn])
-        result.figure("same SSE stream from a minimal aiohttp app, per call", aiohttp_call, "s")
+        result.target(
+            f"vcrpy / proxy replay, per call ({calls} calls)",
+            vcr_call / proxy_call,
+            10.0,
+            op=">=",
+        )
+        aiohttp_call = result.median("aiohttp_per_call_s", [t / library_calls for t in on_aiohttp])
+        uvicorn_call = result.median("uvicorn_per_call_s", [t / library_calls for t in on_uvicorn])
+        result.figure(
+            f"same SSE stream from a minimal aiohttp app, per call ({library_calls} calls)",
+            aiohttp_call,
+            "s",
+        )
         result.figure("same SSE stream from starlette on uvicorn, per call", uvicorn_call, "s")
         result.target(
             "starlette+uvicorn / aiohttp, per call (aiohttp kept unless < 0.9)",
@@ -398,21 +457,28 @@ def run(settings: Settings) -> BenchResult:
             unit="ms",
         )
 
-        sessions_fixture = tmp / "sessions-fixture"
+        # One recording of the 64 sessions and one of session 0 alone, so that each replay
+        # makes every call its recording holds (nothing reported as never requested).
+        recordings = {"one": [0], "many": list(range(SESSIONS))}
         with StubServer.from_toml(SESSION_RULES, source="bench session rules") as stub:
-            record = ProxySettings(
-                mode="record", upstream=stub.base_url, fixture=sessions_fixture, cwd=str(tmp)
-            )
-            with _proxy_thread(record) as proxy:
-                _run(lambda: _sessions(proxy.base_url, list(range(SESSIONS))))
-        replay = ProxySettings(mode="replay", fixture=sessions_fixture, cwd=str(tmp), drift="off")
+            for name, numbers in recordings.items():
+                record = ProxySettings(
+                    mode="record",
+                    upstream=stub.base_url,
+                    fixture=tmp / f"sessions-{name}",
+                    cwd=str(tmp),
+                )
+                with _proxy_thread(record) as proxy:
+                    _run(partial(_sessions, proxy.base_url, numbers))
+        replay_one = ProxySettings(mode="replay", fixture=tmp / "sessions-one", cwd=str(tmp))
+        replay_many = ProxySettings(mode="replay", fixture=tmp / "sessions-many", cwd=str(tmp))
         one: list[float] = []
         many: list[float] = []
         misrouted = 0
         for _ in range(repeats):
-            with _proxy_thread(replay) as proxy:
+            with _proxy_thread(replay_one) as proxy:
                 alone, chunks_one, wrong_one = _run(lambda: _sessions(proxy.base_url, [0]))
-            with _proxy_thread(replay) as proxy:
+            with _proxy_thread(replay_many) as proxy:
                 together, chunks_many, wrong_many = _run(
                     lambda: _sessions(proxy.base_url, list(range(SESSIONS)))
                 )

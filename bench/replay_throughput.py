@@ -37,7 +37,14 @@ from agentreel.llm_replay import ReplayProvider, load_recording
 from agentreel.llm_replay.testing import FixtureRecorder, options_for
 from agentreel.session import AssistantChunk, Event, load_session_log
 from bench._common import BenchResult, Settings, cpu_timed, cpu_timed_async
-from bench._openai_vcr import CHUNKS_PER_CALL, VcrVisibleOpenAI, drain, question, stub_rules
+from bench._openai_vcr import (
+    CHUNKS_PER_CALL,
+    VCR_COMPARISON_CALLS,
+    VcrVisibleOpenAI,
+    drain,
+    question,
+    stub_rules,
+)
 
 
 async def _record(base_url: str, cassette: Path, calls: int) -> list[list[Chunk]]:
@@ -132,7 +139,7 @@ async def _vcr_replay_all(base_url: str, cassette: Path, calls: int) -> list[lis
 
 def run(settings: Settings) -> BenchResult:
     result = BenchResult("replay", "1. Replay throughput (in process, 20 chunks a call)")
-    sizes = [10, 100] if settings.quick else [10, 100, 1000]
+    sizes = [10, 100] if settings.quick else [10, 100, VCR_COMPARISON_CALLS]
     largest = sizes[-1]
     fast_repeats = settings.scaled(15, 5)
     with tempfile.TemporaryDirectory(prefix="agentreel-bench-replay-") as tmp_text:
