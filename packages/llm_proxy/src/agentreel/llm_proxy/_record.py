@@ -446,8 +446,20 @@ class Recorder:
 def session_rank(lane: Lane) -> tuple[Any, ...]:
     """Which of one caller's lanes is its session (the smallest): the conversation with
     more calls, then the one with tools, then by what its first request is (model, system
-    prompt, tools, messages) — all content, so any arrival order gives the same answer."""
-    return (-lane.calls, not lane.tools, tuple(lane.signature), lane.first)
+    prompt, tools, messages) — all content, so any arrival order gives the same answer.
+    Total: an absent system prompt sorts before any present one (``None`` and ``str`` do not
+    compare), so two lanes that tie up to the prompt still rank."""
+    signature = lane.signature
+    return (
+        -lane.calls,
+        not lane.tools,
+        signature.model,
+        signature.system is not None,
+        signature.system or "",
+        signature.tools_digest,
+        signature.first_message,
+        lane.first,
+    )
 
 
 def _rewrite_header(path: Path, header: SessionHeader) -> None:

@@ -20,6 +20,7 @@ import logging
 import os
 import secrets
 import tempfile
+import traceback
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
@@ -277,14 +278,7 @@ class ProxyRun:
                 with suppress(Exception):  # an import error already failed the calls that met it
                     await self._wire
             if self.recorder is not None:
-                self.recorder.close()
-                self.errors += self.recorder.errors
-                if self.settings.fixture is not None and not self.recorder.errors:
-                    write_fixture(
-                        self.recorder.sessions_root, self.settings.fixture, self.settings.cwd
-                    )
-                if self._temp_root is not None:
-                    remove_tree(self._temp_root)
+                self._close_recording(self.recorder)
             if self.served is not None:
                 self.served.close()
                 self.errors += self.served.errors
@@ -294,6 +288,32 @@ class ProxyRun:
                     logger.warning("%s", line)
         finally:
             _SERVING.reset(serving)
+
+    def _close_recording(self, recorder: Recorder) -> None:
+        """Seal the logs, arrange them and (``fixture``) write the fixture — never losing
+        them: if anything here fails, or a record was refused, the logs stay where they
+        were written and ``errors`` says first what failed, where, and where they are."""
+        fixture = self.settings.fixture
+        kept = recorder.sessions_root
+        stage = "closing the recorded session logs"
+        try:
+            recorder.close()
+            if fixture is not None and not recorder.errors:
+                stage = f"writing the fixture {fixture}"
+                write_fixture(kept, fixture, self.settings.cwd)
+        except Exception as exc:  # whatever it is, the recording must survive it
+            self.errors.insert(0, _close_failure(stage, exc, fixture, kept))
+            self.errors += recorder.errors
+            return
+        self.errors += recorder.errors
+        if recorder.errors and fixture is not None:
+            self.errors.append(
+                f"record: the fixture {fixture} was not written, because of "
+                f"the refused record(s) above; the session logs (without them) are kept in "
+                f"{kept}. Remove the key from what the model sees, then record again"
+            )
+        elif self._temp_root is not None:
+            remove_tree(self._temp_root)
 
     async def _end_in_flight(self) -> None:
         current = asyncio.current_task()
@@ -839,6 +859,22 @@ class Proxy(ProxyRun):
     async def close(self) -> None:
         """Stop serving, flush every log (record: write the fixture) and the report."""
         await self._own_server.close()
+
+
+def _close_failure(stage: str, exc: BaseException, fixture: Path | None, kept: Path) -> str:
+    """What to say when closing a recording failed: what, where, where the logs are, what next."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    outcome = (
+        f"the fixture {fixture} was not written"
+        if fixture is not None
+        else "the logs' headers may not be arranged (which lane is each caller's session)"
+    )
+    return (
+        f"record: {stage} failed ({type(exc).__name__}: {exc}{where}), so "
+        f"{outcome}. Nothing recorded is lost: every session log is kept in {kept}. Keep that "
+        "directory and report this error with it (a bug in the proxy); record again once fixed"
+    )
 
 
 def _decode(events: Sequence[Any], wire: Any, call: CallRecording) -> bool:
