@@ -89,6 +89,10 @@ def _label(upstream: str) -> Any:
     return ProviderLabel("upstream", upstream, "the client's key")
 
 
+def _has_error(data: Any) -> bool:
+    return isinstance(data, dict) and bool(data.get("error"))
+
+
 class _ChatDecoder:
     def __init__(self, upstream: str) -> None:
         from agentreel.llm.wire import OpenAIStreamMapper
@@ -173,7 +177,9 @@ class _ResponsesDecoder:
         self.events += 1
         data = json.loads(event.data)
         kind = data.get("type") if isinstance(data, dict) else None
-        if kind == "error" or event.name == "error":
+        # Responses' own ``error`` event, or the ``{"error": ...}`` frame OpenAI-compatible
+        # servers send in any stream (the ``openai`` SDK raises on both).
+        if kind == "error" or event.name == "error" or (kind is None and _has_error(data)):
             raise UpstreamStreamError(event.data)
         if kind == "response.output_item.added":
             return self._added(data.get("item") or {})
