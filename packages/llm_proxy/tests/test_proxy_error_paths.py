@@ -102,7 +102,9 @@ async def test_an_error_event_inside_a_stream_is_passed_through_recorded_and_rep
         assert len(stub.requests) == 1
     api, text, error_class, message = recorded
     # Passed through as the upstream sent it: the text before the error, then the error.
-    assert text and "partial answer cut by an error event".startswith(text), recorded
+    assert text, recorded
+    assert "partial answer cut by an error event".startswith(text), recorded
+    assert issubclass(error_class, openai.APIError | anthropic.APIError), recorded
     assert OVERLOADED in message, recorded
     # Recorded: the call ends with the raw error event, not as a cut or a clean finish.
     (script,) = load_recording(fixture).scripts
@@ -157,7 +159,8 @@ def _texts(chunk_lists: list[list[Any]]) -> dict[str, str]:
     texts: dict[str, str] = {}
     for chunks in chunk_lists:
         finish = chunks[-1]
-        assert isinstance(finish, Finish) and finish.reason == "stop", finish
+        assert isinstance(finish, Finish), finish
+        assert finish.reason == "stop", finish
         text = "".join(c.text for c in chunks if isinstance(c, TextDelta))
         texts["long" if len(text) > 100 else "short"] = text
     return texts
@@ -175,16 +178,14 @@ async def test_a_client_leaving_a_replayed_stream_is_a_clean_end(
     report = tmp_path / "report.json"
     served = tmp_path / "served"
     caplog.set_level(logging.INFO, logger="agentreel.llm_proxy")
-    async with start_proxy(
-        "replay", fixture=fixture, report=report, sessions_root=served
-    ) as proxy:
+    async with start_proxy("replay", fixture=fixture, report=report, sessions_root=served) as proxy:
         body = {"model": "gpt-x", "stream": True, "messages": [{"role": "user", "content": "long"}]}
-        async with aiohttp.ClientSession() as http:
-            async with http.post(proxy.openai_base_url + "/chat/completions", json=body) as response:
-                assert response.status == 200
-                first = await response.content.readany()
-                assert first.startswith(b"data: ")
-                response.close()  # hang up with the rest unread
+        url = proxy.openai_base_url + "/chat/completions"
+        async with aiohttp.ClientSession() as http, http.post(url, json=body) as response:
+            assert response.status == 200
+            first = await response.content.readany()
+            assert first.startswith(b"data: ")
+            response.close()  # hang up with the rest unread
         # ...and the proxy goes on serving.
         assert await _chat_text(proxy.base_url, "short") == "a short answer"
     # A clean end: nothing logged as an error or a warning (all was consumed).
@@ -194,7 +195,9 @@ async def test_a_client_leaving_a_replayed_stream_is_a_clean_end(
     assert sorted((s.calls, s.consumed) for s in consumed.scripts) == [(1, 1), (1, 1)]
     # The served logs hold what was served, as record mode holds a call its client left.
     logs = harvest_session_logs(served)
-    assert _texts([[e.data.chunk for e in log.events if isinstance(e, AssistantChunk)] for log in logs]) == {
+    assert _texts(
+        [[e.data.chunk for e in log.events if isinstance(e, AssistantChunk)] for log in logs]
+    ) == {
         "long": BIG_TEXT,
         "short": "a short answer",
     }
@@ -244,7 +247,9 @@ async def test_bad_requests_in_the_middle_of_a_recording_lose_nothing_recorded(
             await _streaming(stub, 1)
             statuses = []
             async with aiohttp.ClientSession() as http:
-                big = json.dumps({"model": "m", "messages": [{"role": "user", "content": "x" * 30_000}]})
+                big = json.dumps(
+                    {"model": "m", "messages": [{"role": "user", "content": "x" * 30_000}]}
+                )
                 for path in ("/v1/chat/completions", "/v1/messages"):
                     for data in (b"{not json", b"[1, 2]", big.encode()):
                         async with http.post(proxy.base_url + path, data=data) as response:
@@ -260,6 +265,7 @@ async def test_bad_requests_in_the_middle_of_a_recording_lose_nothing_recorded(
     for script in load_recording(fixture).scripts:
         (call,) = script.calls
         finish = call.chunks[-1]
-        assert isinstance(finish, Finish) and finish.reason == "stop", finish
+        assert isinstance(finish, Finish), finish
+        assert finish.reason == "stop", finish
         texts[script.number] = "".join(c.text for c in call.chunks if isinstance(c, TextDelta))
     assert sorted(texts.values()) == sorted([first, second])
