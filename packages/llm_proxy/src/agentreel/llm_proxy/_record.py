@@ -233,6 +233,10 @@ class Recorder:
             if len(secret) >= _MIN_SECRET:
                 self._secrets.add(secret)
 
+    def holds_secret(self, text: str) -> bool:
+        """Whether ``text`` contains a key a client sent (so it must not be written)."""
+        return any(secret in text for secret in self._secrets)
+
     def _write(self, lane: Lane, data: Any) -> None:
         if self._secrets:
             encoded = msgspec.json.encode(data).decode("utf-8", "replace")
@@ -438,9 +442,6 @@ class Recorder:
                 if header != lane.session.header:
                     _rewrite_header(lane.session.path, header)
                     lane.session.header = header
-
-    def models(self) -> list[str]:
-        return sorted({lane.signature.model for lanes in self._lanes.values() for lane in lanes})
 
 
 def session_rank(lane: Lane) -> tuple[Any, ...]:

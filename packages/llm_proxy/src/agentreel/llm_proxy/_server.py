@@ -21,7 +21,7 @@ import os
 import secrets
 import tempfile
 import traceback
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +44,13 @@ from agentreel.llm_proxy._codecs import (
 from agentreel.llm_proxy._errors import CUT_CODE, HTTP_CODE_PREFIX, STREAM_ERROR_CODE, error_body
 from agentreel.llm_proxy._identity import IDENTITY_HEADERS, Identity, resolve_identity
 from agentreel.llm_proxy._masks import Masks
+from agentreel.llm_proxy._models import (
+    MODELS_FILE,
+    ModelsListing,
+    listing_for,
+    read_models,
+    write_models,
+)
 from agentreel.llm_proxy._record import (
     CallRecording,
     Recorder,
@@ -70,7 +77,6 @@ from agentreel.llm_replay import (
     ReplayProvider,
     Script,
     UnconsumedScriptError,
-    load_recording,
 )
 from agentreel.session import build_request_header
 
@@ -207,6 +213,8 @@ class ProxyRun:
         self.errors: list[str] = []
         self._closed = False
         self._wire: asyncio.Future[ModuleType] | None = None
+        # GET /v1/models answers: passed through and kept (record), or as recorded (replay).
+        self._listings: dict[str, ModelsListing] = {}
         if settings.mode == "record":
             root = settings.sessions_root
             if root is None:
@@ -232,6 +240,7 @@ class ProxyRun:
                 for script in self.provider.recording.scripts
                 for call in script.calls
             )
+            self._listings = read_models(settings.fixture)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -301,6 +310,7 @@ class ProxyRun:
             if fixture is not None and not recorder.errors:
                 stage = f"writing the fixture {fixture}"
                 write_fixture(kept, fixture, self.settings.cwd)
+                write_models(fixture, self._listings)
         except Exception as exc:  # whatever it is, the recording must survive it
             self.errors.insert(0, _close_failure(stage, exc, fixture, kept))
             self.errors += recorder.errors
@@ -392,7 +402,9 @@ class ProxyRun:
                 "bytes (max_body_bytes / --max-body-bytes raises the limit)",
             ) from None
         if route.endpoint == "models":
-            return self._models()
+            if self.recorder is not None:
+                return await self._pass_through(request, route, raw)
+            return self._recorded_models(request.query_string)
         try:
             body = json.loads(raw or b"{}")
         except ValueError as exc:
@@ -402,8 +414,9 @@ class ProxyRun:
         if not isinstance(body, dict):
             raise RequestError(400, "agentreel proxy: the request body is not a JSON object")
         if route.endpoint == "count_tokens":
-            # Answered locally in both modes, from the request alone: deterministic, never
-            # part of a script.
+            if self.recorder is not None:
+                return await self._pass_through(request, route, raw)
+            # Replay answers from the request alone: deterministic, never part of a script.
             return _json_response(200, msgspec.json.encode({"input_tokens": max(1, len(raw) // 4)}))
         parsed = parse_request(route.api, self.masks.value(body))
         identity = resolve_identity(request.headers, body, route.token)
@@ -411,35 +424,14 @@ class ProxyRun:
             return await self._record(request, route, raw, parsed, identity)
         return await self._replay(request, route, parsed, identity)
 
-    def _models(self) -> web.StreamResponse:
-        if self.recorder is not None:
-            models = self.recorder.models()
-        else:
-            assert self.settings.fixture is not None
-            recording = load_recording(self.settings.fixture)
-            models = sorted(
-                {c.request.model for s in recording.scripts for c in s.calls if c.request}
-            )
-        data = [
-            {
-                "id": model,
-                "object": "model",
-                "type": "model",
-                "created": 0,
-                "created_at": "1970-01-01T00:00:00Z",
-                "display_name": model,
-                "owned_by": "agentreel",
-            }
-            for model in models
-        ]
-        listing = {
-            "object": "list",
-            "data": data,
-            "has_more": False,
-            "first_id": models[0] if models else None,
-            "last_id": models[-1] if models else None,
-        }
-        return _json_response(200, msgspec.json.encode(listing))
+    def _recorded_models(self, query: str) -> web.StreamResponse:
+        assert self.provider is not None
+        listing = listing_for(self._listings, query, self.provider.recording)
+        return web.Response(
+            status=listing.status,
+            body=listing.body.encode(),
+            headers={"content-type": listing.content_type},
+        )
 
     # -- record ----------------------------------------------------------------------------
 
@@ -450,6 +442,55 @@ class ProxyRun:
         if base.endswith("/v1") and path.startswith("/v1/"):
             path = path[3:]
         return base + path + (f"?{query}" if query else "")
+
+    def _forwarded_headers(self, request: web.Request) -> dict[str, str]:
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
+        headers["accept-encoding"] = "identity"
+        return headers
+
+    async def _pass_through(
+        self, request: web.Request, route: Route, raw: bytes
+    ) -> web.StreamResponse:
+        """Record mode's answer to a request that is no model call (``GET /v1/models``,
+        ``count_tokens``): forwarded, and the upstream's status, headers and body returned
+        as they came; a models listing is kept for replay (``_models``)."""
+        recorder, client = self.recorder, self._client
+        assert recorder is not None
+        assert client is not None
+        recorder.note_secrets(request.headers)
+        url = self._upstream_url(route, request.query_string)
+        try:
+            async with client.request(
+                request.method, url, data=raw or None, headers=self._forwarded_headers(request)
+            ) as upstream:
+                body = await upstream.read()
+                status, headers = upstream.status, upstream.headers
+        except aiohttp.ClientError as exc:
+            raise RequestError(502, _unreachable(url, exc)) from None
+        if route.endpoint == "models":
+            self._keep_listing(request.query_string, status, headers, body)
+        out_headers = {k: v for k, v in headers.items() if k.lower() not in _RESPONSE_DROP}
+        return web.Response(status=status, body=body, headers=out_headers)
+
+    def _keep_listing(
+        self, query: str, status: int, headers: Mapping[str, str], body: bytes
+    ) -> None:
+        recorder = self.recorder
+        assert recorder is not None
+        text = body.decode("utf-8", "replace")
+        if recorder.holds_secret(text):
+            message = (
+                f"refusing to write a live API key into {MODELS_FILE}: the upstream's GET "
+                "/v1/models answer contains a key a client sent in its auth header. Nothing "
+                "was written; find out why the listing holds the key before recording again"
+            )
+            logger.error("%s", message)
+            self.errors.append(message)
+            return
+        content_type = headers.get("content-type", "application/json")
+        self._listings[query] = ModelsListing(status=status, content_type=content_type, body=text)
+        # Written as it arrives, beside the logs: a crash loses no listing either.
+        write_models(recorder.sessions_root, self._listings)
 
     async def _record(
         self,
@@ -463,8 +504,7 @@ class ProxyRun:
         assert recorder is not None
         assert client is not None
         recorder.note_secrets(request.headers)
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
-        headers["accept-encoding"] = "identity"
+        headers = self._forwarded_headers(request)
         header = build_request_header(
             parsed.options(), turn=0, step=0, cwd=recorder.cwd, api=parsed.api
         )
@@ -481,9 +521,7 @@ class ProxyRun:
             upstream = await client.post(url, data=raw, headers=headers)
         except aiohttp.ClientError as exc:
             call.cut(f"could not reach the upstream {url}: {exc}")
-            raise RequestError(
-                502, f"agentreel proxy: could not reach the upstream {url}: {exc}. Check --upstream"
-            ) from None
+            raise RequestError(502, _unreachable(url, exc)) from None
         except asyncio.CancelledError:
             call.interrupt(identity.describe())
             raise
@@ -889,6 +927,10 @@ def _decode(events: Sequence[Any], wire: Any, call: CallRecording) -> bool:
             call.cut(f"an upstream event could not be read ({exc}): {event.data[:200]!r}")
             return False
     return True
+
+
+def _unreachable(url: str, exc: Exception) -> str:
+    return f"agentreel proxy: could not reach the upstream {url}: {exc}. Check --upstream"
 
 
 def _without_ending(api: Api, frames: list[bytes]) -> list[bytes]:

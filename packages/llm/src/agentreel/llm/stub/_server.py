@@ -40,6 +40,8 @@ from agentreel.llm.stub._wire import (
     anthropic_frames,
     anthropic_message_body,
     anthropic_stream_error_frame,
+    count_tokens_body,
+    models_listing_body,
     openai_completion_body,
     openai_error_body,
     openai_frames,
@@ -282,7 +284,18 @@ class _Handler(BaseHTTPRequestHandler):
         logger.debug("%s " + format, self.address_string(), *args)
 
     def do_GET(self) -> None:
-        self._send_json(404, b'{"error":{"message":"the stub server only answers POST"}}')
+        if self.path.split("?", 1)[0].rstrip("/").endswith("/models"):
+            # The models its rules name (``match.model``), as a provider lists what it serves.
+            rules = self.server.stub.rules.rules
+            models = sorted({rule.match.model for rule in rules if rule.match.model})
+            self._send_json(200, models_listing_body(models))
+            return
+        self._send_json(
+            404,
+            openai_error_body(
+                404, f"agentreel stub server: no endpoint GET {self.path!r}; GET /v1/models only"
+            ),
+        )
 
     def do_POST(self) -> None:
         stub = self.server.stub
@@ -290,6 +303,9 @@ class _Handler(BaseHTTPRequestHandler):
         api: Api
         if path.endswith("/chat/completions"):
             api = "openai"
+        elif path.endswith("/messages/count_tokens"):
+            self._count_tokens()
+            return
         elif path.endswith("/messages"):
             api = "anthropic"
         elif path.endswith("/responses"):
@@ -433,6 +449,19 @@ class _Handler(BaseHTTPRequestHandler):
             return "cut"
         self._send_json(200, payload, request_id)
         return "completed"
+
+    def _count_tokens(self) -> None:
+        """Anthropic's token count of a request: answered, never a model call (not in
+        ``requests``, no rule taken)."""
+        try:
+            body = json.loads(self._drain_body() or b"{}")
+            if not isinstance(body, dict):
+                raise ValueError("the body is not a JSON object")
+        except ValueError as exc:
+            message = f"agentreel stub server: count_tokens request body is not JSON: {exc}"
+            self._send_error("anthropic", 400, message)
+            return
+        self._send_json(200, count_tokens_body(body))
 
     # -- helpers -------------------------------------------------------------------------------
 
