@@ -10,10 +10,13 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import pytest_asyncio
+from aiohttp import web
 
 from agentreel.llm.stub import StubServer
 
@@ -44,6 +47,41 @@ text = "Hello! How can I help?"
 def weather_stub() -> Iterator[StubServer]:
     with StubServer.from_toml(WEATHER_RULES) as server:
         yield server
+
+
+@pytest_asyncio.fixture
+async def scripted_upstream() -> AsyncIterator[Callable[..., Any]]:
+    """Start a hand-written upstream on 127.0.0.1 that answers each ``POST <path>`` with
+    the given SSE frames (a list of bytes) or JSON body (a dict) — what a real provider
+    sends, unlike the stub; returns ``(base_url, stop)``. Stopped at teardown too."""
+    runners: list[web.AppRunner] = []
+
+    async def start(answers: dict[str, list[bytes] | dict[str, Any]]) -> tuple[str, Any]:
+        async def answer(request: web.Request) -> web.StreamResponse:
+            script = answers[request.path]
+            if isinstance(script, dict):
+                return web.json_response(script)
+            response = web.StreamResponse(headers={"content-type": "text/event-stream"})
+            await response.prepare(request)
+            for frame in script:
+                await response.write(frame)
+            await response.write_eof()
+            return response
+
+        app = web.Application()
+        for path in answers:
+            app.router.add_post(path, answer)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        runners.append(runner)
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        return f"http://127.0.0.1:{port}", runner.cleanup
+
+    yield start
+    for runner in runners:
+        await runner.cleanup()
 
 
 @pytest.fixture

@@ -4,7 +4,8 @@ Mapping of the raw stream events to chunks:
 
 - ``message_start`` → input (and cache) token counts;
 - ``content_block_start/delta/stop`` → one agentreel block per wire block: ``text``
-  (``text_delta``), ``thinking`` → reasoning (``thinking_delta``; signatures are dropped),
+  (``text_delta``), ``thinking`` → reasoning (``thinking_delta``; its ``signature_delta``
+  kept as the ``ReasoningPart``'s signature),
   ``tool_use`` → tool-call (``input_json_delta`` pieces; a call that streamed no input
   gets ``{}``); other block types (server tools, redacted thinking) are skipped;
 - ``message_delta`` → stop reason and output tokens; ``message_stop`` → ``usage`` then
@@ -140,7 +141,7 @@ def to_anthropic_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
 
 
 class _Block:
-    __slots__ = ("call_id", "index", "kind", "name", "parts")
+    __slots__ = ("call_id", "index", "kind", "name", "parts", "signature")
 
     def __init__(self, index: int, kind: str, call_id: str = "", name: str = "") -> None:
         self.index = index
@@ -148,6 +149,7 @@ class _Block:
         self.call_id = call_id
         self.name = name
         self.parts: list[str] = []
+        self.signature = ""
 
 
 class AnthropicStreamMapper:
@@ -216,6 +218,7 @@ class AnthropicStreamMapper:
             if content.thinking:
                 block.parts.append(content.thinking)
                 out.append(ReasoningDelta(index=index, text=content.thinking))
+            block.signature = str(getattr(content, "signature", None) or "")
         elif kind == "tool_use":
             block = _Block(index, "tool-call", str(content.id), str(content.name))
             initial = getattr(content, "input", None)
@@ -246,6 +249,9 @@ class AnthropicStreamMapper:
         if kind == "thinking_delta" and block.kind == "reasoning" and delta.thinking:
             block.parts.append(delta.thinking)
             return [ReasoningDelta(index=block.index, text=delta.thinking)]
+        if kind == "signature_delta" and block.kind == "reasoning":
+            block.signature += str(delta.signature or "")
+            return []
         if kind == "input_json_delta" and block.kind == "tool-call" and delta.partial_json:
             block.parts.append(delta.partial_json)
             return [
@@ -263,7 +269,8 @@ class AnthropicStreamMapper:
         if block.kind == "text":
             return [BlockEnd(index=block.index, block=TextPart(text))]
         if block.kind == "reasoning":
-            return [BlockEnd(index=block.index, block=_ReasoningPart(text))]
+            signed = _ReasoningPart(text, signature=block.signature or None)
+            return [BlockEnd(index=block.index, block=signed)]
         out: list[Chunk] = []
         if not text:
             text = "{}"

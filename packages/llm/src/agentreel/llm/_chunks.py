@@ -57,10 +57,32 @@ class Usage(_ChunkBase, frozen=True, tag="usage"):
     reasoning_tokens: int | None = None
 
 
+class ResponseMeta(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A call's response metadata as the provider sent it, for a replay that answers with
+    the same wire fields (SPEC 11 "ids as recorded"). Written by the proxy's recorder;
+    every field is optional and omitted when absent, so a recording without it (older
+    ones, the in-process adapters') replays with minted ids and the request's model.
+
+    ``stop_reason`` is the wire's raw reason (``stop_sequence``, ``pause_turn``,
+    ``content_filter``, a Responses ``incomplete_details.reason``) and ``stop_sequence`` the
+    sequence that stopped it; ``item_ids`` are the Responses output items' ids, in block
+    order.
+    """
+
+    id: str | None = None
+    model: str | None = None
+    created: int | None = None
+    system_fingerprint: str | None = None
+    stop_reason: str | None = None
+    stop_sequence: str | None = None
+    item_ids: tuple[str, ...] = ()
+
+
 class Finish(_ChunkBase, frozen=True, tag="finish"):
     reason: FinishReason
     message: str | None = None
     code: str | None = None
+    response: ResponseMeta | None = None
 
 
 Chunk = BlockStart | TextDelta | ReasoningDelta | ToolCallDelta | BlockEnd | Usage | Finish

@@ -15,10 +15,18 @@ class TextPart(msgspec.Struct, frozen=True, tag="text", tag_field="type"):
     text: str
 
 
-class ReasoningPart(msgspec.Struct, frozen=True, tag="reasoning", tag_field="type"):
-    """Model reasoning ("thinking") content; kept so a replayed stream is complete."""
+class ReasoningPart(
+    msgspec.Struct, frozen=True, tag="reasoning", tag_field="type", omit_defaults=True
+):
+    """Model reasoning ("thinking") content; kept so a replayed stream is complete.
+
+    ``signature``: the provider's opaque signature of the block (Anthropic
+    ``signature_delta``), which a client must send back with the block; absent (and not
+    written) when the provider sent none.
+    """
 
     text: str
+    signature: str | None = None
 
 
 class ToolCallPart(msgspec.Struct, frozen=True, tag="tool-call", tag_field="type"):

@@ -4,7 +4,10 @@ Decoding reuses the SDK adapters' own mappers (``agentreel.llm.wire``) on the de
 so a proxied stream is recorded exactly as the in-process adapters would record it (they
 live in the SDK adapter modules, so they are imported when record mode first decodes —
 replay never imports a provider SDK); the
-Responses API, which no adapter speaks, has its mapper here. Encoding is the stub server's
+Responses API, which no adapter speaks, has its mapper here. Each decoder also keeps what
+the chunks do not say — the response's id, model, created time, fingerprint, raw stop
+reason and stop sequence, Responses item ids — as the call's ``Finish.response``
+(``ResponseMeta``), so replay answers with them as recorded. Encoding is the stub server's
 wire encoders (``agentreel.llm.stub``): one wire event per recorded chunk.
 """
 
@@ -15,6 +18,8 @@ import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+import msgspec
+
 from agentreel.llm import (
     BlockEnd,
     BlockStart,
@@ -23,6 +28,7 @@ from agentreel.llm import (
     FinishReason,
     ReasoningDelta,
     ReasoningPart,
+    ResponseMeta,
     TextDelta,
     TextPart,
     ToolCallDelta,
@@ -83,6 +89,48 @@ class UpstreamStreamError(Exception):
         self.raw = raw
 
 
+class _MetaWatch:
+    """The response metadata seen so far in one call's wire objects (first value wins, as
+    every Chat Completions chunk repeats them)."""
+
+    def __init__(self) -> None:
+        self.fields: dict[str, Any] = {}
+
+    def take(self, data: Any, **names: str) -> None:
+        """Keep ``data[wire_name]`` as field ``name`` for each ``name=wire_name`` given."""
+        if not isinstance(data, dict):
+            return
+        for name, wire_name in names.items():
+            value = data.get(wire_name)
+            if value is not None and name not in self.fields:
+                self.fields[name] = value
+
+    def onto(self, chunks: list[Chunk], item_ids: Sequence[str] = ()) -> list[Chunk]:
+        """``chunks`` with their closing ``Finish`` carrying the metadata seen."""
+        if not chunks or not isinstance(chunks[-1], Finish):
+            return chunks
+        meta = ResponseMeta(
+            id=_text_or_none(self.fields.get("id")),
+            model=_text_or_none(self.fields.get("model")),
+            created=_int_or_none(self.fields.get("created")),
+            system_fingerprint=_text_or_none(self.fields.get("system_fingerprint")),
+            stop_reason=_text_or_none(self.fields.get("stop_reason")),
+            stop_sequence=_text_or_none(self.fields.get("stop_sequence")),
+            item_ids=tuple(item_ids),
+        )
+        if meta == ResponseMeta():
+            return chunks
+        return [*chunks[:-1], msgspec.structs.replace(chunks[-1], response=meta)]
+
+
+def _text_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _label(upstream: str) -> Any:
     from agentreel.llm.wire import ProviderLabel
 
@@ -99,6 +147,7 @@ class _ChatDecoder:
 
         self._mapper = OpenAIStreamMapper()
         self._label = _label(upstream)
+        self._meta = _MetaWatch()
 
     def event(self, event: SseEvent) -> list[Chunk]:
         if event.data == "[DONE]" or not event.data:
@@ -106,10 +155,19 @@ class _ChatDecoder:
         data = json.loads(event.data)
         if isinstance(data, dict) and "error" in data and not data.get("choices"):
             raise UpstreamStreamError(event.data)
+        self._watch(data)
         return self._mapper.feed(_wrap(data))
 
+    def _watch(self, data: Any) -> None:
+        self._meta.take(
+            data, id="id", model="model", created="created", system_fingerprint="system_fingerprint"
+        )
+        for choice in (data.get("choices") if isinstance(data, dict) else None) or []:
+            if isinstance(choice, dict) and choice.get("index", 0) == 0:
+                self._meta.take(choice, stop_reason="finish_reason")
+
     def finish(self) -> list[Chunk]:
-        return self._mapper.finish(self._label)
+        return self._meta.onto(self._mapper.finish(self._label))
 
     def body(self, data: dict[str, Any]) -> list[Chunk]:
         choices = []
@@ -122,6 +180,7 @@ class _ChatDecoder:
                 ]
                 message["tool_calls"] = calls or None
                 choices.append({**choice, "delta": message})
+        self._watch({**data, "choices": choices})
         chunks = self._mapper.feed(_wrap({"choices": choices, "usage": data.get("usage")}))
         return chunks + self.finish()
 
@@ -132,6 +191,7 @@ class _MessagesDecoder:
 
         self._mapper = AnthropicStreamMapper()
         self._label = _label(upstream)
+        self._meta = _MetaWatch()
 
     def event(self, event: SseEvent) -> list[Chunk]:
         if not event.data:
@@ -139,22 +199,32 @@ class _MessagesDecoder:
         data = json.loads(event.data)
         if event.name == "error" or (isinstance(data, dict) and data.get("type") == "error"):
             raise UpstreamStreamError(event.data)
+        return self._feed(data)
+
+    def _feed(self, data: Any) -> list[Chunk]:
+        kind = data.get("type") if isinstance(data, dict) else None
+        if kind == "message_start":
+            self._meta.take(data.get("message"), id="id", model="model")
+        elif kind == "message_delta":
+            self._meta.take(
+                data.get("delta"), stop_reason="stop_reason", stop_sequence="stop_sequence"
+            )
         return self._mapper.feed(_wrap(data))
 
     def finish(self) -> list[Chunk]:
-        return self._mapper.finish(self._label)
+        return self._meta.onto(self._mapper.finish(self._label))
 
     def body(self, data: dict[str, Any]) -> list[Chunk]:
-        feed = self._mapper.feed
+        feed = self._feed
         message = {k: v for k, v in data.items() if k != "content"}
-        chunks = feed(_wrap({"type": "message_start", "message": message}))
+        chunks = feed({"type": "message_start", "message": message})
         for index, block in enumerate(data.get("content") or []):
             start = {"type": "content_block_start", "index": index, "content_block": block}
-            chunks += feed(_wrap(start))
-            chunks += feed(_wrap({"type": "content_block_stop", "index": index}))
-        delta = {"stop_reason": data.get("stop_reason")}
-        chunks += feed(_wrap({"type": "message_delta", "delta": delta, "usage": data.get("usage")}))
-        chunks += feed(_wrap({"type": "message_stop"}))
+            chunks += feed(start)
+            chunks += feed({"type": "content_block_stop", "index": index})
+        delta = {"stop_reason": data.get("stop_reason"), "stop_sequence": data.get("stop_sequence")}
+        chunks += feed({"type": "message_delta", "delta": delta, "usage": data.get("usage")})
+        chunks += feed({"type": "message_stop"})
         return chunks + self.finish()
 
 

@@ -592,9 +592,8 @@ def substitute_cwd(chunk: Chunk, cwd: str, cwd_in_json: str) -> Chunk:
             )
         if isinstance(block, TextPart):
             return BlockEnd(index=chunk.index, block=TextPart(block.text.replace(CWD_TOKEN, cwd)))
-        return BlockEnd(index=chunk.index, block=ReasoningPart(block.text.replace(CWD_TOKEN, cwd)))
+        reasoning = ReasoningPart(block.text.replace(CWD_TOKEN, cwd), signature=block.signature)
+        return BlockEnd(index=chunk.index, block=reasoning)
     if isinstance(chunk, Finish) and chunk.message is not None:
-        return Finish(
-            reason=chunk.reason, message=chunk.message.replace(CWD_TOKEN, cwd), code=chunk.code
-        )
+        return msgspec.structs.replace(chunk, message=chunk.message.replace(CWD_TOKEN, cwd))
     return chunk

@@ -13,7 +13,10 @@ Two kinds of encoder share these shapes: the stub's, from a rule (``openai_frame
 (``chat_chunk_frames``, ``messages_chunk_frames``, ``responses_chunk_frames`` and the
 non-streaming ``*_chunk_body``), so a replayed stream parses, in the official SDKs, to the
 chunks that were recorded: one wire event per recorded delta, tool-call ids, usage and
-finish reasons kept.
+finish reasons kept. Where the call's ``Finish`` carries the recorded ``ResponseMeta``
+(response id, model, created, fingerprint, raw stop reason and sequence, Responses item
+ids) and a reasoning block its signature, those go out as recorded; without them, the
+encoders mint ids from the caller's ``response_id`` and answer with the request's model.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from agentreel.llm._chunks import (
     Chunk,
     Finish,
     ReasoningDelta,
+    ResponseMeta,
     TextDelta,
     ToolCallDelta,
     Usage,
@@ -505,11 +509,38 @@ def _finish_in(chunks: Sequence[Chunk]) -> Finish:
     return Finish(reason="stop")
 
 
+_NO_META = ResponseMeta()
+
+
+def _meta_in(chunks: Sequence[Chunk]) -> ResponseMeta:
+    """The recorded response metadata of a call (empty for a recording without it)."""
+    for chunk in reversed(chunks):
+        if isinstance(chunk, Finish):
+            return chunk.response or _NO_META
+    return _NO_META
+
+
 def _wire_reason(finish: Finish, table: dict[str, str]) -> str:
-    """The wire's finish/stop reason; an ``error`` finish carries the wire reason as code."""
+    """The wire's finish/stop reason: the recorded raw one, else an ``error`` finish's code
+    (which carries the wire reason), else the table's name for the agentreel reason."""
+    if finish.response is not None and finish.response.stop_reason:
+        return finish.response.stop_reason
     if finish.reason == "error" and finish.code:
         return finish.code
     return table.get(finish.reason, "stop")
+
+
+def _chat_envelope(meta: ResponseMeta, model: str, response_id: str) -> dict[str, Any]:
+    """The fields every Chat Completions chunk (and body) repeats: as recorded, else minted."""
+    envelope: dict[str, Any] = {
+        "id": meta.id or response_id,
+        "object": "chat.completion.chunk",
+        "created": CREATED if meta.created is None else meta.created,
+        "model": meta.model or model,
+    }
+    if meta.system_fingerprint is not None:
+        envelope["system_fingerprint"] = meta.system_fingerprint
+    return envelope
 
 
 def _openai_usage_body(usage: Usage) -> dict[str, Any]:
@@ -535,13 +566,11 @@ def chat_chunk_frames(
     chunks: Sequence[Chunk], *, model: str, response_id: str, include_usage: bool
 ) -> list[bytes]:
     """Chat Completions SSE frames for one recorded call: a frame per recorded delta."""
+    envelope = _chat_envelope(_meta_in(chunks), model, response_id)
 
     def frame(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
         chunk: dict[str, Any] = {
-            "id": response_id,
-            "object": "chat.completion.chunk",
-            "created": CREATED,
-            "model": model,
+            **envelope,
             "choices": [
                 {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
             ],
@@ -572,10 +601,7 @@ def chat_chunk_frames(
             frames.append(frame({}, _wire_reason(chunk, _OPENAI_FINISH)))
     if include_usage and usage is not None:
         final = {
-            "id": response_id,
-            "object": "chat.completion.chunk",
-            "created": CREATED,
-            "model": model,
+            **envelope,
             "choices": [],
             "usage": _openai_usage_body(usage),
         }
@@ -614,10 +640,8 @@ def chat_chunk_body(chunks: Sequence[Chunk], *, model: str, response_id: str) ->
     if calls:
         message["tool_calls"] = calls
     body: dict[str, Any] = {
-        "id": response_id,
+        **_chat_envelope(_meta_in(chunks), model, response_id),
         "object": "chat.completion",
-        "created": CREATED,
-        "model": model,
         "choices": [
             {
                 "index": 0,
@@ -652,12 +676,13 @@ def _anthropic_usage(usage: Usage | None) -> dict[str, Any]:
 def messages_chunk_frames(chunks: Sequence[Chunk], *, model: str, message_id: str) -> list[bytes]:
     """Anthropic Messages SSE frames for one recorded call: a frame per recorded delta."""
     usage = _usage_in(chunks)
+    meta = _meta_in(chunks)
     start_usage = {**_anthropic_usage(usage), "output_tokens": 1}
     message: dict[str, Any] = {
-        "id": message_id,
+        "id": meta.id or message_id,
         "type": "message",
         "role": "assistant",
-        "model": model,
+        "model": meta.model or model,
         "content": [],
         "stop_reason": None,
         "stop_sequence": None,
@@ -698,13 +723,17 @@ def messages_chunk_frames(chunks: Sequence[Chunk], *, model: str, message_id: st
                 value = {"type": "input_json_delta", "partial_json": chunk.arguments_delta}
                 frames.append(delta(chunk.index, value))
         elif isinstance(chunk, BlockEnd):
+            block_done = chunk.block
+            if isinstance(block_done, ReasoningPart) and block_done.signature:
+                signature = {"type": "signature_delta", "signature": block_done.signature}
+                frames.append(delta(chunk.index, signature))
             stop = {"type": "content_block_stop", "index": chunk.index}
             frames.append(_event("content_block_stop", stop))
         elif isinstance(chunk, Finish):
             reason = _wire_reason(chunk, _ANTHROPIC_STOP)
             payload = {
                 "type": "message_delta",
-                "delta": {"stop_reason": reason, "stop_sequence": None},
+                "delta": {"stop_reason": reason, "stop_sequence": meta.stop_sequence},
                 "usage": {"output_tokens": usage.output_tokens if usage else 0},
             }
             frames.append(_event("message_delta", payload))
@@ -722,7 +751,8 @@ def messages_chunk_body(chunks: Sequence[Chunk], *, model: str, message_id: str)
         if isinstance(block, TextPart):
             content.append({"type": "text", "text": block.text})
         elif isinstance(block, ReasoningPart):
-            content.append({"type": "thinking", "thinking": block.text, "signature": ""})
+            signature = block.signature or ""
+            content.append({"type": "thinking", "thinking": block.text, "signature": signature})
         else:
             try:
                 arguments = json.loads(block.arguments or "{}")
@@ -731,14 +761,15 @@ def messages_chunk_body(chunks: Sequence[Chunk], *, model: str, message_id: str)
             content.append(
                 {"type": "tool_use", "id": block.id, "name": block.name, "input": arguments}
             )
+    meta = _meta_in(chunks)
     body = {
-        "id": message_id,
+        "id": meta.id or message_id,
         "type": "message",
         "role": "assistant",
-        "model": model,
+        "model": meta.model or model,
         "content": content,
         "stop_reason": _wire_reason(_finish_in(chunks), _ANTHROPIC_STOP),
-        "stop_sequence": None,
+        "stop_sequence": meta.stop_sequence,
         "usage": _anthropic_usage(_usage_in(chunks)),
     }
     return _json(body)
