@@ -1,7 +1,8 @@
 """Replay answers with the wire metadata a real provider sent, not minted stand-ins: the
 response id and model, Chat Completions ``created`` and ``system_fingerprint``, raw stop
-reasons (Anthropic ``stop_sequence`` with its sequence, OpenAI ``length``), thinking
-signatures (SPEC 11 "usage and finish reasons kept, ids as recorded").
+reasons (Anthropic ``stop_sequence`` with its sequence, OpenAI ``length``, a Responses
+``incomplete_details.reason``), Responses item ids and ``created_at``, thinking signatures
+(SPEC 11 "usage and finish reasons kept, ids as recorded").
 
 The upstream is hand-written (``scripted_upstream``) because the stub echoes the request's
 model and never sends stop sequences; each test records through the proxy, stops the
@@ -11,6 +12,7 @@ upstream, replays, and compares everything the official SDK parsed — nothing s
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +52,25 @@ _MESSAGE_START = {
         },
     },
 }
+
+
+async def _record_then_replay(
+    scripted_upstream: Any,
+    path: str,
+    answer: list[bytes] | dict[str, Any],
+    ask: Callable[[str], Awaitable[Any]],
+    fixture: Path,
+) -> tuple[Any, Any]:
+    """What ``ask`` parsed through the recording proxy (upstream answering ``path`` with
+    ``answer``) and then through the replaying proxy, the upstream stopped."""
+    upstream, stop_upstream = await scripted_upstream({path: answer})
+    anthropic_sdk = path == "/v1/messages"  # the openai SDK's base URL ends in /v1
+    async with start_proxy("record", upstream=upstream, fixture=fixture) as proxy:
+        recorded = await ask(proxy.base_url if anthropic_sdk else proxy.openai_base_url)
+    await stop_upstream()
+    async with start_proxy("replay", fixture=fixture, report=fixture.parent / "r.json") as proxy:
+        replayed = await ask(proxy.base_url if anthropic_sdk else proxy.openai_base_url)
+    return recorded, replayed
 
 
 def _delta(index: int, delta: dict[str, Any]) -> bytes:
@@ -112,14 +133,11 @@ async def _classify(base_url: str) -> list[Any]:
 
 @pytest.mark.asyncio
 async def test_anthropic_replay_keeps_stop_sequence_signature_id_and_model(
-    scripted_upstream: Any, fixture_dir: Path, tmp_path: Path
+    scripted_upstream: Any, fixture_dir: Path
 ) -> None:
-    upstream, stop_upstream = await scripted_upstream({"/v1/messages": CLASSIFIER})
-    async with start_proxy("record", upstream=upstream, fixture=fixture_dir) as proxy:
-        recorded = await _classify(proxy.base_url)
-    await stop_upstream()
-    async with start_proxy("replay", fixture=fixture_dir, report=tmp_path / "r.json") as proxy:
-        replayed = await _classify(proxy.base_url)
+    recorded, replayed = await _record_then_replay(
+        scripted_upstream, "/v1/messages", CLASSIFIER, _classify, fixture_dir
+    )
 
     final = recorded[-1]
     assert final["id"] == "msg_01XFDUDYJgAACzvnptvVoYEL"
@@ -144,7 +162,7 @@ async def test_anthropic_replay_keeps_stop_sequence_signature_id_and_model(
 
 @pytest.mark.asyncio
 async def test_anthropic_non_streaming_replay_keeps_the_recorded_message(
-    scripted_upstream: Any, fixture_dir: Path, tmp_path: Path
+    scripted_upstream: Any, fixture_dir: Path
 ) -> None:
     message = {
         **_MESSAGE_START["message"],  # type: ignore[dict-item]
@@ -173,12 +191,9 @@ async def test_anthropic_non_streaming_replay_keeps_the_recorded_message(
         await client.close()
         return answer.model_dump()
 
-    upstream, stop_upstream = await scripted_upstream({"/v1/messages": message})
-    async with start_proxy("record", upstream=upstream, fixture=fixture_dir) as proxy:
-        recorded = await ask(proxy.base_url)
-    await stop_upstream()
-    async with start_proxy("replay", fixture=fixture_dir, report=tmp_path / "r.json") as proxy:
-        replayed = await ask(proxy.base_url)
+    recorded, replayed = await _record_then_replay(
+        scripted_upstream, "/v1/messages", message, ask, fixture_dir
+    )
     assert recorded["stop_sequence"] == STOP
     assert recorded["content"][0]["signature"] == "EqQBCgIYAhIM"
     assert replayed == recorded
@@ -217,7 +232,7 @@ CHAT = [
 
 @pytest.mark.asyncio
 async def test_chat_replay_keeps_id_model_created_fingerprint_and_length(
-    scripted_upstream: Any, fixture_dir: Path, tmp_path: Path
+    scripted_upstream: Any, fixture_dir: Path
 ) -> None:
     async def ask(base_url: str) -> list[Any]:
         client = openai.AsyncOpenAI(base_url=base_url, api_key=KEY, max_retries=0)
@@ -232,12 +247,9 @@ async def test_chat_replay_keeps_id_model_created_fingerprint_and_length(
         await client.close()
         return seen
 
-    upstream, stop_upstream = await scripted_upstream({"/v1/chat/completions": CHAT})
-    async with start_proxy("record", upstream=upstream, fixture=fixture_dir) as proxy:
-        recorded = await ask(proxy.openai_base_url)
-    await stop_upstream()
-    async with start_proxy("replay", fixture=fixture_dir, report=tmp_path / "r.json") as proxy:
-        replayed = await ask(proxy.openai_base_url)
+    recorded, replayed = await _record_then_replay(
+        scripted_upstream, "/v1/chat/completions", CHAT, ask, fixture_dir
+    )
     assert {(c["id"], c["model"], c["created"], c["system_fingerprint"]) for c in recorded} == {
         ("chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG", "gpt-4o-2024-08-06", 1741570283, "fp_eb9dce56a8")
     }
@@ -247,7 +259,7 @@ async def test_chat_replay_keeps_id_model_created_fingerprint_and_length(
 
 @pytest.mark.asyncio
 async def test_chat_non_streaming_replay_keeps_the_recorded_completion(
-    scripted_upstream: Any, fixture_dir: Path, tmp_path: Path
+    scripted_upstream: Any, fixture_dir: Path
 ) -> None:
     completion = {
         **{k: v for k, v in _chat_chunk({}).items() if k not in ("choices", "usage")},
@@ -276,11 +288,140 @@ async def test_chat_non_streaming_replay_keeps_the_recorded_completion(
         await client.close()
         return answer.model_dump()
 
-    upstream, stop_upstream = await scripted_upstream({"/v1/chat/completions": completion})
-    async with start_proxy("record", upstream=upstream, fixture=fixture_dir) as proxy:
-        recorded = await ask(proxy.openai_base_url)
-    await stop_upstream()
-    async with start_proxy("replay", fixture=fixture_dir, report=tmp_path / "r.json") as proxy:
-        replayed = await ask(proxy.openai_base_url)
+    recorded, replayed = await _record_then_replay(
+        scripted_upstream, "/v1/chat/completions", completion, ask, fixture_dir
+    )
     assert (recorded["id"], recorded["model"]) == (completion["id"], "gpt-4o-2024-08-06")
+    assert replayed == recorded
+
+
+_RESP_ID = "resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b"
+_REASONING_ID = "rs_67ccd2bf17f0819081ff3bb2cf6508e6"
+_MESSAGE_ID = "msg_67ccd2bf17f0819081ff3bb2cf6508e6"
+_RESP_USAGE = {
+    "input_tokens": 36,
+    "input_tokens_details": {"cached_tokens": 0},
+    "output_tokens": 87,
+    "output_tokens_details": {"reasoning_tokens": 64},
+    "total_tokens": 123,
+}
+
+
+def _response(status: str, output: list[Any], usage: Any = None, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": _RESP_ID,
+        "object": "response",
+        "created_at": 1741476542,
+        "status": status,
+        "error": None,
+        "incomplete_details": None,
+        "instructions": None,
+        "model": "gpt-5-mini-2025-08-07",
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": usage,
+        **extra,
+    }
+
+
+def _message_item(text: dict[str, Any]) -> dict[str, Any]:
+    """A finished Responses message output item holding one ``output_text`` part."""
+    return {
+        "id": _MESSAGE_ID,
+        "type": "message",
+        "status": "completed",
+        "role": "assistant",
+        "content": [text],
+    }
+
+
+def _responses_stream() -> list[bytes]:
+    summary = {"type": "summary_text", "text": "Counting."}
+    text = {"type": "output_text", "text": "One, two.", "annotations": []}
+    reasoning = {"id": _REASONING_ID, "type": "reasoning", "summary": [summary]}
+    message = _message_item(text)
+    at_r = {"item_id": _REASONING_ID, "output_index": 0, "summary_index": 0}
+    at_m = {"item_id": _MESSAGE_ID, "output_index": 1, "content_index": 0}
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("response.created", {"response": _response("in_progress", [])}),
+        ("response.in_progress", {"response": _response("in_progress", [])}),
+        (
+            "response.output_item.added",
+            {"output_index": 0, "item": {**reasoning, "summary": []}},
+        ),
+        ("response.reasoning_summary_part.added", {**at_r, "part": {**summary, "text": ""}}),
+        ("response.reasoning_summary_text.delta", {**at_r, "delta": "Counting."}),
+        ("response.reasoning_summary_text.done", {**at_r, "text": "Counting."}),
+        ("response.reasoning_summary_part.done", {**at_r, "part": summary}),
+        ("response.output_item.done", {"output_index": 0, "item": reasoning}),
+        (
+            "response.output_item.added",
+            {
+                "output_index": 1,
+                "item": {**message, "status": "in_progress", "content": []},
+            },
+        ),
+        ("response.content_part.added", {**at_m, "part": {**text, "text": ""}}),
+        ("response.output_text.delta", {**at_m, "delta": "One,", "logprobs": []}),
+        ("response.output_text.delta", {**at_m, "delta": " two.", "logprobs": []}),
+        ("response.output_text.done", {**at_m, "text": "One, two.", "logprobs": []}),
+        ("response.content_part.done", {**at_m, "part": text}),
+        ("response.output_item.done", {"output_index": 1, "item": message}),
+        (
+            "response.completed",
+            {"response": _response("completed", [reasoning, message], _RESP_USAGE)},
+        ),
+    ]
+    return [
+        sse_frame({"type": kind, "sequence_number": n, **payload}, kind)
+        for n, (kind, payload) in enumerate(events)
+    ]
+
+
+@pytest.mark.asyncio
+async def test_responses_replay_keeps_response_and_item_ids_model_and_created_at(
+    scripted_upstream: Any, fixture_dir: Path
+) -> None:
+    async def ask(base_url: str) -> list[Any]:
+        client = openai.AsyncOpenAI(base_url=base_url, api_key=KEY, max_retries=0)
+        stream = await client.responses.create(model="gpt-5-mini", input="count", stream=True)
+        seen = [event.model_dump() async for event in stream]
+        await client.close()
+        return seen
+
+    recorded, replayed = await _record_then_replay(
+        scripted_upstream, "/v1/responses", _responses_stream(), ask, fixture_dir
+    )
+    final = recorded[-1]["response"]
+    assert (final["id"], final["model"], final["created_at"]) == (
+        _RESP_ID,
+        "gpt-5-mini-2025-08-07",
+        1741476542,
+    )
+    assert [item["id"] for item in final["output"]] == [_REASONING_ID, _MESSAGE_ID]
+    assert replayed == recorded
+
+
+@pytest.mark.asyncio
+async def test_responses_non_streaming_replay_keeps_an_incomplete_reason(
+    scripted_upstream: Any, fixture_dir: Path
+) -> None:
+    text = {"type": "output_text", "text": "I can't", "annotations": []}
+    message = _message_item(text)
+    body = _response(
+        "incomplete", [message], _RESP_USAGE, incomplete_details={"reason": "content_filter"}
+    )
+
+    async def ask(base_url: str) -> Any:
+        client = openai.AsyncOpenAI(base_url=base_url, api_key=KEY, max_retries=0)
+        answer = await client.responses.create(model="gpt-5-mini", input="something unsafe")
+        await client.close()
+        return answer.model_dump()
+
+    recorded, replayed = await _record_then_replay(
+        scripted_upstream, "/v1/responses", body, ask, fixture_dir
+    )
+    assert recorded["incomplete_details"] == {"reason": "content_filter"}
     assert replayed == recorded

@@ -231,7 +231,9 @@ class _MessagesDecoder:
 class _ResponsesDecoder:
     """Responses API events → chunks: output items are blocks (message text, reasoning
     summary, function call — a namespaced call named ``<namespace>.<name>``);
-    ``response.completed|incomplete|failed`` bring usage and the finish."""
+    ``response.completed|incomplete|failed`` bring usage and the finish. The response's
+    id, model and ``created_at``, the output items' ids (in block order) and an incomplete
+    response's reason are kept as the call's ``ResponseMeta``."""
 
     def __init__(self, upstream: str) -> None:
         self._upstream = upstream
@@ -239,7 +241,14 @@ class _ResponsesDecoder:
         self._next = 0
         self._calls = 0
         self._done: list[Chunk] | None = None
+        self._meta = _MetaWatch()
+        self._item_ids: list[str] = []
         self.events = 0
+
+    def _watch(self, response: Any) -> None:
+        self._meta.take(response, id="id", model="model", created="created_at")
+        if isinstance(response, dict):
+            self._meta.take(response.get("incomplete_details"), stop_reason="reason")
 
     def event(self, event: SseEvent) -> list[Chunk]:
         if not event.data:
@@ -262,7 +271,10 @@ class _ResponsesDecoder:
             return self._arguments(str(data.get("item_id")), str(data.get("delta") or ""))
         if kind == "response.output_item.done":
             return self._item_done(data.get("item") or {})
+        if kind in ("response.created", "response.in_progress"):
+            self._watch(data.get("response"))
         if kind in ("response.completed", "response.incomplete", "response.failed"):
+            self._watch(data.get("response"))
             self._done = self._final(kind, data.get("response") or {})
         return []
 
@@ -270,6 +282,8 @@ class _ResponsesDecoder:
         kind = item.get("type")
         item_id = str(item.get("id"))
         index = self._next
+        if kind in ("message", "reasoning", "function_call"):
+            self._item_ids.append(item_id)
         if kind == "message":
             self._blocks[item_id] = (index, "text", [], item)
             self._next += 1
@@ -375,7 +389,7 @@ class _ResponsesDecoder:
         closing: list[Chunk] = []
         for item_id in list(self._blocks):
             closing += self._item_done({"id": item_id})
-        return closing + self._done
+        return self._meta.onto(closing + self._done, self._item_ids)
 
     def body(self, data: dict[str, Any]) -> list[Chunk]:
         chunks: list[Chunk] = []
@@ -398,6 +412,7 @@ class _ResponsesDecoder:
         kind = {"incomplete": "response.incomplete", "failed": "response.failed"}.get(
             str(status), "response.completed"
         )
+        self._watch(data)
         self._done = self._final(kind, data)
         return chunks + self.finish()
 

@@ -824,17 +824,23 @@ def _function_call_item(
 
 
 def _response_object(
-    response_id: str, model: str, status: str, output: list[dict[str, Any]], usage: Usage | None
+    meta: ResponseMeta,
+    response_id: str,
+    model: str,
+    status: str,
+    output: list[dict[str, Any]],
+    usage: Usage | None,
 ) -> dict[str, Any]:
+    incomplete = {"reason": meta.stop_reason or "max_output_tokens"}
     body: dict[str, Any] = {
-        "id": response_id,
+        "id": meta.id or response_id,
         "object": "response",
-        "created_at": CREATED,
+        "created_at": CREATED if meta.created is None else meta.created,
         "status": status,
         "error": None,
-        "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+        "incomplete_details": incomplete if status == "incomplete" else None,
         "instructions": None,
-        "model": model,
+        "model": meta.model or model,
         "output": output,
         "parallel_tool_calls": True,
         "tool_choice": "auto",
@@ -847,15 +853,18 @@ def _response_object(
 def _responses_items(
     chunks: Sequence[Chunk], response_id: str, namespaced: bool
 ) -> tuple[list[tuple[Chunk, int, str]], list[dict[str, Any]]]:
-    """Each block's (start chunk, output index, item id) and the finished output items."""
+    """Each block's (start chunk, output index, item id) and the finished output items; the
+    item ids as recorded, else minted from ``response_id``."""
     starts: list[tuple[Chunk, int, str]] = []
     done: list[dict[str, Any]] = []
     ids: dict[int, tuple[int, str]] = {}
     stem = response_id.removeprefix("resp_")
+    recorded = _meta_in(chunks).item_ids
     for chunk in chunks:
         if isinstance(chunk, BlockStart):
             prefix = {"text": "msg_", "reasoning": "rs_", "tool-call": "fc_"}[chunk.block_type]
-            ids[chunk.index] = (len(ids), f"{prefix}{stem}{len(ids)}")
+            at = len(ids)
+            ids[chunk.index] = (at, recorded[at] if at < len(recorded) else f"{prefix}{stem}{at}")
             starts.append((chunk, *ids[chunk.index]))
         elif isinstance(chunk, BlockEnd) and chunk.index in ids:
             _, item_id = ids[chunk.index]
@@ -905,17 +914,18 @@ def responses_chunk_frames(
 
     usage = _usage_in(chunks)
     finish = _finish_in(chunks)
+    meta = _meta_in(chunks)
     starts, done = _responses_items(chunks, response_id, namespaced)
     by_block = {
         start.index: (at, item_id) for start, at, item_id in starts if isinstance(start, BlockStart)
     }
     emit(
         "response.created",
-        {"response": _response_object(response_id, model, "in_progress", [], None)},
+        {"response": _response_object(meta, response_id, model, "in_progress", [], None)},
     )
     emit(
         "response.in_progress",
-        {"response": _response_object(response_id, model, "in_progress", [], None)},
+        {"response": _response_object(meta, response_id, model, "in_progress", [], None)},
     )
     for position, chunk in enumerate(chunks):
         if isinstance(chunk, BlockStart):
@@ -1022,7 +1032,7 @@ def responses_chunk_frames(
                 )
             emit("response.output_item.done", {"output_index": at, "item": finished})
     status = _responses_status(finish)
-    final = _response_object(response_id, model, status, done, usage)
+    final = _response_object(meta, response_id, model, status, done, usage)
     kind = {"completed": "response.completed", "incomplete": "response.incomplete"}.get(
         status, "response.failed"
     )
@@ -1038,6 +1048,7 @@ def responses_chunk_body(
     """A non-streaming ``response`` object holding one recorded call."""
     _, done = _responses_items(chunks, response_id, namespaced)
     finish = _finish_in(chunks)
+    status = _responses_status(finish)
     return _json(
-        _response_object(response_id, model, _responses_status(finish), done, _usage_in(chunks))
+        _response_object(_meta_in(chunks), response_id, model, status, done, _usage_in(chunks))
     )
