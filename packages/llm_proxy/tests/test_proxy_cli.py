@@ -1,8 +1,10 @@
-"""``python -m agentreel.llm_proxy record|replay``: base URL and environment printed, the port
-file written, and every log, fixture and report flushed on SIGTERM or stdin EOF."""
+"""``python -m agentreel.llm_proxy record|replay``: base URL and environment printed (in
+replay a dummy key too), the port file written, every log, fixture and report flushed on
+SIGTERM or stdin EOF, and exit status 1 when a replay failed."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 import sys
@@ -10,8 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import openai
+import pytest
 
 from agentreel.llm.stub import StubServer
+from agentreel.llm_proxy import DUMMY_KEY, KEY_VARIABLES, start_proxy
 from agentreel.llm_replay import read_report
 
 # conftest.py's proxy_cli fixture (test modules cannot import conftest under importlib mode).
@@ -45,6 +49,7 @@ def test_record_on_sigterm_and_replay_on_stdin_eof(
     assert lines[0] == f"agentreel proxy (record) listening on http://127.0.0.1:{port}"
     assert f"export OPENAI_BASE_URL=http://127.0.0.1:{port}/v1" in lines
     assert f"export ANTHROPIC_BASE_URL=http://127.0.0.1:{port}" in lines
+    assert not [line for line in lines if "_API_KEY=" in line]  # record: the caller's own key
     assert (fixture / "session.jsonl").is_file()
     weather_stub.stop()
 
@@ -68,3 +73,66 @@ def test_usage_errors_exit_2_naming_the_problem(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert str(missing) in done.stderr.decode()
     assert "does not exist" in done.stderr.decode()
+
+
+def _exports(process: subprocess.Popen[bytes]) -> dict[str, str]:
+    """The ``export NAME=value`` lines the proxy printed on start (read while it runs)."""
+    assert process.stdout is not None
+    exports: dict[str, str] = {}
+    line = process.stdout.readline().decode()
+    assert line.startswith("agentreel proxy (replay) listening on "), line
+    for _ in range(3 + len(KEY_VARIABLES)):  # the base URLs, the proxy URL and the keys
+        line = process.stdout.readline().decode().strip()
+        name, _, value = line.removeprefix("export ").partition("=")
+        exports[name] = value
+    return exports
+
+
+@pytest.mark.parametrize("run", ["nothing asked", "drifted call"])
+def test_a_failed_replay_exits_1_with_the_report_written(
+    run: str, weather_stub: StubServer, tmp_path: Path, proxy_cli: ProxyCli
+) -> None:
+    """A replay whose recorded call is never made, or which meets a call that differs from its
+    recording, exits 1 naming the report — written all the same. The printed dummy key is what
+    an SDK that insists on a key starts with."""
+    fixture = tmp_path / "fixture"
+
+    async def record() -> None:
+        async with start_proxy("record", upstream=weather_stub.base_url, fixture=fixture) as proxy:
+            client = openai.AsyncOpenAI(
+                base_url=proxy.openai_base_url, api_key="sk-cli-test-key-2", max_retries=0
+            )
+            await client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hello"}]
+            )
+            await client.close()
+
+    asyncio.run(record())
+    weather_stub.stop()
+    report = tmp_path / "report.json"
+    process, _ = proxy_cli(["replay", "--fixture", str(fixture), "--report", str(report)])
+    exports = _exports(process)
+    keys = {name: exports[name] for name in KEY_VARIABLES}
+    assert keys == dict.fromkeys(KEY_VARIABLES, DUMMY_KEY)
+    if run == "drifted call":
+        client = openai.OpenAI(
+            base_url=exports["OPENAI_BASE_URL"], api_key=exports["OPENAI_API_KEY"], max_retries=0
+        )
+        with pytest.raises(openai.BadRequestError):
+            client.chat.completions.create(
+                model="m",
+                messages=[{"role": "user", "content": "hello, again"}],
+            )
+        client.close()
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 1, err.decode()
+    last = err.decode().splitlines()[-1]
+    assert last.startswith(f"agentreel proxy: replay of {fixture} failed: "), last
+    assert last.endswith(f"the report is {report}"), last
+    written = read_report(report)
+    assert [e.type for e in written.errors] == (
+        ["RequestDriftError"] if run == "drifted call" else []
+    )
+    (script,) = written.scripts
+    # A drifted call still consumes its recorded call (it was bound, then refused).
+    assert (script.calls, script.consumed) == (1, 1 if run == "drifted call" else 0)

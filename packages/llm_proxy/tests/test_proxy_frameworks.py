@@ -27,7 +27,7 @@ import msgspec
 import pytest
 
 from agentreel.llm.stub import StubServer
-from agentreel.llm_proxy import start_proxy
+from agentreel.llm_proxy import DUMMY_KEY, start_proxy
 from agentreel.llm_replay import read_report
 from agentreel.session import (
     AssistantChunk,
@@ -40,7 +40,7 @@ from agentreel.session import (
 
 PROGRAMS = Path(__file__).parent / "programs"
 RECORD_KEY = "sk-framework-record-key-0123"
-DUMMY_KEY = "agentreel-proxy-not-a-secret"
+
 # The Agents SDK's documented switch for its trace exporter (which posts to the internet).
 TRACING_OFF = {"OPENAI_AGENTS_DISABLE_TRACING": "1"}
 REPLAYS = 1

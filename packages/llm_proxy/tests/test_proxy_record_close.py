@@ -95,3 +95,57 @@ def test_a_fixture_that_cannot_be_written_keeps_the_logs_and_exits_1(
     assert "sk-close-test-2" not in err.decode()
     assert not fixture.exists()
     shutil.rmtree(kept)
+
+
+KEY = "sk-recclose-live-key-0123456789"
+LEAK_RULES = f"""
+[[rule]]
+match.last_user = "leak"
+text = "Your key is {KEY} and that is all I will say about it."
+chunk_size = 4
+
+[[rule]]
+text = "ok"
+"""
+
+
+def test_a_live_key_in_the_answer_is_refused_once_and_the_stream_still_reaches_the_client(
+    tmp_path: Path, proxy_cli: ProxyCli
+) -> None:
+    """The upstream echoes the client's key, split over many chunks: the client still gets
+    the whole stream (pass-through), the fixture is refused, the refusal is said exactly
+    once — naming the fixture, the kept logs and what to do, never the key — and the CLI
+    exits 1. The leaking lane's log is removed; the clean one is kept."""
+    fixture = tmp_path / "fixture"
+    with StubServer.from_toml(LEAK_RULES) as stub:
+        process, port = proxy_cli(
+            ["record", "--upstream", stub.base_url, "--fixture", str(fixture)]
+        )
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY, max_retries=0)
+        clean = client.chat.completions.create(model="m", messages=WITH_SYSTEM)
+        assert clean.choices[0].message.content == "ok"
+        stream = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "leak"}], stream=True
+        )
+        text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+        client.close()
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=60)
+    assert text == f"Your key is {KEY} and that is all I will say about it."
+    stderr = err.decode()
+    assert process.returncode == 1, stderr
+    assert KEY not in stderr
+    assert KEY not in out.decode()
+    assert stderr.count("refused to record a live API key") == 1, stderr
+    first = stderr.splitlines()[0]
+    assert first.startswith("agentreel proxy: record: refused to record a live API key"), first
+    assert f"the fixture {fixture} was not written" in first
+    assert "record again" in first
+    assert not fixture.exists()
+    kept = Path(first.split("the other session logs are kept in ")[1].strip())
+    logs = list(kept.rglob("*.jsonl"))
+    assert all(KEY.encode() not in path.read_bytes() for path in kept.rglob("*") if path.is_file())
+    (log,) = [load_session_log(path) for path in logs]
+    (request,) = [e.data for e in log.events if isinstance(e, RequestHeader)]
+    assert request.system == "be brief"
+    shutil.rmtree(kept)

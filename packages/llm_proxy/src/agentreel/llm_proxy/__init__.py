@@ -34,6 +34,8 @@ from agentreel.llm_proxy._identity import (
 from agentreel.llm_proxy._masks import Masks
 from agentreel.llm_proxy._routes import SUPPORTED_PATHS
 from agentreel.llm_proxy._server import (
+    DUMMY_KEY,
+    KEY_VARIABLES,
     MODES,
     Mode,
     Proxy,
@@ -51,7 +53,9 @@ from agentreel.llm_proxy.exceptions import (
 )
 
 __all__ = [
+    "DUMMY_KEY",
     "IDENTITY_HEADERS",
+    "KEY_VARIABLES",
     "MODES",
     "PARENT_HEADER",
     "SESSION_HEADER",

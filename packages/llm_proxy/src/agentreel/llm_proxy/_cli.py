@@ -2,9 +2,12 @@
 
 Prints the base URL and the environment to export, writes ``--port-file`` once listening,
 and stops on SIGTERM, SIGINT or end of standard input (when stdin is a pipe or a
-terminal), flushing every log, the fixture and the report before it exits. Exit status 0,
-1 when the run failed (a refused secret, unconsumed scripts are only reported), 2 on
-usage errors.
+terminal), flushing every log, the fixture and the report before it exits. Replay also
+exports a dummy key (``DUMMY_KEY``) in each SDK's key variable, so a client that insists on
+a key starts keyless. Exit status 0; 1 when the run failed — record: a refused secret or a
+fixture that could not be written (the logs are kept, and said where); replay: a replay
+error (unrecorded session, exhausted script, drift) or recorded calls never made outside
+the partial lanes, with the report written all the same; 2 on usage errors.
 """
 
 from __future__ import annotations
@@ -152,4 +155,17 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
         await stop.wait()
     for error in proxy.errors:
         print(f"agentreel proxy: {error}", file=sys.stderr)
-    return 1 if proxy.errors else 0
+    failed = bool(proxy.errors)
+    if proxy.provider is not None:
+        consumption = proxy.provider.consumption_report()
+        if not consumption.ok:
+            failed = True
+            report = f"; the report is {args.report}" if args.report is not None else ""
+            print(
+                f"agentreel proxy: replay of {args.fixture} failed: "
+                f"{len(consumption.errors)} replay error(s), "
+                f"{len(consumption.unconsumed())} script(s) with recorded calls never made "
+                f"(each named above){report}",
+                file=sys.stderr,
+            )
+    return 1 if failed else 0

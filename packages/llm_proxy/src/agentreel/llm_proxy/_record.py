@@ -23,6 +23,7 @@ import logging
 import os
 import shutil
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -70,6 +71,7 @@ _SECRET_HEADERS = ("authorization", "x-api-key", "api-key")
 # Headers of an upstream error worth replaying (what clients and their retry logic read).
 _ERROR_HEADERS = ("retry-after", "retry-after-ms", "x-request-id", "request-id", "content-type")
 INTERRUPTED_MESSAGE = "the proxy was stopped (signal or end of input) while this call was streaming"
+REFUSED_MESSAGE = "not recorded from here on: a record of this call held a live API key"
 
 
 LaneKind = Literal["session", "side", "delegated"]
@@ -105,6 +107,9 @@ class Lane:
     tool_texts: list[tuple[int, frozenset[str]]] = field(default_factory=list)
     tool_calls: int = 0
     children: int = 0
+    refused: bool = False
+    """A record of this lane held a live key: its log is removed at close (the text
+    streamed before the refusal may spell the key across records)."""
 
 
 class CallRecording:
@@ -121,7 +126,8 @@ class CallRecording:
     def chunk(self, chunk: Chunk) -> None:
         if self.finished:
             return
-        self._recorder._write(self.lane, AssistantChunkData(turn=self.turn, step=0, chunk=chunk))
+        if not self._put(AssistantChunkData(turn=self.turn, step=0, chunk=chunk)):
+            return
         self.written += 1
         self._chunks.append(chunk)
         if isinstance(chunk, BlockEnd) and isinstance(chunk.block, ToolCallPart):
@@ -162,12 +168,12 @@ class CallRecording:
         if self.finished:
             return
         message = INTERRUPTED_MESSAGE
-        self._recorder._write(
-            self.lane,
+        if not self._put(
             AssistantChunkData(
                 turn=self.turn, step=0, chunk=Finish(reason="error", code=CUT_CODE, message=message)
-            ),
-        )
+            )
+        ):
+            return
         self._end("interrupted")
         logger.warning(
             "%s: call %d was still streaming when the proxy stopped; recorded its %d "
@@ -180,7 +186,36 @@ class CallRecording:
     def _end(self, reason: str) -> None:
         self.finished = True
         self.lane.busy = False
-        self._recorder._write(self.lane, TurnEndData(turn=self.turn, reason=reason))  # type: ignore[arg-type]
+        self._put(TurnEndData(turn=self.turn, reason=reason))  # type: ignore[arg-type]
+
+    def _put(self, data: Any) -> bool:
+        """Write one record of this call; False (and the call refused) if it held a key."""
+        try:
+            self._recorder._write(self.lane, data)
+        except SecretInRecordingError:
+            self.refuse()
+            return False
+        return True
+
+    def refuse(self) -> None:
+        """A record of this call held a live key (``Recorder._write`` said so): record
+        nothing more of it, seal it as cut so the log stays whole, and let the stream go on
+        to its client — only writing is refused, never forwarding."""
+        if self.finished:
+            return
+        self.finished = True
+        self.lane.busy = False
+        self.lane.refused = True
+        with suppress(SecretInRecordingError):  # neither record holds anything a client sent
+            self._recorder._write(
+                self.lane,
+                AssistantChunkData(
+                    turn=self.turn,
+                    step=0,
+                    chunk=Finish(reason="error", code=CUT_CODE, message=REFUSED_MESSAGE),
+                ),
+            )
+            self._recorder._write(self.lane, TurnEndData(turn=self.turn, reason="error"))
 
 
 def _strings(arguments: str) -> frozenset[str]:
@@ -242,11 +277,16 @@ class Recorder:
             encoded = msgspec.json.encode(data).decode("utf-8", "replace")
             for secret in self._secrets:
                 if secret in encoded:
+                    turn = getattr(data, "turn", None)
+                    call = f"call {turn + 1} of " if isinstance(turn, int) else ""
                     message = (
-                        f"refusing to write a live API key into {lane.session.path}: the "
-                        f"{type(data).__name__} of session {lane.session.id} contains a key a "
-                        "client sent in its auth header. Nothing was written; find out why the "
-                        "model's answer (or the request) holds the key before recording again"
+                        f"refused to record a live API key: the {type(data).__name__} of "
+                        f"{call}session {lane.session.id} contains a key a client sent in its "
+                        "auth header (not shown). The call was still forwarded to its client, "
+                        f"but nothing more of it was recorded and its log {lane.session.path} "
+                        "is removed (what streamed before may spell the key). Find out why the "
+                        "model's answer (or the request) holds the key — e.g. a tool or prompt "
+                        "that prints the environment — remove it, and record again"
                     )
                     self.errors.append(message)
                     raise SecretInRecordingError(message)
@@ -276,9 +316,10 @@ class Recorder:
         lane.busy = True
         turn = lane.calls
         lane.calls += 1
-        self._write(lane, TurnStartData(turn=turn))
-        self._write(lane, msgspec.structs.replace(header, turn=turn, step=0))
-        return CallRecording(self, lane, turn)
+        call = CallRecording(self, lane, turn)
+        if call._put(TurnStartData(turn=turn)):
+            call._put(msgspec.structs.replace(header, turn=turn, step=0))
+        return call
 
     def _continued(
         self,
@@ -404,7 +445,13 @@ class Recorder:
                     except SecretInRecordingError:
                         pass
                 lane.session.close()
-        self._arrange()
+        try:
+            self._arrange()
+        finally:
+            for lanes in self._lanes.values():
+                for lane in lanes:
+                    if lane.refused:
+                        lane.session.path.unlink(missing_ok=True)
 
     def _arrange(self) -> None:
         """Decide each caller's session among its lanes by ``session_rank`` and rewrite

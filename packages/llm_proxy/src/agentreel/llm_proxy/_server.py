@@ -68,7 +68,7 @@ from agentreel.llm_proxy._routes import (
     match_route,
 )
 from agentreel.llm_proxy._sse import SseSplitter
-from agentreel.llm_proxy.exceptions import ProxyConfigError, RequestError, SecretInRecordingError
+from agentreel.llm_proxy.exceptions import ProxyConfigError, RequestError
 from agentreel.llm_replay import (
     DriftMode,
     PartialLanes,
@@ -159,6 +159,12 @@ class ProxySettings:
                 "replay mode needs fixture=DIR: the directory holding session.jsonl"
             )
 
+
+DUMMY_KEY = "agentreel-proxy-not-a-secret"
+"""What a client of the proxy may send as its key where none is needed (replay; the stub
+ignores keys): it must not look like (or be scanned as) a credential."""
+KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+"""The key variables of the SDKs the proxy serves."""
 
 _SERVING: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "agentreel_proxy_run", default=None
@@ -315,14 +321,16 @@ class ProxyRun:
             self.errors.insert(0, _close_failure(stage, exc, fixture, kept))
             self.errors += recorder.errors
             return
-        self.errors += recorder.errors
         if recorder.errors and fixture is not None:
-            self.errors.append(
-                f"record: the fixture {fixture} was not written, because of "
-                f"the refused record(s) above; the session logs (without them) are kept in "
-                f"{kept}. Remove the key from what the model sees, then record again"
-            )
-        elif self._temp_root is not None:
+            # Said with each refusal (once each): no fixture, and where the rest is kept.
+            self.errors += [
+                f"record: {error}. So the fixture {fixture} was not written; the other "
+                f"session logs are kept in {kept}"
+                for error in recorder.errors
+            ]
+            return
+        self.errors += recorder.errors
+        if self._temp_root is not None:
             remove_tree(self._temp_root)
 
     async def _end_in_flight(self) -> None:
@@ -369,12 +377,17 @@ class ProxyRun:
         return f"{self.base_url}/s/{token}"
 
     def environment(self) -> dict[str, str]:
-        """The variables that point the common SDKs and agents at this proxy."""
-        return {
+        """The variables that point the common SDKs and agents at this proxy; in replay
+        also ``DUMMY_KEY`` as each SDK's key (replay is keyless, but some SDKs refuse to
+        start without one). Record leaves the keys to the caller: they go upstream."""
+        variables = {
             "OPENAI_BASE_URL": self.openai_base_url,
             "ANTHROPIC_BASE_URL": self.base_url,
             "AGENTREEL_PROXY_URL": self.base_url,
         }
+        if self.mode == "replay":
+            variables.update(dict.fromkeys(KEY_VARIABLES, DUMMY_KEY))
+        return variables
 
     # -- requests --------------------------------------------------------------------------
 
@@ -508,10 +521,7 @@ class ProxyRun:
         header = build_request_header(
             parsed.options(), turn=0, step=0, cwd=recorder.cwd, api=parsed.api
         )
-        try:
-            call = recorder.begin(identity, header, parsed)
-        except SecretInRecordingError as error:
-            raise RequestError(500, f"agentreel proxy: {error}") from None
+        call = recorder.begin(identity, header, parsed)
         url = self._upstream_url(route, request.query_string)
         try:
             if self._wire is not None:
@@ -531,10 +541,6 @@ class ProxyRun:
             # The proxy is stopping (its grace for streams in flight is over).
             call.interrupt(identity.describe())
             raise
-        except SecretInRecordingError as error:
-            call.finished = True
-            self.errors.append(str(error))
-            raise RequestError(500, f"agentreel proxy: {error}") from None
         finally:
             upstream.release()
             if not call.finished:

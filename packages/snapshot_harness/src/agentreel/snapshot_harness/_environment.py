@@ -27,9 +27,6 @@ SESSIONS_ROOT = AgentEnv.SESSIONS_ROOT.value
 REPLAY_DIR = AgentEnv.REPLAY_DIR.value
 REPLAY_LIVE_CWD = AgentEnv.REPLAY_LIVE_CWD.value
 REPLAY_REPORT = AgentEnv.REPLAY_REPORT.value
-# What a proxied agent gets in its key variables: the proxy never forwards it in replay and
-# the stub ignores it, so it must not look like (or be scanned as) a credential.
-PROXY_DUMMY_KEY = "agentreel-proxy-not-a-secret"
 
 
 _PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")

@@ -208,7 +208,9 @@ def proxy_backend(
         "cwd": str(cwd),
         "scenario": scenario.name,
     }
-    key = envvars.PROXY_DUMMY_KEY
+    from agentreel.llm_proxy import DUMMY_KEY
+
+    key = DUMMY_KEY
     with contextlib.ExitStack() as stack:
         if mode == "record":
             upstream, key = stack.enter_context(_upstream(scenario, record, key))
