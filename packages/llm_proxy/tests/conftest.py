@@ -1,12 +1,14 @@
 """Shared setup of the proxy tests: stub rules, SDK clients, what an SDK parsed.
 
 Every test starts the stub server and the proxy on 127.0.0.1 itself and stops them;
-replay runs with the stub stopped (nothing listens upstream), keyless.
+replay runs with the stub stopped (nothing listens upstream), keyless, and every test runs
+with the proxy variables aimed at a closed port (``offline_proxies``).
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -41,6 +43,35 @@ name = "hello"
 match.last_user = "hello"
 text = "Hello! How can I help?"
 """
+
+
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
+LOOPBACK = "127.0.0.1,localhost"
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released): connections are refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+@pytest.fixture(autouse=True)
+def offline_proxies(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Every proxy variable (both spellings) aimed at a closed loopback port, loopback
+    exempt — set for the whole test, so in-process SDK clients and every child process
+    reach the stub and the proxy on 127.0.0.1 and nothing else: a replay that reached for
+    the network fails instead of passing unseen. Returned for a child given an environment
+    of its own."""
+    closed = f"http://127.0.0.1:{_closed_port()}"
+    env: dict[str, str] = {}
+    for name in PROXY_VARIABLES:
+        env[name] = env[name.lower()] = closed
+    env["NO_PROXY"] = env["no_proxy"] = LOOPBACK
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return env
 
 
 @pytest.fixture

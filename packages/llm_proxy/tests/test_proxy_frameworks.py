@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,13 +70,6 @@ PYDANTIC_AI = Program(
 )
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
-
-
 async def _run(
     program: Program,
     proxy_port: int,
@@ -85,10 +77,11 @@ async def _run(
     *,
     identity: bool,
     key: str,
-    offline: bool,
+    proxies: dict[str, str],
     extra_env: dict[str, str] = TRACING_OFF,
 ) -> tuple[dict[str, Any], list[str]]:
-    """Run the program against the proxy: (its printed output, network refusals)."""
+    """Run the program against the proxy (``proxies``: the ``offline_proxies`` variables):
+    (its printed output, network refusals)."""
     network_log = tmp_path / "network.log"
     network_log.unlink(missing_ok=True)
     home = tmp_path / "home"
@@ -101,13 +94,9 @@ async def _run(
         "OPENAI_API_KEY": key,
         "AGENTREEL_TEST_NETWORK_LOG": str(network_log),
         "AGENTREEL_TEST_ALLOWED_PORTS": str(proxy_port),
+        **proxies,
         **extra_env,
     }
-    if offline:
-        closed = f"http://127.0.0.1:{_closed_port()}"
-        for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
-            env[name] = env[name.lower()] = closed
-        env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
     flags = ["--identity-headers"] if identity else []
     process = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -148,13 +137,13 @@ def _recorded(fixture: Path) -> list[SessionLog]:
 @pytest.mark.parametrize("program", [AGENTS_SDK, PYDANTIC_AI], ids=["openai-agents", "pydantic-ai"])
 @pytest.mark.parametrize("identity", [True, False], ids=["identity-headers", "no-headers"])
 async def test_framework_program_records_and_replays_through_the_proxy(
-    program: Program, identity: bool, tmp_path: Path
+    program: Program, identity: bool, tmp_path: Path, offline_proxies: dict[str, str]
 ) -> None:
     fixture = tmp_path / "fixture"
     with StubServer.from_toml(program.rules) as stub:
         async with start_proxy("record", upstream=stub.base_url, fixture=fixture) as proxy:
             output, refusals = await _run(
-                program, proxy.port, tmp_path, identity=identity, key=RECORD_KEY, offline=False
+                program, proxy.port, tmp_path, identity=identity, key=RECORD_KEY, proxies={}
             )
     assert output == program.output
     assert refusals == []
@@ -179,8 +168,9 @@ async def test_framework_program_records_and_replays_through_the_proxy(
             "replay", fixture=fixture, report=report, sessions_root=served
         ) as proxy:
             output, refusals = await _run(
-                program, proxy.port, tmp_path, identity=identity, key=DUMMY_KEY, offline=True
-            )
+                program, proxy.port, tmp_path, identity=identity, key=DUMMY_KEY,
+                proxies=offline_proxies,
+            )  # fmt: skip
         assert output == program.output, f"replay {run}"
         assert refusals == [], f"replay {run} reached for the network: {refusals}"
         consumption = read_report(report)
@@ -209,7 +199,7 @@ async def test_the_network_guard_catches_the_agents_sdk_tracing_export(tmp_path:
             "record", upstream=stub.base_url, sessions_root=tmp_path / "logs"
         ) as proxy:
             output, refusals = await _run(
-                AGENTS_SDK, proxy.port, tmp_path, identity=False, key=RECORD_KEY, offline=False,
+                AGENTS_SDK, proxy.port, tmp_path, identity=False, key=RECORD_KEY, proxies={},
                 extra_env={},
             )  # fmt: skip
     assert output == AGENTS_SDK.output
