@@ -425,3 +425,36 @@ async def test_responses_non_streaming_replay_keeps_an_incomplete_reason(
     )
     assert recorded["incomplete_details"] == {"reason": "content_filter"}
     assert replayed == recorded
+
+
+@pytest.mark.asyncio
+async def test_a_call_replayed_chunk_by_chunk_keeps_the_recorded_id_and_model(
+    scripted_upstream: Any, fixture_dir: Path
+) -> None:
+    """An overridden call (here ``throw`` after 3 chunks) is sent as the provider yields it,
+    before its finish: its frames still carry the recorded id, model and created."""
+
+    async def ask(base_url: str) -> list[Any]:
+        client = openai.AsyncOpenAI(base_url=base_url, api_key=KEY, max_retries=0)
+        stream = await client.chat.completions.create(
+            model="gpt-4o", messages=[{"role": "user", "content": "a story"}], stream=True
+        )
+        seen: list[Any] = []
+        try:
+            async for chunk in stream:
+                seen.append(chunk.model_dump())
+        except openai.APIConnectionError:
+            seen.append("<cut>")
+        await client.close()
+        return seen
+
+    upstream, stop_upstream = await scripted_upstream({"/v1/chat/completions": CHAT})
+    async with start_proxy("record", upstream=upstream, fixture=fixture_dir) as proxy:
+        recorded = await ask(proxy.openai_base_url)
+    await stop_upstream()
+    throw = {"action": "throw", "session": 0, "call": 1, "chunks": 3}
+    (fixture_dir / "replay.override.json").write_text(json.dumps({"overrides": [throw]}))
+    async with start_proxy("replay", fixture=fixture_dir) as proxy:
+        replayed = await ask(proxy.openai_base_url)
+    # The block start and two text deltas, as recorded (every field), then the cut.
+    assert replayed == [*recorded[:3], "<cut>"]

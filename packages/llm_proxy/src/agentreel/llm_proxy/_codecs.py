@@ -438,25 +438,40 @@ def response_id(api: Api, seed: str) -> str:
     return {"chat": "chatcmpl-", "messages": "msg_", "responses": "resp_"}[api] + digest
 
 
-def encode_stream(request: ParsedRequest, chunks: Sequence[Chunk], wire_id: str) -> list[bytes]:
-    """The SSE frames answering ``request`` with one recorded call."""
+def encode_stream(
+    request: ParsedRequest,
+    chunks: Sequence[Chunk],
+    wire_id: str,
+    meta: ResponseMeta | None = None,
+) -> list[bytes]:
+    """The SSE frames answering ``request`` with one recorded call; ``meta``: the call's
+    recorded ``ResponseMeta`` when ``chunks`` do not yet hold its finish."""
     if request.api == "chat":
         return chat_chunk_frames(
-            chunks, model=request.model, response_id=wire_id, include_usage=request.include_usage
+            chunks,
+            model=request.model,
+            response_id=wire_id,
+            include_usage=request.include_usage,
+            meta=meta,
         )
     if request.api == "messages":
-        return messages_chunk_frames(chunks, model=request.model, message_id=wire_id)
+        return messages_chunk_frames(chunks, model=request.model, message_id=wire_id, meta=meta)
     return responses_chunk_frames(
-        chunks, model=request.model, response_id=wire_id, namespaced=request.namespaced
+        chunks, model=request.model, response_id=wire_id, namespaced=request.namespaced, meta=meta
     )
 
 
-def encode_body(request: ParsedRequest, chunks: Sequence[Chunk], wire_id: str) -> bytes:
+def encode_body(
+    request: ParsedRequest,
+    chunks: Sequence[Chunk],
+    wire_id: str,
+    meta: ResponseMeta | None = None,
+) -> bytes:
     """The non-streaming JSON body answering ``request`` with one recorded call."""
     if request.api == "chat":
-        return chat_chunk_body(chunks, model=request.model, response_id=wire_id)
+        return chat_chunk_body(chunks, model=request.model, response_id=wire_id, meta=meta)
     if request.api == "messages":
-        return messages_chunk_body(chunks, model=request.model, message_id=wire_id)
+        return messages_chunk_body(chunks, model=request.model, message_id=wire_id, meta=meta)
     return responses_chunk_body(
-        chunks, model=request.model, response_id=wire_id, namespaced=request.namespaced
+        chunks, model=request.model, response_id=wire_id, namespaced=request.namespaced, meta=meta
     )

@@ -32,7 +32,7 @@ import aiohttp
 import msgspec
 from aiohttp import web
 
-from agentreel.llm import BlockStart, Chunk, Finish, LlmError, Usage
+from agentreel.llm import BlockStart, Chunk, Finish, LlmError, ResponseMeta, Usage
 from agentreel.llm.exceptions import StreamInterruptedError
 from agentreel.llm_proxy._codecs import (
     UpstreamStreamError,
@@ -70,6 +70,7 @@ from agentreel.llm_proxy._routes import (
 from agentreel.llm_proxy._sse import SseSplitter
 from agentreel.llm_proxy.exceptions import ProxyConfigError, RequestError
 from agentreel.llm_replay import (
+    BoundCall,
     DriftMode,
     PartialLanes,
     RecordedStream,
@@ -641,7 +642,8 @@ class ProxyRun:
                     served.chunks(chunks)
                 wire_id = response_id(route.api, msgspec.json.encode(chunks).decode())
                 return await self._send_replayed(request, parsed, identity, chunks, None, wire_id)
-            return await self._replay_as_it_comes(request, parsed, identity, stream, served)
+            meta = _recorded_meta(bound)
+            return await self._replay_as_it_comes(request, parsed, identity, stream, served, meta)
         except asyncio.CancelledError:
             # The proxy is stopping while this call streams (a hang override, pacing).
             provider.interrupted(bound.script, bound.position)
@@ -664,12 +666,15 @@ class ProxyRun:
         identity: Identity,
         stream: AsyncIterator[Chunk],
         served: CallRecording | None,
+        meta: ResponseMeta | None,
     ) -> web.StreamResponse:
         """A call whose chunks take time (a hang or throw override, pacing): each reaches
         the client (and the served log) as the provider yields it, as in-process replay
         hands it to the agent. The closing frames follow once the call has ended; a
         non-streaming request gets its body then. (An Anthropic ``message_start`` sent
-        before the call's usage arrived carries no input token counts.)"""
+        before the call's usage arrived carries no input token counts.) ``meta``: the
+        recorded call's ``ResponseMeta``, so the frames sent before its finish carry the
+        same ids and model as those after it."""
         chunks: list[Chunk] = []
         failure: LlmError | None = None
         response: web.StreamResponse | None = None
@@ -690,7 +695,7 @@ class ProxyRun:
                     wire_id = response_id(parsed.api, msgspec.json.encode(chunk).decode())
                     response = await _prepare_sse(request)
                 deltas = [c for c in chunks if not isinstance(c, Usage | Finish)]
-                frames = _without_ending(parsed.api, encode_stream(parsed, deltas, wire_id))
+                frames = _without_ending(parsed.api, encode_stream(parsed, deltas, wire_id, meta))
                 for frame in frames[sent:]:
                     await response.write(frame)
                 sent = len(frames)
@@ -703,7 +708,15 @@ class ProxyRun:
         if response is None:
             wire_id = response_id(parsed.api, msgspec.json.encode(chunks).decode())
         return await self._send_replayed(
-            request, parsed, identity, chunks, failure, wire_id, response=response, sent=sent
+            request,
+            parsed,
+            identity,
+            chunks,
+            failure,
+            wire_id,
+            response=response,
+            sent=sent,
+            meta=meta,
         )
 
     async def _send_replayed(
@@ -717,9 +730,11 @@ class ProxyRun:
         *,
         response: web.StreamResponse | None = None,
         sent: int = 0,
+        meta: ResponseMeta | None = None,
     ) -> web.StreamResponse:
         """Answer with a replayed call in the request's wire API; ``response`` and ``sent``:
-        the stream already started and how many of its frames went out."""
+        the stream already started and how many of its frames went out; ``meta``: the
+        recorded ``ResponseMeta`` when ``chunks`` may lack the finish carrying it."""
         finish = chunks[-1] if chunks and isinstance(chunks[-1], Finish) else None
         if response is None:
             if finish is not None and finish.code and finish.code.startswith(HTTP_CODE_PREFIX):
@@ -728,10 +743,10 @@ class ProxyRun:
                 if failure is not None:
                     status = failure.status or 500
                     return _json_response(status, error_body(parsed.api, status, str(failure)))
-                return _json_response(200, encode_body(parsed, chunks, wire_id))
+                return _json_response(200, encode_body(parsed, chunks, wire_id, meta))
             response = await _prepare_sse(request)
         special = finish is not None and finish.code in (CUT_CODE, STREAM_ERROR_CODE)
-        frames = encode_stream(parsed, chunks[:-1] if special else chunks, wire_id)
+        frames = encode_stream(parsed, chunks[:-1] if special else chunks, wire_id, meta)
         if special or failure is not None:
             frames = _without_ending(parsed.api, frames)
         try:
@@ -937,6 +952,15 @@ def _decode(events: Sequence[Any], wire: Any, call: CallRecording) -> bool:
 
 def _unreachable(url: str, exc: Exception) -> str:
     return f"agentreel proxy: could not reach the upstream {url}: {exc}. Check --upstream"
+
+
+def _recorded_meta(bound: BoundCall) -> ResponseMeta | None:
+    """The bound call's recorded ``ResponseMeta`` (on its finish), if it has one."""
+    calls = bound.script.calls
+    if not 0 <= bound.position < len(calls) or not calls[bound.position].chunks:
+        return None
+    last = calls[bound.position].chunks[-1]
+    return last.response if isinstance(last, Finish) else None
 
 
 def _without_ending(api: Api, frames: list[bytes]) -> list[bytes]:

@@ -512,8 +512,11 @@ def _finish_in(chunks: Sequence[Chunk]) -> Finish:
 _NO_META = ResponseMeta()
 
 
-def _meta_in(chunks: Sequence[Chunk]) -> ResponseMeta:
-    """The recorded response metadata of a call (empty for a recording without it)."""
+def _meta_in(chunks: Sequence[Chunk], given: ResponseMeta | None = None) -> ResponseMeta:
+    """The recorded response metadata of a call: ``given`` (a call replayed before its
+    finish arrived), else its finish's, else empty (a recording without it)."""
+    if given is not None:
+        return given
     for chunk in reversed(chunks):
         if isinstance(chunk, Finish):
             return chunk.response or _NO_META
@@ -563,10 +566,15 @@ def _tool_positions(chunks: Sequence[Chunk]) -> dict[int, int]:
 
 
 def chat_chunk_frames(
-    chunks: Sequence[Chunk], *, model: str, response_id: str, include_usage: bool
+    chunks: Sequence[Chunk],
+    *,
+    model: str,
+    response_id: str,
+    include_usage: bool,
+    meta: ResponseMeta | None = None,
 ) -> list[bytes]:
     """Chat Completions SSE frames for one recorded call: a frame per recorded delta."""
-    envelope = _chat_envelope(_meta_in(chunks), model, response_id)
+    envelope = _chat_envelope(_meta_in(chunks, meta), model, response_id)
 
     def frame(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
         chunk: dict[str, Any] = {
@@ -610,7 +618,9 @@ def chat_chunk_frames(
     return frames
 
 
-def chat_chunk_body(chunks: Sequence[Chunk], *, model: str, response_id: str) -> bytes:
+def chat_chunk_body(
+    chunks: Sequence[Chunk], *, model: str, response_id: str, meta: ResponseMeta | None = None
+) -> bytes:
     """A non-streaming ``chat.completion`` body holding one recorded call."""
     text = "".join(
         c.block.text for c in chunks if isinstance(c, BlockEnd) and isinstance(c.block, TextPart)
@@ -640,7 +650,7 @@ def chat_chunk_body(chunks: Sequence[Chunk], *, model: str, response_id: str) ->
     if calls:
         message["tool_calls"] = calls
     body: dict[str, Any] = {
-        **_chat_envelope(_meta_in(chunks), model, response_id),
+        **_chat_envelope(_meta_in(chunks, meta), model, response_id),
         "object": "chat.completion",
         "choices": [
             {
@@ -673,10 +683,12 @@ def _anthropic_usage(usage: Usage | None) -> dict[str, Any]:
     }
 
 
-def messages_chunk_frames(chunks: Sequence[Chunk], *, model: str, message_id: str) -> list[bytes]:
+def messages_chunk_frames(
+    chunks: Sequence[Chunk], *, model: str, message_id: str, meta: ResponseMeta | None = None
+) -> list[bytes]:
     """Anthropic Messages SSE frames for one recorded call: a frame per recorded delta."""
     usage = _usage_in(chunks)
-    meta = _meta_in(chunks)
+    meta = _meta_in(chunks, meta)
     start_usage = {**_anthropic_usage(usage), "output_tokens": 1}
     message: dict[str, Any] = {
         "id": meta.id or message_id,
@@ -741,7 +753,9 @@ def messages_chunk_frames(chunks: Sequence[Chunk], *, model: str, message_id: st
     return frames
 
 
-def messages_chunk_body(chunks: Sequence[Chunk], *, model: str, message_id: str) -> bytes:
+def messages_chunk_body(
+    chunks: Sequence[Chunk], *, model: str, message_id: str, meta: ResponseMeta | None = None
+) -> bytes:
     """A non-streaming Anthropic ``message`` body holding one recorded call."""
     content: list[dict[str, Any]] = []
     for chunk in chunks:
@@ -761,7 +775,7 @@ def messages_chunk_body(chunks: Sequence[Chunk], *, model: str, message_id: str)
             content.append(
                 {"type": "tool_use", "id": block.id, "name": block.name, "input": arguments}
             )
-    meta = _meta_in(chunks)
+    meta = _meta_in(chunks, meta)
     body = {
         "id": meta.id or message_id,
         "type": "message",
@@ -851,7 +865,7 @@ def _response_object(
 
 
 def _responses_items(
-    chunks: Sequence[Chunk], response_id: str, namespaced: bool
+    chunks: Sequence[Chunk], response_id: str, namespaced: bool, meta: ResponseMeta
 ) -> tuple[list[tuple[Chunk, int, str]], list[dict[str, Any]]]:
     """Each block's (start chunk, output index, item id) and the finished output items; the
     item ids as recorded, else minted from ``response_id``."""
@@ -859,7 +873,7 @@ def _responses_items(
     done: list[dict[str, Any]] = []
     ids: dict[int, tuple[int, str]] = {}
     stem = response_id.removeprefix("resp_")
-    recorded = _meta_in(chunks).item_ids
+    recorded = meta.item_ids
     for chunk in chunks:
         if isinstance(chunk, BlockStart):
             prefix = {"text": "msg_", "reasoning": "rs_", "tool-call": "fc_"}[chunk.block_type]
@@ -900,7 +914,12 @@ def _responses_status(finish: Finish) -> str:
 
 
 def responses_chunk_frames(
-    chunks: Sequence[Chunk], *, model: str, response_id: str, namespaced: bool = False
+    chunks: Sequence[Chunk],
+    *,
+    model: str,
+    response_id: str,
+    namespaced: bool = False,
+    meta: ResponseMeta | None = None,
 ) -> list[bytes]:
     """OpenAI Responses SSE frames for one recorded call: an event per recorded delta.
 
@@ -914,8 +933,8 @@ def responses_chunk_frames(
 
     usage = _usage_in(chunks)
     finish = _finish_in(chunks)
-    meta = _meta_in(chunks)
-    starts, done = _responses_items(chunks, response_id, namespaced)
+    meta = _meta_in(chunks, meta)
+    starts, done = _responses_items(chunks, response_id, namespaced, meta)
     by_block = {
         start.index: (at, item_id) for start, at, item_id in starts if isinstance(start, BlockStart)
     }
@@ -1043,12 +1062,15 @@ def responses_chunk_frames(
 
 
 def responses_chunk_body(
-    chunks: Sequence[Chunk], *, model: str, response_id: str, namespaced: bool = False
+    chunks: Sequence[Chunk],
+    *,
+    model: str,
+    response_id: str,
+    namespaced: bool = False,
+    meta: ResponseMeta | None = None,
 ) -> bytes:
     """A non-streaming ``response`` object holding one recorded call."""
-    _, done = _responses_items(chunks, response_id, namespaced)
-    finish = _finish_in(chunks)
-    status = _responses_status(finish)
-    return _json(
-        _response_object(_meta_in(chunks), response_id, model, status, done, _usage_in(chunks))
-    )
+    meta = _meta_in(chunks, meta)
+    _, done = _responses_items(chunks, response_id, namespaced, meta)
+    status = _responses_status(_finish_in(chunks))
+    return _json(_response_object(meta, response_id, model, status, done, _usage_in(chunks)))
