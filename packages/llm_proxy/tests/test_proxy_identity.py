@@ -60,6 +60,34 @@ from agentreel.session import RequestHeader, harvest_session_logs
             Identity("s-9", None, None, "metadata.user_id"),
         ),
         ({}, {}, "child-2", Identity("child-2", None, None, "/s/<token>/ prefix")),
+        (
+            {"x-agentreel-parent-session-id": "parent", "x-agentreel-spawn-index": "3"},
+            {},
+            "child-3",
+            Identity("child-3", "parent", 3, "/s/<token>/ prefix"),
+        ),
+        (
+            {
+                "x-claude-code-session-id": "acp-1",
+                "x-claude-code-agent-id": "agent-7",
+                "x-agentreel-spawn-index": "0",
+            },
+            {},
+            None,
+            Identity("agent-7", "acp-1", 0, "x-claude-code-agent-id"),
+        ),
+        (
+            {"x-session-id": "ses_b", "x-agentreel-parent-session-id": "explicit"},
+            {},
+            None,
+            Identity("ses_b", "explicit", None, "x-session-id"),
+        ),
+        (
+            {"x-agentreel-parent-session-id": "parent", "x-agentreel-spawn-index": "0"},
+            {},
+            None,
+            Identity(None),
+        ),
         ({}, {"metadata": {"user_id": "not json"}}, None, Identity(None)),
     ],
 )

@@ -28,13 +28,13 @@ from agentreel.llm_proxy import (
     start_proxy,
 )
 from agentreel.llm_replay import read_report
-from agentreel.session import AssistantChunk, harvest_session_logs
+from agentreel.session import AssistantChunk, harvest_session_logs, load_session_log
 
 RULES = """
 [[rule]]
 match.last_user = "plan"
 text = "Delegating."
-tool_calls = [{{ id = "call_a", name = "delegate", arguments = {{ task = "count" }} }}]
+tool_calls = [{{ id = "call_a", name = "delegate", arguments = {{ task = "count the fruit" }} }}]
 [[rule]]
 match.last_user = "count"
 text = "{count}"
@@ -47,7 +47,8 @@ COUNTS = {"a": "7 apples.", "b": "9 pears."}
 
 async def _program(base_url: str, meet: asyncio.Barrier) -> list[str]:
     """A parent, its child (session id from the ``/s/<token>/`` prefix inside the run's
-    URL, lineage by headers), the parent again; ``meet`` makes two programs interleave."""
+    URL, lineage by headers — its first message is not the delegating call's text, so only
+    the headers can place it), the parent again; ``meet`` makes two programs interleave."""
 
     def client(url: str, **headers: str) -> openai.AsyncOpenAI:
         return openai.AsyncOpenAI(
@@ -120,7 +121,12 @@ async def test_two_runs_at_once_each_get_their_own_answers_logs_and_report(
 ) -> None:
     fixtures = await _record_both(tmp_path)
     for name in COUNTS:
+        parent = load_session_log(fixtures[name] / "session.jsonl").header
+        child = load_session_log(fixtures[name] / "session.1.jsonl").header
         assert COUNTS[name] in (fixtures[name] / "session.1.jsonl").read_text()
+        # The child named by its /s/<token>/ prefix keeps the lineage its headers give.
+        assert (child.parent_session, child.spawn_index, child.origin) == (parent.id, 0, "spawn")
+        assert parent.parent_session is None
     server = await ProxyServer().start()
     try:
         runs = {

@@ -9,6 +9,8 @@
    ``session_id`` inside Anthropic ``metadata.user_id``;
 3. the ``/s/<token>/`` base-URL prefix;
 4. none: the request is anonymous, and conversation chaining and content bind it.
+
+The explicit parent and spawn-index headers are read whichever source named the session.
 """
 
 from __future__ import annotations
@@ -72,20 +74,43 @@ def _metadata_session(body: Mapping[str, Any]) -> str | None:
 def resolve_identity(
     headers: Mapping[str, str], body: Mapping[str, Any], token: str | None
 ) -> Identity:
-    """The caller's identity; a malformed ``x-agentreel-spawn-index`` is a 400."""
+    """The caller's identity; a malformed ``x-agentreel-spawn-index`` is a 400.
+
+    The explicit parent and spawn-index headers hold whatever named the session (explicit
+    header, native header, ``/s/<token>/`` prefix): a parent that hands its child process
+    its own URL still tells it its lineage by header. Where a native header names a parent
+    too, the explicit one wins (SPEC 11's order). An anonymous caller has no lineage to
+    keep: chaining and content place it."""
+    parent, spawn_index = _explicit_lineage(headers)
+    found = _session(headers, body, token)
+    if found.session is None:
+        return found
+    return Identity(
+        found.session, parent if parent is not None else found.parent, spawn_index, found.source
+    )
+
+
+def _explicit_lineage(headers: Mapping[str, str]) -> tuple[str | None, int | None]:
+    """The parent and spawn index of the ``x-agentreel-parent-session-id`` /
+    ``x-agentreel-spawn-index`` headers."""
+    raw_index = _header(headers, SPAWN_INDEX_HEADER)
+    spawn_index: int | None = None
+    if raw_index is not None:
+        if not raw_index.isdigit():
+            raise RequestError(
+                400,
+                f"agentreel proxy: header {SPAWN_INDEX_HEADER}: {raw_index!r} is not a "
+                "non-negative integer (the child's ordinal among its parent's children)",
+            )
+        spawn_index = int(raw_index)
+    return _header(headers, PARENT_HEADER), spawn_index
+
+
+def _session(headers: Mapping[str, str], body: Mapping[str, Any], token: str | None) -> Identity:
+    """Who the caller is, and the parent a native header names, by SPEC 11's order."""
     session = _header(headers, SESSION_HEADER)
     if session is not None:
-        raw_index = _header(headers, SPAWN_INDEX_HEADER)
-        spawn_index: int | None = None
-        if raw_index is not None:
-            if not raw_index.isdigit():
-                raise RequestError(
-                    400,
-                    f"agentreel proxy: header {SPAWN_INDEX_HEADER}: {raw_index!r} is not a "
-                    "non-negative integer (the child's ordinal among its parent's children)",
-                )
-            spawn_index = int(raw_index)
-        return Identity(session, _header(headers, PARENT_HEADER), spawn_index, SESSION_HEADER)
+        return Identity(session, None, None, SESSION_HEADER)
     claude = _header(headers, "x-claude-code-session-id")
     if claude is not None:
         agent = _header(headers, "x-claude-code-agent-id")
