@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import openai
 import pytest
 
@@ -264,3 +266,121 @@ async def test_headerless_child_is_recorded_under_its_pending_delegating_call(
     assert child_log.header.parent_session == parent_log.header.id
     assert child_log.header.spawn_index == 0
     assert child_log.header.origin == "spawn"
+
+
+FRUIT_RULES = """
+[[rule]]
+match.last_user = "apples and pears"
+tool_calls = [
+  { name = "Task", arguments = { prompt = "count the apples" } },
+  { name = "Task", arguments = { prompt = "count the pears" } },
+]
+[[rule]]
+match.last_user = "count the apples"
+text = "7 apples"
+[[rule]]
+match.last_user = "count the pears"
+text = "3 pears"
+"""
+FRUIT_ORDERS = ("apples-first", "pears-first")
+
+
+async def _claude_subagents(base_url: str, order: str) -> list[str]:
+    """Claude Code's headers: the parent's ``X-Claude-Code-Session-Id``, each subagent's own
+    ``x-claude-code-agent-id`` beside it — no spawn index; the children's requests reach the
+    proxy in ``order``, the second only once the first was answered."""
+    session = str(uuid.uuid4())
+
+    def client(**headers: str) -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(
+            base_url=base_url,
+            api_key="sk-claude-subagents",
+            max_retries=0,
+            default_headers={"X-Claude-Code-Session-Id": session, **headers},
+        )
+
+    parent = client()
+    plan = await parent.messages.create(
+        model="claude-test",
+        max_tokens=64,
+        system="You delegate counting.",
+        messages=[{"role": "user", "content": "apples and pears"}],
+        tools=[
+            {"name": "Task", "description": "Run a subagent", "input_schema": {"type": "object"}}
+        ],
+    )
+    prompts = [block.input["prompt"] for block in plan.content if block.type == "tool_use"]  # type: ignore[index]
+    answers: dict[str, str] = {}
+    for prompt in prompts if order == "apples-first" else reversed(prompts):
+        child = client(**{"x-claude-code-agent-id": str(uuid.uuid4())})
+        reply = await child.messages.create(
+            model="claude-test",
+            max_tokens=64,
+            system="You count one fruit.",
+            messages=[{"role": "user", "content": prompt}],
+        )
+        answers[prompt] = "".join(b.text for b in reply.content if b.type == "text")
+        await child.close()
+    await parent.close()
+    return [answers[prompt] for prompt in prompts]
+
+
+@pytest.mark.asyncio
+async def test_native_header_children_are_numbered_by_their_delegating_calls_not_arrival(
+    tmp_path: Path,
+) -> None:
+    """Two Claude-style subagents recorded in opposite arrival orders give the same fixture:
+    each child in the same file, spawn indexes 0 and 1 in the order the parent issued the
+    Task calls (SPEC 4), golden for golden."""
+    recorded: dict[str, list[SessionLog]] = {}
+    with StubServer.from_toml(FRUIT_RULES) as stub:
+        for order in FRUIT_ORDERS:
+            fixture = tmp_path / f"fixture-{order}"
+            async with start_proxy("record", upstream=stub.base_url, fixture=fixture) as proxy:
+                assert await _claude_subagents(proxy.base_url, order) == ["7 apples", "3 pears"]
+            recorded[order] = _fixture_logs(fixture)
+    for order in FRUIT_ORDERS:
+        logs = recorded[order]
+        assert _structure(logs) == [
+            ("main", None, None, "claude-test", 1),
+            ("spawn", 0, 0, "claude-test", 1),
+            ("spawn", 0, 1, "claude-test", 1),
+        ], order
+        firsts = [
+            next(e.data for e in log.events if isinstance(e, RequestHeader)).messages[0].preview
+            for log in logs[1:]
+        ]
+        assert firsts == ["count the apples", "count the pears"], order
+    assert _goldens(recorded["apples-first"]) == _goldens(recorded["pears-first"])
+
+
+@pytest.mark.asyncio
+async def test_a_native_child_without_a_delegating_call_falls_back_to_arrival_and_says_why(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = tmp_path / "sessions"
+    with StubServer.from_toml('[[rule]]\ntext = "ok"\n') as stub:
+        async with start_proxy("record", upstream=stub.base_url, sessions_root=root) as proxy:
+            for headers in (
+                {"X-Claude-Code-Session-Id": "parent-1"},
+                {"X-Claude-Code-Session-Id": "parent-1", "x-claude-code-agent-id": "agent-1"},
+            ):
+                model = anthropic.AsyncAnthropic(
+                    base_url=proxy.base_url,
+                    api_key="sk-claude-fallback",
+                    max_retries=0,
+                    default_headers=headers,
+                )
+                await model.messages.create(
+                    model="claude-test",
+                    max_tokens=16,
+                    messages=[{"role": "user", "content": f"hello from {len(headers)}"}],
+                )
+                await model.close()
+    parent_log, child_log = harvest_session_logs(root)
+    assert child_log.header.parent_session == parent_log.header.id
+    assert child_log.header.spawn_index == 0
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert "no pending delegating tool call of parent 'parent-1'" in warning
+    assert "arrival order" in warning
+    assert "x-agentreel-spawn-index" in warning

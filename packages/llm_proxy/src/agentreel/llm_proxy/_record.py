@@ -4,7 +4,10 @@ Every lane is a session log of section 4: a header (parent, spawn index, origin)
 model call ``turn/start``, the ``request/header`` built from the HTTP request, every
 ``assistant/chunk``, ``turn/end`` (flushed there, so a killed proxy keeps every finished
 call). A child names its parent (explicit or native headers, or — without headers — the
-pending delegating tool call whose text is the child's first message). A caller's lanes are
+pending delegating tool call whose text is the child's first message). A child's spawn
+index is the one its header gives, else the order in which its parent issued the delegating
+call it was found by (numbered 0, 1, … at close; SPEC 4), else — logged — its arrival
+order. A caller's lanes are
 its session and, under it without a spawn index, its side calls (title, classifier): which
 lane is which is decided from what each lane is — the one with more calls, then the one
 with tools, then a content key (``session_rank``) — when the recorder closes, never by
@@ -31,7 +34,7 @@ from typing import Any, Literal
 import msgspec
 
 from agentreel.brand import new_session_id
-from agentreel.llm import BlockEnd, Chunk, Finish, ToolCallPart
+from agentreel.llm import SPAWN_INDEX_HEADER, BlockEnd, Chunk, Finish, ToolCallPart
 from agentreel.llm_proxy._errors import CUT_CODE, HTTP_CODE_PREFIX, STREAM_ERROR_CODE
 from agentreel.llm_proxy._identity import Identity
 from agentreel.llm_proxy._requests import ParsedRequest
@@ -110,6 +113,12 @@ class Lane:
     refused: bool = False
     """A record of this lane held a live key: its log is removed at close (the text
     streamed before the refusal may spell the key across records)."""
+    claimed: set[int] = field(default_factory=set)
+    """The ordinals of this lane's tool calls a child has been found by (one child each)."""
+    ordinal: int | None = None
+    """For a child found by its parent's delegating tool call: that call's position among
+    the parent lane's tool calls. Closing numbers a parent's such children 0, 1, … in this
+    order — the order the parent issued the calls (SPEC 4), whatever order they arrived in."""
 
 
 class CallRecording:
@@ -365,14 +374,33 @@ class Recorder:
         spawn_index: int | None = None
         kind: LaneKind = "session"
         parent_key: str | None = None
+        ordinal: int | None = None
         if first and identity.parent is not None:
             parent = self._main_lane(identity.parent)
             spawn_index = identity.spawn_index
             parent_key = identity.parent
+            if parent is not None and spawn_index is None:
+                # A native header names the parent, not the child's ordinal: the parent's
+                # pending delegating call whose prompt is the child's first message does.
+                _, ordinal = self._delegating_parent(request, self._lanes[identity.parent])
+                spawn_index = ordinal
+                if ordinal is None:
+                    logger.warning(
+                        "%s: no pending delegating tool call of parent %r has this child's "
+                        "first user message as its prompt, so its spawn index %d is its "
+                        "arrival order among the parent's children — children that start "
+                        "concurrently may swap session files between recordings; send "
+                        "%s to fix it",
+                        identity.describe(),
+                        identity.parent,
+                        self._next_child_index(parent),
+                        SPAWN_INDEX_HEADER,
+                    )
         else:
             # A conversation whose first message is a pending delegating tool call's prompt
             # is that call's child (how a headerless subagent is told from a side call).
-            parent, spawn_index = self._delegating_parent(request)
+            parent, ordinal = self._delegating_parent(request)
+            spawn_index = ordinal
             if parent is not None and not first:
                 kind = "delegated"
             if parent is None and not first:
@@ -397,7 +425,14 @@ class Recorder:
             header.id,
             "side lane" if not first else f"parent {header.parent_session}",
         )
-        return Lane(session=session, key=key, signature=signature, kind=kind, parent_key=parent_key)
+        return Lane(
+            session=session,
+            key=key,
+            signature=signature,
+            kind=kind,
+            parent_key=parent_key,
+            ordinal=ordinal,
+        )
 
     def _main_lane(self, key: str) -> Lane | None:
         lanes = self._lanes.get(key)
@@ -406,18 +441,26 @@ class Recorder:
     def _next_child_index(self, parent: Lane) -> int:
         return parent.tool_calls + parent.children
 
-    def _delegating_parent(self, request: ParsedRequest) -> tuple[Lane | None, int | None]:
+    def _delegating_parent(
+        self, request: ParsedRequest, among: Iterable[Lane] | None = None
+    ) -> tuple[Lane | None, int | None]:
+        """The lane (of ``among``, else of any caller) with a delegating tool call not yet
+        claimed by a child whose prompt is the request's first user message, and that
+        call's ordinal among the lane's tool calls; claims it."""
         first_user = next((m for m in request.messages if m.role == "user"), None)
         if first_user is None:
             return None, None
         text = first_user.text.strip()
         if not text:
             return None, None
-        for lanes in self._lanes.values():
-            for lane in lanes:
-                for ordinal, texts in lane.tool_texts:
-                    if text in texts:
-                        return lane, ordinal
+        lanes = (
+            among if among is not None else (ln for group in self._lanes.values() for ln in group)
+        )
+        for lane in lanes:
+            for ordinal, texts in lane.tool_texts:
+                if ordinal not in lane.claimed and text in texts:
+                    lane.claimed.add(ordinal)
+                    return lane, ordinal
         return None, None
 
     # -- shutdown ------------------------------------------------------------------------
@@ -483,12 +526,26 @@ class Recorder:
                         "spawn_index": None,
                         "origin": "spawn",
                     }
-                header = msgspec.structs.replace(
-                    lane.session.header, created_at=times[position], **relation
-                )
-                if header != lane.session.header:
-                    _rewrite_header(lane.session.path, header)
-                    lane.session.header = header
+                _set_header(lane, created_at=times[position], **relation)
+        self._number_delegated_children()
+
+    def _number_delegated_children(self) -> None:
+        """Number the children found by delegating tool calls 0, 1, … per parent in the
+        order the parent issued those calls (SPEC 4) — unless a sibling has an index from a
+        header or from arrival, which numbering could collide with; then the ordinals stay."""
+        lanes = [lane for group in self._lanes.values() for lane in group]
+        siblings: dict[str, list[Lane]] = {}
+        for lane in lanes:
+            header = lane.session.header
+            if header.parent_session is not None and header.spawn_index is not None:
+                siblings.setdefault(header.parent_session, []).append(lane)
+        for children in siblings.values():
+            issued = [(child.ordinal, child) for child in children if child.ordinal is not None]
+            if len(issued) < len(children):
+                continue
+            issued.sort(key=lambda pair: pair[0])
+            for index, (_, child) in enumerate(issued):
+                _set_header(child, spawn_index=index)
 
 
 def session_rank(lane: Lane) -> tuple[Any, ...]:
@@ -508,6 +565,14 @@ def session_rank(lane: Lane) -> tuple[Any, ...]:
         signature.first_message,
         lane.first,
     )
+
+
+def _set_header(lane: Lane, **changes: Any) -> None:
+    """Change fields of a closed lane's header, rewriting its log when they differ."""
+    header = msgspec.structs.replace(lane.session.header, **changes)
+    if header != lane.session.header:
+        _rewrite_header(lane.session.path, header)
+        lane.session.header = header
 
 
 def _rewrite_header(path: Path, header: SessionHeader) -> None:
