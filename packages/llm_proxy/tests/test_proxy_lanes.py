@@ -309,7 +309,7 @@ async def _claude_subagents(base_url: str, order: str) -> list[str]:
             {"name": "Task", "description": "Run a subagent", "input_schema": {"type": "object"}}
         ],
     )
-    prompts = [block.input["prompt"] for block in plan.content if block.type == "tool_use"]  # type: ignore[index]
+    prompts = [str(block.input["prompt"]) for block in plan.content if block.type == "tool_use"]
     answers: dict[str, str] = {}
     for prompt in prompts if order == "apples-first" else reversed(prompts):
         child = client(**{"x-claude-code-agent-id": str(uuid.uuid4())})
