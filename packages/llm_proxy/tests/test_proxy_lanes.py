@@ -17,7 +17,7 @@ import openai
 import pytest
 
 from agentreel.llm.stub import StubServer
-from agentreel.llm_proxy import SESSION_HEADER, start_proxy
+from agentreel.llm_proxy import PARENT_HEADER, SESSION_HEADER, SPAWN_INDEX_HEADER, start_proxy
 from agentreel.llm_replay import read_report
 from agentreel.session import (
     Normalizer,
@@ -384,3 +384,48 @@ async def test_a_native_child_without_a_delegating_call_falls_back_to_arrival_an
     assert "no pending delegating tool call of parent 'parent-1'" in warning
     assert "arrival order" in warning
     assert "x-agentreel-spawn-index" in warning
+
+
+@pytest.mark.asyncio
+async def test_a_named_childs_title_lane_on_its_prompt_stays_its_side_lane(tmp_path: Path) -> None:
+    """A child named by headers whose title call (first) asks its delegated prompt, then its
+    conversation asks it too: one child, spawn index 0, its title a side lane under it —
+    not a second child of the parent claiming the same delegating call."""
+    rules = (
+        '[[rule]]\nmatch.last_user = "plan"\n'
+        'tool_calls = [{ name = "delegate", arguments = { prompt = "count the apples" } }]\n'
+        '[[rule]]\nmatch.model = "small-model"\ntext = "Counting apples"\n'
+        '[[rule]]\nmatch.last_user = "count the apples"\ntext = "7 apples"\n'
+    )
+    fixture = tmp_path / "fixture"
+    with StubServer.from_toml(rules) as stub:
+        async with start_proxy("record", upstream=stub.base_url, fixture=fixture) as proxy:
+
+            async def ask(headers: dict[str, str], model: str, system: str, text: str) -> Any:
+                client = openai.AsyncOpenAI(
+                    base_url=proxy.openai_base_url,
+                    api_key="sk-title-lane",
+                    max_retries=0,
+                    default_headers=headers,
+                )
+                messages: Any = [
+                    {"role": "system", "content": system},
+                    {"role": "user", "content": text},
+                ]
+                extra: Any = {"tools": TOOLS} if model == "big-model" else {}
+                reply = await client.chat.completions.create(
+                    model=model, messages=messages, **extra
+                )
+                await client.close()
+                return reply.choices[0].message
+
+            await ask({SESSION_HEADER: "parent"}, "big-model", "Plan.", "plan")
+            child = {SESSION_HEADER: "child", PARENT_HEADER: "parent", SPAWN_INDEX_HEADER: "0"}
+            title = await ask(child, "small-model", "Write a title.", "count the apples")
+            answer = await ask(child, "big-model", "Count.", "count the apples")
+            assert (title.content, answer.content) == ("Counting apples", "7 apples")
+    assert _structure(_fixture_logs(fixture)) == [
+        ("main", None, None, "big-model", 1),
+        ("spawn", 0, 0, "big-model", 1),
+        ("spawn", 1, None, "small-model", 1),
+    ]

@@ -396,16 +396,18 @@ class Recorder:
                         self._next_child_index(parent),
                         SPAWN_INDEX_HEADER,
                     )
-        else:
-            # A conversation whose first message is a pending delegating tool call's prompt
-            # is that call's child (how a headerless subagent is told from a side call).
+        elif first or key == ANONYMOUS_KEY:
+            # A new caller's (or a headerless) conversation whose first message is a pending
+            # delegating tool call's prompt is that call's child (how a headerless subagent
+            # is told from a side call). Another lane of a named caller is its side lane
+            # even when it asks the same (a title call on the child's prompt).
             parent, ordinal = self._delegating_parent(request)
             spawn_index = ordinal
             if parent is not None and not first:
                 kind = "delegated"
-            if parent is None and not first:
-                parent = self._main_lane(key)
-                kind, parent_key = "side", key
+        if parent is None and not first:
+            parent = self._main_lane(key)
+            kind, parent_key = "side", key
         if parent is not None and spawn_index is None and first:
             spawn_index = self._next_child_index(parent)
         header = SessionHeader(
@@ -512,6 +514,10 @@ class Recorder:
             if opened.parent_key in ranked:
                 parent = ranked[opened.parent_key][0].session.id
             times = sorted(lane.session.header.created_at for lane in group)
+            ordinal = opened.ordinal  # goes with the relation to the parent
+            for lane in group:
+                lane.ordinal = None
+            group[0].ordinal = ordinal
             for position, lane in enumerate(group):
                 if position == 0:
                     relation: dict[str, Any] = {
