@@ -1,10 +1,19 @@
 """Property: random session trees with lanes, over HTTP, in random arrival orders — every
-session and lane gets exactly its own recorded script; removing a recording fails loudly,
-never with another session's answer."""
+session and lane gets exactly its own recorded script; removing a recording fails loudly
+(``UnrecordedSessionError`` in the HTTP error and in the report), never with another
+session's answer.
+
+Two variants: callers that send agentreel's identity headers, and headerless callers
+placed by conversation chaining and content alone (a child by its parent's pending
+delegating tool call). Children start as soon as their parent's delegating call is
+answered, so they race the parent's later calls and its title lane; a title lane asks the
+very question its conversation opens with, so lanes differ by model and system prompt, not
+by their text."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import tempfile
 import uuid
@@ -19,21 +28,27 @@ from hypothesis import strategies as st
 
 from agentreel.llm.stub import StubServer
 from agentreel.llm_proxy import PARENT_HEADER, SESSION_HEADER, SPAWN_INDEX_HEADER, start_proxy
-from agentreel.llm_replay import FixtureError
-from agentreel.session import recording_names
+from agentreel.llm_replay import FixtureError, read_report
+from agentreel.session import RequestHeader, load_session_log, recording_names, session_file_name
 
-RULES = """
+GENERIC_RULES = """
 [[rule]]
-match.last_user_regex = "(?P<q>q-[0-9]+-[a-z]+-[0-9]+)"
+match.model = "small"
+match.last_user_regex = "(?P<q>q-[0-9]+-[0-9]+)"
+text = "title for {{q}}"
+[[rule]]
+match.last_user_regex = "(?P<q>q-[0-9]+-[0-9]+)"
 text = "answer to {{q}}"
 chunk_size = 5
 """
-
-
-@dataclass(frozen=True)
-class Lane:
-    name: str  # "main" or "title"
-    calls: int
+DELEGATE: Any = {
+    "type": "function",
+    "function": {
+        "name": "delegate",
+        "description": "Hand a task to a subagent",
+        "parameters": {"type": "object", "properties": {"prompt": {"type": "string"}}},
+    },
+}
 
 
 @dataclass(frozen=True)
@@ -41,11 +56,22 @@ class Node:
     index: int
     parent: int | None  # index of the parent node
     spawn_index: int | None
-    lanes: tuple[Lane, ...]
+    calls: int  # of its conversation (the main lane)
+    title: bool  # whether it also has a title lane (one call, another model)
+
+
+@dataclass(frozen=True)
+class Tree:
+    nodes: tuple[Node, ...]
+    headers: bool  # identity headers sent, or chaining and content alone
+
+    def children(self, node: Node) -> list[Node]:
+        return [n for n in self.nodes if n.parent == node.index]
 
 
 @st.composite
-def trees(draw: st.DrawFn) -> list[Node]:
+def trees(draw: st.DrawFn) -> Tree:
+    headers = draw(st.booleans())
     count = draw(st.integers(min_value=1, max_value=4))
     nodes: list[Node] = []
     children: dict[int, int] = {}
@@ -55,113 +81,209 @@ def trees(draw: st.DrawFn) -> list[Node]:
         if parent is not None:
             spawn = children.get(parent, 0)
             children[parent] = spawn + 1
-        lanes = [Lane("main", draw(st.integers(1, 2)))]
-        if draw(st.booleans()):
-            lanes.append(Lane("title", 1))
-        nodes.append(Node(index, parent, spawn, tuple(lanes)))
-    return nodes
+        nodes.append(Node(index, parent, spawn, draw(st.integers(1, 2)), draw(st.booleans())))
+    return Tree(tuple(nodes), headers)
 
 
-def _question(node: Node, lane: Lane, call: int) -> str:
-    return f"q-{node.index}-{lane.name}-{call}"
+def _question(node: Node, call: int) -> str:
+    return f"q-{node.index}-{call}"
 
 
-async def _lane(client: openai.AsyncOpenAI, node: Node, lane: Lane, jitter: random.Random) -> Any:
-    system = "You are agent." if lane.name == "main" else "Write a title."
-    model = "big" if lane.name == "main" else "small"
-    messages: list[Any] = [{"role": "system", "content": system}]
-    answers: list[Any] = []
-    for call in range(lane.calls):
-        await asyncio.sleep(jitter.random() * 0.01)
-        messages.append({"role": "user", "content": _question(node, lane, call)})
-        try:
-            reply = await client.chat.completions.create(model=model, messages=messages)
-        except openai.BadRequestError as error:
-            answers.append(("error", str(error)))
-            return answers
-        text = reply.choices[0].message.content
-        answers.append(text)
-        messages.append({"role": "assistant", "content": text})
-    return answers
+def _rules(tree: Tree) -> str:
+    """The stub's rules: a parent's first call delegates its children's first questions,
+    in spawn order; everything else is answered by its question."""
+    rules = []
+    for node in tree.nodes:
+        calls = [
+            {"name": "delegate", "arguments": {"prompt": _question(child, 0)}}
+            for child in tree.children(node)
+        ]
+        if calls:
+            rule = {"last_user_regex": f"^{_question(node, 0)}$", "model": "big"}
+            rules.append(
+                "[[rule]]\n"
+                + f"match = {_toml(rule)}\n"
+                + f'text = "answer to {_question(node, 0)}"\n'
+                + f"tool_calls = {_toml(calls)}\n"
+            )
+    return "\n".join(rules) + GENERIC_RULES
 
 
-async def _program(base_url: str, nodes: list[Node], seed: int) -> dict[str, Any]:
+def _toml(value: Any) -> str:
+    """An inline TOML value (JSON's strings, lists and inline tables are valid TOML here)."""
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return json.dumps(value)
+
+
+Outcome = list[Any]
+
+
+async def _ask(client: openai.AsyncOpenAI, model: str, messages: list[Any], tools: bool) -> Any:
+    extra: Any = {"tools": [DELEGATE]} if tools else {}
+    try:
+        reply = await client.chat.completions.create(model=model, messages=messages, **extra)
+    except openai.BadRequestError as error:
+        return error
+    return reply.choices[0].message
+
+
+async def _program(base_url: str, tree: Tree, seed: int) -> dict[str, Outcome]:
     jitter = random.Random(seed)
-    ids = {node.index: str(uuid.uuid4()) for node in nodes}
-    done: dict[int, asyncio.Event] = {node.index: asyncio.Event() for node in nodes}
-    results: dict[str, Any] = {}
+    ids = {node.index: str(uuid.uuid4()) for node in tree.nodes}
+    delegated = {node.index: asyncio.Event() for node in tree.nodes}
+    results: dict[str, Outcome] = {}
+
+    async def pause() -> None:
+        await asyncio.sleep(jitter.random() * 0.01)
+
+    async def conversation(client: openai.AsyncOpenAI, node: Node) -> Outcome:
+        messages: list[Any] = [{"role": "system", "content": "You are agent."}]
+        answers: Outcome = []
+        for call in range(node.calls):
+            await pause()
+            messages.append({"role": "user", "content": _question(node, call)})
+            reply = await _ask(client, "big", messages, tools=True)
+            if isinstance(reply, openai.BadRequestError):
+                answers.append(reply)
+                break
+            answers.append(reply.content)
+            messages.append(reply.model_dump(exclude_none=True))
+            for tool_call in reply.tool_calls or []:
+                messages.append(
+                    {"role": "tool", "tool_call_id": tool_call.id, "content": "started"}
+                )
+            if call == 0:
+                delegated[node.index].set()  # its children start now, racing what follows
+        delegated[node.index].set()
+        return answers
+
+    async def title(client: openai.AsyncOpenAI, node: Node) -> Outcome:
+        await pause()
+        messages = [
+            {"role": "system", "content": "Write a title."},
+            {"role": "user", "content": _question(node, 0)},
+        ]
+        reply = await _ask(client, "small", messages, tools=False)
+        return [reply if isinstance(reply, openai.BadRequestError) else reply.content]
 
     async def run(node: Node) -> None:
+        headers: dict[str, str] = {}
         if node.parent is not None:
-            await done[node.parent].wait()  # a child starts once its parent has made its calls
-        headers = {SESSION_HEADER: ids[node.index]}
-        if node.parent is not None:
-            headers[PARENT_HEADER] = ids[node.parent]
-            headers[SPAWN_INDEX_HEADER] = str(node.spawn_index)
+            await delegated[node.parent].wait()
+        if tree.headers:
+            headers[SESSION_HEADER] = ids[node.index]
+            if node.parent is not None:
+                headers[PARENT_HEADER] = ids[node.parent]
+                headers[SPAWN_INDEX_HEADER] = str(node.spawn_index)
         client = openai.AsyncOpenAI(
             base_url=base_url, api_key="sk-property", max_retries=0, default_headers=headers
         )
-        lanes = list(node.lanes)
+        lanes = [("main", conversation(client, node))]
+        if node.title:
+            lanes.append(("title", title(client, node)))
         jitter.shuffle(lanes)
-        outcomes = await asyncio.gather(*(_lane(client, node, lane, jitter) for lane in lanes))
-        for lane, outcome in zip(lanes, outcomes, strict=True):
-            results[f"{node.index}-{lane.name}"] = outcome
-        done[node.index].set()
+        outcomes = await asyncio.gather(*(lane for _, lane in lanes))
+        for (name, _), outcome in zip(lanes, outcomes, strict=True):
+            results[f"{node.index}-{name}"] = outcome
         await client.close()
 
-    order = list(nodes)
+    order = list(tree.nodes)
     jitter.shuffle(order)
     await asyncio.gather(*(run(node) for node in order))
     return results
 
 
-def _expected(nodes: list[Node]) -> dict[str, Any]:
-    return {
-        f"{n.index}-{lane.name}": [f"answer to {_question(n, lane, c)}" for c in range(lane.calls)]
-        for n in nodes
-        for lane in n.lanes
-    }
+def _expected(tree: Tree) -> dict[str, Outcome]:
+    expected: dict[str, Outcome] = {}
+    for node in tree.nodes:
+        expected[f"{node.index}-main"] = [
+            f"answer to {_question(node, call)}" for call in range(node.calls)
+        ]
+        if node.title:
+            expected[f"{node.index}-title"] = [f"title for {_question(node, 0)}"]
+    return expected
 
 
 @pytest.mark.slow
 @settings(
-    max_examples=5,
+    max_examples=25,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-@given(nodes=trees(), seeds=st.lists(st.integers(0, 10_000), min_size=2, max_size=2))
-def test_random_trees_with_lanes_each_get_their_own_script(
-    nodes: list[Node], seeds: list[int]
-) -> None:
-    asyncio.run(_check(nodes, seeds))
+@given(tree=trees(), seeds=st.lists(st.integers(0, 10_000), min_size=2, max_size=2))
+def test_random_trees_with_lanes_each_get_their_own_script(tree: Tree, seeds: list[int]) -> None:
+    asyncio.run(_check(tree, seeds))
 
 
-async def _check(nodes: list[Node], seeds: list[int]) -> None:
+async def _check(tree: Tree, seeds: list[int]) -> None:
     with tempfile.TemporaryDirectory() as tmp_text:
         fixture = Path(tmp_text) / "fixture"
-        with StubServer.from_toml(RULES) as stub:
+        with StubServer.from_toml(_rules(tree)) as stub:
             async with start_proxy("record", upstream=stub.base_url, fixture=fixture) as proxy:
-                assert await _program(proxy.openai_base_url, nodes, seeds[0]) == _expected(nodes)
-        assert len(recording_names(fixture)) == sum(len(n.lanes) for n in nodes)
-        async with start_proxy("replay", fixture=fixture) as proxy:
-            assert await _program(proxy.openai_base_url, nodes, seeds[1]) == _expected(nodes)
-
+                assert await _program(proxy.openai_base_url, tree, seeds[0]) == _expected(tree)
         names = recording_names(fixture)
-        (fixture / names[-1]).unlink()
-        if len(names) == 1:  # nothing left to replay: the fixture itself is refused
+        assert len(names) == sum(1 + node.title for node in tree.nodes)
+        async with start_proxy("replay", fixture=fixture) as proxy:
+            assert await _program(proxy.openai_base_url, tree, seeds[1]) == _expected(tree)
+
+        target = _removed(tree)
+        if target is None:  # the last recording goes: a lane or session nothing else needs
+            removed = [names[-1]]
+        else:  # a childless child's recordings go: its session and its title lane
+            removed = [n for n in names if _first_question(fixture / n) == _question(target, 0)]
+        for name in removed:
+            (fixture / name).unlink()
+        kept = [n for n in names if n not in removed]
+        for number, name in enumerate(kept):  # a fixture numbers its files without gaps
+            (fixture / name).rename(fixture / session_file_name(number))
+        if len(removed) == len(names):  # nothing left to replay: the fixture is refused
             with pytest.raises(FixtureError, match=r"session\.jsonl"):
                 async with start_proxy("replay", fixture=fixture):
                     pass
             return
-        async with start_proxy("replay", fixture=fixture) as proxy:
-            outcome = await _program(proxy.openai_base_url, nodes, seeds[1])
-        expected = _expected(nodes)
-        failures = 0
+        report = Path(tmp_text) / "report.json"
+        async with start_proxy("replay", fixture=fixture, report=report) as proxy:
+            outcome = await _program(proxy.openai_base_url, tree, seeds[1])
+        expected = _expected(tree)
+        refused: dict[str, str] = {}
         for key, answers in outcome.items():
             for position, answer in enumerate(answers):
-                if isinstance(answer, tuple):
-                    failures += 1
-                    assert answer[0] == "error"
+                if isinstance(answer, openai.BadRequestError):
+                    refused[key] = _error_type(answer)
                 else:  # whatever is answered is the caller's own recorded answer
                     assert answer == expected[key][position], (key, answer)
-        assert failures >= 1, "a request whose recording was removed must fail"
+        assert refused, "a request whose recording was removed must fail"
+        reported = {error.type for error in read_report(report).errors}
+        assert reported == set(refused.values()), (reported, refused)
+        if target is not None:
+            # A caller with lineage headers whose recording is gone is unrecorded, by name.
+            lanes = {f"{target.index}-main"} | (
+                {f"{target.index}-title"} if target.title else set()
+            )
+            assert refused == dict.fromkeys(lanes, "UnrecordedSessionError"), refused
+
+
+def _removed(tree: Tree) -> Node | None:
+    """With identity headers, the last child that has no children of its own."""
+    if not tree.headers:
+        return None
+    leaves = [n for n in tree.nodes if n.parent is not None and not tree.children(n)]
+    return leaves[-1] if leaves else None
+
+
+def _first_question(path: Path) -> str:
+    log = load_session_log(path)
+    header = next(e.data for e in log.events if isinstance(e, RequestHeader))
+    return header.messages[0].preview
+
+
+def _error_type(error: openai.BadRequestError) -> str:
+    """The replay error's type, as the API error body names it (its ``code``)."""
+    body: Any = error.body
+    kind = body.get("code") if isinstance(body, dict) else None
+    assert isinstance(kind, str), body
+    assert kind.endswith("Error"), body
+    return kind
