@@ -13,7 +13,6 @@ by their text."""
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import tempfile
 import uuid
@@ -26,21 +25,22 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentreel.llm.stub import StubServer
+from agentreel.llm.stub import RuleSet, StubServer, rules_from_mapping
 from agentreel.llm_proxy import PARENT_HEADER, SESSION_HEADER, SPAWN_INDEX_HEADER, start_proxy
 from agentreel.llm_replay import FixtureError, read_report
 from agentreel.session import RequestHeader, load_session_log, recording_names, session_file_name
 
-GENERIC_RULES = """
-[[rule]]
-match.model = "small"
-match.last_user_regex = "(?P<q>q-[0-9]+-[0-9]+)"
-text = "title for {{q}}"
-[[rule]]
-match.last_user_regex = "(?P<q>q-[0-9]+-[0-9]+)"
-text = "answer to {{q}}"
-chunk_size = 5
-"""
+GENERIC_RULES: list[dict[str, Any]] = [
+    {
+        "match": {"model": "small", "last_user_regex": "(?P<q>q-[0-9]+-[0-9]+)"},
+        "text": "title for {{q}}",
+    },
+    {
+        "match": {"last_user_regex": "(?P<q>q-[0-9]+-[0-9]+)"},
+        "text": "answer to {{q}}",
+        "chunk_size": 5,
+    },
+]
 DELEGATE: Any = {
     "type": "function",
     "function": {
@@ -89,33 +89,22 @@ def _question(node: Node, call: int) -> str:
     return f"q-{node.index}-{call}"
 
 
-def _rules(tree: Tree) -> str:
+def _rules(tree: Tree) -> RuleSet:
     """The stub's rules: a parent's first call delegates its children's first questions,
     in spawn order; everything else is answered by its question."""
-    rules = []
-    for node in tree.nodes:
-        calls = [
-            {"name": "delegate", "arguments": {"prompt": _question(child, 0)}}
-            for child in tree.children(node)
-        ]
-        if calls:
-            rule = {"last_user_regex": f"^{_question(node, 0)}$", "model": "big"}
-            rules.append(
-                "[[rule]]\n"
-                + f"match = {_toml(rule)}\n"
-                + f'text = "answer to {_question(node, 0)}"\n'
-                + f"tool_calls = {_toml(calls)}\n"
-            )
-    return "\n".join(rules) + GENERIC_RULES
-
-
-def _toml(value: Any) -> str:
-    """An inline TOML value (JSON's strings, lists and inline tables are valid TOML here)."""
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    return json.dumps(value)
+    rules = [
+        {
+            "match": {"last_user_regex": f"^{_question(node, 0)}$", "model": "big"},
+            "text": f"answer to {_question(node, 0)}",
+            "tool_calls": [
+                {"name": "delegate", "arguments": {"prompt": _question(child, 0)}}
+                for child in tree.children(node)
+            ],
+        }
+        for node in tree.nodes
+        if tree.children(node)
+    ]
+    return rules_from_mapping({"rule": [*rules, *GENERIC_RULES]})
 
 
 Outcome = list[Any]
@@ -221,7 +210,7 @@ def test_random_trees_with_lanes_each_get_their_own_script(tree: Tree, seeds: li
 async def _check(tree: Tree, seeds: list[int]) -> None:
     with tempfile.TemporaryDirectory() as tmp_text:
         fixture = Path(tmp_text) / "fixture"
-        with StubServer.from_toml(_rules(tree)) as stub:
+        with StubServer(_rules(tree)) as stub:
             async with start_proxy("record", upstream=stub.base_url, fixture=fixture) as proxy:
                 assert await _program(proxy.openai_base_url, tree, seeds[0]) == _expected(tree)
         names = recording_names(fixture)
