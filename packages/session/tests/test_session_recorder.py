@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,7 @@ from agentreel.llm import (
 )
 from agentreel.session import (
     AssistantChunk,
+    AssistantChunkData,
     AssistantMessageData,
     CallRecorder,
     Conversation,
@@ -187,3 +189,30 @@ def test_conversation_and_call_options_from_the_log(store: SessionStore, tmp_pat
     )
     assert options.messages == ()
     assert call_options(parent, model="m").messages == Conversation(parent.events).messages
+
+
+def test_append_sees_every_record_first_and_can_refuse_one(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    """``append=`` is where each record goes (the proxy's key scan): the header and every
+    chunk pass through it in order, and a record it refuses (raises) is not written."""
+    session = store.create(str(tmp_path))
+    seen: list[Any] = []
+
+    def scanned(data: Any) -> None:
+        seen.append(data)
+        if isinstance(data, AssistantChunkData) and isinstance(data.chunk, TextDelta):
+            raise ValueError("refused")
+        session.append(data)
+
+    call = CallRecorder(session, turn=0, step=0, request=options_for(session.id), append=scanned)
+    call.chunk(CHUNKS[0])
+    with pytest.raises(ValueError, match="refused"):
+        call.chunk(CHUNKS[1])
+    assert [type(data).__name__ for data in seen] == [
+        "RequestHeaderData",
+        "AssistantChunkData",
+        "AssistantChunkData",
+    ]
+    assert [type(e) for e in session.events] == [RequestHeader, AssistantChunk]
+    assert not call.finished

@@ -2,12 +2,13 @@
 
 Every lane is a session log of section 4: a header (parent, spawn index, origin), then per
 model call ``turn/start``, the ``request/header`` built from the HTTP request, every
-``assistant/chunk``, ``turn/end`` (flushed there, so a killed proxy keeps every finished
-call). A child names its parent (explicit or native headers, or — without headers — the
-pending delegating tool call whose text is the child's first message). A child's spawn
-index is the one its header gives, else the order in which its parent issued the delegating
-call it was found by (numbered 0, 1, … at close; SPEC 4), else — logged — its arrival
-order. A caller's lanes are
+``assistant/chunk`` (these two written by ``agentreel.session.CallRecorder``),
+``turn/end`` (flushed there, so a killed proxy keeps every finished call). A child names
+its parent (explicit or native headers, or — without headers — the pending delegating
+tool call whose text is the child's first message). A child's spawn index is the one its
+header gives, else the order in which its parent issued the delegating call it was found
+by (numbered 0, 1, … at close; SPEC 4), else — logged — its arrival order. A caller's
+lanes are
 its session and, under it without a spawn index, its side calls (title, classifier): which
 lane is which is decided from what each lane is — the one with more calls, then the one
 with tools, then a content key (``session_rank``) — when the recorder closes, never by
@@ -51,6 +52,7 @@ from agentreel.llm_replay import (
 )
 from agentreel.session import (
     AssistantChunkData,
+    CallRecorder,
     RequestHeaderData,
     Session,
     SessionHeader,
@@ -122,7 +124,10 @@ class Lane:
 
 
 class CallRecording:
-    """One model call being recorded into its lane."""
+    """One model call being recorded into its lane: its ``request/header`` and chunks go
+    through the agent kit's ``CallRecorder`` (the one writer of a call's records), every
+    record through the recorder's key scan; the proxy adds the turn events and what the
+    HTTP outcome means (an error status, a cut, an interruption, a refusal)."""
 
     def __init__(self, recorder: Recorder, lane: Lane, turn: int) -> None:
         self._recorder = recorder
@@ -131,11 +136,28 @@ class CallRecording:
         self.finished = False
         self.written = 0
         self._chunks: list[Chunk] = []
+        self._call: CallRecorder | None = None
+
+    def _open(self, header: RequestHeaderData) -> None:
+        """Write the call's ``request/header`` (``CallRecorder`` does, through the scan)."""
+        try:
+            self._call = CallRecorder(
+                self.lane.session,
+                turn=self.turn,
+                step=0,
+                request=header,
+                append=lambda data: self._recorder._write(self.lane, data),
+            )
+        except SecretInRecordingError:
+            self.refuse()
 
     def chunk(self, chunk: Chunk) -> None:
-        if self.finished:
+        if self.finished or self._call is None:
             return
-        if not self._put(AssistantChunkData(turn=self.turn, step=0, chunk=chunk)):
+        try:
+            self._call.chunk(chunk)
+        except SecretInRecordingError:
+            self.refuse()
             return
         self.written += 1
         self._chunks.append(chunk)
@@ -176,13 +198,12 @@ class CallRecording:
         chunk so far, seal the call as cut and its turn as interrupted, and say so once."""
         if self.finished:
             return
-        message = INTERRUPTED_MESSAGE
-        if not self._put(
-            AssistantChunkData(
-                turn=self.turn, step=0, chunk=Finish(reason="error", code=CUT_CODE, message=message)
-            )
-        ):
-            return
+        if self._call is not None:
+            try:
+                self._call.seal(Finish(reason="error", code=CUT_CODE, message=INTERRUPTED_MESSAGE))
+            except SecretInRecordingError:
+                self.refuse()
+                return
         self._end("interrupted")
         logger.warning(
             "%s: call %d was still streaming when the proxy stopped; recorded its %d "
@@ -327,7 +348,7 @@ class Recorder:
         lane.calls += 1
         call = CallRecording(self, lane, turn)
         if call._put(TurnStartData(turn=turn)):
-            call._put(msgspec.structs.replace(header, turn=turn, step=0))
+            call._open(msgspec.structs.replace(header, turn=turn, step=0))
         return call
 
     def _continued(

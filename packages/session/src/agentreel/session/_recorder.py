@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, AsyncIterable, Callable
+from typing import Any
 
 from agentreel.llm import (
     AgentreelLlmError,
@@ -38,7 +39,9 @@ class CallRecorder:
     """One model call of ``session`` at ``turn`` / ``step``; writes ``request/header`` now.
 
     ``request`` is the call's ``GenerateOptions`` (the header is built from it, with the
-    session's cwd) or an already-built ``RequestHeaderData``.
+    session's cwd) or an already-built ``RequestHeaderData``. ``append`` is where each
+    record goes (``session.append`` by default): a writer that must see every record
+    first — the proxy refuses one holding a live key — passes its own.
     """
 
     def __init__(
@@ -48,19 +51,21 @@ class CallRecorder:
         turn: int,
         step: int,
         request: GenerateOptions | RequestHeaderData,
+        append: Callable[[Any], object] | None = None,
     ) -> None:
         self.session = session
+        self._append = append if append is not None else session.append
         self.turn = turn
         self.step = step
         self.finished = False
         """Whether a ``finish`` chunk has been recorded (streamed or sealed)."""
         if isinstance(request, GenerateOptions):
             request = build_request_header(request, turn=turn, step=step, cwd=session.cwd)
-        session.append(request)
+        self._append(request)
 
     def chunk(self, chunk: Chunk) -> None:
         """Record one streamed chunk (call it before using the chunk)."""
-        self.session.append(AssistantChunkData(turn=self.turn, step=self.step, chunk=chunk))
+        self._append(AssistantChunkData(turn=self.turn, step=self.step, chunk=chunk))
         if isinstance(chunk, Finish):
             self.finished = True
 
