@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from agentreel.llm_proxy import DUMMY_KEY
 from agentreel.snapshot_harness import (
     GoldenMismatchError,
+    RecordError,
     ReplayConsumptionError,
     check_scenario,
     load_scenario,
@@ -106,6 +108,23 @@ def test_a_drifted_system_prompt_fails_with_the_readable_masked_diff(tmp_path: P
     assert "You are tiny." in message
     assert "You are big." in message
     assert "nox -s record -- tiny" in message
+
+
+def test_a_recording_the_proxy_refuses_to_keep_writes_nothing(tmp_path: Path) -> None:
+    # The stub answers with the key the agent sent: the proxy refuses to write that call's
+    # log, so what is left would be a recording without its session.
+    directory = _scenario(tmp_path)
+    rules = directory / "stub-rules.toml"
+    rules.write_text(rules.read_text().replace("hello from the stub", f"the key: {DUMMY_KEY}"))
+    with pytest.raises(RecordError) as caught:
+        check_scenario(load_scenario(directory), "record")
+    message = str(caught.value)
+    assert message.startswith("tiny: the recording proxy did not keep the whole recording")
+    assert "refus" in message
+    assert "record again: " in message
+    assert DUMMY_KEY not in message
+    assert not (directory / "session.jsonl").exists()
+    assert not (directory / "golden").exists()
 
 
 GOLDEN_MASKS = r"""

@@ -32,9 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from agentreel.session import rerecord_command
 from agentreel.snapshot_harness import _environment as envvars
 from agentreel.snapshot_harness._scenario import Mode, RecordConfig, Scenario
-from agentreel.snapshot_harness.exceptions import RecordSetupError
+from agentreel.snapshot_harness.exceptions import RecordError, RecordSetupError
 
 if TYPE_CHECKING:  # imported when a proxied scenario runs: the harness pays nothing otherwise
     from agentreel.llm_proxy import ProxyRun, ProxyServer, ProxySettings
@@ -247,6 +248,14 @@ def proxy_backend(
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(model.render(file.text, values), encoding="utf-8")
         yield ProxiedRun(env=env, sessions_root=logs_root, base_url=proxy.base_url)
+    if mode == "record" and proxy.errors:
+        # The proxy refused to write part of the recording (a live key in it) or could not
+        # keep it: harvesting what is left would commit a recording that lacks a session.
+        raise RecordError(
+            f"{scenario.name}: the recording proxy did not keep the whole recording, so "
+            "nothing was written:\n  " + "\n  ".join(proxy.errors) + "\nFix what it names, "
+            f"then record again: {rerecord_command(scenario.name)}"
+        )
 
 
 @contextlib.contextmanager
