@@ -17,6 +17,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
@@ -363,6 +364,10 @@ class _Handler(BaseHTTPRequestHandler):
             call.id or id_prefix + hashlib.sha256(f"{digest}:{i}".encode()).hexdigest()[:24]
             for i, call in enumerate(rule.tool_calls)
         ]
+        # Response ids come from what answered, not from the raw body: a body holds the run's
+        # cwd paths and ids, and the proxy records response ids, so a re-recording must mint
+        # the same ones.
+        digest = _answer_digest(label, body, call_ids)
         if not view.stream:
             stub._finish(record, self._answer_whole(record, rule, label, body, digest, call_ids))
             return
@@ -551,3 +556,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+
+
+def _answer_digest(label: str, body: Mapping[str, Any], call_ids: list[str]) -> str:
+    """What the stub's response ids are minted from: the rule that answered, how far into
+    its conversation the request is, and the tool calls the answer makes."""
+    turns = body.get("messages", body.get("input"))
+    depth = len(turns) if isinstance(turns, list) else 1
+    return hashlib.sha256(json.dumps([label, depth, call_ids]).encode()).hexdigest()
