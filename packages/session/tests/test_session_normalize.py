@@ -13,10 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agentreel.brand import parse_session_id
 from agentreel.session import (
     CWD_TOKEN,
     MAIN_SESSION_TOKEN,
     Event,
+    KeyMask,
     Mask,
     Normalizer,
     NotJsonLineError,
@@ -33,6 +35,7 @@ from agentreel.session import (
     encode_record,
     is_time_key,
     load_session_log,
+    unordered_kinds_checked,
 )
 
 MAIN = "11111111-1111-4111-8111-111111111111"
@@ -147,6 +150,15 @@ def test_uuid_boundaries() -> None:
         "Duration",
         "started_at_ms",
         "completedAtMs",
+        # *_ms, *Ms, a later duration/elapsed/latency word (Claude Code's Task result).
+        "totalDurationMs",
+        "wall_ms",
+        "at_ms",
+        "ttftMs",
+        "total_duration",
+        "apiDuration",
+        "wallElapsed",
+        "p50Latency",
     ],
 )
 def test_time_keys(key: str) -> None:
@@ -170,8 +182,12 @@ def test_time_keys(key: str) -> None:
         "chat",
         "At",
         "data_",
-        "at_ms",
         "_ms",
+        "Ms",
+        "items",
+        "terms",
+        "collapsed",
+        "reduration",
     ],
 )
 def test_non_time_keys_keep_their_values(key: str) -> None:
@@ -478,3 +494,104 @@ def test_without_a_cwd_a_cwd_from_root_mask_matches_nothing() -> None:
 def test_a_bad_mask_says_what_is_wrong(regex: str, token: str, problem: str) -> None:
     with pytest.raises(ValueError, match=problem):
         Mask.checked(regex, token)
+
+
+# -- declared volatility: key masks, unordered notifications (SPEC 13) -------------------
+
+
+def test_a_key_mask_replaces_the_value_at_any_depth_whatever_its_type() -> None:
+    normalizer = Normalizer("/w", [MAIN], masks=[KeyMask.checked("outputTokens", "tokens")])
+    value = {
+        "outputTokens": 146,
+        "usage": [{"outputTokens": {"in": 3, "out": "/w/x"}}, {"outputTokens": "many"}],
+        "inputTokens": 9,
+    }
+    assert normalizer.value(value) == {
+        "outputTokens": "{{tokens}}",
+        "usage": [{"outputTokens": "{{tokens}}"}, {"outputTokens": "{{tokens}}"}],
+        "inputTokens": 9,
+    }
+
+
+def test_a_key_mask_wins_over_the_time_rule_and_reaches_loaded_logs(tmp_path: Path) -> None:
+    mask = KeyMask.checked("created_at", "stamp")
+    normalizer = Normalizer(None, [MAIN], masks=[mask])
+    assert normalizer.value({"created_at": 5}) == {"created_at": "{{stamp}}"}
+    store = SessionStore(tmp_path)
+    session = store.create(cwd="/w", session_id=parse_session_id(MAIN))
+    session.close()
+    (log_path,) = tmp_path.rglob("*.jsonl")
+    log = load_session_log(log_path)
+    # The typed fast path knows no key masks: a loaded log is walked when there are some.
+    assert '"created_at":"{{stamp}}"' in Normalizer.for_logs(None, [log], masks=[mask]).session_log(
+        log
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "token", "problem"),
+    [
+        ("", "t", "not a JSON key"),
+        (" x", "t", "not a JSON key"),
+        ("x", "Bad Token", "token name"),
+        ("x", "uuid", "built-in"),
+    ],
+)
+def test_a_bad_key_mask_says_what_is_wrong(key: str, token: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        KeyMask.checked(key, token)
+
+
+def _update(kind: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {"sessionId": MAIN, "update": {"sessionUpdate": kind, **fields}},
+    }
+
+
+def _stdout(*messages: dict[str, Any]) -> bytes:
+    return b"".join(json.dumps(message).encode() + b"\n" for message in messages)
+
+
+def test_unordered_kinds_are_a_multiset_written_at_the_turn_end() -> None:
+    title = _update("session_info_update", title=f"about {uuid.uuid4()}")
+    commands = _update("available_commands_update", availableCommands=[{"name": str(uuid.uuid4())}])
+    chunk = _update("agent_message_chunk", content={"type": "text", "text": "hi"})
+    response = {"jsonrpc": "2.0", "id": 7, "result": {"stopReason": "end_turn"}}
+    later = _update("session_info_update", title="after the turn")
+    kinds = ["session_info_update", "available_commands_update"]
+
+    def normalized(*messages: dict[str, Any]) -> list[dict[str, Any]]:
+        text = Normalizer(None, [MAIN], unordered=kinds).transcript(_stdout(*messages))
+        return [json.loads(line) for line in text.splitlines()]
+
+    one = normalized(title, chunk, commands, response, later)
+    other = normalized(commands, title, chunk, response, later)
+    assert one == other
+    # The chunk keeps its place; the held ones come right before the turn's response, in
+    # one canonical order (UUIDs numbered in that order too); a later one after it.
+    assert [m.get("params", {}).get("update", {}).get("sessionUpdate") for m in one] == [
+        "agent_message_chunk",
+        "available_commands_update",
+        "session_info_update",
+        None,
+        "session_info_update",
+    ]
+    assert one[1]["params"]["update"]["availableCommands"] == [{"name": "{{uuid:1}}"}]
+    assert one[2]["params"]["update"]["title"] == "about {{uuid:2}}"
+    # Without the setting the arrival order is the golden's order.
+    plain = Normalizer(None, [MAIN])
+    assert plain.transcript(_stdout(title, commands)) != Normalizer(None, [MAIN]).transcript(
+        _stdout(commands, title)
+    )
+
+
+def test_unordered_kinds_are_checked() -> None:
+    assert unordered_kinds_checked(["session_info_update"]) == ("session_info_update",)
+    with pytest.raises(ValueError, match="not an ACP sessionUpdate kind; known kinds: "):
+        unordered_kinds_checked(["session_info_updates"])
+    with pytest.raises(ValueError, match="listed twice"):
+        unordered_kinds_checked(["plan", "plan"])
+    with pytest.raises(ValueError, match="expected an array"):
+        unordered_kinds_checked("plan")

@@ -11,6 +11,11 @@ signal. ``TINY_OWN_IDS=1`` makes it print what opencode prints: session ids of i
 ``TINY_TITLE=1`` also asks another model for a title, as a side call beside the prompt
 (agents make or skip such calls depending on timing). ``TINY_URL_LOG=FILE`` appends the base
 URL it was given to FILE, so a test can see which proxy served which scenario.
+``TINY_TOKENS=N`` reports a tool call whose raw output holds, deep inside, the number N
+under a key no built-in rule knows (``outputTokens``): a test sets another N per run, as a
+real agent's count differs. ``TINY_RACE=title-first`` / ``commands-first`` sends a
+``session_info_update`` and an ``available_commands_update`` in that order, as a title lane
+racing the editor notifications does in either order.
 """
 
 from __future__ import annotations
@@ -27,8 +32,15 @@ from pathlib import Path
 from typing import Any
 
 import acp
-from acp import PROTOCOL_VERSION, update_agent_message_text
-from acp.schema import InitializeResponse, NewSessionResponse, PromptResponse
+from acp import PROTOCOL_VERSION, start_tool_call, update_agent_message_text
+from acp.schema import (
+    AvailableCommand,
+    AvailableCommandsUpdate,
+    InitializeResponse,
+    NewSessionResponse,
+    PromptResponse,
+    SessionInfoUpdate,
+)
 from openai import AsyncOpenAI
 
 
@@ -87,6 +99,24 @@ class TinyAgent:
                     await self.client.session_update(
                         session_id, update_agent_message_text(choice.delta.content)
                     )
+        if tokens := os.environ.get("TINY_TOKENS"):
+            usage = {"usage": {"model": "tiny-model", "outputTokens": int(tokens)}}
+            await self.client.session_update(
+                session_id,
+                start_tool_call("count-1", "Count tokens", status="completed", raw_output=usage),
+            )
+        if race := os.environ.get("TINY_RACE"):
+            racing: list[Any] = [
+                SessionInfoUpdate(session_update="session_info_update", title="A greeting"),
+                AvailableCommandsUpdate(
+                    session_update="available_commands_update",
+                    available_commands=[AvailableCommand(name="plan", description="Plan it")],
+                ),
+            ]
+            if race == "commands-first":
+                racing.reverse()
+            for update in racing:
+                await self.client.session_update(session_id, update)
         return PromptResponse(stop_reason="end_turn")
 
 

@@ -232,3 +232,63 @@ def test_a_side_call_not_named_partial_must_be_made_in_replay(tmp_path: Path) ->
     (title,) = [p.name for p in directory.glob("session*.jsonl") if "tiny-title" in p.read_text()]
     assert f"- {title} ({{{{session:1}}}}, side lane): never bound" in str(caught.value)
     assert "never bound to a live session" in str(caught.value)
+
+
+def _set_env(directory: Path, old: str, new: str) -> None:
+    toml = directory / "scenario.toml"
+    text = toml.read_text()
+    assert old in text
+    toml.write_text(text.replace(old, new))
+
+
+KEY_MASK = """
+[[golden_masks]]
+key = "outputTokens"
+token = "tokens"
+"""
+
+
+def test_a_key_mask_hides_a_volatile_number_at_any_depth(tmp_path: Path) -> None:
+    # The agent reports a count that differs between runs, a number deep in a tool call's
+    # raw output under a key no built-in rule knows: with the key mask the golden holds the
+    # token and a replay printing another count passes; without it the replay fails there.
+    directory = _scenario(tmp_path, extra=KEY_MASK, env='TINY_TOKENS = "17"')
+    check_scenario(load_scenario(directory), "record")
+    transcript = (directory / "golden" / "transcript.jsonl").read_text()
+    assert '"usage":{"model":"tiny-model","outputTokens":"{{tokens}}"}' in transcript
+    _set_env(directory, 'TINY_TOKENS = "17"', 'TINY_TOKENS = "42"')
+    assert check_scenario(load_scenario(directory), "replay").sessions == 1
+
+    _set_env(directory, KEY_MASK, "")
+    with pytest.raises(GoldenMismatchError) as caught:
+        check_scenario(load_scenario(directory), "replay")
+    assert '"outputTokens":42' in str(caught.value)
+
+
+UNORDERED = """
+[transcript]
+unordered = ["session_info_update", "available_commands_update"]
+"""
+
+
+def test_unordered_notifications_may_race_within_a_turn(tmp_path: Path) -> None:
+    # Recorded with the commands first, replayed with the title first: the kinds named in
+    # [transcript] unordered are a multiset per turn, written at the turn's end in one
+    # canonical order; without the setting the same replay fails on the order.
+    directory = _scenario(tmp_path, extra=UNORDERED, env='TINY_RACE = "commands-first"')
+    check_scenario(load_scenario(directory), "record")
+    lines = (directory / "golden" / "transcript.jsonl").read_text().splitlines()
+    kinds = [json.loads(line).get("params", {}).get("update", {}) for line in lines]
+    # Written last in the turn, right before its response.
+    assert [kind.get("sessionUpdate") for kind in kinds[-3:-1]] == [
+        "available_commands_update",
+        "session_info_update",
+    ]
+    assert '"stopReason":"end_turn"' in lines[-1]
+    _set_env(directory, 'TINY_RACE = "commands-first"', 'TINY_RACE = "title-first"')
+    assert check_scenario(load_scenario(directory), "replay").sessions == 1
+
+    _set_env(directory, UNORDERED, "")
+    with pytest.raises(GoldenMismatchError) as caught:
+        check_scenario(load_scenario(directory), "replay")
+    assert "transcript.jsonl" in str(caught.value)

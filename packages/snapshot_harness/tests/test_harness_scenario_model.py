@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from agentreel.llm_replay import ConsumptionReport, ScriptReport
-from agentreel.session import Mask
+from agentreel.session import KeyMask, Mask
 from agentreel.snapshot_harness import HomeFile, ModelConfig, ScenarioError, load_scenario
 from agentreel.snapshot_harness._consumption import replay_mismatch
 
@@ -257,6 +257,19 @@ def test_golden_masks_load_into_the_normalizer_rules(tmp_path: Path) -> None:
     assert load_scenario(write(tmp_path, "", "plain")).golden_masks == ()
 
 
+def test_key_masks_and_unordered_kinds_load(tmp_path: Path) -> None:
+    scenario = load_scenario(
+        write(
+            tmp_path,
+            '[[golden_masks]]\nkey = "totalDurationMs"\ntoken = "duration"\n'
+            '[transcript]\nunordered = ["session_info_update", "available_commands_update"]\n',
+        )
+    )
+    assert scenario.golden_masks == (KeyMask("totalDurationMs", "duration"),)
+    assert scenario.unordered == ("session_info_update", "available_commands_update")
+    assert load_scenario(write(tmp_path, "", "plain")).unordered == ()
+
+
 @pytest.mark.parametrize(
     ("text", "key", "problem"),
     [
@@ -265,9 +278,20 @@ def test_golden_masks_load_into_the_normalizer_rules(tmp_path: Path) -> None:
         (
             '[[golden_masks]]\nregex = "x"\ntoken = "t"\nreplace = "y"',
             r"golden_masks\[0\]\.replace",
-            "unknown key; allowed here: regex, token",
+            "unknown key; allowed here: key, regex, token",
         ),
-        ('[[golden_masks]]\ntoken = "t"', r"golden_masks\[0\]\.regex", "required"),
+        ('[[golden_masks]]\ntoken = "t"', r"golden_masks\[0\]", "exactly one of 'regex'"),
+        (
+            '[[golden_masks]]\nregex = "x"\nkey = "y"\ntoken = "t"',
+            r"golden_masks\[0\]",
+            "exactly one of 'regex'",
+        ),
+        ('[[golden_masks]]\nkey = ""\ntoken = "t"', r"golden_masks\[0\]\.key", "required"),
+        ('[[golden_masks]]\nkey = "ms"\ntoken = "cwd"', r"golden_masks\[0\]", "built-in"),
+        ('transcript = "plan"', "transcript", "expected a table"),
+        ('[transcript]\nordered = ["plan"]', r"transcript\.ordered", "unknown key"),
+        ('[transcript]\nunordered = ["title"]', r"transcript\.unordered", "sessionUpdate kind"),
+        ('[transcript]\nunordered = "plan"', r"transcript\.unordered", "expected an array"),
         ('[[golden_masks]]\nregex = "x"', r"golden_masks\[0\]\.token", "required"),
         ('[[golden_masks]]\nregex = "(x"\ntoken = "t"', r"golden_masks\[0\]", "not a valid"),
         ('[[golden_masks]]\nregex = "x?"\ntoken = "t"', r"golden_masks\[0\]", "empty string"),

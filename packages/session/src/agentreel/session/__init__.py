@@ -67,10 +67,13 @@ from agentreel.session._loader import (
 )
 from agentreel.session._normalize import (
     MAIN_SESSION_TOKEN,
+    SESSION_UPDATE_KINDS,
+    KeyMask,
     Mask,
     Normalizer,
     is_time_key,
     session_token,
+    unordered_kinds_checked,
 )
 from agentreel.session._order import order_headers, order_sessions
 from agentreel.session._recorder import CallRecorder, record_stream
@@ -99,6 +102,7 @@ __all__ = [
     "REFRESH_COMMAND_ENV",
     "RERECORD_COMMAND_ENV",
     "SESSION_FILE_PATTERN",
+    "SESSION_UPDATE_KINDS",
     "WIRE_API_PATHS",
     "AssistantChunk",
     "AssistantChunkData",
@@ -113,6 +117,7 @@ __all__ = [
     "Event",
     "EventData",
     "ForkError",
+    "KeyMask",
     "Mask",
     "MessageHeader",
     "Normalizer",
@@ -173,4 +178,5 @@ __all__ = [
     "session_file_number",
     "session_token",
     "tokenize_cwd",
+    "unordered_kinds_checked",
 ]

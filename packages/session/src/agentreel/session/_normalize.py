@@ -17,15 +17,26 @@ Rules, applied to every string (dict keys included) of a JSON value:
   ``Duration`` as ``{"secs": 0, "nanos": 15229}``), every number inside it is. Time-like
   keys: ``time``, ``timestamp``, ``ts``; any key ending in ``_at`` or camelCase ``At``
   (``created_at``, ``updatedAt``; not ``format``), also with a unit ``_ms`` / ``Ms``
-  (``started_at_ms``, Codex); any key starting with ``duration``, ``elapsed`` or
-  ``latency`` (any case: ``duration_ms``, ``elapsedMs``, ``latency_s``).
+  (``started_at_ms``, Codex); any key ending in ``_ms`` or camelCase ``Ms``
+  (``wall_ms``, ``totalDurationMs``, Claude Code's Task result; not ``items``); any key
+  starting with ``duration``, ``elapsed`` or ``latency`` (any case: ``duration_ms``,
+  ``elapsedMs``, ``latency_s``) or holding one as a later word (``total_duration``,
+  ``apiDuration``, ``wallElapsed``).
 - JSON-RPC messages additionally get their top-level ``id`` renumbered 0, 1, 2, ... by first
   appearance (one mapping per instance; ``1`` and ``"1"`` are different ids).
 - a scenario's own masks (``Mask``: a regex and a token name), for what a third-party agent
   prints that no built-in rule knows (opencode's ``ses_…`` ids, its cwd shown relative to
   ``/``), run first: each distinct match becomes ``{{<token>:N}}``, N by first appearance
   of that text for that token. ``{cwd_from_root}`` in a mask's regex stands for the cwd
-  without its leading ``/``.
+  without its leading ``/``. A ``KeyMask`` names a JSON key instead: that key's value, at
+  any depth and of any type (a number, an object), becomes the string ``{{<token>}}`` — a
+  volatile value has no identity worth numbering (two durations equal by chance in one run
+  are not in the next); it wins over the time-like rule.
+- notifications of the ``unordered`` ``sessionUpdate`` kinds (``session/update`` whose
+  ``params.update.sessionUpdate`` is one of them) are compared as a multiset per prompt
+  turn: ``transcript`` holds each back and writes the ones of a turn together, in one
+  canonical order, right before the turn's end (the next JSON-RPC response on stdout, or
+  the end of stdout), so the order in which they arrived never changes a golden.
 
 Numbering state (UUIDs, JSON-RPC ids) lives in the instance, so the order in which a caller
 feeds inputs decides the numbers: the harness normalizes the transcript first, then the
@@ -56,10 +67,13 @@ from agentreel.session.exceptions import NotJsonLineError
 __all__ = [
     "CWD_TOKEN",
     "MAIN_SESSION_TOKEN",
+    "SESSION_UPDATE_KINDS",
+    "KeyMask",
     "Mask",
     "Normalizer",
     "is_time_key",
     "session_token",
+    "unordered_kinds_checked",
 ]
 
 MAIN_SESSION_TOKEN = "{{session:main}}"
@@ -72,7 +86,10 @@ def session_token(position: int) -> str:
 
 
 _TIME_KEYS = frozenset({"time", "timestamp", "ts"})
-_TIME_KEY = re.compile(r"(?:_at|[a-z0-9]At)(?:_ms|Ms)?$|^(?i:duration|elapsed|latency)")
+_TIME_KEY = re.compile(
+    r"(?:_at|[a-z0-9]At)(?:_ms|Ms)?$|[A-Za-z0-9]_ms$|[a-z0-9]Ms$|^(?i:duration|elapsed|latency)"
+    r"|(?:_|[a-z0-9](?=[DEL]))(?:[Dd]uration|[Ee]lapsed|[Ll]atency)"
+)
 
 # A JSON escape such as ``\n`` right before a token is a boundary, not a name character.
 _AFTER_ESCAPE = r"(?<=\\[nrtbf])|(?<=\\u00[0-9a-fA-F]{2})"
@@ -131,16 +148,7 @@ class Mask:
     @classmethod
     def checked(cls, regex: str, token: str) -> Mask:
         """A ``Mask``, or ``ValueError`` saying what is wrong and how to fix it."""
-        if not _MASK_TOKEN.match(token):
-            raise ValueError(
-                f"token {token!r} is not a token name: lower-case letters and digits, words "
-                "joined by '-', e.g. 'opencode-session' (it becomes {{opencode-session:1}})"
-            )
-        if token in _RESERVED_TOKENS:
-            raise ValueError(
-                f"token {token!r} is a built-in normalizer token; pick another name, e.g. "
-                f"'agent-{token}'"
-            )
+        _check_token(token)
         try:
             pattern = re.compile(regex.replace(_MASK_PLACEHOLDER, "x"))
         except re.error as exc:
@@ -160,6 +168,89 @@ class Mask:
         if cwd is None or len(cwd.strip("/")) == 0:
             return re.compile(r"(?!)")
         return re.compile(self.regex.replace(_MASK_PLACEHOLDER, re.escape(cwd.lstrip("/"))))
+
+
+@dataclass(frozen=True, slots=True)
+class KeyMask:
+    """A scenario's own normalizer rule by JSON key: the value of every ``key`` (any depth,
+    any type: a number, a string, an object) becomes the string ``{{token}}``.
+
+    For what an agent prints that varies between runs under a key no built-in rule knows
+    (Claude Code's ``totalDurationMs`` before it was built in, a token count). Built with
+    ``KeyMask.checked``, which says what is wrong in terms of the value given.
+    """
+
+    key: str
+    token: str
+
+    @classmethod
+    def checked(cls, key: str, token: str) -> KeyMask:
+        """A ``KeyMask``, or ``ValueError`` saying what is wrong and how to fix it."""
+        _check_token(token)
+        if not key or key != key.strip():
+            raise ValueError(
+                f"key {key!r} is not a JSON key name: give the key exactly as the agent "
+                "writes it, e.g. 'totalDurationMs' (no surrounding spaces)"
+            )
+        return cls(key, token)
+
+    @property
+    def placeholder(self) -> str:
+        return f"{{{{{self.token}}}}}"
+
+
+# The ``sessionUpdate`` kinds of ACP's ``session/update`` (the schema's, December 2026).
+SESSION_UPDATE_KINDS = frozenset(
+    {
+        "agent_message_chunk",
+        "agent_thought_chunk",
+        "available_commands_update",
+        "config_option_update",
+        "current_mode_update",
+        "plan",
+        "plan_removed",
+        "plan_update",
+        "session_info_update",
+        "tool_call",
+        "tool_call_update",
+        "usage_update",
+        "user_message_chunk",
+    }
+)
+
+
+def unordered_kinds_checked(kinds: object) -> tuple[str, ...]:
+    """``kinds`` as the ``unordered`` setting of a ``Normalizer``, or ``ValueError`` saying
+    what is wrong: a list of distinct ACP ``sessionUpdate`` kinds."""
+    if not isinstance(kinds, list | tuple):
+        raise ValueError(
+            f"expected an array of sessionUpdate kinds, got {type(kinds).__name__}, e.g. "
+            'unordered = ["session_info_update", "available_commands_update"]'
+        )
+    seen: list[str] = []
+    for kind in kinds:
+        if not isinstance(kind, str) or kind not in SESSION_UPDATE_KINDS:
+            raise ValueError(
+                f"{kind!r} is not an ACP sessionUpdate kind; known kinds: "
+                f"{', '.join(sorted(SESSION_UPDATE_KINDS))}"
+            )
+        if kind in seen:
+            raise ValueError(f"{kind!r} is listed twice; list each kind once")
+        seen.append(kind)
+    return tuple(seen)
+
+
+def _check_token(token: str) -> None:
+    if not _MASK_TOKEN.match(token):
+        raise ValueError(
+            f"token {token!r} is not a token name: lower-case letters and digits, words "
+            "joined by '-', e.g. 'opencode-session' (it becomes {{opencode-session:1}})"
+        )
+    if token in _RESERVED_TOKENS:
+        raise ValueError(
+            f"token {token!r} is a built-in normalizer token; pick another name, e.g. "
+            f"'agent-{token}'"
+        )
 
 
 def is_time_key(key: str) -> bool:
@@ -259,7 +350,9 @@ class Normalizer:
     ``cwd``: the run's working directory (``None``: no cwd rule). ``session_ids``: in session
     order, first = main. ``extra_paths``: more absolute paths to tokenize, e.g.
     ``{"/tmp/x/sessions": "{{sessions}}"}`` (same matching rules as the cwd). ``masks``: a
-    scenario's own rules (``Mask``), applied before the built-in ones.
+    scenario's own rules (``Mask`` by regex, ``KeyMask`` by JSON key), applied before the
+    built-in ones. ``unordered``: the ``sessionUpdate`` kinds a transcript compares as a
+    multiset per prompt turn (``unordered_kinds_checked``).
     """
 
     def __init__(
@@ -268,8 +361,15 @@ class Normalizer:
         session_ids: Sequence[str] = (),
         *,
         extra_paths: Mapping[str, str] | None = None,
-        masks: Sequence[Mask] = (),
+        masks: Sequence[Mask | KeyMask] = (),
+        unordered: Sequence[str] = (),
     ) -> None:
+        self._unordered = frozenset(unordered)
+        self._key_masks = {
+            mask.key: mask.placeholder
+            for mask in reversed(masks)  # the first mask of a key wins
+            if isinstance(mask, KeyMask)
+        }
         self._uuid_tokens: dict[str, str] = {}
         for position, session_id in enumerate(session_ids):
             token = session_token(position)
@@ -284,7 +384,7 @@ class Normalizer:
             self._uuid_tokens.setdefault(key, token)
         self._uuid_count = 0
         self._rpc_ids: dict[tuple[type, object], int] = {}
-        self._key_cache: dict[str, tuple[str, bool]] = {}
+        self._key_cache: dict[str, tuple[str, bool, str | None]] = {}
 
         path_tokens: dict[str, str] = {}
         paths: list[tuple[str, str]] = []
@@ -303,7 +403,9 @@ class Normalizer:
         self._has_paths = bool(path_tokens)
         self._sub: Callable[[Callable[[re.Match[str]], str], str], str] = self._pattern.sub
         live_cwd = os.fspath(cwd) if cwd is not None else None
-        self._masks = tuple((mask.compile(live_cwd), mask.token) for mask in masks)
+        self._masks = tuple(
+            (mask.compile(live_cwd), mask.token) for mask in masks if isinstance(mask, Mask)
+        )
         self._mask_tokens: dict[tuple[str, str], str] = {}
         self._mask_counts: dict[str, int] = {}
         if self._masks:
@@ -339,11 +441,18 @@ class Normalizer:
         logs: Iterable[SessionLog],
         *,
         extra_paths: Mapping[str, str] | None = None,
-        masks: Sequence[Mask] = (),
+        masks: Sequence[Mask | KeyMask] = (),
+        unordered: Sequence[str] = (),
     ) -> Normalizer:
         """A normalizer whose session tokens follow the session order of ``logs``."""
         ordered = order_sessions(logs, lambda log: log.header)
-        return cls(cwd, [log.header.id for log in ordered], extra_paths=extra_paths, masks=masks)
+        return cls(
+            cwd,
+            [log.header.id for log in ordered],
+            extra_paths=extra_paths,
+            masks=masks,
+            unordered=unordered,
+        )
 
     def _apply_masks(self, text: str) -> str:
         for pattern, token in self._masks:
@@ -408,10 +517,16 @@ class Normalizer:
             cached = keys.get(key)
             if cached is None:
                 # A key's token is fixed once it is first seen, so caching is exact.
-                cached = keys[key] = (self._sub(self._replace, key), is_time_key(key))
-            new_key, time_like = cached
+                cached = keys[key] = (
+                    self._sub(self._replace, key),
+                    is_time_key(key),
+                    self._key_masks.get(key),
+                )
+            new_key, time_like, masked = cached
             kind = type(item)
-            if kind is str or kind is int or kind is float:
+            if masked is not None:
+                out[new_key] = masked
+            elif kind is str or kind is int or kind is float:
                 out[new_key] = (
                     0 if time_like else (self._sub(self._replace, item) if kind is str else item)
                 )
@@ -447,6 +562,7 @@ class Normalizer:
     def transcript_bytes(self, stdout: bytes, *, source: str = "agent stdout") -> bytes:
         """``transcript`` as UTF-8 bytes, built without a text copy (what goldens hold)."""
         out = io.BytesIO()
+        held: list[dict[str, Any]] = []  # unordered notifications of the current turn
         for number, line in enumerate(_lines(stdout), start=1):
             message = _decode_object(
                 line,
@@ -454,9 +570,59 @@ class Normalizer:
                 number,
                 "Only protocol frames may go to stdout: send logs and prints to stderr",
             )
+            if self._unordered:
+                if _update_kind(message) in self._unordered:
+                    held.append(message)
+                    continue
+                if held and _is_response(message):
+                    self._write_held(out, held)
             out.write(_ENCODER.encode(self.jsonrpc_line(message)))
             out.write(b"\n")
+        if held:
+            self._write_held(out, held)
         return out.getvalue()  # hands over the buffer: no copy
+
+    def _write_held(self, out: io.BytesIO, held: list[dict[str, Any]]) -> None:
+        """The held notifications of one turn, in an order that depends on what they are,
+        never on when they came: each is normalized from the same numbering state to give
+        its sort key, then all are normalized for real in that order (so ``{{uuid:N}}``
+        numbers follow the canonical order too)."""
+        state = self._state()
+        keys: list[tuple[str, bytes]] = []
+        for message in held:
+            keys.append((_update_kind(message) or "", _ENCODER.encode(self.jsonrpc_line(message))))
+            self._restore(state)
+        for _, message in sorted(zip(keys, held, strict=True), key=lambda pair: pair[0]):
+            out.write(_ENCODER.encode(self.jsonrpc_line(message)))
+            out.write(b"\n")
+        held.clear()
+
+    def _state(self) -> tuple[Any, ...]:
+        return (
+            dict(self._uuid_tokens),
+            self._uuid_count,
+            dict(self._rpc_ids),
+            dict(self._mask_tokens),
+            dict(self._mask_counts),
+            dict(self._key_cache),
+        )
+
+    def _restore(self, state: tuple[Any, ...]) -> None:
+        (
+            self._uuid_tokens,
+            self._uuid_count,
+            self._rpc_ids,
+            self._mask_tokens,
+            self._mask_counts,
+            self._key_cache,
+        ) = (
+            dict(state[0]),
+            state[1],
+            dict(state[2]),
+            dict(state[3]),
+            dict(state[4]),
+            dict(state[5]),
+        )
 
     def session_log(self, log: SessionLog | bytes, *, source: str = "session log") -> str:
         """A session log as normalized JSONL text (header line, then one event a line).
@@ -471,7 +637,7 @@ class Normalizer:
         """``session_log`` as UTF-8 bytes: the same text, encoded, without ever holding it
         twice. Goldens are bytes, so the harness uses this one (SPEC 9, peak memory)."""
         if isinstance(log, SessionLog):
-            if self._masks:
+            if self._masks or self._key_masks:
                 # A scenario's regexes are written for decoded text, not for the escaped
                 # bytes the fast path scans: walk the values instead (same result).
                 return self._walked_log(log)
@@ -573,6 +739,21 @@ def _zero_numbers(value: Any) -> Any:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return 0
     return value
+
+
+def _update_kind(message: Mapping[str, Any]) -> str | None:
+    """The ``sessionUpdate`` kind of a ``session/update`` notification, else ``None``."""
+    if message.get("method") != "session/update" or "id" in message:
+        return None
+    params = message.get("params")
+    update = params.get("update") if isinstance(params, dict) else None
+    kind = update.get("sessionUpdate") if isinstance(update, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+def _is_response(message: Mapping[str, Any]) -> bool:
+    """A JSON-RPC response (the end of the request it answers: a prompt turn's end)."""
+    return "method" not in message and ("result" in message or "error" in message)
 
 
 _REPAIR_LOG = "Restore the log or re-record the scenario"

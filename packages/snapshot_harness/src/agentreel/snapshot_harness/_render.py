@@ -47,7 +47,11 @@ def render_goldens(result: RunResult) -> dict[str, bytes]:
         str(result.run_dir / "tmp"): "{{tmp}}",
     }
     normalizer = Normalizer.for_logs(
-        result.cwd, result.session_logs, extra_paths=extra, masks=result.scenario.golden_masks
+        result.cwd,
+        result.session_logs,
+        extra_paths=extra,
+        masks=result.scenario.golden_masks,
+        unordered=result.scenario.unordered,
     )
     goldens: dict[str, bytes] = {
         TRANSCRIPT_FILE: normalizer.transcript_bytes(

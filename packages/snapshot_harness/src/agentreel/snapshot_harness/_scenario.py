@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from agentreel.session import Mask
+from agentreel.session import KeyMask, Mask, unordered_kinds_checked
 from agentreel.snapshot_harness.exceptions import ScenarioError, UnreadableFixtureError
 
 SCENARIO_FILE = "scenario.toml"
@@ -217,8 +217,12 @@ class Scenario:
     model: ModelConfig = field(default_factory=ModelConfig)
     fork_server: ForkServerConfig = field(default_factory=ForkServerConfig)
     # ``[[golden_masks]]``: the scenario's own normalizer rules for what a third-party agent
-    # prints or logs that no built-in rule knows (its own ids, paths shown relative to /).
-    golden_masks: tuple[Mask, ...] = ()
+    # prints or logs that no built-in rule knows (its own ids, paths shown relative to /),
+    # by regex (``Mask``) or by JSON key (``KeyMask``: a volatile number, any value).
+    golden_masks: tuple[Mask | KeyMask, ...] = ()
+    # ``[transcript] unordered``: sessionUpdate kinds compared as a multiset per prompt turn
+    # (notifications that race each other: a title lane's session_info_update).
+    unordered: tuple[str, ...] = ()
     # Where the agent command's relative paths point: the scenario's own directory, also
     # when a run uses a scratch copy of it (record's trial replay).
     agent_root: Path | None = None
@@ -357,8 +361,10 @@ _TOP_KEYS = {
     "model",
     "fork_server",
     "golden_masks",
+    "transcript",
 }
-_GOLDEN_MASK_KEYS = {"regex", "token"}
+_GOLDEN_MASK_KEYS = {"regex", "key", "token"}
+_TRANSCRIPT_KEYS = {"unordered"}
 _FORK_SERVER_KEYS = {"enabled", "preload"}
 _STEP_KEYS: dict[str, set[str]] = {
     "initialize": {"type"},
@@ -437,6 +443,7 @@ def load_scenario(directory: Path | str) -> Scenario:
         )
     fork_server = _fork_server(reader, data.get("fork_server"), _directory_fork_server(directory))
     golden_masks = _golden_masks(reader, data.get("golden_masks"))
+    unordered = _transcript(reader, data.get("transcript"))
     scenario = Scenario(
         name=name,
         directory=directory,
@@ -451,6 +458,7 @@ def load_scenario(directory: Path | str) -> Scenario:
         model=model,
         fork_server=fork_server,
         golden_masks=golden_masks,
+        unordered=unordered,
     )
     check_workspace(scenario)
     return scenario
@@ -494,8 +502,9 @@ def _env(reader: _Reader, value: object) -> dict[str, str]:
     return env
 
 
-def _golden_masks(reader: _Reader, value: object) -> tuple[Mask, ...]:
-    """``[[golden_masks]]`` tables: ``regex`` (may hold ``{cwd_from_root}``) and ``token``."""
+def _golden_masks(reader: _Reader, value: object) -> tuple[Mask | KeyMask, ...]:
+    """``[[golden_masks]]`` tables: ``token`` and either ``regex`` (may hold
+    ``{cwd_from_root}``) or ``key`` (a JSON key whose value, any type, is masked)."""
     if value is None:
         return ()
     if not isinstance(value, list):
@@ -504,19 +513,43 @@ def _golden_masks(reader: _Reader, value: object) -> tuple[Mask, ...]:
             f"expected an array of tables, got {_kind(value)}, e.g. [[golden_masks]] "
             'regex = "ses_[0-9A-Za-z]{26}" token = "opencode-session"',
         )
-    masks: list[Mask] = []
+    masks: list[Mask | KeyMask] = []
     for index, table in enumerate(value):
         key = f"golden_masks[{index}]"
         if not isinstance(table, dict):
             raise reader.fail(key, f"expected a table, got {_kind(table)}")
         reader.check_keys(table, _GOLDEN_MASK_KEYS, f"{key}.")
-        regex = reader.required_string(table, "regex", f"{key}.")
+        if ("regex" in table) == ("key" in table):
+            raise reader.fail(
+                key,
+                "give exactly one of 'regex' (text to mask) or 'key' (a JSON key whose value "
+                'is masked), e.g. key = "totalDurationMs" token = "duration"',
+            )
         token = reader.required_string(table, "token", f"{key}.")
         try:
-            masks.append(Mask.checked(regex, token))
+            if "key" in table:
+                json_key = reader.required_string(table, "key", f"{key}.")
+                masks.append(KeyMask.checked(json_key, token))
+            else:
+                regex = reader.required_string(table, "regex", f"{key}.")
+                masks.append(Mask.checked(regex, token))
         except ValueError as exc:
             raise reader.fail(key, str(exc)) from None
     return tuple(masks)
+
+
+def _transcript(reader: _Reader, value: object) -> tuple[str, ...]:
+    """``[transcript]``: ``unordered``, the sessionUpdate kinds compared as a multiset per
+    prompt turn (validated by the normalizer's ``unordered_kinds_checked``)."""
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        raise reader.fail("transcript", f"expected a table, got {_kind(value)}")
+    reader.check_keys(value, _TRANSCRIPT_KEYS, "transcript.")
+    try:
+        return unordered_kinds_checked(value.get("unordered", []))
+    except ValueError as exc:
+        raise reader.fail("transcript.unordered", str(exc)) from None
 
 
 def _permissions(reader: _Reader, value: object) -> tuple[PermissionKind, ...]:
