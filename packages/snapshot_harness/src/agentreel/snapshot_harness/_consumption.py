@@ -14,7 +14,7 @@ import contextlib
 from pathlib import Path
 
 from agentreel.llm import AgentEnv
-from agentreel.llm_replay import ConsumptionReport, read_report
+from agentreel.llm_replay import ConsumptionReport, ReplayError, ReportedError, read_report
 from agentreel.session import AssistantChunk, load_session_log, recording_names, rerecord_command
 from agentreel.snapshot_harness._result import RunResult, tail
 from agentreel.snapshot_harness._scenario import Scenario
@@ -64,6 +64,25 @@ def replay_mismatch(
         step = then.where or "the run"
         lines.append(f"The run failed at {step} because of it ({type(then).__name__}).")
     return ReplayConsumptionError("\n".join(lines), stderr_tail=_without_cause(stderr_tail, cause))
+
+
+def replay_error_failure(
+    scenario: Scenario, error: ReplayError, *, stderr_tail: str = ""
+) -> ReplayConsumptionError:
+    """A replay error raised in the harness's own process — the proxy of a ``[model] via =
+    "proxy"`` scenario opening its recordings (``FixtureError``, ``IncompleteCallError``,
+    ``OverrideError``) — as the same failure it is when the replay provider inside an
+    in-process agent raises it and writes it to its report: the one mapping from replay
+    errors to a scenario's outcome, whichever process met the error."""
+    report = ConsumptionReport(
+        fixture_dir=str(scenario.directory),
+        scenario=scenario.name,
+        scripts=[],
+        errors=[ReportedError(type=type(error).__name__, message=str(error))],
+    )
+    failure = replay_mismatch(scenario, report, stderr_tail=stderr_tail)
+    assert failure is not None  # a report with an error always fails
+    return failure
 
 
 def _without_cause(stderr_tail: str, cause: str) -> str:

@@ -29,11 +29,16 @@ from typing import BinaryIO, cast
 from acp import Client, RequestError, connect_to_agent
 
 from agentreel.llm import AgentEnvironment
+from agentreel.llm_replay import ReplayError
 from agentreel.session import OVERRIDE_FILE, harvest_session_logs, session_file_name
 from agentreel.snapshot_harness import _environment as envvars
 from agentreel.snapshot_harness._backend import record_backend, replay_backend
 from agentreel.snapshot_harness._client import HarnessClient
-from agentreel.snapshot_harness._consumption import explain_failed_run, read_run_report
+from agentreel.snapshot_harness._consumption import (
+    explain_failed_run,
+    read_run_report,
+    replay_error_failure,
+)
 from agentreel.snapshot_harness._forkserver import AgentProcess, started_agent
 from agentreel.snapshot_harness._proxied import proxy_backend
 from agentreel.snapshot_harness._result import RunResult, StartMethod, tail
@@ -152,17 +157,22 @@ def _run_in(
     with contextlib.ExitStack() as stack:
         if scenario.model.proxied:
             # The proxy's logs are the run's: whatever the agent writes itself is not.
-            proxied = stack.enter_context(
-                proxy_backend(
-                    scenario,
-                    mode,
-                    record=record or scenario.record,
-                    run_dir=run_dir,
-                    cwd=cwd,
-                    home=Path(env["HOME"]),
-                    report=report,
+            try:
+                proxied = stack.enter_context(
+                    proxy_backend(
+                        scenario,
+                        mode,
+                        record=record or scenario.record,
+                        run_dir=run_dir,
+                        cwd=cwd,
+                        home=Path(env["HOME"]),
+                        report=report,
+                    )
                 )
-            )
+            except ReplayError as error:
+                # The proxy opens the recordings here, where an in-process agent's replay
+                # provider would meet the same broken file and report it: the same failure.
+                raise replay_error_failure(scenario, error) from None
             env.update(proxied.env)
             logs_root = proxied.sessions_root
         elif mode == "record":
