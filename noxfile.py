@@ -156,7 +156,9 @@ def lint(session: nox.Session) -> None:
 
     The last is ``python -m tools.release check``: every package at the workspace version,
     siblings pinned to it, no direct reference, a uv source per package, README install
-    lines naming packages and extras that exist.
+    lines naming packages and extras that exist, one range per third-party dependency,
+    package READMEs with absolute links only, the docs' counts and table of the committed
+    scenarios as in fixtures/.
     """
     _check_workspace_metadata(session)
     _install_workspace(session)

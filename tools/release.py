@@ -216,11 +216,162 @@ def check_sources(root: Path = ROOT) -> list[str]:
                 "siblings resolve through the uv workspace"
             )
     problems.extend(_check_uv_sources(root, member_names))
+    problems.extend(_check_ranges(root, found))
     readmes = [root / "README.md", *(m.directory / "README.md" for m in found)]
     extras = {str(canonicalize_name(m.name)): m.extras for m in found}
     for readme in readmes:
         if readme.is_file():
             problems.extend(_check_install_lines(readme, root, extras))
+    for member in found:
+        if (member.directory / "README.md").is_file():
+            problems.extend(_check_index_links(member.directory / "README.md", root))
+    problems.extend(check_scenario_mentions(root))
+    return problems
+
+
+def _third_party_ranges(root: Path, found: list[Member]) -> Iterator[tuple[str, str, str]]:
+    """``(distribution, specifier, where)`` for every third-party requirement of the
+    workspace: each package's dependencies, extras and dependency groups, and the root's
+    dependency groups."""
+    sources = [(m.pyproject_path, m.pyproject) for m in found]
+    sources.append((root / "pyproject.toml", _load_toml(root / "pyproject.toml")))
+    for path, pyproject in sources:
+        where = str(path.relative_to(root))
+        project = pyproject.get("project", {})
+        texts = [("dependencies", t) for t in project.get("dependencies", [])]
+        for extra, extra_texts in project.get("optional-dependencies", {}).items():
+            texts += [(f"optional-dependencies.{extra}", t) for t in extra_texts]
+        for group, group_texts in pyproject.get("dependency-groups", {}).items():
+            texts += [(f"dependency-groups.{group}", t) for t in group_texts if isinstance(t, str)]
+        for field, text in texts:
+            try:
+                requirement = Requirement(text)
+            except InvalidRequirement:
+                continue  # named by _check_requirement
+            if not _is_ours(requirement.name):
+                name = str(canonicalize_name(requirement.name))
+                yield name, str(requirement.specifier), f"{where} {field}"
+
+
+def _check_ranges(root: Path, found: list[Member]) -> Iterator[str]:
+    """One version range per third-party distribution across the workspace: the range the
+    tests run with is the range every package promises (a looser one in a package's
+    metadata installs versions no test ran against)."""
+    ranges: dict[str, dict[str, list[str]]] = {}
+    for name, specifier, where in _third_party_ranges(root, found):
+        ranges.setdefault(name, {}).setdefault(specifier, []).append(where)
+    for name, by_range in sorted(ranges.items()):
+        if len(by_range) > 1:
+            listed = "; ".join(
+                f"{specifier or '(any version)'} in {', '.join(wheres)}"
+                for specifier, wheres in sorted(by_range.items())
+            )
+            yield (
+                f"{name} is required with different ranges: {listed}. Use the one range the "
+                "tests run with everywhere"
+            )
+
+
+# A Markdown link's target: inline ``[text](target)``, or a reference ``[label]: target``.
+_LINK = re.compile(r"\]\(\s*<?([^)\s>]+)|^[ \t]*\[[^\]]+\]:\s*<?(\S+?)>?(?:\s|$)", re.MULTILINE)
+_ABSOLUTE_LINK = re.compile(r"(?:https?|mailto):|#", re.IGNORECASE)
+
+
+def _check_index_links(readme: Path, root: Path) -> Iterator[str]:
+    """A package README is its index page (the long description): a link relative to the
+    repository (``../../docs/x.md``) leads nowhere there. Links must be absolute URLs or
+    anchors; name a repository file in text instead."""
+    text = readme.read_text(encoding="utf-8")
+    for match in _LINK.finditer(text):
+        target = match.group(1) or match.group(2)
+        if not _ABSOLUTE_LINK.match(target):
+            number = text.count("\n", 0, match.start()) + 1
+            yield (
+                f"{readme.relative_to(root)}:{number}: link to {target!r} is relative to the "
+                "repository; on the package's index page it leads nowhere. Use an absolute "
+                "https:// URL, or name the file in text without a link"
+            )
+
+
+SCENARIOS_GLOB = "fixtures/*/scenario.toml"
+SCENARIO_TABLE = "fixtures/README.md"
+_NUMBER_WORDS = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+    "twenty",
+]
+# "the ten committed scenarios", "13 committed scenarios", "the committed scenarios (8)".
+_SCENARIO_COUNT = re.compile(
+    r"\b(?:(\w+)\s+)?committed\s+scenarios\b(?:\s+\((\d+)\))?", re.IGNORECASE
+)
+_TABLE_ROW = re.compile(r"^\|\s*`([^`]+)`\s*\|", re.MULTILINE)
+
+
+def _count(word: str) -> int | None:
+    """``"ten"`` or ``"10"`` as a number; ``None`` for any other word (``"the"``)."""
+    if word.isdigit():
+        return int(word)
+    return _NUMBER_WORDS.index(word.lower()) if word.lower() in _NUMBER_WORDS else None
+
+
+def committed_scenarios(root: Path = ROOT) -> list[str]:
+    """The scenario folders under ``fixtures/`` (each holding a ``scenario.toml``)."""
+    return sorted(p.parent.name for p in root.glob(SCENARIOS_GLOB))
+
+
+def check_scenario_mentions(root: Path = ROOT) -> list[str]:
+    """Counts and lists of the committed scenarios in the docs, checked against
+    ``fixtures/``: a number before "committed scenarios" (in words or digits) in any
+    README or ``docs/*.md`` must be how many there are, and the table of
+    ``fixtures/README.md`` must list exactly them."""
+    scenarios = committed_scenarios(root)
+    if not scenarios:
+        return []
+    problems: list[str] = []
+    documents = [root / "README.md", *sorted(root.glob("*/README.md"))]
+    documents += sorted(root.glob("packages/*/README.md")) + sorted(root.glob("docs/*.md"))
+    for document in documents:
+        if not document.is_file():
+            continue
+        text = document.read_text(encoding="utf-8")
+        for match in _SCENARIO_COUNT.finditer(text):
+            counts = [_count(word) for word in match.groups() if word]
+            if any(count is not None and count != len(scenarios) for count in counts):
+                number = text.count("\n", 0, match.start()) + 1
+                problems.append(
+                    f"{document.relative_to(root)}:{number}: {match.group(0)!r}, but "
+                    f'{SCENARIOS_GLOB} finds {len(scenarios)}; say "the committed scenarios" '
+                    "(no count to keep in step) or correct it"
+                )
+    table = root / SCENARIO_TABLE
+    if table.is_file():
+        listed = _TABLE_ROW.findall(table.read_text(encoding="utf-8"))
+        listed = [name for name in listed if name != "scenario"]
+        for name in sorted(set(scenarios) - set(listed)):
+            problems.append(f"{SCENARIO_TABLE}: the table does not list fixtures/{name}; add a row")
+        for name in sorted(set(listed) - set(scenarios)):
+            problems.append(
+                f"{SCENARIO_TABLE}: the table lists {name!r}, which is no folder with a "
+                "scenario.toml under fixtures/; remove the row"
+            )
     return problems
 
 
@@ -403,7 +554,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("version", help="print the workspace version")
-    commands.add_parser("check", help="check pyprojects, uv sources and README install lines")
+    commands.add_parser(
+        "check",
+        help="check pyprojects, uv sources, version ranges, README install lines and links, "
+        "and the docs' counts and lists of the committed scenarios",
+    )
     check_dist_parser = commands.add_parser("check-dist", help="check built wheels and sdists")
     check_dist_parser.add_argument("dist", type=Path)
     set_parser = commands.add_parser("set-version", help="rewrite every version and sibling pin")

@@ -299,6 +299,98 @@ def test_check_dist_names_a_missing_sdist_a_stale_version_and_a_loose_pin(worksp
     assert "'agentreel-core>=1' must pin the workspace version exactly" in result.stderr
 
 
+def test_a_third_party_range_that_differs_between_packages_is_named(workspace: Path) -> None:
+    # The harness promised agent-client-protocol>=0.12 while the agent, tested, pins <0.13.
+    edit(
+        workspace / "packages/cli/pyproject.toml",
+        "dependencies = [",
+        'dependencies = [\n    "msgspec>=0.17",',
+    )
+    result = run("check", root=workspace)
+    assert result.returncode == 1
+    assert (
+        "msgspec is required with different ranges: >=0.17 in packages/cli/pyproject.toml "
+        "dependencies; >=0.18 in packages/core/pyproject.toml dependencies"
+    ) in result.stderr
+    edit(workspace / "packages/cli/pyproject.toml", '"msgspec>=0.17"', '"msgspec>=0.18"')
+    assert run("check", root=workspace).returncode == 0
+
+
+def test_a_root_dependency_group_range_counts_too(workspace: Path) -> None:
+    text = (workspace / "pyproject.toml").read_text()
+    (workspace / "pyproject.toml").write_text(
+        text + '\n[dependency-groups]\nexamples = ["msgspec>=0.18,<1"]\n'
+    )
+    result = run("check", root=workspace)
+    assert result.returncode == 1
+    assert "<1,>=0.18 in pyproject.toml dependency-groups.examples" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("link", "shown"),
+    [
+        ("[the docs](../../docs/review.md)", "'../../docs/review.md'"),
+        ("[SPEC]: ../../SPEC.md", "'../../SPEC.md'"),
+        ("see [the layout](docs/layout.md#files)", "'docs/layout.md#files'"),
+    ],
+)
+def test_a_package_readme_link_relative_to_the_repository_is_named(
+    workspace: Path, link: str, shown: str
+) -> None:
+    readme = workspace / "packages/core/README.md"
+    readme.write_text(f"# core\n\n{link}\n")
+    result = run("check", root=workspace)
+    assert result.returncode == 1
+    assert f"packages/core/README.md:3: link to {shown} is relative" in result.stderr
+
+
+def test_absolute_links_and_anchors_in_a_package_readme_pass(workspace: Path) -> None:
+    (workspace / "packages/core/README.md").write_text(
+        "# core\n\n[home](https://example.org/x) [up](#core) [mail](mailto:a@b.c)\n"
+        "[ref]: https://example.org/y\n"
+    )
+    result = run("check", root=workspace)
+    assert result.returncode == 0, result.stderr
+
+
+def add_scenarios(root: Path, *names: str) -> None:
+    for name in names:
+        (root / "fixtures" / name).mkdir(parents=True)
+        (root / "fixtures" / name / "scenario.toml").write_text("")
+
+
+@pytest.mark.parametrize(
+    "prose",
+    ["the ten committed scenarios", "the 2 committed scenarios", "the committed scenarios (8)"],
+)
+def test_a_count_of_the_committed_scenarios_that_is_wrong_is_named(
+    workspace: Path, prose: str
+) -> None:
+    add_scenarios(workspace, "plain", "tools")
+    (workspace / "docs").mkdir()
+    (workspace / "docs" / "guide.md").write_text(f"intro\n\nSee {prose} here.\n")
+    (workspace / "README.md").write_text("See the two committed scenarios.\n")
+    result = run("check", root=workspace)
+    if prose == "the 2 committed scenarios":
+        assert result.returncode == 0, result.stderr
+        return
+    assert result.returncode == 1
+    assert "docs/guide.md:3: " in result.stderr, result.stderr
+    assert "fixtures/*/scenario.toml finds 2" in result.stderr
+    assert "README.md:1" not in result.stderr
+
+
+def test_the_scenario_table_must_list_exactly_the_committed_scenarios(workspace: Path) -> None:
+    add_scenarios(workspace, "plain", "tools")
+    (workspace / "fixtures" / "README.md").write_text(
+        "| scenario | what |\n| --- | --- |\n| `plain` | one |\n| `gone` | removed |\n"
+    )
+    result = run("check", root=workspace)
+    assert result.returncode == 1
+    assert "fixtures/README.md: the table does not list fixtures/tools" in result.stderr
+    assert "fixtures/README.md: the table lists 'gone'" in result.stderr
+
+
 def test_this_repository_is_in_step() -> None:
     result = run("check", root=REPO)
     assert result.returncode == 0, result.stderr
