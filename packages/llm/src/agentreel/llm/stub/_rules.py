@@ -22,6 +22,10 @@ import msgspec.structs
 from agentreel.llm.exceptions import StubRulesError
 
 Api = Literal["openai", "anthropic", "responses"]
+Lane = Literal["conversation", "title", "classifier", "side"]
+"""What a request is (``match.lane``): the agent's ``conversation`` (it offers tools), a
+``classifier`` (no tools, one non-streamed body or a ``</severity>``-like stop sequence), a
+``title`` call (no tools; its system prompt or message asks for a title), else ``side``."""
 FinishName = Literal["stop", "tool-calls", "max-tokens", "refusal"]
 
 
@@ -30,6 +34,8 @@ class RuleMatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
 
     "Last" means the message the request ends with: ``last_user`` only fits a request whose
     final message is the user's text, ``last_tool_result`` one that ends with tool results.
+    Trailing system / developer messages (Claude Code ends each request with its
+    environment as a ``role: "system"`` message) are looked past.
     String conditions are substrings; the ``*_regex`` variants are ``re.search`` patterns
     whose named groups are captured for ``{{name}}`` placeholders. ``header`` and
     ``header_regex`` map a header name (any case) to a substring / pattern of its value.
@@ -40,6 +46,7 @@ class RuleMatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     last_tool_result: str | None = None
     last_tool_result_regex: str | None = None
     any_message: str | None = None
+    any_message_regex: str | None = None
     system_contains: str | None = None
     system_regex: str | None = None
     has_tools: bool | None = None
@@ -53,6 +60,7 @@ class RuleMatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     stream: bool | None = None
     api: Api | None = None
     call_index: int | None = None
+    lane: Lane | None = None
 
     def patterns(self) -> list[tuple[str, str]]:
         """Every regex of this match as ``(key, pattern)``, for validation and captures."""
@@ -64,6 +72,7 @@ class RuleMatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
 
 
 _REGEX_KEYS = (
+    "any_message_regex",
     "last_user_regex",
     "last_tool_result_regex",
     "system_regex",
@@ -71,6 +80,10 @@ _REGEX_KEYS = (
     "model_regex",
 )
 _PLACEHOLDER = re.compile(r"\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}")
+BUILTIN_PLACEHOLDERS = ("cwd",)
+"""Placeholders every rule may use without a regex group: ``{{cwd}}`` is the working
+directory the request states in any message (``RequestView.cwd``); a rule using it fits
+only a request that states one. A named group of the same name wins."""
 
 
 class ToolCallRule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -94,6 +107,152 @@ class ToolCallRule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
         )
 
 
+class SubagentCall(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``call_subagent``: a call of the subagent tool the request offers, arguments built
+    from that tool's JSON schema (see ``subagent_call``).
+
+    ``prompt`` is the child's task; ``tool`` picks the tool by name (``ns.name`` or the bare
+    name) instead of the built-in preference; ``agent`` names the kind or name of subagent
+    (``subagent_type``, ``agent_type``, fast-agent's ``agent__<agent>``, vibe's
+    ``tools.agents.spawn({name})``); ``description`` fills a description property (default:
+    the prompt's first words); ``arguments`` are set last, over what the schema gave.
+    """
+
+    prompt: str
+    tool: str | None = None
+    agent: str | None = None
+    description: str | None = None
+    arguments: dict[str, Any] = msgspec.field(default_factory=dict)
+    id: str | None = None
+
+    def filled(self, captures: Mapping[str, str]) -> SubagentCall:
+        return SubagentCall(
+            prompt=_fill(self.prompt, captures),
+            tool=None if self.tool is None else _fill(self.tool, captures),
+            agent=None if self.agent is None else _fill(self.agent, captures),
+            description=None if self.description is None else _fill(self.description, captures),
+            arguments=_fill_value(self.arguments, captures),
+            id=None if self.id is None else _fill(self.id, captures),
+        )
+
+
+SUBAGENT_TOOLS = ("Task", "Agent", "task", "spawn_agent", "agent__*", "run_typescript")
+"""The subagent tools of real agents, in the order ``call_subagent`` prefers them (bare
+names; a namespaced ``ns.spawn_agent`` counts as ``spawn_agent``): Claude Code ``Task`` /
+``Agent``, opencode ``task``, Codex ``spawn_agent`` (in ``multi_agent_v1``), fast-agent's
+agents as tools ``agent__<name>``, mistral-vibe's code tool ``run_typescript`` (its
+``tools.agents.spawn``)."""
+
+_PROMPT_KEYS = ("prompt", "message", "task", "input", "query", "instructions", "request")
+_DESCRIPTION_KEYS = ("description", "title", "summary")
+_AGENT_KEYS = ("subagent_type", "agent_type", "agent", "agent_name", "name", "type")
+_DEFAULT_AGENTS = ("general-purpose", "general", "default", "worker")
+
+
+def _separator() -> str:
+    # The wire codec owns the spelling and imports this module: import it when first used.
+    from agentreel.llm.stub._wire import NAMESPACE_SEPARATOR
+
+    return NAMESPACE_SEPARATOR
+
+
+def _bare(name: str) -> str:
+    return name.rpartition(_separator())[2]
+
+
+def _pick_subagent_tool(call: SubagentCall, names: tuple[str, ...]) -> str | None:
+    if call.tool is not None:
+        exact = [n for n in names if n == call.tool] or [n for n in names if _bare(n) == call.tool]
+        return exact[0] if exact else None
+    if call.agent is not None and f"agent__{call.agent}" in names:
+        return f"agent__{call.agent}"
+    for preferred in SUBAGENT_TOOLS:
+        for name in names:
+            bare = _bare(name)
+            if bare == preferred or (preferred == "agent__*" and bare.startswith("agent__")):
+                return name
+    return None
+
+
+def _agent_value(call: SubagentCall, spec: Mapping[str, Any], tool_description: str) -> Any:
+    """The subagent kind: ``call.agent``, else the schema's enum or default, else the
+    general-purpose kind the tool's description lists (Claude Code, opencode)."""
+    if call.agent is not None:
+        return call.agent
+    enum = spec.get("enum")
+    if isinstance(enum, list) and enum:
+        return next((v for v in _DEFAULT_AGENTS if v in enum), enum[0])
+    if "default" in spec:
+        return spec["default"]
+    text = f"{spec.get('description', '')}\n{tool_description}"
+    for kind in _DEFAULT_AGENTS:
+        if re.search(rf"(?<![\w-]){re.escape(kind)}(?![\w-])", text):
+            return kind
+    return None
+
+
+def _empty_of(spec: Mapping[str, Any]) -> Any:
+    if "default" in spec:
+        return spec["default"]
+    enum = spec.get("enum")
+    if isinstance(enum, list) and enum:
+        return enum[0]
+    kind = spec.get("type")
+    kind = kind[0] if isinstance(kind, list) and kind else kind
+    return {"integer": 0, "number": 0, "boolean": False, "array": [], "object": {}}.get(
+        str(kind), ""
+    )
+
+
+def subagent_call(call: SubagentCall, request: RequestView) -> ToolCallRule | None:
+    """The tool call that spawns a subagent in ``request``'s agent, or ``None`` if the
+    request offers no subagent tool (then the rule does not fit).
+
+    Arguments come from the tool's JSON schema: the prompt into its prompt-like property
+    (``prompt``, ``message``, ``task``, ...), a description into ``description``, the kind
+    of subagent into ``subagent_type`` / ``agent_type``, any other required property its
+    default, first enum value or empty value; ``call.arguments`` last. vibe's
+    ``run_typescript`` gets code calling ``tools.agents.spawn({name, message})``.
+    """
+    name = _pick_subagent_tool(call, request.tool_names)
+    if name is None:
+        return None
+    tool = request.tool_specs.get(name, {})
+    schema = tool.get("parameters")
+    schema = schema if isinstance(schema, dict) else {}
+    properties = schema.get("properties")
+    properties = properties if isinstance(properties, dict) else {}
+    required = schema.get("required")
+    required = required if isinstance(required, list) else []
+    tool_description = str(tool.get("description", ""))
+    arguments: dict[str, Any] = {}
+    if _bare(name) == "run_typescript":
+        spawn = {"name": call.agent or "explore", "message": call.prompt}
+        code_key = next((k for k in properties if "code" in k.lower()), "code")
+        arguments[code_key] = (
+            f"const child = await tools.agents.spawn({json.dumps(spawn, ensure_ascii=False)});\n"
+            "return child;"
+        )
+    else:
+        prompt_key = next((k for k in properties if k.lower() in _PROMPT_KEYS), None)
+        for key, spec in properties.items():
+            spec = spec if isinstance(spec, dict) else {}
+            lowered = key.lower()
+            if key == prompt_key:
+                arguments[key] = call.prompt
+            elif lowered in _DESCRIPTION_KEYS:
+                words = call.prompt.split()
+                arguments[key] = call.description or " ".join(words[:5])
+            elif lowered in _AGENT_KEYS and (kind := _agent_value(call, spec, tool_description)):
+                arguments[key] = kind
+            elif key in required:
+                arguments[key] = _empty_of(spec)
+        if prompt_key is None:
+            arguments["prompt"] = call.prompt
+    arguments.update(call.arguments)
+    return ToolCallRule(name=name, arguments=arguments, id=call.id)
+
+
 class UsageRule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     input_tokens: int
     output_tokens: int
@@ -113,6 +272,7 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
     text: str = ""
     json: dict[str, Any] | list[Any] | None = None
     tool_calls: tuple[ToolCallRule, ...] = ()
+    call_subagent: SubagentCall | tuple[SubagentCall, ...] | None = None
     chunk_size: int = 8
     interleave: bool = False
     finish: FinishName | None = None
@@ -129,14 +289,30 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
     def finish_name(self) -> FinishName:
         if self.finish is not None:
             return self.finish
-        return "tool-calls" if self.tool_calls else "stop"
+        return "tool-calls" if self.tool_calls or self.call_subagent else "stop"
 
-    def answer(self, captures: Mapping[str, str]) -> Rule:
-        """The rule as streamed for one request: placeholders filled, ``json`` as the text.
+    @property
+    def subagent_calls(self) -> tuple[SubagentCall, ...]:
+        if self.call_subagent is None:
+            return ()
+        if isinstance(self.call_subagent, SubagentCall):
+            return (self.call_subagent,)
+        return self.call_subagent
+
+    def answer(self, captures: Mapping[str, str], request: RequestView | None = None) -> Rule:
+        """The rule as streamed for one request: placeholders filled, ``json`` as the text,
+        ``call_subagent`` turned into tool calls of the subagent tool ``request`` offers.
 
         ``json`` (for structured-output requests) becomes compact JSON text, which is what
-        a model answering a JSON-schema request streams.
+        a model answering a JSON-schema request streams. Call ``fits`` first: a
+        ``call_subagent`` the request offers no tool for is dropped here.
         """
+        spawned: list[ToolCallRule] = []
+        if request is not None:
+            for call in self.subagent_calls:
+                built = subagent_call(call.filled(captures), request)
+                if built is not None:
+                    spawned.append(built)
         text = _fill(self.text, captures)
         if self.json is not None:
             text = json.dumps(
@@ -147,7 +323,15 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
             text=text,
             json=None,
             reasoning=_fill(self.reasoning, captures),
-            tool_calls=tuple(call.filled(captures) for call in self.tool_calls),
+            tool_calls=tuple(call.filled(captures) for call in self.tool_calls) + tuple(spawned),
+            call_subagent=None,
+        )
+
+    def fits_subagents(self, request: RequestView) -> bool:
+        """Whether ``request`` offers a tool for each of this rule's ``call_subagent``."""
+        return all(
+            _pick_subagent_tool(call, request.tool_names) is not None
+            for call in self.subagent_calls
         )
 
     def placeholders(self) -> list[tuple[str, str]]:
@@ -172,6 +356,10 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
             scan(f"{where}.name", call.name)
             scan(f"{where}.arguments", call.arguments)
             scan(f"{where}.id", call.id)
+        for position, sub in enumerate(self.subagent_calls):
+            where = f"call_subagent[{position + 1}]"
+            for key in ("prompt", "tool", "agent", "description", "arguments", "id"):
+                scan(f"{where}.{key}", getattr(sub, key))
         return found
 
 
@@ -221,9 +409,17 @@ class RuleSet:
             if rule.times is not None and self._used[position] >= rule.times:
                 continue
             captures = _matches(rule.match, request)
-            if captures is not None:
-                self._used[position] += 1
-                return position, rule.answer(captures)
+            if captures is None or not rule.fits_subagents(request):
+                continue
+            if BUILTIN_PLACEHOLDERS[0] not in captures and request.cwd is not None:
+                captures[BUILTIN_PLACEHOLDERS[0]] = request.cwd
+            if any(
+                name in BUILTIN_PLACEHOLDERS and name not in captures
+                for _, name in rule.placeholders()
+            ):
+                continue  # {{cwd}} and the request says no working directory
+            self._used[position] += 1
+            return position, rule.answer(captures, request)
         return None
 
 
@@ -309,12 +505,16 @@ def _check_rule(rule: Rule, position: int, source: str) -> None:
         except re.error as exc:
             raise StubRulesError(f"{where}: match.{key} is not a valid regex: {exc}") from None
     for key, name in rule.placeholders():
-        if name not in groups:
+        if name not in groups and name not in BUILTIN_PLACEHOLDERS:
             known = ", ".join(sorted(groups)) or "none (add a named group, e.g. (?P<name>...))"
             raise StubRulesError(
                 f"{where}: {key} uses {{{{{name}}}}}, but no regex in [rule.match] has a "
-                f"group named {name!r}; named groups here: {known}"
+                f"group named {name!r}; named groups here: {known}; built in: "
+                + ", ".join(BUILTIN_PLACEHOLDERS)
             )
+    for position_, sub in enumerate(rule.subagent_calls):
+        if not sub.prompt.strip():
+            raise StubRulesError(f"{where}: call_subagent[{position_ + 1}].prompt is empty")
 
 
 class RequestView(msgspec.Struct, frozen=True, kw_only=True):
@@ -331,6 +531,23 @@ class RequestView(msgspec.Struct, frozen=True, kw_only=True):
     headers: Mapping[str, str] = msgspec.field(default_factory=dict)
     structured_output: bool = False
     stream: bool = True
+    tool_specs: Mapping[str, Mapping[str, Any]] = msgspec.field(default_factory=dict)
+    """Each offered tool's ``description`` and ``parameters`` (its JSON schema), by name."""
+    stop_sequences: tuple[str, ...] = ()
+    cwd: str | None = None
+    """The working directory the request states in any message (system prompt, a trailing
+    environment message, Codex's ``<cwd>``), for ``{{cwd}}``."""
+
+    @property
+    def lane(self) -> Lane:
+        """What this request is, for ``match.lane`` (see ``Lane``)."""
+        if self.tool_names:
+            return "conversation"
+        if any("severity" in stop for stop in self.stop_sequences):
+            return "classifier"
+        if _TITLE.search(self.system) or _TITLE.search(self.all_text[:2000]):
+            return "title"
+        return "side" if self.stream else "classifier"
 
     def summary(self) -> str:
         if self.last_user is not None:
@@ -345,9 +562,70 @@ class RequestView(msgspec.Struct, frozen=True, kw_only=True):
             + (["structured output"] if self.structured_output else [])
         )
         return (
-            f"request #{self.call_index} ({shape}, model {self.model!r}): {last}; "
-            f"system prompt {_clip(self.system)}; tools: {tools}"
+            f"request #{self.call_index} ({shape}, {self.lane} lane, model {self.model!r}): "
+            f"{last}; system prompt {_clip(self.system)}; tools: {tools}; "
+            f"cwd: {self.cwd or 'not stated'}"
         )
+
+
+_TITLE = re.compile(r"(?i)\btitle\b")
+_CWD = re.compile(
+    r"(?:(?i:working directory|cwd)\s*[:=]\s*|<cwd>\s*)(?P<cwd>/[^\s<>\"'`]*[^\s<>\"'`.,;:])"
+)
+
+
+def _stated_cwd(*texts: str) -> str | None:
+    """The first working directory any text states (``Primary working directory: /x``,
+    ``Working directory: /x``, ``<cwd>/x</cwd>``, ``cwd: /x``)."""
+    for text in texts:
+        found = _CWD.search(text)
+        if found is not None:
+            return found.group("cwd")
+    return None
+
+
+_SYSTEM_ROLES = ("system", "developer")
+
+
+def _conversation_end(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` without the system / developer messages they end with."""
+    end = len(messages)
+    while end and messages[end - 1].get("role") in _SYSTEM_ROLES:
+        end -= 1
+    return messages[:end]
+
+
+def _stops(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list):
+        return tuple(v for v in value if isinstance(v, str))
+    return ()
+
+
+def _function_specs(tools: list[Any], prefix: str = "") -> dict[str, dict[str, Any]]:
+    """Offered tools by name (``ns.name`` inside a namespace), each its description and
+    JSON schema, whichever wire spelled them (Chat ``function``, Anthropic
+    ``input_schema``, Responses flat ``parameters`` and ``namespace`` tools)."""
+    specs: dict[str, dict[str, Any]] = {}
+    for tool in tools:
+        if not isinstance(tool, dict):
+            continue
+        if tool.get("type") == "namespace" and isinstance(tool.get("tools"), list):
+            inner = f"{prefix}{tool.get('name', '')}{_separator()}"
+            specs.update(_function_specs(tool["tools"], inner))
+            continue
+        nested = tool.get("function")
+        function: dict[str, Any] = nested if isinstance(nested, dict) else tool
+        name = function.get("name")
+        if not isinstance(name, str) or not name:
+            continue
+        schema = function.get("parameters", function.get("input_schema"))
+        specs[prefix + name] = {
+            "description": function.get("description") or "",
+            "parameters": schema if isinstance(schema, dict) else {},
+        }
+    return specs
 
 
 def _clip(text: str, limit: int = 80) -> str:
@@ -383,6 +661,7 @@ def _matches(match: RuleMatch, request: RequestView) -> dict[str, str] | None:
         and (match.tool_offered is None or match.tool_offered in request.tool_names)
         and contains(match.system_contains, request.system)
         and contains(match.any_message, request.all_text)
+        and (match.lane is None or match.lane == request.lane)
         and contains(match.last_user, request.last_user)
         and contains(match.last_tool_result, request.last_tool_result)
         and all(
@@ -391,6 +670,7 @@ def _matches(match: RuleMatch, request: RequestView) -> dict[str, str] | None:
         )
         and search(match.model_regex, request.model)
         and search(match.system_regex, request.system)
+        and search(match.any_message_regex, f"{request.system}\n{request.all_text}")
         and search(match.last_user_regex, request.last_user)
         and search(match.last_tool_result_regex, request.last_tool_result)
         and all(
@@ -448,36 +728,38 @@ def openai_request_view(
     """
     messages = [m for m in body.get("messages", []) if isinstance(m, dict)]
     system = "\n".join(
-        _text_of(m.get("content")) for m in messages if m.get("role") in ("system", "developer")
+        _text_of(m.get("content")) for m in messages if m.get("role") in _SYSTEM_ROLES
     )
+    conversation = _conversation_end(messages)
     last_user: str | None = None
     last_tool: str | None = None
-    if messages and messages[-1].get("role") == "user":
-        last_user = _text_of(messages[-1].get("content"))
-    elif messages and messages[-1].get("role") == "tool":
+    if conversation and conversation[-1].get("role") == "user":
+        last_user = _text_of(conversation[-1].get("content"))
+    elif conversation and conversation[-1].get("role") == "tool":
         trailing: list[str] = []
-        for message in reversed(messages):
+        for message in reversed(conversation):
             if message.get("role") != "tool":
                 break
             trailing.append(_text_of(message.get("content")))
         last_tool = "\n".join(reversed(trailing))
-    tools = tuple(
-        str(t.get("function", {}).get("name", ""))
-        for t in body.get("tools", []) or []
-        if isinstance(t, dict)
-    )
+    specs = _function_specs(body.get("tools") or [])
+    tools = tuple(specs)
+    texts = [_text_of(m.get("content")) for m in messages]
     return RequestView(
         api="openai",
         model=str(body.get("model", "")),
         system=system,
         last_user=last_user,
         last_tool_result=last_tool,
-        all_text="\n".join(_text_of(m.get("content")) for m in messages),
+        all_text="\n".join(texts),
         tool_names=tools,
         call_index=call_index,
         headers=_lower_keys(headers),
         structured_output=_format_type(body.get("response_format")) in _JSON_FORMATS,
         stream=body.get("stream") is True,
+        tool_specs=specs,
+        stop_sequences=_stops(body.get("stop")),
+        cwd=_stated_cwd(system, *texts),
     )
 
 
@@ -490,36 +772,43 @@ def responses_request_view(
     """
     raw = body.get("input")
     items = [{"role": "user", "content": raw}] if isinstance(raw, str) else raw or []
-    # Tools offered as an input item (responses-lite) are not part of the conversation.
+    offered = list(body.get("tools") or [])
+    for item in items:
+        # Tools offered as an input item (responses-lite), namespaces included.
+        if isinstance(item, dict) and item.get("type") == "additional_tools":
+            offered += item.get("tools") or []
     items = [i for i in items if isinstance(i, dict) and i.get("type") != "additional_tools"]
+    conversation = _conversation_end(items)
     last_user: str | None = None
     last_tool: str | None = None
-    if items and items[-1].get("type") == "function_call_output":
+    if conversation and conversation[-1].get("type") == "function_call_output":
         trailing: list[str] = []
-        for item in reversed(items):
+        for item in reversed(conversation):
             if item.get("type") != "function_call_output":
                 break
             trailing.append(_text_of(item.get("output")))
         last_tool = "\n".join(reversed(trailing))
-    elif items and items[-1].get("role") == "user":
-        last_user = _text_of(items[-1].get("content"))
-    tools = tuple(
-        str(t.get("name", "")) for t in body.get("tools", []) or [] if isinstance(t, dict)
-    )
+    elif conversation and conversation[-1].get("role") == "user":
+        last_user = _text_of(conversation[-1].get("content"))
+    specs = _function_specs(offered)
     text_format = body.get("text")
+    system = _text_of(body.get("instructions", ""))
+    texts = [_text_of(i.get("content") or i.get("output")) for i in items]
     return RequestView(
         api="responses",
         model=str(body.get("model", "")),
-        system=_text_of(body.get("instructions", "")),
+        system=system,
         last_user=last_user,
         last_tool_result=last_tool,
-        all_text="\n".join(_text_of(i.get("content") or i.get("output")) for i in items),
-        tool_names=tools,
+        all_text="\n".join(texts),
+        tool_names=tuple(specs),
         call_index=call_index,
         headers=_lower_keys(headers),
         structured_output=isinstance(text_format, dict)
         and _format_type(text_format.get("format")) in _JSON_FORMATS,
         stream=body.get("stream") is True,
+        tool_specs=specs,
+        cwd=_stated_cwd(system, *texts),
     )
 
 
@@ -532,31 +821,35 @@ def anthropic_request_view(
     ``json_schema``.
     """
     messages = [m for m in body.get("messages", []) if isinstance(m, dict)]
+    conversation = _conversation_end(messages)
     last_user: str | None = None
     last_tool: str | None = None
-    if messages and messages[-1].get("role") == "user":
-        content = messages[-1].get("content")
+    if conversation and conversation[-1].get("role") == "user":
+        content = conversation[-1].get("content")
         blocks = content if isinstance(content, list) else []
         results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
         if results:
             last_tool = "\n".join(_text_of(b.get("content", "")) for b in results)
         else:
             last_user = _text_of(content)
-    tools = tuple(
-        str(t.get("name", "")) for t in body.get("tools", []) or [] if isinstance(t, dict)
-    )
+    specs = _function_specs(body.get("tools") or [])
+    system = _text_of(body.get("system", ""))
+    texts = [_text_of(m.get("content")) for m in messages]
     return RequestView(
         api="anthropic",
         model=str(body.get("model", "")),
-        system=_text_of(body.get("system", "")),
+        system=system,
         last_user=last_user,
         last_tool_result=last_tool,
-        all_text="\n".join(_text_of(m.get("content")) for m in messages),
-        tool_names=tools,
+        all_text="\n".join(texts),
+        tool_names=tuple(specs),
         call_index=call_index,
         headers=_lower_keys(headers),
         structured_output=_anthropic_structured(body),
         stream=body.get("stream") is True,
+        tool_specs=specs,
+        stop_sequences=_stops(body.get("stop_sequences")),
+        cwd=_stated_cwd(system, *texts),
     )
 
 
