@@ -152,13 +152,16 @@ for _package_dir in _package_dirs():
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff check, ruff format --check, mypy strict, the layer contract, and the one version.
+    """ruff check, ruff format --check, mypy strict, the layer contract, the one version,
+    and no credential in a committed fixture.
 
-    The last is ``python -m tools.release check``: every package at the workspace version,
-    siblings pinned to it, no direct reference, a uv source per package, README install
-    lines naming packages and extras that exist, one range per third-party dependency,
-    package READMEs with absolute links only, the docs' counts and table of the committed
-    scenarios as in fixtures/.
+    ``python -m tools.release check``: every package at the workspace version, siblings
+    pinned to it, no direct reference, a uv source per package, README install lines
+    naming packages and extras that exist, one range per third-party dependency, package
+    READMEs with absolute links only, the docs' counts and table of the committed
+    scenarios as in fixtures/. ``agentreel check-secrets fixtures interop/fixtures``: the
+    secret scan (auth headers, known key shapes) over every committed fixture, so a
+    recording made with an older release is caught too.
     """
     _check_workspace_metadata(session)
     _install_workspace(session)
@@ -170,6 +173,7 @@ def lint(session: nox.Session) -> None:
     ]
     session.run("mypy", *sources, "bench", "tools", "noxfile.py")
     session.run("lint-imports")
+    session.run("agentreel", "check-secrets", str(FIXTURES), str(ROOT / "interop" / "fixtures"))
 
 
 FIXTURES = ROOT / "fixtures"

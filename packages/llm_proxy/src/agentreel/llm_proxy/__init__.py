@@ -32,6 +32,7 @@ from agentreel.llm_proxy._identity import (
     resolve_identity,
 )
 from agentreel.llm_proxy._masks import Masks
+from agentreel.llm_proxy._record import write_fixture
 from agentreel.llm_proxy._routes import SUPPORTED_PATHS
 from agentreel.llm_proxy._server import (
     DUMMY_KEY,
@@ -76,4 +77,5 @@ __all__ = [
     "main",
     "resolve_identity",
     "start_proxy",
+    "write_fixture",
 ]

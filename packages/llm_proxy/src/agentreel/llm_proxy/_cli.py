@@ -42,6 +42,14 @@ def _parser() -> argparse.ArgumentParser:
     target.add_argument(
         "--fixture", type=Path, help="on exit, write the harvested logs as a fixture directory"
     )
+    record.add_argument(
+        "--allow-secret",
+        action="append",
+        default=[],
+        metavar="SHA256",
+        help="the sha256 of a value the secret scan lets through (a deliberate fake key of a "
+        "test; a refusal prints each value's digest). Repeatable",
+    )
     replay = modes.add_parser("replay", help="answer from --fixture, keyless and offline")
     replay.add_argument("--fixture", type=Path, required=True, help="holds session.jsonl")
     replay.add_argument("--report", type=Path, help="write the consumption report here")
@@ -130,6 +138,7 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
             upstream=args.upstream,
             sessions_root=args.sessions_root,
             fixture=args.fixture,
+            allow_secrets=tuple(args.allow_secret),
             **options,
         )
     else:

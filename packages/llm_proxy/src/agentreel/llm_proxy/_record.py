@@ -17,7 +17,12 @@ loses nothing); ``close`` rewrites the headers that the rule changes. Replay's s
 logs (``ServedLogs``) are written as the recorded scripts they were bound to. Upstream
 errors are recorded as a call ending in an ``error`` finish that carries the raw status,
 headers and body, so replay answers them the same way.
-Nothing written may contain a key a client sent (``SecretInRecordingError``).
+Nothing written may hold a credential (``agentreel.session.SecretScan``, the one scan):
+each record as it is written is checked for the keys clients sent (``SecretInRecordingError``
+stops that call's recording at once), and at close each lane's whole log — every line, so
+known key shapes and auth headers too, a key streamed across deltas whole in its
+``block-end`` — before anything is harvested; a lane with a hit is refused like one that
+held a client's key.
 """
 
 from __future__ import annotations
@@ -54,6 +59,8 @@ from agentreel.session import (
     AssistantChunkData,
     CallRecorder,
     RequestHeaderData,
+    SecretFoundError,
+    SecretScan,
     Session,
     SessionHeader,
     SessionStore,
@@ -70,8 +77,6 @@ from agentreel.session import (
 logger = logging.getLogger("agentreel.llm_proxy")
 
 ANONYMOUS_KEY = "<anonymous>"
-# Keys shorter than this are not scanned for: they would match ordinary text.
-_MIN_SECRET = 8
 _SECRET_HEADERS = ("authorization", "x-api-key", "api-key")
 # Headers of an upstream error worth replaying (what clients and their retry logic read).
 _ERROR_HEADERS = ("retry-after", "retry-after-ms", "x-request-id", "request-id", "content-type")
@@ -275,7 +280,11 @@ class Recorder:
     """Creates and writes the session logs of one record run under ``sessions_root``."""
 
     def __init__(
-        self, sessions_root: Path, cwd: str, mask: Callable[[str], str] | None = None
+        self,
+        sessions_root: Path,
+        cwd: str,
+        mask: Callable[[str], str] | None = None,
+        allow_secrets: Iterable[str] = (),
     ) -> None:
         self.sessions_root = sessions_root
         self.cwd = cwd
@@ -283,7 +292,9 @@ class Recorder:
         """The request masking, applied to recorded replies before chaining compares them."""
         self._store = SessionStore(sessions_root)
         self._lanes: dict[str, list[Lane]] = {}
-        self._secrets: set[str] = set()
+        self.scan = SecretScan(allow=allow_secrets)
+        """The run's secret scan: the keys clients sent (``note_secrets``), auth headers and
+        known key shapes less the allowed sha256 digests (``allow_secrets``)."""
         self.errors: list[str] = []
 
     # -- secrets -------------------------------------------------------------------------
@@ -295,31 +306,30 @@ class Recorder:
             if not value:
                 continue
             secret = value.removeprefix("Bearer ").removeprefix("bearer ").strip()
-            if len(secret) >= _MIN_SECRET:
-                self._secrets.add(secret)
+            self.scan.add_value(secret, f"the {name} header a client sent")
 
     def holds_secret(self, text: str) -> bool:
         """Whether ``text`` contains a key a client sent (so it must not be written)."""
-        return any(secret in text for secret in self._secrets)
+        return self.scan.value_in(text) is not None
 
     def _write(self, lane: Lane, data: Any) -> None:
-        if self._secrets:
+        if self.scan.has_values:
             encoded = msgspec.json.encode(data).decode("utf-8", "replace")
-            for secret in self._secrets:
-                if secret in encoded:
-                    turn = getattr(data, "turn", None)
-                    call = f"call {turn + 1} of " if isinstance(turn, int) else ""
-                    message = (
-                        f"refused to record a live API key: the {type(data).__name__} of "
-                        f"{call}session {lane.session.id} contains a key a client sent in its "
-                        "auth header (not shown). The call was still forwarded to its client, "
-                        f"but nothing more of it was recorded and its log {lane.session.path} "
-                        "is removed (what streamed before may spell the key). Find out why the "
-                        "model's answer (or the request) holds the key — e.g. a tool or prompt "
-                        "that prints the environment — remove it, and record again"
-                    )
-                    self.errors.append(message)
-                    raise SecretInRecordingError(message)
+            origin = self.scan.value_in(encoded)
+            if origin is not None:
+                turn = getattr(data, "turn", None)
+                call = f"call {turn + 1} of " if isinstance(turn, int) else ""
+                message = (
+                    f"refused to record a live API key: the {type(data).__name__} of "
+                    f"{call}session {lane.session.id} contains {origin} (not shown). The "
+                    "call was still forwarded to its client, but nothing more of it was "
+                    f"recorded and its log {lane.session.path} is removed (what streamed "
+                    "before may spell the key). Find out why the model's answer (or the "
+                    "request) holds the key — e.g. a tool or prompt that prints the "
+                    "environment — remove it, and record again"
+                )
+                self.errors.append(message)
+                raise SecretInRecordingError(message)
         lane.session.append(data)
 
     # -- lanes ---------------------------------------------------------------------------
@@ -511,6 +521,7 @@ class Recorder:
                     except SecretInRecordingError:
                         pass
                 lane.session.close()
+        self._scan_logs()
         try:
             self._arrange()
         finally:
@@ -518,6 +529,30 @@ class Recorder:
                 for lane in lanes:
                     if lane.refused:
                         lane.session.path.unlink(missing_ok=True)
+
+    def _scan_logs(self) -> None:
+        """The whole scan over each closed lane's log (known shapes, auth headers, the keys
+        clients sent, a key split across deltas): a lane with a hit is refused — its log
+        removed, the run's errors say where and which rule, never the value."""
+        for lanes in self._lanes.values():
+            for lane in lanes:
+                path = lane.session.path
+                if lane.refused or not path.is_file():
+                    continue
+                try:
+                    self.scan.check({str(path): path.read_bytes()})
+                except SecretFoundError as found:
+                    lane.refused = True
+                    listing = "; ".join(hit.describe() for hit in found.hits)
+                    self.errors.append(
+                        f"refused to record a credential in session {lane.session.id}: "
+                        f"{listing} (the value is not shown). Every call was still forwarded "
+                        f"to its client, but the log {path} is removed. Find out why the "
+                        "model's answer or the request holds a key (a tool that read a "
+                        "file with one, a prompt that prints the environment), remove it, "
+                        "and record again; a deliberate fake key of a test is allowed by "
+                        "its sha256 (--allow-secret, [record] allow_secrets)"
+                    )
 
     def _arrange(self) -> None:
         """Decide each caller's session among its lanes by ``session_rank`` and rewrite
@@ -635,16 +670,27 @@ class ServedLogs(Recorder):
         """Served logs already have the recording's structure."""
 
 
-def write_fixture(sessions_root: Path, fixture: Path, cwd: str) -> list[Path]:
+def write_fixture(
+    sessions_root: Path, fixture: Path, cwd: str, *, scan: SecretScan | None = None
+) -> list[Path]:
     """The harvested logs as a fixture directory (``session.jsonl``, ``session.<n>.jsonl``
-    in session order, the cwd as ``{{cwd}}``); earlier ``session*.jsonl`` files go first."""
+    in session order, the cwd as ``{{cwd}}``); earlier ``session*.jsonl`` files go first.
+
+    Everything is scanned first (``scan``: the run's; by default known key shapes and auth
+    headers): a hit raises ``SecretFoundError`` naming file, line, event and rule, and
+    nothing is written — not even the removal of the earlier files."""
+    logs = harvest_session_logs(sessions_root)
+    files = {
+        str(fixture / session_file_name(number)): tokenize_cwd(log.path.read_bytes(), Path(cwd))
+        for number, log in enumerate(logs)
+    }
+    (scan if scan is not None else SecretScan()).check(files)
     fixture.mkdir(parents=True, exist_ok=True)
     for stale in recording_names(fixture):
         (fixture / stale).unlink()
     written: list[Path] = []
-    for number, log in enumerate(harvest_session_logs(sessions_root)):
-        data = tokenize_cwd(log.path.read_bytes(), Path(cwd))
-        target = fixture / session_file_name(number)
+    for name, data in files.items():
+        target = Path(name)
         tmp = target.with_suffix(".tmp")
         tmp.write_bytes(data)
         os.replace(tmp, target)

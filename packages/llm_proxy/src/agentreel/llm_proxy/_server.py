@@ -79,7 +79,7 @@ from agentreel.llm_replay import (
     Script,
     UnconsumedScriptError,
 )
-from agentreel.session import build_request_header
+from agentreel.session import build_request_header, checked_allowlist
 
 logger = logging.getLogger("agentreel.llm_proxy")
 
@@ -134,6 +134,8 @@ class ProxySettings:
     scenario: str | None = None
     drift: DriftMode = "error"
     max_body_bytes: int = DEFAULT_MAX_BODY
+    allow_secrets: tuple[str, ...] = ()
+    """sha256 digests of values the secret scan lets through (deliberate fake keys)."""
 
     def check(self) -> None:
         if self.mode not in MODES:
@@ -142,6 +144,10 @@ class ProxySettings:
             PartialLanes(self.partial_lanes)
         except ValueError as error:
             raise ProxyConfigError(str(error)) from None
+        try:
+            checked_allowlist(self.allow_secrets)
+        except ValueError as error:
+            raise ProxyConfigError(f"allow_secrets: {error}") from None
         if self.mode == "record":
             if not self.upstream:
                 raise ProxyConfigError(
@@ -227,7 +233,9 @@ class ProxyRun:
             if root is None:
                 self._temp_root = Path(tempfile.mkdtemp(prefix="agentreel-proxy-"))
                 root = self._temp_root
-            self.recorder = Recorder(root, settings.cwd, self.masks.text)
+            self.recorder = Recorder(
+                root, settings.cwd, self.masks.text, allow_secrets=settings.allow_secrets
+            )
         else:
             assert settings.fixture is not None
             if settings.sessions_root is not None:
@@ -316,7 +324,7 @@ class ProxyRun:
             recorder.close()
             if fixture is not None and not recorder.errors:
                 stage = f"writing the fixture {fixture}"
-                write_fixture(kept, fixture, self.settings.cwd)
+                write_fixture(kept, fixture, self.settings.cwd, scan=recorder.scan)
                 write_models(fixture, self._listings)
         except Exception as exc:  # whatever it is, the recording must survive it
             self.errors.insert(0, _close_failure(stage, exc, fixture, kept))
@@ -1041,6 +1049,7 @@ async def start_proxy(
     scenario: str | None = None,
     drift: DriftMode = "error",
     max_body_bytes: int = DEFAULT_MAX_BODY,
+    allow_secrets: tuple[str, ...] = (),
 ) -> AsyncIterator[Proxy]:
     """Run a proxy for the ``async with`` block; on exit every log, fixture and report is written.
 
@@ -1065,6 +1074,7 @@ async def start_proxy(
             scenario=scenario,
             drift=drift,
             max_body_bytes=max_body_bytes,
+            allow_secrets=allow_secrets,
         )
     )
     await proxy.start()

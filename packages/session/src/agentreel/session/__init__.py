@@ -78,12 +78,19 @@ from agentreel.session._normalize import (
 from agentreel.session._order import order_headers, order_sessions
 from agentreel.session._recorder import CallRecorder, record_stream
 from agentreel.session._request import build_request_header, diff_request_headers
+from agentreel.session._secret_scan import (
+    SecretHit,
+    SecretScan,
+    checked_allowlist,
+    secret_sha256,
+)
 from agentreel.session._store import Session, SessionStore, cwd_bucket, epoch_ms
 from agentreel.session.exceptions import (
     CorruptLineError,
     DuplicateSessionError,
     ForkError,
     NotJsonLineError,
+    SecretFoundError,
     SeedLengthError,
     SessionClosedError,
     SessionError,
@@ -125,6 +132,9 @@ __all__ = [
     "Origin",
     "RequestHeader",
     "RequestHeaderData",
+    "SecretFoundError",
+    "SecretHit",
+    "SecretScan",
     "SeedLengthError",
     "Session",
     "SessionClosedError",
@@ -160,6 +170,7 @@ __all__ = [
     "WireApi",
     "build_request_header",
     "call_options",
+    "checked_allowlist",
     "cwd_bucket",
     "diff_request_headers",
     "encode_record",
@@ -174,6 +185,7 @@ __all__ = [
     "recording_names",
     "refresh_command",
     "rerecord_command",
+    "secret_sha256",
     "session_file_name",
     "session_file_number",
     "session_token",

@@ -10,7 +10,8 @@ Hierarchy::
     ├── DuplicateSessionError       two logs under one root claim the same session id
     ├── ForkError                   a fork was asked for that cannot be made
     ├── SessionClosedError          an append to a closed session
-    └── NotJsonLineError            normalizer input has a line that is not a JSON object
+    ├── NotJsonLineError            normalizer input has a line that is not a JSON object
+    └── SecretFoundError            what a writer would write holds a credential (the scan)
 
 This module imports nothing from the rest of the package.
 """
@@ -18,12 +19,17 @@ This module imports nothing from the rest of the package.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the scan's record of a hit; the module imports nothing at run time
+    from agentreel.session._secret_scan import SecretHit
 
 __all__ = [
     "CorruptLineError",
     "DuplicateSessionError",
     "ForkError",
     "NotJsonLineError",
+    "SecretFoundError",
     "SeedLengthError",
     "SessionClosedError",
     "SessionError",
@@ -98,3 +104,16 @@ class NotJsonLineError(SessionError):
         shown = text[:200].decode("utf-8", "replace")
         more = f" ... ({len(text)} bytes)" if len(text) > 200 else ""
         super().__init__(f"{source}:{line}: {problem}: {shown!r}{more}. {advice}")
+
+
+class SecretFoundError(SessionError):
+    """What a writer was about to write holds a credential (``SecretScan.check``).
+
+    ``hits`` name each file, line, event and rule — never the value. Nothing was written;
+    a layer that knows how the user runs agentreel adds what to do (the re-record command).
+    """
+
+    def __init__(self, hits: tuple[SecretHit, ...]) -> None:
+        self.hits = hits
+        listing = "\n  ".join(hit.describe() for hit in hits)
+        super().__init__(f"refusing to write a credential ({len(hits)} found):\n  {listing}")

@@ -114,7 +114,13 @@ def check_scenario(
             clear_pending(scenario.directory)
         return Outcome(scenario, mode, sessions, time.monotonic() - started, result=result)
     goldens = {f"{GOLDEN_DIR}/{k}": v for k, v in rendered.items()}
-    scan_for_secrets(goldens, envvars.secret_values(os.environ, scenario.env), scenario.name)
+    scan_for_secrets(
+        goldens,
+        envvars.secret_values(os.environ, scenario.env),
+        scenario.name,
+        allow=scenario.record.allow_secrets,
+        action="write the goldens",
+    )
     write_files(scenario.directory / GOLDEN_DIR, rendered, keep_pattern=GOLDEN_FILE_PATTERN)
     if pending:
         clear_pending(scenario.directory)
@@ -136,7 +142,8 @@ def _record(
         )
     recordings = render_recordings(recorded)
     secrets = envvars.secret_values(os.environ, scenario.env)
-    scan_for_secrets(recordings, secrets, scenario.name)
+    allow = scenario.record.allow_secrets
+    scan_for_secrets(recordings, secrets, scenario.name, allow=allow)
 
     with tempfile.TemporaryDirectory(prefix="agentreel-record-") as scratch:
         # The scratch copy keeps the scenario's name: replay messages name the scenario.
@@ -171,7 +178,9 @@ def _record(
             ) from exc
         goldens = render_goldens(replayed)
 
-    scan_for_secrets({f"{GOLDEN_DIR}/{k}": v for k, v in goldens.items()}, secrets, scenario.name)
+    scan_for_secrets(
+        {f"{GOLDEN_DIR}/{k}": v for k, v in goldens.items()}, secrets, scenario.name, allow=allow
+    )
     write_files(scenario.directory, recordings, keep_pattern=SESSION_FILE_PATTERN)
     write_files(scenario.directory / GOLDEN_DIR, goldens, keep_pattern=GOLDEN_FILE_PATTERN)
     written = [*recordings, *(f"{GOLDEN_DIR}/{name}" for name in goldens)]

@@ -2,7 +2,8 @@
 ``agentreel proxy ...`` hands over to the model proxy's command line.
 
 Commands with their own options (``agentreel review``: ``_review``; ``agentreel report``:
-``_report_cli``) are dispatched by their first word to their module.
+``_report_cli``; ``agentreel check-secrets``: ``_check_secrets``) are dispatched by their
+first word to their module.
 
 One progress line per scenario (status, name, sessions, time), the failures in full, then
 a summary. Exit status 0 when every scenario passed, 1 when any failed, 2 on usage errors.
@@ -118,6 +119,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
 _COMMANDS = {
     "review": "agentreel.snapshot_harness._review",
     "report": "agentreel.snapshot_harness._report_cli",
+    "check-secrets": "agentreel.snapshot_harness._check_secrets",
 }
 
 

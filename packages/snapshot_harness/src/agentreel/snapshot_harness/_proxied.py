@@ -216,6 +216,7 @@ def proxy_backend(
         if mode == "record":
             upstream, key = stack.enter_context(_upstream(scenario, record, key))
             settings["upstream"] = upstream
+            settings["allow_secrets"] = scenario.record.allow_secrets
         else:
             settings["fixture"] = scenario.directory.resolve()
             settings["report"] = report

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from agentreel.session import KeyMask, Mask, unordered_kinds_checked
+from agentreel.session import KeyMask, Mask, checked_allowlist, unordered_kinds_checked
 from agentreel.snapshot_harness.exceptions import ScenarioError, UnreadableFixtureError
 
 SCENARIO_FILE = "scenario.toml"
@@ -127,6 +127,9 @@ class RecordConfig:
     model: str = DEFAULT_STUB_MODEL
     rules: Path | None = None
     base_url: str | None = None
+    allow_secrets: tuple[str, ...] = ()
+    """sha256 digests of values the secret scan lets into this scenario's recordings and
+    goldens (``[record] allow_secrets``): deliberate fake keys of a test of the scan."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,7 +376,7 @@ _STEP_KEYS: dict[str, set[str]] = {
     "prompt_and_cancel": {"type", "text"},
     "expect_error": {"type", "method", "text", "session", "code", "message"},
 }
-_RECORD_KEYS = {"provider", "model", "rules", "base_url"}
+_RECORD_KEYS = {"provider", "model", "rules", "base_url", "allow_secrets"}
 _MODEL_KEYS = {
     "via",
     "api",
@@ -656,7 +659,17 @@ def _record(reader: _Reader, value: object, directory: Path) -> RecordConfig:
         raise reader.fail("record.rules", f"only the stub provider uses rules, not {provider!r}")
     if not model:
         raise reader.fail("record.model", f"required for provider {provider!r}")
-    return RecordConfig(provider=provider, model=model, rules=rules, base_url=base_url)
+    try:
+        allow_secrets = checked_allowlist(value.get("allow_secrets", []))
+    except ValueError as error:
+        raise reader.fail("record.allow_secrets", str(error)) from None
+    return RecordConfig(
+        provider=provider,
+        model=model,
+        rules=rules,
+        base_url=base_url,
+        allow_secrets=allow_secrets,
+    )
 
 
 def _model(reader: _Reader, value: object, directory: Path) -> ModelConfig:

@@ -1,44 +1,45 @@
-"""Secret scan: record mode refuses to write a file holding a live credential.
+"""The harness's use of the one secret scan (``agentreel.session.SecretScan``).
 
-Scanned for: the value of every credential-looking variable (``*_API_KEY``, ``*_TOKEN``,
-``*SECRET*``, ...) of the harness's and the agent's environment, and auth-header shapes
-(``Authorization: Bearer ...``, ``x-api-key: ...``). A hit names the file, the line and
-the variable — never the value.
+Record scans the recordings and the goldens, refresh the goldens, before anything is
+written: the values of the run's credential-looking variables (``*_API_KEY``, ``*_TOKEN``,
+``*SECRET*``, ... of the harness's and the agent's environment), auth-header shapes and
+known key shapes, less the scenario's ``[record] allow_secrets``. A hit is a
+``SecretLeakError`` naming the file, line, event and rule — never the value — and what to
+do, in the words of how the user runs agentreel.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
-from agentreel.session import rerecord_command
+from agentreel.session import SecretFoundError, SecretScan, rerecord_command
 from agentreel.snapshot_harness.exceptions import SecretLeakError
 
-_AUTH_HEADER = re.compile(
-    rb"(?i)(authorization[\"']?\s*[:=]\s*[\"']?\s*(bearer|basic)\s+[A-Za-z0-9._~+/=-]{12,}"
-    rb"|x-api-key[\"']?\s*[:=]\s*[\"']?[A-Za-z0-9._~+/=-]{12,})"
-)
 
+def scan_for_secrets(
+    files: Mapping[str, bytes],
+    secrets: Mapping[str, str],
+    scenario: str,
+    *,
+    allow: Iterable[str] = (),
+    action: str = "write the recording",
+) -> None:
+    """Raise ``SecretLeakError`` if any of ``files`` holds a secret.
 
-def scan_for_secrets(files: Mapping[str, bytes], secrets: Mapping[str, str], scenario: str) -> None:
-    """Raise ``SecretLeakError`` if any of ``files`` holds a secret value or an auth header.
-
-    ``secrets`` maps a secret value to the variable it came from.
+    ``secrets`` maps a secret value to the variable it came from; ``allow`` holds the
+    sha256 digests the scenario allows (``[record] allow_secrets``).
     """
-    needles = [(value.encode(), name) for value, name in secrets.items() if value]
-    hits: list[str] = []
-    for file_name, data in files.items():
-        for number, line in enumerate(data.split(b"\n"), start=1):
-            for needle, variable in needles:
-                if needle in line:
-                    hits.append(f"{file_name}:{number}: the value of ${variable}")
-            if _AUTH_HEADER.search(line):
-                hits.append(f"{file_name}:{number}: an authorization header with a credential")
-    if hits:
-        listing = "\n  ".join(sorted(set(hits)))
+    scan = SecretScan({value: f"${name}" for value, name in secrets.items()}, allow)
+    try:
+        scan.check(files)
+    except SecretFoundError as found:
+        listing = "\n  ".join(hit.describe() for hit in found.hits)
         raise SecretLeakError(
-            f"{scenario}: refusing to write the recording: it contains a live credential\n"
-            f"  {listing}\nNothing was written. Find where the agent puts the key into its "
-            "output or logs (it must not), fix that, and record again: "
-            f"{rerecord_command(scenario)}"
-        )
+            f"{scenario}: refusing to {action}: it contains a credential (not shown)\n"
+            f"  {listing}\nNothing was written. Find where the agent or the model puts the "
+            "key into what is recorded (a tool that read a file holding one, a prompt that "
+            "prints the environment: it must not), remove it, and record again: "
+            f"{rerecord_command(scenario)}. A deliberate fake key of a test is allowed by "
+            "its sha256 (shown above) in the scenario's [record] allow_secrets",
+            hits=found.hits,
+        ) from None

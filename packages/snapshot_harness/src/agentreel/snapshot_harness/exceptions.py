@@ -26,6 +26,11 @@ from the rest of the package.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentreel.session import SecretHit
+
 import os
 import stat
 from pathlib import Path
@@ -155,7 +160,12 @@ class GoldenMismatchError(HarnessError):
 
 
 class SecretLeakError(HarnessError):
-    """Record mode found a live credential in a file it was about to write; nothing written."""
+    """Record or refresh found a credential in a file it was about to write; nothing was
+    written. ``hits`` (``agentreel.session.SecretHit``) name file, line, event and rule."""
+
+    def __init__(self, message: str, *, hits: tuple[SecretHit, ...] = ()) -> None:
+        self.hits = hits
+        super().__init__(message)
 
 
 class RecordSetupError(HarnessError):

@@ -1,0 +1,438 @@
+"""The one secret scan: what a recording or a golden may never hold (SPEC 10).
+
+Every path that writes a recording or a golden runs it over the bytes it is about to write
+— the harness's record and refresh, ``agentreel proxy record`` (each lane's log at close,
+and every record as it is written for the run's own keys), the proxy's fixture writer —
+and ``agentreel check-secrets`` runs it over committed fixtures. It refuses:
+
+- the run's own credential values (``SecretScan(values=...)``, ``add_value``): the keys of
+  the environment or of the auth headers a client sent;
+- auth-header shapes (``Authorization: Bearer …``, ``x-api-key: …``);
+- known credential shapes, by the rules of ``detect-secrets`` (Yelp's detector: AWS key
+  ids, GitHub, GitLab, OpenAI, private-key blocks, Stripe, Slack, PyPI, npm, SendGrid,
+  Azure storage, Square) plus the shapes it lacks, written as its plugins are (a
+  ``secret_type`` and a denylist): Anthropic ``sk-ant-…``, OpenAI ``sk-proj-…`` /
+  ``sk-svcacct-…`` / ``sk-admin-…`` and 48-character ``sk-…`` keys, GitHub
+  ``github_pat_…``. High-entropy strings alone are not refused (ids and hashes are in
+  every recording), nor keyword guesses (``password = …``) whose false hits would refuse
+  ordinary answers.
+
+A hit names the file, the line, the event (session, turn and step, seq, chunk type) and
+the rule — never the value; for a known shape it also gives the value's sha256, which a
+scenario lists in ``[record] allow_secrets`` to allow a deliberate fake key (a test of the
+scan itself). Keys streamed across text deltas are caught where the log holds them whole
+(the block's ``block-end``); a block that never ended (a cut call) is scanned as its
+deltas joined.
+
+Cost: one pass of RE2 (``google-re2``, a DFA: every rule in one scan, linear in the
+bytes) finds candidate lines, and only those are checked rule by rule with the
+detector's own regular expressions. Both imports happen on the first scan, never at
+``import agentreel.session`` (an agent's start-up does not pay for them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from agentreel.session.exceptions import SecretFoundError
+
+__all__ = ["SecretHit", "SecretScan", "checked_allowlist", "secret_sha256"]
+
+# Values shorter than this are not scanned for: they would match ordinary text.
+MIN_VALUE_LENGTH = 8
+
+AUTH_HEADER_RULE = "authorization header with a credential"
+_AUTH_HEADER = (
+    r"(?i)(?:authorization[\"']?\s*[:=]\s*[\"']?\s*(?:bearer|basic)\s+([A-Za-z0-9._~+/=-]{12,})"
+    r"|x-api-key[\"']?\s*[:=]\s*[\"']?([A-Za-z0-9._~+/=-]{12,}))"
+)
+
+# detect-secrets' plugins whose rules are known credential shapes (a fixed prefix or
+# frame). Left out: the entropy and keyword plugins (they flag ids, hashes and ordinary
+# prose), JWT and basic-auth URLs (documentation answers are full of them), and the
+# shapes with no fixed part (Discord, Telegram, Mailchimp, Twilio, IBM, Cloudant,
+# SoftLayer, Artifactory), which hit ids and cost a pass each.
+_DETECT_SECRETS_PLUGINS = (
+    ("detect_secrets.plugins.aws", "AWSKeyDetector", 1),  # the key id; the other is a keyword rule
+    ("detect_secrets.plugins.github_token", "GitHubTokenDetector", None),
+    ("detect_secrets.plugins.gitlab_token", "GitLabTokenDetector", None),
+    ("detect_secrets.plugins.openai", "OpenAIDetector", None),
+    ("detect_secrets.plugins.private_key", "PrivateKeyDetector", None),
+    ("detect_secrets.plugins.stripe", "StripeDetector", None),
+    ("detect_secrets.plugins.slack", "SlackDetector", None),
+    ("detect_secrets.plugins.pypi_token", "PypiTokenDetector", None),
+    ("detect_secrets.plugins.npm", "NpmDetector", None),
+    ("detect_secrets.plugins.sendgrid", "SendGridDetector", None),
+    ("detect_secrets.plugins.azure_storage_key", "AzureStorageKeyDetector", None),
+    ("detect_secrets.plugins.square_oauth", "SquareOAuthDetector", None),
+)
+
+# The shapes detect-secrets 1.5 lacks, as its plugins state theirs: (secret_type, denylist).
+_OWN_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Anthropic API Key", (r"sk-ant-[a-z]{3,6}[0-9]{2}-[A-Za-z0-9_-]{20,}",)),
+    (
+        "OpenAI Token",
+        (r"sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}", r"\bsk-[A-Za-z0-9]{48}\b"),
+    ),
+    ("GitHub Token", (r"github_pat_[A-Za-z0-9_]{22,}",)),
+)
+
+# A lookaround RE2 cannot run: dropped from the one-pass prefilter (which then matches a
+# superset); the detector's own expression confirms every candidate line.
+_LOOKAROUND = re.compile(r"\(\?<?[=!](?:[^()\\]|\\.)*\)")
+# A bounded repeat beyond RE2's limit (1000): unbounded in the prefilter (a superset).
+_LONG_REPEAT = re.compile(r"\{(\d+),\d{4,}\}")
+# A call that did not end well (cut, refused, interrupted): it may hold a block that never
+# got its ``block-end``, whose deltas are then joined and scanned (found in the same pass).
+_UNENDED_MARK = re.compile(rb'"reason":\s*"(?:error|aborted)"')
+
+
+def secret_sha256(value: str) -> str:
+    """The allowlist entry of ``value``: its sha256, hex (``[record] allow_secrets``)."""
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+def checked_allowlist(entries: object) -> tuple[str, ...]:
+    """``entries`` as an allowlist (a list of sha256 hex digests), or ``ValueError`` saying
+    which entry is wrong — by position and length, never echoing it (it may be the key)."""
+    if not isinstance(entries, list | tuple):
+        raise ValueError(f"expected a list of sha256 hex digests, got {type(entries).__name__}")
+    checked: list[str] = []
+    for position, entry in enumerate(entries):
+        if not isinstance(entry, str) or not _SHA256_HEX.fullmatch(entry):
+            shape = (
+                f"a string of {len(entry)} characters"
+                if isinstance(entry, str)
+                else (type(entry).__name__)
+            )
+            raise ValueError(
+                f"entry {position} ({shape}) is not a sha256 hex digest (64 characters "
+                "0-9a-f): list sha256(value), never the value itself — a refusal prints the "
+                "digest of each value it refused"
+            )
+        checked.append(entry)
+    return tuple(checked)
+
+
+@dataclass(frozen=True, slots=True)
+class SecretHit:
+    """One refused value: where it is and which rule found it — never the value itself.
+
+    ``sha256`` is the value's digest for a known shape or an auth header (what an allowlist
+    names), ``None`` for the run's own credential (never allowed).
+    """
+
+    file: str
+    line: int
+    rule: str
+    event: str = ""
+    sha256: str | None = None
+
+    def describe(self) -> str:
+        event = f" ({self.event})" if self.event else ""
+        digest = f" [sha256 {self.sha256}]" if self.sha256 else ""
+        return f"{self.file}:{self.line}{event}: {self.rule}{digest}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    name: str
+    pattern: re.Pattern[str]
+    value_group: bool = False
+    """Whether the secret is the pattern's capture groups (auth headers), not its match."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Detector:
+    rules: tuple[_Rule, ...]
+    prefilter: tuple[str, ...]
+    """The rules as RE2-compatible expressions for the one-pass prefilter."""
+    slow: tuple[_Rule, ...]
+    """Rules RE2 cannot run even without lookarounds: a Python pass each."""
+
+
+@cache
+def _detector() -> _Detector:
+    rules: list[_Rule] = []
+    for module_name, class_name, only in _DETECT_SECRETS_PLUGINS:
+        plugin = getattr(importlib.import_module(module_name), class_name)
+        patterns = list(plugin.denylist)
+        if only is not None:
+            patterns = patterns[:only]
+        rules += [_Rule(str(plugin.secret_type), pattern) for pattern in patterns]
+    for name, expressions in _OWN_RULES:
+        rules += [_Rule(name, re.compile(expression)) for expression in expressions]
+    rules.append(_Rule(AUTH_HEADER_RULE, re.compile(_AUTH_HEADER), value_group=True))
+    prefilter: list[str] = []
+    slow: list[_Rule] = []
+    for rule in rules:
+        expression = _LONG_REPEAT.sub(r"{\1,}", _LOOKAROUND.sub("", rule.pattern.pattern))
+        if rule.pattern.flags & re.IGNORECASE and not expression.startswith("(?i)"):
+            expression = "(?i)" + expression
+        if _re2_accepts(expression):
+            prefilter.append(expression)
+        else:
+            slow.append(rule)
+    return _Detector(tuple(rules), tuple(prefilter), tuple(slow))
+
+
+@cache
+def _slow_patterns() -> tuple[re.Pattern[bytes], ...]:
+    """The rules RE2 cannot run, for a pass of Python's ``re`` each over the bytes."""
+    return tuple(
+        re.compile(rule.pattern.pattern.encode(), rule.pattern.flags & ~re.UNICODE)
+        for rule in _detector().slow
+    )
+
+
+def _re2() -> Any:
+    return importlib.import_module("re2")
+
+
+def _re2_options() -> Any:
+    options = _re2().Options()
+    options.log_errors = False
+    return options
+
+
+def _re2_accepts(expression: str) -> bool:
+    re2 = _re2()
+    try:
+        re2.compile(expression.encode(), _re2_options())
+    except re2.error:
+        return False
+    return True
+
+
+class SecretScan:
+    """What one run may not write: its own credential ``values`` (``{value: where it came
+    from}``, e.g. ``{"sk-…": "$OPENAI_API_KEY"}``), auth headers and known credential
+    shapes, less the ``allow``-ed sha256 digests (``secret_sha256``)."""
+
+    def __init__(self, values: Mapping[str, str] | None = None, allow: Iterable[str] = ()) -> None:
+        self._values: dict[str, str] = {}
+        self._allow = frozenset(allow)
+        self._prefilter: Any = None
+        for value, origin in (values or {}).items():
+            self.add_value(value, origin)
+
+    @property
+    def allow(self) -> frozenset[str]:
+        return self._allow
+
+    @property
+    def has_values(self) -> bool:
+        """Whether any credential value of the run is known (``value_in`` can hit)."""
+        return bool(self._values)
+
+    def add_value(self, value: str, origin: str) -> None:
+        """Refuse ``value`` too (a key a client sent); shorter than 8 characters: ignored."""
+        value = value.strip()
+        if len(value) >= MIN_VALUE_LENGTH and value not in self._values:
+            self._values[value] = origin
+            self._prefilter = None
+
+    def value_in(self, text: str) -> str | None:
+        """Where the first of the run's own credential values in ``text`` came from, or
+        None — the cheap check a writer runs on every record as it goes."""
+        for value, origin in self._values.items():
+            if value in text:
+                return origin
+        return None
+
+    # -- files -----------------------------------------------------------------------
+
+    def check(self, files: Mapping[str, bytes]) -> None:
+        """Raise ``SecretFoundError`` naming every hit in ``files`` (name → bytes)."""
+        hits = [hit for name, data in files.items() for hit in self.scan(name, data)]
+        if hits:
+            raise SecretFoundError(tuple(hits))
+
+    def scan(self, name: str, data: bytes) -> list[SecretHit]:
+        """Every hit in ``data`` (the file ``name``), in line order."""
+        found: dict[tuple[int, str, str | None], SecretHit] = {}
+        unended = False
+        if self._candidates(data):
+            events = _Events(data)
+            for start in self._candidate_lines(data):
+                end = data.find(b"\n", start)
+                end = len(data) if end < 0 else end
+                raw = data[start:end]
+                unended = unended or _UNENDED_MARK.search(raw) is not None
+                number = data.count(b"\n", 0, start) + 1
+                line = raw.decode("utf-8", "replace")
+                for rule, digest in self._line_hits(line):
+                    key = (number, rule, digest)
+                    if key not in found:
+                        found[key] = SecretHit(name, number, rule, events.describe(line), digest)
+        if unended:
+            for number, text, what in _unended_blocks(data):
+                for rule, digest in self._line_hits(text):
+                    key = (number, rule, digest)
+                    if key not in found:
+                        found[key] = SecretHit(name, number, rule, what, digest)
+        return [found[key] for key in sorted(found, key=lambda k: (k[0], k[1]))]
+
+    def _compiled(self) -> Any:
+        if self._prefilter is None:
+            detector = _detector()
+            values = [re.escape(value) for value in self._values]
+            expressions = (*detector.prefilter, *values, _UNENDED_MARK.pattern.decode())
+            union = "|".join(f"(?:{expression})" for expression in expressions)
+            self._prefilter = _re2().compile(union.encode(), _re2_options())
+        return self._prefilter
+
+    def _candidates(self, data: bytes) -> bool:
+        if self._compiled().search(data) is not None:
+            return True
+        return any(pattern.search(data) for pattern in _slow_patterns())
+
+    def _candidate_lines(self, data: bytes) -> Iterator[int]:
+        """The start offset of each line with a prefilter match (each once, in order)."""
+        seen: set[int] = set()
+        matches: list[int] = [m.start() for m in self._compiled().finditer(data)]
+        for pattern in _slow_patterns():
+            matches += [m.start() for m in pattern.finditer(data)]
+        for offset in sorted(matches):
+            start = data.rfind(b"\n", 0, offset) + 1
+            if start not in seen:
+                seen.add(start)
+                yield start
+
+    def _line_hits(self, line: str) -> Iterator[tuple[str, str | None]]:
+        """(rule, sha256 or None) for every secret in ``line`` the allowlist does not let
+        through; the run's own values first (never allowed)."""
+        for value, origin in self._values.items():
+            if value in line:
+                yield f"the value of {origin} (a credential of this run)", None
+        spans: list[tuple[int, int, str, str]] = []
+        for rule in _detector().rules:
+            for match in rule.pattern.finditer(line):
+                groups = [g for g in match.groups() if g] if rule.value_group else []
+                value = groups[0] if groups else match.group(0)
+                end = match.end()
+                block = _PEM_END.search(line, end) if "PRIVATE KEY" in value else None
+                if block is not None:  # the whole block is the value, not its banner
+                    start = line.rfind("-----", 0, match.start())
+                    value = _unescaped(line[start if start >= 0 else match.start() : block.end()])
+                if value not in self._values:  # else named above, as what it is
+                    spans.append((match.start(), end, rule.name, value))
+        # One key, one hit: a match inside another (two rules of one shape) is dropped.
+        for start, end, name, value in spans:
+            if any(s <= start and end <= e and (s, e) != (start, end) for s, e, _, _ in spans):
+                continue
+            digest = secret_sha256(value)
+            if digest not in self._allow:
+                yield name, digest
+
+
+_PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----")
+
+
+def _unescaped(text: str) -> str:
+    """``text`` as it was before JSON escaped it (a PEM block's newlines), when it can be."""
+    try:
+        value = json.loads(f'"{text}"')
+    except ValueError:
+        return text
+    return value if isinstance(value, str) else text
+
+
+class _Events:
+    """Says which event a line of a session log is (a JSONL file of section 4)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._session: str | None = None
+        self._read = False
+
+    def session(self) -> str | None:
+        if not self._read:
+            self._read = True
+            first = self._data.split(b"\n", 1)[0]
+            record = _json_object(first.decode("utf-8", "replace"))
+            if record is not None and record.get("type") == "session":
+                identifier = record.get("id")
+                self._session = identifier if isinstance(identifier, str) else None
+        return self._session
+
+    def describe(self, line: str) -> str:
+        record = _json_object(line)
+        if record is None:
+            return ""
+        kind = record.get("type")
+        if kind == "session":
+            return "session header"
+        session = self.session()
+        data = record.get("data")
+        if not isinstance(kind, str) or "seq" not in record or not isinstance(data, dict):
+            return _rpc_event(record)
+        parts = [f"session {session}"] if session else []
+        if isinstance(data.get("turn"), int):
+            step = data.get("step")
+            where = f"call turn {data['turn']}"
+            parts.append(where + (f" step {step}" if isinstance(step, int) else ""))
+        chunk = data.get("chunk")
+        chunk_type = chunk.get("type") if isinstance(chunk, dict) else None
+        parts.append(f"event {record['seq']} {kind}" + (f" {chunk_type}" if chunk_type else ""))
+        return ", ".join(parts)
+
+
+def _rpc_event(record: dict[str, Any]) -> str:
+    """A transcript line: the JSON-RPC method and the update kind, if any."""
+    method = record.get("method")
+    if not isinstance(method, str):
+        return ""
+    params = record.get("params")
+    update = params.get("update") if isinstance(params, dict) else None
+    kind = update.get("sessionUpdate") if isinstance(update, dict) else None
+    return method + (f" {kind}" if isinstance(kind, str) else "")
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _unended_blocks(data: bytes) -> Iterator[tuple[int, str, str]]:
+    """Each streamed block that never got its ``block-end`` (a cut call): its deltas'
+    text joined, with the line of its first delta — a key split across deltas is whole
+    there, as it would be concatenated by whoever reads the recording."""
+    open_blocks: dict[tuple[Any, ...], tuple[int, list[str], str]] = {}
+    session = _Events(data)
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if b"-delta" not in raw and b'"block-end"' not in raw:
+            continue
+        record = _json_object(raw.decode("utf-8", "replace"))
+        if record is None or not isinstance(record.get("data"), dict):
+            continue
+        chunk = record["data"].get("chunk")
+        if not isinstance(chunk, dict):
+            continue
+        turn, step = record["data"].get("turn"), record["data"].get("step")
+        key = (turn, step, chunk.get("index"))
+        kind = chunk.get("type")
+        if kind == "block-end":
+            open_blocks.pop(key, None)
+        elif isinstance(kind, str) and kind.endswith("-delta"):
+            text = chunk.get("text", chunk.get("arguments_delta"))
+            if isinstance(text, str):
+                if key not in open_blocks:
+                    where = f"session {session.session()}, call turn {turn} step {step}, "
+                    open_blocks[key] = (number, [], where + f"block {chunk.get('index')}")
+                open_blocks[key][1].append(text)
+    for number, texts, where in open_blocks.values():
+        yield number, "".join(texts), f"{where} never ended: its {len(texts)} deltas joined"
