@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import io
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from agentreel.snapshot_harness import _cli
 from agentreel.snapshot_harness._cli import main
+from agentreel.snapshot_harness._scenario import MODES
 
 MakeScenario = Callable[..., Path]
 
@@ -123,3 +127,54 @@ def test_proxy_subcommand_is_the_proxy_command_line(
         run_cli("proxy", "record", "--fixture", str(missing))  # no --upstream
     assert usage.value.code == 2
     assert "--upstream" in capsys.readouterr().err
+
+
+def agentreel(*args: str) -> subprocess.CompletedProcess[str]:
+    """The ``agentreel`` console script, as a user runs it."""
+    script = Path(sys.executable).with_name("agentreel")
+    return subprocess.run(
+        [str(script), *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def listed_commands(help_text: str) -> dict[str, str]:
+    block = help_text.split("\ncommands:\n", 1)[1].split("\n\n", 1)[0]
+    rows = [re.match(r"  (\S+)\s{2,}(\S.*)$", line) for line in block.splitlines()]
+    assert all(rows), block  # one line per command: no wrapped continuation lines
+    return {row.group(1): row.group(2) for row in rows if row}
+
+
+def dispatched_commands() -> set[str]:
+    """Every first word ``agentreel`` runs: its modes, its command modules and ``proxy``."""
+    return {*MODES, *_cli._COMMANDS, "proxy"}
+
+
+def test_help_lists_every_command_with_one_line() -> None:
+    shown = agentreel("--help")
+    assert shown.returncode == 0, shown.stderr
+    commands = listed_commands(shown.stdout)
+    assert set(commands) == dispatched_commands()
+    assert {"replay", "record", "refresh", "proxy", "review", "report"} <= set(commands)
+    assert all(len(f"  {name}  {line}") <= 100 for name, line in commands.items()), commands
+    bare = agentreel()  # no command at all: the same list, as a usage error
+    assert bare.returncode == 2
+    assert listed_commands(bare.stderr) == commands
+
+
+def test_an_unknown_command_is_named_with_the_list() -> None:
+    shown = agentreel("replya")
+    assert shown.returncode == 2
+    assert "agentreel: 'replya' is no command" in shown.stderr
+    assert set(listed_commands(shown.stderr)) == dispatched_commands()
+
+
+@pytest.mark.parametrize(
+    "command",
+    sorted(dispatched_commands()) + ["proxy record", "proxy replay"],
+)
+def test_every_commands_help_ends_with_an_example_of_it(command: str) -> None:
+    shown = agentreel(*command.split(), "--help")
+    assert shown.returncode == 0, shown.stderr
+    examples = re.split(r"\n(?:examples?):\n", shown.stdout)
+    assert len(examples) >= 2, shown.stdout
+    assert f"  agentreel {command} " in "\n".join(examples[1:]), shown.stdout

@@ -26,6 +26,17 @@ from typing import Any, TextIO
 from agentreel.llm_proxy.exceptions import ProxyError
 from agentreel.llm_replay import ReplayError
 
+_RECORD_EXAMPLE = """\
+example:
+  agentreel proxy record --upstream https://api.openai.com/v1 --fixture fixtures/mine
+  (then point the agent at the printed base URL; Ctrl-C or SIGTERM writes the fixture)
+"""
+_REPLAY_EXAMPLE = """\
+example:
+  agentreel proxy replay --fixture fixtures/mine --report report.json
+  (keyless: the agent gets the printed base URL and a dummy key)
+"""
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -33,9 +44,16 @@ def _parser() -> argparse.ArgumentParser:
         description="A session-keyed model endpoint on 127.0.0.1: record through an upstream, "
         "or replay a fixture keylessly (OpenAI Chat Completions and Responses, Anthropic "
         "Messages).",
+        epilog=_RECORD_EXAMPLE + _REPLAY_EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     modes = parser.add_subparsers(dest="mode", required=True)
-    record = modes.add_parser("record", help="forward to --upstream and record every session")
+    record = modes.add_parser(
+        "record",
+        help="forward to --upstream and record every session",
+        epilog=_RECORD_EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     record.add_argument("--upstream", required=True, help="the real provider or stub server URL")
     target = record.add_mutually_exclusive_group(required=True)
     target.add_argument("--sessions-root", type=Path, help="write session logs under DIR")
@@ -50,7 +68,12 @@ def _parser() -> argparse.ArgumentParser:
         help="the sha256 of a value the secret scan lets through (a deliberate fake key of a "
         "test; a refusal prints each value's digest). Repeatable",
     )
-    replay = modes.add_parser("replay", help="answer from --fixture, keyless and offline")
+    replay = modes.add_parser(
+        "replay",
+        help="answer from --fixture, keyless and offline",
+        epilog=_REPLAY_EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     replay.add_argument("--fixture", type=Path, required=True, help="holds session.jsonl")
     replay.add_argument("--report", type=Path, help="write the consumption report here")
     replay.add_argument(

@@ -21,6 +21,7 @@ from agentreel.snapshot_harness._cli import add_fixtures_option, fixtures_direct
 from agentreel.snapshot_harness._scenario import SCENARIO_FILE, load_scenario
 from agentreel.snapshot_harness.exceptions import HarnessError
 
+SUMMARY = "scan committed fixtures for credentials (auth headers, known key shapes)"
 EXAMPLE = """example:
   agentreel check-secrets                       # every file under ./fixtures
   agentreel check-secrets fixtures interop/fixtures tests/recordings

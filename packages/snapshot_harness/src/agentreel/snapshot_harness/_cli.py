@@ -3,7 +3,9 @@
 
 Commands with their own options (``agentreel review``: ``_review``; ``agentreel report``:
 ``_report_cli``; ``agentreel check-secrets``: ``_check_secrets``) are dispatched by their
-first word to their module.
+first word to their module. ``agentreel --help`` (or no arguments) lists every command with
+one line each — the modes, each module of ``_COMMANDS`` (its ``SUMMARY``) and ``proxy`` —
+and every command's own ``--help`` ends with examples.
 
 One progress line per scenario (status, name, sessions, time), the failures in full, then
 a summary. Exit status 0 when every scenario passed, 1 when any failed, 2 on usage errors.
@@ -62,12 +64,32 @@ def scenario_directories(fixtures: Path, names: Sequence[str]) -> list[Path]:
     return discover_scenarios(fixtures)
 
 
+# One line each in `agentreel --help`: the modes this module runs, and `proxy`.
+MODE_SUMMARIES = {
+    "replay": "replay scenarios keylessly (no key, no network) and diff them with their goldens",
+    "record": "record scenarios through the stub model or a real one; writes recordings "
+    "and goldens",
+    "refresh": "replay scenarios and rewrite their goldens from the same recordings",
+}
+PROXY_SUMMARY = "a model endpoint for agents in any process: record via an upstream, or replay"
+_MODE_EXAMPLES = """\
+examples:
+  agentreel replay                           # every scenario under ./fixtures
+  agentreel replay plain-turn --fixtures path/to/fixtures
+  agentreel record hello                     # through the stub model ([record] in scenario.toml)
+  agentreel record hello --provider openai --model gpt-4o-mini   # a real model, key from env
+  agentreel refresh hello                    # rewrite hello's goldens from its recording
+"""
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentreel",
         description="Run agentreel snapshot scenarios: replay (keyless, compare with the "
         "goldens), record (real or stub model; writes recordings and goldens) or refresh "
         "(replay and rewrite the goldens).",
+        epilog=_MODE_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("mode", choices=MODES, help="what to do with each scenario")
     parser.add_argument(
@@ -115,7 +137,8 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         return 1
 
 
-# Commands with their own parser; each module's ``main(argv, out) -> int``.
+# Commands with their own parser; each module's ``main(argv, out) -> int`` and ``SUMMARY``
+# (its one line in ``agentreel --help``).
 _COMMANDS = {
     "review": "agentreel.snapshot_harness._review",
     "report": "agentreel.snapshot_harness._report_cli",
@@ -123,9 +146,47 @@ _COMMANDS = {
 }
 
 
+def command_summaries() -> dict[str, str]:
+    """Every command of ``agentreel`` and its one line, in the order ``--help`` lists them."""
+    summaries = dict(MODE_SUMMARIES)
+    for name, module in _COMMANDS.items():
+        command: Any = importlib.import_module(module)
+        summaries[name] = str(getattr(command, "SUMMARY", "")).strip() or (
+            str(command.__doc__ or "").strip().splitlines() or [name]
+        )[0]
+    summaries["proxy"] = PROXY_SUMMARY
+    return summaries
+
+
+def usage() -> str:
+    """``agentreel --help``: every command with one line, and where the details are."""
+    summaries = command_summaries()
+    width = max(len(name) for name in summaries)
+    lines = [
+        "usage: agentreel COMMAND [ARGS...]",
+        "",
+        "Deterministic, keyless snapshot tests of LLM agents: record a real run once, replay "
+        "it with no key",
+        "while the real agent runs over ACP, and diff its transcript and session logs.",
+        "",
+        "commands:",
+        *(f"  {name:<{width}}  {line}" for name, line in summaries.items()),
+        "",
+        "`agentreel COMMAND --help` shows a command's options and examples.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def _main(argv: Sequence[str] | None, out: TextIO) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in _COMMANDS:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage(), end="", file=out if argv else sys.stderr)
+        return 0 if argv else 2
+    if not argv[0].startswith("-") and argv[0] not in _COMMANDS and argv[0] not in MODES:
+        print(usage(), end="", file=sys.stderr)
+        print(f"\nagentreel: {argv[0]!r} is no command (see the list above)", file=sys.stderr)
+        return 2
+    if argv[0] in _COMMANDS:
         command: Any = importlib.import_module(_COMMANDS[argv[0]])
         return int(command.main(argv[1:], out))
     # Intermixed: nox runs `agentreel record --fixtures DIR <scenario>` (options first).

@@ -26,12 +26,21 @@ from agentreel.snapshot_harness._pending import pending_allowed
 from agentreel.snapshot_harness._report_data import ScenarioResult, scenario_result
 from agentreel.snapshot_harness.exceptions import HarnessError
 
+SUMMARY = "replay scenarios and write one self-contained HTML page of the run"
+_EXAMPLES = """\
+examples:
+  agentreel report --html report.html               # every scenario under ./fixtures
+  agentreel report subagent-parallel --html report.html --fixtures path/to/fixtures
+"""
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentreel report",
         description="Replay scenarios and write one self-contained HTML page: per scenario "
         "its status, session tree, model calls on a shared timeline, transcript and diffs.",
+        epilog=_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "scenarios",

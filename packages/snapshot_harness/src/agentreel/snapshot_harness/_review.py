@@ -31,6 +31,13 @@ from agentreel.snapshot_harness.exceptions import HarnessError
 
 Choice = Literal["accept", "reject", "skip", "quit"]
 _KEYS: dict[str, Choice] = {"a": "accept", "r": "reject", "s": "skip", "q": "quit"}
+SUMMARY = "accept or reject, file by file, the pending goldens failing local replays wrote"
+_EXAMPLES = """\
+examples:
+  agentreel review                                  # every pending golden, one at a time
+  agentreel review plain-turn --fixtures path/to/fixtures
+  agentreel review --accept-all                     # accept all without asking (scripts)
+"""
 # A review shows more of a diff than a failure message does, still bounded for huge logs.
 REVIEW_DIFF_MAX_LINES = 2000
 
@@ -41,6 +48,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Review the pending goldens failing local replays wrote "
         "(golden/<file>.pending): for each, its diff and accept (it becomes the golden), "
         "reject (it is deleted) or skip (it stays pending). Recordings are never touched.",
+        epilog=_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "scenarios",
