@@ -170,7 +170,7 @@ def test_an_unknown_command_is_named_with_the_list() -> None:
 
 @pytest.mark.parametrize(
     "command",
-    sorted(dispatched_commands()) + ["proxy record", "proxy replay"],
+    [*sorted(dispatched_commands()), "proxy record", "proxy replay"],
 )
 def test_every_commands_help_ends_with_an_example_of_it(command: str) -> None:
     shown = agentreel(*command.split(), "--help")

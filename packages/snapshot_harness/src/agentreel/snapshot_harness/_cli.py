@@ -151,9 +151,10 @@ def command_summaries() -> dict[str, str]:
     summaries = dict(MODE_SUMMARIES)
     for name, module in _COMMANDS.items():
         command: Any = importlib.import_module(module)
-        summaries[name] = str(getattr(command, "SUMMARY", "")).strip() or (
-            str(command.__doc__ or "").strip().splitlines() or [name]
-        )[0]
+        summaries[name] = (
+            str(getattr(command, "SUMMARY", "")).strip()
+            or (str(command.__doc__ or "").strip().splitlines() or [name])[0]
+        )
     summaries["proxy"] = PROXY_SUMMARY
     return summaries
 
