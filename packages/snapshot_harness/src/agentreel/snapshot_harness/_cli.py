@@ -66,9 +66,8 @@ def scenario_directories(fixtures: Path, names: Sequence[str]) -> list[Path]:
 
 # One line each in `agentreel --help`: the modes this module runs, and `proxy`.
 MODE_SUMMARIES = {
-    "replay": "replay scenarios keylessly (no key, no network) and diff them with their goldens",
-    "record": "record scenarios through the stub model or a real one; writes recordings "
-    "and goldens",
+    "replay": "replay scenarios keylessly (no key, no network); diff with their goldens",
+    "record": "record scenarios via the stub model or a real one: recordings and goldens",
     "refresh": "replay scenarios and rewrite their goldens from the same recordings",
 }
 PROXY_SUMMARY = "a model endpoint for agents in any process: record via an upstream, or replay"
