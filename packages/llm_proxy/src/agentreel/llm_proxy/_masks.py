@@ -2,18 +2,31 @@
 
 Real agents send, between two runs of the same scenario, different session, thread, turn
 and item ids, dates, temp and HOME paths, and billing/version headers in the system prompt.
-Every string of the request body passes through the built-in rules, then the scenario's
-own regexes; what still differs is drift, with its readable diff. UUIDs and the cwd are the
-session normalizer's (``{{uuid:N}}``, ``{{cwd}}``); key order never matters (headers digest
-canonical JSON).
+Every string of the request body passes through the scenario's own regexes, then the
+built-in rules; what still differs is drift, with its readable diff. UUIDs and the cwd are
+the session normalizer's (``{{uuid:N}}``, ``{{cwd}}``); key order never matters (headers
+digest canonical JSON).
+
+Machine facts (SPEC 13): what agents write into prompts about the machine they run on, in
+the shapes they write it — Claude Code's ``OS Version: Linux 6.18.44-fc-v1045``,
+``Platform: linux``, ``Shell: unknown``; Codex's ``<shell>bash</shell>``; opencode's
+``Platform: linux`` — and any other machine's spelling of the same fact: OS name and kernel
+version, platform, architecture, shell, hostname, user name, home directory, time zone,
+runtime versions (Node.js, Python, ...), and the agent's own install path (an npm
+``node_modules`` or Python ``site-packages`` folder). Each becomes ``{{<fact>}}``, so a
+recording replays on any machine. Every rule is idempotent (masking masked text changes
+nothing), so replay applies them to recorded headers too: a recording made before a rule
+existed compares equal (``agentreel.llm_replay.ReplayProvider``'s ``content_mask``).
 """
 
 from __future__ import annotations
 
+import getpass
 import os
 import re
+import socket
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agentreel.llm_proxy.exceptions import ProxyConfigError
@@ -40,6 +53,132 @@ _BUILT_IN: tuple[tuple[str, str], ...] = (
     ),
     (r"\"?duration_ms\"?\s*[:=]\s*\d+", "duration_ms: 0"),
 )
+
+# -- machine facts ---------------------------------------------------------------------
+
+# A labelled fact's value: one line, stopping at a quote or a tag (a label inside XML or
+# JSON text), and not swallowing a token already masked.
+_LINE_VALUE = r"(?:[^\n\r\"<>.]|\.(?=\S))*[^\s\"<>.]"
+_WORD_VALUE = r"[^\s\"'<>,;)]+"
+
+# (label, value shape, token): "Label: value" / "Label = value", also as a YAML-ish or
+# markdown list item; the label is kept, the value becomes the token.
+_LABELLED: tuple[tuple[str, str, str], ...] = (
+    (r"OS[ _]?[Vv]ersion|os_version|osVersion|Operating [Ss]ystem|OS", _LINE_VALUE, "os-version"),
+    (r"[Kk]ernel(?: [Vv]ersion)?", _LINE_VALUE, "os-version"),
+    (r"[Pp]latform", _WORD_VALUE, "platform"),
+    (r"[Aa]rch(?:itecture)?|CPU [Aa]rch(?:itecture)?", _WORD_VALUE, "arch"),
+    (r"[Ss]hell|SHELL|[Dd]efault [Ss]hell", _WORD_VALUE, "shell"),
+    (r"[Hh]ost ?[Nn]ame|HOSTNAME|[Mm]achine(?: [Nn]ame)?", _WORD_VALUE, "hostname"),
+    (r"[Uu]ser ?[Nn]ame|USER|[Ll]ogin(?: [Nn]ame)?", _WORD_VALUE, "user"),
+    (r"[Hh]ome(?: [Dd]ir(?:ectory)?)?|HOME", _WORD_VALUE, "home"),
+    (r"[Tt]ime ?[Zz]one|TZ", _WORD_VALUE, "timezone"),
+    (
+        r"(?:Node(?:\.js)?|Python|Bun|Deno|Ruby|Go|Rust|Java|npm) [Vv]ersion",
+        _WORD_VALUE,
+        "runtime-version",
+    ),
+)
+# The same facts as XML-ish tags (Codex's <environment_context>).
+_TAGS: dict[str, str] = {
+    "shell": "shell",
+    "os": "os-version",
+    "os_version": "os-version",
+    "platform": "platform",
+    "arch": "arch",
+    "architecture": "arch",
+    "hostname": "hostname",
+    "host": "hostname",
+    "user": "user",
+    "username": "user",
+    "home": "home",
+    "timezone": "timezone",
+    "time_zone": "timezone",
+}
+_IANA_AREAS = "Africa|America|Antarctica|Arctic|Asia|Atlantic|Australia|Europe|Indian|Pacific|Etc"
+_PATH_CHAR = r"[^\s\"'`<>:|*?\\/]"
+_MACHINE: tuple[tuple[str, str], ...] = (
+    # An OS name with its version where no label names it: uname -sr, os.release().
+    (
+        r"\b(?:Linux|Darwin|FreeBSD|OpenBSD) \d+\.\d+(?:\.\d+)?(?:[-+_~.][\w.+~-]*\w)?",
+        "{{os-version}}",
+    ),
+    (r"\b(?:Windows(?:_NT)?|win32) \d+\.\d+(?:\.\d+)*", "{{os-version}}"),
+    (r"\bmacOS (?:\d+(?:\.\d+)*|[A-Z][a-z]+)(?: \d+(?:\.\d+)*)?", "{{os-version}}"),
+    # Runtimes with their versions: "Node.js v22.3.0", "Python 3.11.7", "bun 1.1.8".
+    (
+        r"\b(?:Node(?:\.js)?|node|Python|python|CPython|PyPy|Bun|bun|Deno|deno|Ruby|ruby|rustc|go)"
+        r"(?: version)? v?\d+\.\d+(?:\.\d+)?(?:[-+.][0-9A-Za-z]+)*\b",
+        "{{runtime-version}}",
+    ),
+    # Time zones: IANA names, and JavaScript's Date.toString() offset and zone name.
+    (rf"\b(?:{_IANA_AREAS})/[A-Z][A-Za-z_+-]*(?:/[A-Z][A-Za-z_-]*)?", "{{timezone}}"),
+    (r"\bGMT[+-]\d{4} \([A-Z][A-Za-z .'-]*\)", "{{timezone}}"),
+)
+
+
+def _labelled_rules() -> list[tuple[str, str]]:
+    rules: list[tuple[str, str]] = []
+    for label, value, token in _LABELLED:
+        # Not the label's tail inside a longer word ("Cross-platform: x" stays text: a
+        # letter, digit, "_" or "-" before the label refuses it).
+        rules.append(
+            (
+                rf"(?<![\w-])(?P<label>\"?(?:{label})\"?)"
+                rf"(?P<sep>[ \t]*[:=][ \t]*\"?)(?=[^\s{{\"]){value}",
+                rf"\g<label>\g<sep>{{{{{token}}}}}",
+            )
+        )
+    tags = "|".join(sorted(_TAGS, key=len, reverse=True))
+    rules.append((rf"<(?P<tag>{tags})>[^<]*</(?P=tag)>", "TAG"))
+    return rules
+
+
+def _tag_token(found: re.Match[str]) -> str:
+    tag = found.group("tag")
+    return f"<{tag}>{{{{{_TAGS[tag]}}}}}</{tag}>"
+
+
+def _install_rules(not_cwd: str) -> list[tuple[str, str]]:
+    """The agent's own install path: everything up to an npm ``node_modules`` folder or a
+    Python ``site-packages`` one (Qwen Code prints its npm folder), on any machine."""
+    prefix = rf"{not_cwd}(?<![\w.-])(?:[A-Za-z]:)?(?:[/\\]{_PATH_CHAR}+)*?[/\\]"
+    return [
+        (prefix + r"node_modules(?=[/\\\s\"'`]|$)", "{{node-modules}}"),
+        (prefix + r"(?:site|dist)-packages(?=[/\\\s\"'`]|$)", "{{site-packages}}"),
+    ]
+
+
+def _home_rules(not_cwd: str) -> list[tuple[str, str]]:
+    """Home directories in every machine's shape: /home/<user>, /Users/<user>, /root,
+    C:\\Users\\<user> (the user name with them)."""
+    return [
+        (
+            rf"{not_cwd}(?<![\w.-])(?:/home/{_PATH_CHAR}+|/Users/{_PATH_CHAR}+|/root"
+            rf"|[A-Za-z]:\\Users\\{_PATH_CHAR}+)(?=[/\\\s\"'`<>,;:)]|$)",
+            "{{home}}",
+        )
+    ]
+
+
+def _this_machine() -> list[tuple[str, str]]:
+    """This machine's hostname and user name where they are distinctive enough to mask as
+    literals (``user@host`` prompts, a hostname in a path): a short common word such as
+    ``root`` or ``localhost`` is left to the shaped rules."""
+    rules: list[tuple[str, str]] = []
+    try:
+        host = socket.gethostname()
+    except OSError:
+        host = ""
+    try:
+        user = getpass.getuser()
+    except (OSError, KeyError):
+        user = ""
+    if user and host:
+        rules.append((rf"\b{re.escape(user)}@{re.escape(host)}\b", "{{user}}@{{hostname}}"))
+    if len(host) >= 6 and host != "localhost" and not host.isalpha():
+        rules.append((rf"(?<![\w.-]){re.escape(host)}(?![\w-])", "{{hostname}}"))
+    return rules
 
 
 # A path's last character is never sentence punctuation: "see /tmp/x/a.txt." keeps its period.
@@ -79,7 +218,7 @@ class Masks:
     even when it lies under the temp directory or HOME."""
 
     def __init__(self, extra: Sequence[str] = (), *, cwd: str | None = None) -> None:
-        rules: list[tuple[re.Pattern[str], str]] = []
+        rules: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = []
         for number, pattern in enumerate(extra, 1):
             try:
                 rules.append((re.compile(pattern), f"{{{{mask:{number}}}}}"))
@@ -89,7 +228,21 @@ class Masks:
                     "Fix the scenario's masks (Python re syntax)"
                 ) from None
         # The scenario's own masks first: they may name text a built-in rule would split.
-        rules += [(re.compile(p), r) for p, r in (*_path_rules(cwd), *_BUILT_IN)]
+        # Install paths before the tmp and HOME rules (a node_modules under HOME is the
+        # agent's install, wherever HOME is); labelled facts before the unlabelled ones.
+        not_cwd = _not_the_cwd(cwd)
+        built_in = (
+            *_install_rules(not_cwd),
+            *_path_rules(cwd),
+            *_home_rules(not_cwd),
+            *_this_machine(),
+            *_labelled_rules(),
+            *_MACHINE,
+            *_BUILT_IN,
+        )
+        for pattern, replacement in built_in:
+            compiled = re.compile(pattern)
+            rules.append((compiled, _tag_token if replacement == "TAG" else replacement))
         self._rules = tuple(rules)
         self.extra = tuple(extra)
 

@@ -11,8 +11,10 @@ Everything is decoded once, here, so streaming a call is iterating a tuple.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -597,3 +599,47 @@ def substitute_cwd(chunk: Chunk, cwd: str, cwd_in_json: str) -> Chunk:
     if isinstance(chunk, Finish) and chunk.message is not None:
         return msgspec.structs.replace(chunk, message=chunk.message.replace(CWD_TOKEN, cwd))
     return chunk
+
+
+def masked_recording(recording: Recording, mask: Callable[[str], str]) -> Recording:
+    """``recording`` with ``mask`` applied to its request headers' texts (system prompt,
+    message previews), as the proxy applies it to live requests before building theirs.
+
+    The masks are idempotent, so a recording made with them is unchanged; one made before
+    a rule existed (a machine fact in a system prompt) compares equal again. Digests were
+    taken when recorded: a masked fact inside a message beyond its preview needs a
+    re-record. Each distinct text is masked once (a conversation repeats its system prompt).
+    """
+    masked: dict[str, str] = {}
+
+    def text(value: str) -> str:
+        found = masked.get(value)
+        if found is None:
+            found = masked[value] = mask(value)
+        return found
+
+    def header(request: RequestHeaderData) -> RequestHeaderData:
+        system = text(request.system) if request.system is not None else None
+        messages = tuple(
+            message
+            if (preview := text(message.preview)) == message.preview
+            else msgspec.structs.replace(message, preview=preview)
+            for message in request.messages
+        )
+        if system == request.system and messages == request.messages:
+            return request
+        return msgspec.structs.replace(request, system=system, messages=messages)
+
+    scripts = tuple(
+        dataclasses.replace(
+            script,
+            calls=tuple(
+                call
+                if call.request is None
+                else msgspec.structs.replace(call, request=header(call.request))
+                for call in script.calls
+            ),
+        )
+        for script in recording.scripts
+    )
+    return dataclasses.replace(recording, scripts=scripts)

@@ -26,6 +26,7 @@ from agentreel.llm_replay._fixture import (
     Recording,
     Script,
     load_recording,
+    masked_recording,
     substitute_cwd,
 )
 from agentreel.llm_replay._lanes import PartialLanes
@@ -83,7 +84,8 @@ class ReplayProvider:
       Off by default: an agentreel agent names every session, one lane each.
     - ``content_mask``: the masking its caller applied to request text before building
       requests (the proxy's volatile-content masks); conversation chaining sees recorded
-      replies through it, so a reply the client sends back compares equal.
+      replies through it, so a reply the client sends back compares equal, and the
+      recorded request headers' texts pass through it at load (``masked_recording``).
     - ``partial_lanes``: regular expressions naming the lanes (side calls that vary with
       timing) that may be consumed partly or not at all (``_lanes.PartialLanes``: found in
       a lane's model, system prompt or first message preview); the report marks them
@@ -117,6 +119,10 @@ class ReplayProvider:
         self._recording: Recording = load_recording(
             Path(fixture_dir), respect_seed_length=respect_seed_length
         )
+        if content_mask is not None:
+            # Recorded headers through today's masks: a recording made before a rule
+            # existed (a machine fact in a system prompt) compares equal to a live request.
+            self._recording = masked_recording(self._recording, content_mask)
         self.scenario = scenario or self._recording.scenario
         self.live_cwd = os.fspath(live_cwd) if live_cwd is not None else os.getcwd()
         self.drift: DriftMode = drift
