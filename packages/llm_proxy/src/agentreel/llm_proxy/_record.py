@@ -669,6 +669,10 @@ class ServedLogs(Recorder):
     def _arrange(self) -> None:
         """Served logs already have the recording's structure."""
 
+    def _scan_logs(self) -> None:
+        """Served logs are no recording: they replay one that was scanned when written, and
+        the goldens made from them are scanned by whoever writes those (refresh, record)."""
+
 
 def write_fixture(
     sessions_root: Path, fixture: Path, cwd: str, *, scan: SecretScan | None = None

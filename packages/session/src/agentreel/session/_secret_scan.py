@@ -271,7 +271,11 @@ class SecretScan:
                 unended = unended or _UNENDED_MARK.search(raw) is not None
                 number = data.count(b"\n", 0, start) + 1
                 line = raw.decode("utf-8", "replace")
-                for rule, digest in self._line_hits(line):
+                # A PEM block in a plain file spans lines: its value runs to its END banner.
+                tail = ""
+                if b"PRIVATE KEY" in raw and b"-----END" not in raw:
+                    tail = data[end : end + _PEM_REACH].decode("utf-8", "replace")
+                for rule, digest in self._line_hits(line, tail):
                     key = (number, rule, digest)
                     if key not in found:
                         found[key] = SecretHit(name, number, rule, events.describe(line), digest)
@@ -309,7 +313,7 @@ class SecretScan:
                 seen.add(start)
                 yield start
 
-    def _line_hits(self, line: str) -> Iterator[tuple[str, str | None]]:
+    def _line_hits(self, line: str, tail: str = "") -> Iterator[tuple[str, str | None]]:
         """(rule, sha256 or None) for every secret in ``line`` the allowlist does not let
         through; the run's own values first (never allowed)."""
         for value, origin in self._values.items():
@@ -321,10 +325,11 @@ class SecretScan:
                 groups = [g for g in match.groups() if g] if rule.value_group else []
                 value = groups[0] if groups else match.group(0)
                 end = match.end()
-                block = _PEM_END.search(line, end) if "PRIVATE KEY" in value else None
+                text = line + tail
+                block = _PEM_END.search(text, end) if "PRIVATE KEY" in value else None
                 if block is not None:  # the whole block is the value, not its banner
                     start = line.rfind("-----", 0, match.start())
-                    value = _unescaped(line[start if start >= 0 else match.start() : block.end()])
+                    value = _unescaped(text[start if start >= 0 else match.start() : block.end()])
                 if value not in self._values:  # else named above, as what it is
                     spans.append((match.start(), end, rule.name, value))
         # One key, one hit: a match inside another (two rules of one shape) is dropped.
@@ -337,6 +342,7 @@ class SecretScan:
 
 
 _PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----")
+_PEM_REACH = 64 * 1024  # how far past its banner line a PEM block's END is looked for
 
 
 def _unescaped(text: str) -> str:
