@@ -18,10 +18,13 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
+import sys
 import tempfile
 import time
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, cast
@@ -330,13 +333,7 @@ async def _drive(
         except (ConnectionError, asyncio.IncompleteReadError, BrokenPipeError) as exc:
             code = await _exit_code_soon(process)
             stderr = stderr_tail()
-            hint = "See its stderr below"
-            if scenario.agent is None and f"No module named '{DEFAULT_AGENT_MODULE}" in stderr:
-                hint = (
-                    "The default agent is not installed: install "
-                    "agentreel-snapshot-harness[agent] (the reference agent) or set `agent` "
-                    f"in {scenario.toml_path}"
-                )
+            hint = missing_module_hint(scenario, stderr) or "See its stderr below"
             raise AgentCrashError(
                 f"{scenario.name}: the agent went away during {progress.current} "
                 f"(exit code {code}; {type(exc).__name__}: {exc}). {hint}",
@@ -384,6 +381,74 @@ async def _drive(
         with contextlib.suppress(Exception):
             await conn.close()
         await starting.aclose()
+
+
+# `python -m pkg.mod` prints "No module named pkg.mod"; an import prints it quoted.
+_NO_MODULE = re.compile(r"No module named '?([A-Za-z_][\w.]*)'?")
+HARNESS_DISTRIBUTION = "agentreel-snapshot-harness"
+AGENT_EXTRA = "agent"
+
+
+def missing_module_hint(scenario: Scenario, stderr: str) -> str | None:
+    """What to install when the agent died for a module it cannot import: the harness's
+    ``[agent]`` extra for the reference agent, else the dependency group or extra of the
+    project around the scenario that names the module's distribution (the repository's
+    ``examples`` group for its example agents), else the bare module to install."""
+    found = _NO_MODULE.search(stderr)
+    if found is None:
+        return None
+    module = found.group(1)
+    if module == DEFAULT_AGENT_MODULE or module.startswith(DEFAULT_AGENT_MODULE + "."):
+        return (
+            f"The reference agent ({DEFAULT_AGENT_MODULE}) is not installed: it comes with "
+            f'the [{AGENT_EXTRA}] extra, pip install "{HARNESS_DISTRIBUTION}[{AGENT_EXTRA}]"; '
+            f"or name your own agent in `agent` of {scenario.toml_path}"
+        )
+    where = _declared_by(scenario.directory, module.split(".")[0])
+    if where is not None:
+        pyproject, kind, name, requirement = where
+        command = (
+            f"uv sync --group {name}" if kind == "dependency group" else f"pip install '.[{name}]'"
+        )
+        return (
+            f"The agent cannot import {module!r}: {requirement!r} brings it, in the {kind} "
+            f"{name!r} of {pyproject}; install it into the harness's Python "
+            f"({sys.executable}): `{command}` in {pyproject.parent}"
+        )
+    return (
+        f"The agent cannot import {module!r}: install the package that provides it into the "
+        f"Python the agent runs on ({sys.executable})"
+    )
+
+
+def _declared_by(start: Path, module: str) -> tuple[Path, str, str, str] | None:
+    """``(pyproject, "dependency group" | "extra", its name, requirement)`` of the nearest
+    ``pyproject.toml`` above ``start`` whose groups or extras require a distribution named
+    like ``module`` (``pydantic_ai`` → ``pydantic-ai`` or ``pydantic-ai-slim``)."""
+    wanted = re.sub(r"[-_.]+", "-", module).lower()
+    for folder in [start.resolve(), *start.resolve().parents]:
+        path = folder / "pyproject.toml"
+        if not path.is_file():
+            continue
+        try:
+            pyproject = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError):
+            return None
+        sections = [
+            ("dependency group", pyproject.get("dependency-groups", {})),
+            ("extra", pyproject.get("project", {}).get("optional-dependencies", {})),
+        ]
+        for kind, table in sections:
+            for name, requirements in table.items():
+                for text in requirements:
+                    if not isinstance(text, str):
+                        continue
+                    distribution = re.split(r"[\s\[<>=!~;@]", text.strip(), maxsplit=1)[0]
+                    canonical = re.sub(r"[-_.]+", "-", distribution).lower()
+                    if canonical == wanted or canonical.startswith(wanted + "-"):
+                        return path, kind, str(name), text
+        return None  # the nearest project is the scenario's; look no further
+    return None
 
 
 async def _exit_code_soon(process: AgentProcess) -> int | None:
