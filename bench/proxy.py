@@ -62,7 +62,8 @@ from starlette.routing import Route
 
 from agentreel.brand import SessionId
 from agentreel.llm import GenerateOptions, Message, TextDelta, load_provider
-from agentreel.llm.stub import StubServer, chat_chunk_frames
+from agentreel.llm.stub import StubServer
+from agentreel.llm.wire import chat_chunk_frames
 from agentreel.llm_proxy import Proxy, ProxySettings
 from agentreel.llm_replay import load_recording
 from agentreel.snapshot_harness import Scenario, check_scenario, load_scenario

@@ -57,7 +57,7 @@ asyncio.run(main())
 
 
 def test_record_mode_listens_before_the_provider_sdks_are_imported(tmp_path: Path) -> None:
-    # The decoders' import (agentreel.llm.wire: both provider SDKs) is held until the proxy
+    # The decoders' import (agentreel.llm.wire.mappers: both provider SDKs) is held until the proxy
     # listens; awaited before listening, as it was, it took most of a start (8-14 s of
     # 12-18 s to listen on the loaded 2-core machine) and here would hold the start for 20 s.
     script = tmp_path / "held_import.py"
@@ -73,7 +73,7 @@ listening = threading.Event()
 
 class HoldTheSdkImport:
     def find_spec(self, name, path=None, target=None):
-        if name == "agentreel.llm.wire":
+        if name == "agentreel.llm.wire.mappers":
             listening.wait(20)
         return None
 
@@ -83,7 +83,7 @@ async def main() -> None:
     with StubServer.from_toml('[[rule]]\\ntext = "recorded"\\n') as stub:
         async with start_proxy("record", upstream=stub.base_url,
                                sessions_root=Path({str(tmp_path / "logs")!r})) as proxy:
-            print("wire imported when listening:", "agentreel.llm.wire" in sys.modules)
+            print("wire imported when listening:", "agentreel.llm.wire.mappers" in sys.modules)
             listening.set()
             body = {{"model": "m", "messages": [{{"role": "user", "content": "hi"}}]}}
             async with aiohttp.ClientSession() as http:

@@ -73,13 +73,13 @@ def without_headers(scenario: Scenario) -> dict[str, Any]:
 def no_chaining(monkeypatch: pytest.MonkeyPatch) -> None:
     """The proxy's replay binds by identity and first-call order only: no lanes, no
     chaining, no content binding (the proxy runs in this process, in the harness)."""
-    from agentreel.llm_proxy import _server
+    from agentreel.llm_proxy import _run
 
     def provider(*args: Any, **kwargs: Any) -> ReplayProvider:
         assert kwargs.get("content_binding") is True, "the proxy no longer binds by content"
         return ReplayProvider(*args, **{**kwargs, "content_binding": False})
 
-    monkeypatch.setattr(_server, "ReplayProvider", provider)
+    monkeypatch.setattr(_run, "ReplayProvider", provider)
 
 
 @pytest.mark.parametrize("name", [PROCESS, PYDANTIC])

@@ -34,18 +34,9 @@ from agentreel.llm_proxy._identity import (
 from agentreel.llm_proxy._masks import Masks
 from agentreel.llm_proxy._record import write_fixture
 from agentreel.llm_proxy._routes import SUPPORTED_PATHS
-from agentreel.llm_proxy._server import (
-    DUMMY_KEY,
-    KEY_VARIABLES,
-    MODES,
-    Mode,
-    Proxy,
-    ProxyRun,
-    ProxyServer,
-    ProxySettings,
-    RunLogFilter,
-    start_proxy,
-)
+from agentreel.llm_proxy._run import ProxyRun, RunLogFilter
+from agentreel.llm_proxy._server import Proxy, ProxyServer, start_proxy
+from agentreel.llm_proxy._settings import DUMMY_KEY, KEY_VARIABLES, MODES, Mode, ProxySettings
 from agentreel.llm_proxy.exceptions import (
     ProxyConfigError,
     ProxyError,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentreel.llm.stub import anthropic_error_body, openai_error_body
+from agentreel.llm.wire import anthropic_error_body, openai_error_body
 from agentreel.llm_proxy._routes import Api
 
 HTTP_CODE_PREFIX = "http-"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import msgspec
 
-from agentreel.llm.stub import models_listing_body
+from agentreel.llm.wire import models_listing_body
 from agentreel.llm_proxy.exceptions import ProxyConfigError
 from agentreel.llm_replay import Recording
 from agentreel.session import rerecord_command

@@ -27,7 +27,7 @@ from agentreel.llm import (
     ToolResultPart,
     ToolSpec,
 )
-from agentreel.llm.stub import NAMESPACE_SEPARATOR
+from agentreel.llm.wire import NAMESPACE_SEPARATOR
 from agentreel.llm_proxy._routes import Api
 
 

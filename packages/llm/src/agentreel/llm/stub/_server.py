@@ -25,6 +25,13 @@ from typing import Any, Literal, Self
 
 import msgspec
 
+from agentreel.llm.stub._answers import (
+    anthropic_frames,
+    anthropic_message_body,
+    openai_completion_body,
+    openai_frames,
+    rule_chunks,
+)
 from agentreel.llm.stub._rules import (
     Api,
     RequestView,
@@ -36,21 +43,16 @@ from agentreel.llm.stub._rules import (
     parse_rules,
     responses_request_view,
 )
-from agentreel.llm.stub._wire import (
+from agentreel.llm.wire import (
     anthropic_error_body,
-    anthropic_frames,
-    anthropic_message_body,
     anthropic_stream_error_frame,
     count_tokens_body,
     models_listing_body,
-    openai_completion_body,
     openai_error_body,
-    openai_frames,
     openai_stream_error_frame,
     responses_chunk_body,
     responses_chunk_frames,
     responses_namespaced,
-    rule_chunks,
 )
 
 logger = logging.getLogger("agentreel.llm.stub")

@@ -1,8 +1,11 @@
-"""Server-sent events split from a byte stream as it arrives (for recording upstream streams)."""
+"""Server-sent events both ways: split from a byte stream as it arrives (decoding), and
+framed (encoding). JSON is compact, as the provider APIs send it."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,3 +57,13 @@ def _parse(block: str) -> SseEvent | None:
     if not data and not name:
         return None
     return SseEvent(name=name, data="\n".join(data))
+
+
+def json_bytes(value: Any) -> bytes:
+    """``value`` as compact JSON bytes."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def event_frame(name: str, data: dict[str, Any]) -> bytes:
+    """One SSE frame: ``event: <name>`` and its JSON ``data``."""
+    return b"event: " + name.encode() + b"\ndata: " + json_bytes(data) + b"\n\n"

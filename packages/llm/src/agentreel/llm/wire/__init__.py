@@ -1,0 +1,89 @@
+"""The wire APIs agentreel speaks, one module each: encoders and decoders in one home.
+
+Each API's module owns its rules — the frames of a stream and how it ends, the
+non-streaming body, the error bodies and in-stream error frames, the finish/stop reason
+names — for both directions: chunks → wire (the proxy's replay, the stub server's answers)
+and wire → chunks (the proxy's record mode, which feeds the decoded JSON to the SDK
+adapters' own mappers, ``agentreel.llm.wire.mappers``, so a proxied stream is recorded as
+the in-process adapters would record it).
+
+- Chat Completions (``_chat``): ``chat_chunk_frames``, ``chat_chunk_body``,
+  ``openai_error_body``, ``openai_stream_error_frame``, ``ChatDecoder``.
+- Anthropic Messages (``_messages``): ``messages_chunk_frames``, ``messages_chunk_body``,
+  ``anthropic_error_body``, ``anthropic_stream_error_frame``, ``MessagesDecoder``.
+- OpenAI Responses (``_responses``): ``responses_chunk_frames``, ``responses_chunk_body``,
+  ``NAMESPACE_SEPARATOR``, ``responses_namespaced``, ``ResponsesDecoder``.
+- Shared: SSE splitting and framing (``_sse``), the recorded ``ResponseMeta`` and the
+  decoders' protocol (``_common``), the models listing and token count bodies
+  (``_listing``).
+
+Where a call's ``Finish`` carries the recorded ``ResponseMeta`` (response id, model,
+created, fingerprint, raw stop reason and sequence, Responses item ids) and a reasoning
+block its signature, the encoders answer with them as recorded; without them, they mint
+ids from the caller's ``response_id`` and answer with the request's model.
+
+Importing this package imports no provider SDK (only the standard library and msgspec);
+the decoders import ``agentreel.llm.wire.mappers`` (both SDKs) when first built.
+"""
+
+from agentreel.llm.wire._chat import (
+    CHAT_FINISH_REASONS,
+    ChatDecoder,
+    chat_chunk_body,
+    chat_chunk_frames,
+    openai_error_body,
+    openai_stream_error_frame,
+)
+from agentreel.llm.wire._chat import STREAM_ENDINGS as CHAT_STREAM_ENDINGS
+from agentreel.llm.wire._common import CREATED, UpstreamStreamError, WireDecoder
+from agentreel.llm.wire._listing import count_tokens_body, models_listing_body
+from agentreel.llm.wire._messages import (
+    MESSAGES_STOP_REASONS,
+    MessagesDecoder,
+    anthropic_error_body,
+    anthropic_stream_error_frame,
+    messages_chunk_body,
+    messages_chunk_frames,
+)
+from agentreel.llm.wire._messages import STREAM_ENDINGS as MESSAGES_STREAM_ENDINGS
+from agentreel.llm.wire._responses import (
+    NAMESPACE_SEPARATOR,
+    ResponsesDecoder,
+    responses_chunk_body,
+    responses_chunk_frames,
+    responses_namespaced,
+)
+from agentreel.llm.wire._responses import STREAM_ENDINGS as RESPONSES_STREAM_ENDINGS
+from agentreel.llm.wire._sse import SseEvent, SseSplitter, event_frame, json_bytes
+
+__all__ = [
+    "CHAT_FINISH_REASONS",
+    "CHAT_STREAM_ENDINGS",
+    "CREATED",
+    "MESSAGES_STOP_REASONS",
+    "MESSAGES_STREAM_ENDINGS",
+    "NAMESPACE_SEPARATOR",
+    "RESPONSES_STREAM_ENDINGS",
+    "ChatDecoder",
+    "MessagesDecoder",
+    "ResponsesDecoder",
+    "SseEvent",
+    "SseSplitter",
+    "UpstreamStreamError",
+    "WireDecoder",
+    "anthropic_error_body",
+    "anthropic_stream_error_frame",
+    "chat_chunk_body",
+    "chat_chunk_frames",
+    "count_tokens_body",
+    "event_frame",
+    "json_bytes",
+    "messages_chunk_body",
+    "messages_chunk_frames",
+    "models_listing_body",
+    "openai_error_body",
+    "openai_stream_error_frame",
+    "responses_chunk_body",
+    "responses_chunk_frames",
+    "responses_namespaced",
+]

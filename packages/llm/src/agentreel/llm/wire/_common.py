@@ -1,0 +1,151 @@
+"""What the wire APIs' encoders and decoders share: the recorded response metadata of a
+call, its usage and finish, and the decoders' protocol and helpers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import msgspec
+
+from agentreel.llm._chunks import Chunk, Finish, ResponseMeta, ToolCallDelta, Usage
+from agentreel.llm.wire._sse import SseEvent
+
+CREATED = 1_700_000_000
+
+
+def usage_in(chunks: Sequence[Chunk]) -> Usage | None:
+    for chunk in chunks:
+        if isinstance(chunk, Usage):
+            return chunk
+    return None
+
+
+def finish_in(chunks: Sequence[Chunk]) -> Finish:
+    for chunk in reversed(chunks):
+        if isinstance(chunk, Finish):
+            return chunk
+    return Finish(reason="stop")
+
+
+_NO_META = ResponseMeta()
+
+
+def meta_in(chunks: Sequence[Chunk], given: ResponseMeta | None = None) -> ResponseMeta:
+    """The recorded response metadata of a call: ``given`` (a call replayed before its
+    finish arrived), else its finish's, else empty (a recording without it)."""
+    if given is not None:
+        return given
+    for chunk in reversed(chunks):
+        if isinstance(chunk, Finish):
+            return chunk.response or _NO_META
+    return _NO_META
+
+
+def wire_reason(finish: Finish, table: dict[str, str]) -> str:
+    """The wire's finish/stop reason: the recorded raw one, else an ``error`` finish's code
+    (which carries the wire reason), else the table's name for the agentreel reason."""
+    if finish.response is not None and finish.response.stop_reason:
+        return finish.response.stop_reason
+    if finish.reason == "error" and finish.code:
+        return finish.code
+    return table.get(finish.reason, "stop")
+
+
+def first_tool_delta(chunks: Sequence[Chunk], start: int, index: int) -> ToolCallDelta | None:
+    for chunk in chunks[start:]:
+        if isinstance(chunk, ToolCallDelta) and chunk.index == index:
+            return chunk
+    return None
+
+
+class _Wire(dict[str, Any]):
+    """Decoded JSON with attribute access, as the SDKs' models offer it (missing → None);
+    still the dict it was, so ``json.dumps`` of a tool's initial ``input`` works."""
+
+    def __getattr__(self, name: str) -> Any:
+        return wrap(self.get(name))
+
+
+def wrap(value: Any) -> Any:
+    if isinstance(value, dict):
+        return _Wire(value)
+    if isinstance(value, list):
+        return [wrap(item) for item in value]
+    return value
+
+
+class WireDecoder(Protocol):
+    """Turns one upstream call, event by event, into agentreel chunks."""
+
+    def event(self, event: SseEvent) -> list[Chunk]:
+        """Chunks completed by one SSE event; raises ``UpstreamStreamError`` on an error event."""
+        ...
+
+    def finish(self) -> list[Chunk]:
+        """The closing chunks; raises ``StreamInterruptedError`` when the stream was cut."""
+        ...
+
+    def body(self, data: dict[str, Any]) -> list[Chunk]:
+        """Every chunk of a non-streaming response body."""
+        ...
+
+
+class UpstreamStreamError(Exception):
+    """The upstream sent an error event inside a stream; ``raw`` is its SSE data."""
+
+    def __init__(self, raw: str) -> None:
+        super().__init__(raw)
+        self.raw = raw
+
+
+class MetaWatch:
+    """The response metadata seen so far in one call's wire objects (first value wins, as
+    every Chat Completions chunk repeats them)."""
+
+    def __init__(self) -> None:
+        self.fields: dict[str, Any] = {}
+
+    def take(self, data: Any, **names: str) -> None:
+        """Keep ``data[wire_name]`` as field ``name`` for each ``name=wire_name`` given."""
+        if not isinstance(data, dict):
+            return
+        for name, wire_name in names.items():
+            value = data.get(wire_name)
+            if value is not None and name not in self.fields:
+                self.fields[name] = value
+
+    def onto(self, chunks: list[Chunk], item_ids: Sequence[str] = ()) -> list[Chunk]:
+        """``chunks`` with their closing ``Finish`` carrying the metadata seen."""
+        if not chunks or not isinstance(chunks[-1], Finish):
+            return chunks
+        meta = ResponseMeta(
+            id=_text_or_none(self.fields.get("id")),
+            model=_text_or_none(self.fields.get("model")),
+            created=_int_or_none(self.fields.get("created")),
+            system_fingerprint=_text_or_none(self.fields.get("system_fingerprint")),
+            stop_reason=_text_or_none(self.fields.get("stop_reason")),
+            stop_sequence=_text_or_none(self.fields.get("stop_sequence")),
+            item_ids=tuple(item_ids),
+        )
+        if meta == ResponseMeta():
+            return chunks
+        return [*chunks[:-1], msgspec.structs.replace(chunks[-1], response=meta)]
+
+
+def _text_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def provider_label(upstream: str) -> Any:
+    from agentreel.llm.wire.mappers import ProviderLabel
+
+    return ProviderLabel("upstream", upstream, "the client's key")
+
+
+def has_error(data: Any) -> bool:
+    return isinstance(data, dict) and bool(data.get("error"))

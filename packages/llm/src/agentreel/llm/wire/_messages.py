@@ -1,0 +1,230 @@
+"""Anthropic Messages on the wire: ``event: <type>\\ndata: {json}\\n\\n`` frames
+``message_start``, ``ping``, ``content_block_start/delta/stop``, ``message_delta``,
+``message_stop``; a ``message`` body without ``stream: true``; the error bodies and the
+in-stream ``error`` event. Encoders from recorded chunks and the decoder of an upstream's
+stream."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from agentreel.llm._chunks import (
+    BlockEnd,
+    BlockStart,
+    Chunk,
+    Finish,
+    ReasoningDelta,
+    ResponseMeta,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
+from agentreel.llm._messages import ReasoningPart, TextPart
+from agentreel.llm.wire._common import (
+    MetaWatch,
+    UpstreamStreamError,
+    finish_in,
+    first_tool_delta,
+    meta_in,
+    provider_label,
+    usage_in,
+    wire_reason,
+    wrap,
+)
+from agentreel.llm.wire._sse import SseEvent, event_frame, json_bytes
+
+MESSAGES_STOP_REASONS = {
+    "stop": "end_turn",
+    "tool-calls": "tool_use",
+    "max-tokens": "max_tokens",
+    "refusal": "refusal",
+}
+
+
+_ANTHROPIC_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+
+
+def anthropic_stream_error_frame(message: str) -> bytes:
+    """Anthropic's in-stream ``error`` event (e.g. ``overloaded_error`` mid-response)."""
+    return event_frame(
+        "error", {"type": "error", "error": {"type": "overloaded_error", "message": message}}
+    )
+
+
+def anthropic_error_body(status: int, message: str) -> bytes:
+    kind = _ANTHROPIC_ERROR_TYPES.get(
+        status, "api_error" if status >= 500 else "invalid_request_error"
+    )
+    return json_bytes({"type": "error", "error": {"type": kind, "message": message}})
+
+
+def _anthropic_usage(usage: Usage | None) -> dict[str, Any]:
+    return {
+        "input_tokens": usage.input_tokens if usage else 0,
+        "cache_creation_input_tokens": (usage.cache_write_tokens or 0) if usage else 0,
+        "cache_read_input_tokens": (usage.cache_read_tokens or 0) if usage else 0,
+        "output_tokens": usage.output_tokens if usage else 0,
+    }
+
+
+def messages_chunk_frames(
+    chunks: Sequence[Chunk], *, model: str, message_id: str, meta: ResponseMeta | None = None
+) -> list[bytes]:
+    """Anthropic Messages SSE frames for one recorded call: a frame per recorded delta."""
+    usage = usage_in(chunks)
+    meta = meta_in(chunks, meta)
+    start_usage = {**_anthropic_usage(usage), "output_tokens": 1}
+    message: dict[str, Any] = {
+        "id": meta.id or message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": meta.model or model,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": start_usage,
+    }
+    frames = [
+        event_frame("message_start", {"type": "message_start", "message": message}),
+        event_frame("ping", {"type": "ping"}),
+    ]
+
+    def delta(at: int, value: dict[str, Any]) -> bytes:
+        payload = {"type": "content_block_delta", "index": at, "delta": value}
+        return event_frame("content_block_delta", payload)
+
+    for position, chunk in enumerate(chunks):
+        if isinstance(chunk, BlockStart):
+            block: dict[str, Any]
+            if chunk.block_type == "text":
+                block = {"type": "text", "text": ""}
+            elif chunk.block_type == "reasoning":
+                block = {"type": "thinking", "thinking": "", "signature": ""}
+            else:
+                first = first_tool_delta(chunks, position, chunk.index)
+                block = {
+                    "type": "tool_use",
+                    "id": first.id if first else "",
+                    "name": (first.name or "") if first else "",
+                    "input": {},
+                }
+            payload = {"type": "content_block_start", "index": chunk.index, "content_block": block}
+            frames.append(event_frame("content_block_start", payload))
+        elif isinstance(chunk, TextDelta):
+            frames.append(delta(chunk.index, {"type": "text_delta", "text": chunk.text}))
+        elif isinstance(chunk, ReasoningDelta):
+            frames.append(delta(chunk.index, {"type": "thinking_delta", "thinking": chunk.text}))
+        elif isinstance(chunk, ToolCallDelta):
+            if chunk.arguments_delta:
+                value = {"type": "input_json_delta", "partial_json": chunk.arguments_delta}
+                frames.append(delta(chunk.index, value))
+        elif isinstance(chunk, BlockEnd):
+            block_done = chunk.block
+            if isinstance(block_done, ReasoningPart) and block_done.signature:
+                signature = {"type": "signature_delta", "signature": block_done.signature}
+                frames.append(delta(chunk.index, signature))
+            stop = {"type": "content_block_stop", "index": chunk.index}
+            frames.append(event_frame("content_block_stop", stop))
+        elif isinstance(chunk, Finish):
+            reason = wire_reason(chunk, MESSAGES_STOP_REASONS)
+            payload = {
+                "type": "message_delta",
+                "delta": {"stop_reason": reason, "stop_sequence": meta.stop_sequence},
+                "usage": {"output_tokens": usage.output_tokens if usage else 0},
+            }
+            frames.append(event_frame("message_delta", payload))
+            frames.append(event_frame("message_stop", {"type": "message_stop"}))
+    return frames
+
+
+def messages_chunk_body(
+    chunks: Sequence[Chunk], *, model: str, message_id: str, meta: ResponseMeta | None = None
+) -> bytes:
+    """A non-streaming Anthropic ``message`` body holding one recorded call."""
+    content: list[dict[str, Any]] = []
+    for chunk in chunks:
+        if not isinstance(chunk, BlockEnd):
+            continue
+        block = chunk.block
+        if isinstance(block, TextPart):
+            content.append({"type": "text", "text": block.text})
+        elif isinstance(block, ReasoningPart):
+            signature = block.signature or ""
+            content.append({"type": "thinking", "thinking": block.text, "signature": signature})
+        else:
+            try:
+                arguments = json.loads(block.arguments or "{}")
+            except ValueError:
+                arguments = {"_raw_arguments": block.arguments}
+            content.append(
+                {"type": "tool_use", "id": block.id, "name": block.name, "input": arguments}
+            )
+    meta = meta_in(chunks, meta)
+    body = {
+        "id": meta.id or message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": meta.model or model,
+        "content": content,
+        "stop_reason": wire_reason(finish_in(chunks), MESSAGES_STOP_REASONS),
+        "stop_sequence": meta.stop_sequence,
+        "usage": _anthropic_usage(usage_in(chunks)),
+    }
+    return json_bytes(body)
+
+
+STREAM_ENDINGS = (b"event: message_delta", b"event: message_stop")
+"""The frames that end a Messages stream (a replayed cut or error ends otherwise)."""
+
+
+class MessagesDecoder:
+    def __init__(self, upstream: str) -> None:
+        from agentreel.llm.wire.mappers import AnthropicStreamMapper
+
+        self._mapper = AnthropicStreamMapper()
+        self._label = provider_label(upstream)
+        self._meta = MetaWatch()
+
+    def event(self, event: SseEvent) -> list[Chunk]:
+        if not event.data:
+            return []
+        data = json.loads(event.data)
+        if event.name == "error" or (isinstance(data, dict) and data.get("type") == "error"):
+            raise UpstreamStreamError(event.data)
+        return self._feed(data)
+
+    def _feed(self, data: Any) -> list[Chunk]:
+        kind = data.get("type") if isinstance(data, dict) else None
+        if kind == "message_start":
+            self._meta.take(data.get("message"), id="id", model="model")
+        elif kind == "message_delta":
+            self._meta.take(
+                data.get("delta"), stop_reason="stop_reason", stop_sequence="stop_sequence"
+            )
+        return self._mapper.feed(wrap(data))
+
+    def finish(self) -> list[Chunk]:
+        return self._meta.onto(self._mapper.finish(self._label))
+
+    def body(self, data: dict[str, Any]) -> list[Chunk]:
+        feed = self._feed
+        message = {k: v for k, v in data.items() if k != "content"}
+        chunks = feed({"type": "message_start", "message": message})
+        for index, block in enumerate(data.get("content") or []):
+            start = {"type": "content_block_start", "index": index, "content_block": block}
+            chunks += feed(start)
+            chunks += feed({"type": "content_block_stop", "index": index})
+        delta = {"stop_reason": data.get("stop_reason"), "stop_sequence": data.get("stop_sequence")}
+        chunks += feed({"type": "message_delta", "delta": delta, "usage": data.get("usage")})
+        chunks += feed({"type": "message_stop"})
+        return chunks + self.finish()

@@ -1,0 +1,221 @@
+"""Record mode's half of a run: a model call forwarded to the upstream and relayed back
+to the client as its bytes arrive, while the decoder of its wire API turns them into the
+call's recorded chunks; ``GET /v1/models`` and ``count_tokens`` passed through as they came
+(a models listing kept for replay)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from contextlib import suppress
+from types import ModuleType
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from agentreel.llm.exceptions import StreamInterruptedError
+from agentreel.llm.wire import SseSplitter, UpstreamStreamError
+from agentreel.llm_proxy._codecs import (
+    decoder,
+)
+from agentreel.llm_proxy._http import HOP_BY_HOP, RESPONSE_DROP, abort, unreachable
+from agentreel.llm_proxy._identity import Identity
+from agentreel.llm_proxy._models import (
+    MODELS_FILE,
+    ModelsListing,
+    write_models,
+)
+from agentreel.llm_proxy._record import (
+    CallRecording,
+    Recorder,
+)
+from agentreel.llm_proxy._requests import ParsedRequest
+from agentreel.llm_proxy._routes import (
+    Route,
+)
+from agentreel.llm_proxy._settings import ProxySettings
+from agentreel.llm_proxy.exceptions import RequestError
+from agentreel.session import build_request_header
+
+logger = logging.getLogger("agentreel.llm_proxy")
+
+
+class RecordSide:
+    """The record-mode methods of ``ProxyRun`` (``_run``), over the run's state below."""
+
+    settings: ProxySettings
+    recorder: Recorder | None
+    errors: list[str]
+    _client: aiohttp.ClientSession | None
+    _wire: asyncio.Future[ModuleType] | None
+    _listings: dict[str, ModelsListing]
+
+    def _upstream_url(self, route: Route, query: str) -> str:
+        assert self.settings.upstream is not None
+        base = self.settings.upstream.rstrip("/")
+        path = route.upstream_path
+        if base.endswith("/v1") and path.startswith("/v1/"):
+            path = path[3:]
+        return base + path + (f"?{query}" if query else "")
+
+    def _forwarded_headers(self, request: web.Request) -> dict[str, str]:
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
+        headers["accept-encoding"] = "identity"
+        return headers
+
+    async def _pass_through(
+        self, request: web.Request, route: Route, raw: bytes
+    ) -> web.StreamResponse:
+        """Record mode's answer to a request that is no model call (``GET /v1/models``,
+        ``count_tokens``): forwarded, and the upstream's status, headers and body returned
+        as they came; a models listing is kept for replay (``_models``)."""
+        recorder, client = self.recorder, self._client
+        assert recorder is not None
+        assert client is not None
+        recorder.note_secrets(request.headers)
+        url = self._upstream_url(route, request.query_string)
+        try:
+            async with client.request(
+                request.method, url, data=raw or None, headers=self._forwarded_headers(request)
+            ) as upstream:
+                body = await upstream.read()
+                status, headers = upstream.status, upstream.headers
+        except aiohttp.ClientError as exc:
+            raise RequestError(502, unreachable(url, exc)) from None
+        if route.endpoint == "models":
+            self._keep_listing(request.query_string, status, headers, body)
+        out_headers = {k: v for k, v in headers.items() if k.lower() not in RESPONSE_DROP}
+        return web.Response(status=status, body=body, headers=out_headers)
+
+    def _keep_listing(
+        self, query: str, status: int, headers: Mapping[str, str], body: bytes
+    ) -> None:
+        recorder = self.recorder
+        assert recorder is not None
+        text = body.decode("utf-8", "replace")
+        if recorder.holds_secret(text):
+            message = (
+                f"refusing to write a live API key into {MODELS_FILE}: the upstream's GET "
+                "/v1/models answer contains a key a client sent in its auth header. Nothing "
+                "was written; find out why the listing holds the key before recording again"
+            )
+            logger.error("%s", message)
+            self.errors.append(message)
+            return
+        content_type = headers.get("content-type", "application/json")
+        self._listings[query] = ModelsListing(status=status, content_type=content_type, body=text)
+        # Written as it arrives, beside the logs: a crash loses no listing either.
+        write_models(recorder.sessions_root, self._listings)
+
+    async def _record(
+        self,
+        request: web.Request,
+        route: Route,
+        raw: bytes,
+        parsed: ParsedRequest,
+        identity: Identity,
+    ) -> web.StreamResponse:
+        recorder, client = self.recorder, self._client
+        assert recorder is not None
+        assert client is not None
+        recorder.note_secrets(request.headers)
+        headers = self._forwarded_headers(request)
+        header = build_request_header(
+            parsed.options(), turn=0, step=0, cwd=recorder.cwd, api=parsed.api
+        )
+        call = recorder.begin(identity, header, parsed)
+        url = self._upstream_url(route, request.query_string)
+        try:
+            if self._wire is not None:
+                # The decoders' SDK import (``start``); shielded: a cancelled call must not
+                # cancel it for the others.
+                await asyncio.shield(self._wire)
+            upstream = await client.post(url, data=raw, headers=headers)
+        except aiohttp.ClientError as exc:
+            call.cut(f"could not reach the upstream {url}: {exc}")
+            raise RequestError(502, unreachable(url, exc)) from None
+        except asyncio.CancelledError:
+            call.interrupt(identity.describe())
+            raise
+        try:
+            return await self._relay(request, route, upstream, call)
+        except asyncio.CancelledError:
+            # The proxy is stopping (its grace for streams in flight is over).
+            call.interrupt(identity.describe())
+            raise
+        finally:
+            upstream.release()
+            if not call.finished:
+                call.abandon()
+
+    async def _relay(
+        self,
+        request: web.Request,
+        route: Route,
+        upstream: aiohttp.ClientResponse,
+        call: CallRecording,
+    ) -> web.StreamResponse:
+        out_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in RESPONSE_DROP}
+        content_type = upstream.headers.get("content-type", "")
+        if upstream.status != 200:
+            body = await upstream.read()
+            call.http_error(upstream.status, upstream.headers, body)
+            return web.Response(status=upstream.status, body=body, headers=out_headers)
+        wire = decoder(route.api, self.settings.upstream or "")
+        if "text/event-stream" not in content_type:
+            body = await upstream.read()
+            try:
+                call.chunks(wire.body(json.loads(body)))
+            except (ValueError, StreamInterruptedError, AttributeError, TypeError) as exc:
+                call.cut(f"the upstream's response body could not be read: {exc}")
+            return web.Response(status=200, body=body, headers=out_headers)
+        response = web.StreamResponse(status=200, headers=out_headers)
+        await response.prepare(request)
+        splitter = SseSplitter()
+        client_gone = False
+        decoding = True
+        try:
+            async for data in upstream.content.iter_any():
+                if not client_gone:
+                    try:
+                        await response.write(data)
+                    except (ConnectionResetError, aiohttp.ClientConnectionResetError):
+                        client_gone = True
+                        logger.info(
+                            "the client of session %s left mid-stream; recording the rest",
+                            call.lane.session.id,
+                        )
+                if decoding:
+                    decoding = _decode(splitter.feed(data), wire, call)
+        except aiohttp.ClientPayloadError as exc:
+            call.cut(f"the upstream cut the stream: {exc}")
+            abort(request)
+            return response
+        if decoding:
+            try:
+                call.chunks(wire.finish())
+            except StreamInterruptedError as exc:
+                call.cut(exc.message)
+                abort(request)
+                return response
+        if not client_gone:
+            with suppress(ConnectionResetError):
+                await response.write_eof()
+        return response
+
+
+def _decode(events: Sequence[Any], wire: Any, call: CallRecording) -> bool:
+    """Record the chunks of ``events``; False once the stream holds an error event."""
+    for event in events:
+        try:
+            call.chunks(wire.event(event))
+        except UpstreamStreamError as error:
+            call.stream_error(error.raw)
+            return False
+        except (ValueError, AttributeError, TypeError, KeyError) as exc:
+            call.cut(f"an upstream event could not be read ({exc}): {event.data[:200]!r}")
+            return False
+    return True

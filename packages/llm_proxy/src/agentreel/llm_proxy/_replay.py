@@ -1,0 +1,202 @@
+"""Replay mode's half of a run: a request bound to its recorded call and answered in the
+request's wire API — at once when the call is recorded whole, chunk by chunk
+(``_paced``) when an override or pacing makes it take time — with the served session logs
+written beside it, and ``GET /v1/models`` answered as recorded."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+
+import msgspec
+from aiohttp import web
+
+from agentreel.llm import Chunk, Finish, LlmError, ResponseMeta
+from agentreel.llm_proxy._codecs import (
+    encode_body,
+    encode_stream,
+    response_id,
+    without_ending,
+)
+from agentreel.llm_proxy._errors import CUT_CODE, HTTP_CODE_PREFIX, STREAM_ERROR_CODE, error_body
+from agentreel.llm_proxy._http import abort, json_response, prepare_sse, recorded_http_error
+from agentreel.llm_proxy._identity import Identity
+from agentreel.llm_proxy._models import (
+    ModelsListing,
+    listing_for,
+)
+from agentreel.llm_proxy._paced import stream_as_it_comes
+from agentreel.llm_proxy._record import (
+    CallRecording,
+    ServedLogs,
+)
+from agentreel.llm_proxy._requests import ParsedRequest
+from agentreel.llm_proxy._routes import (
+    Route,
+)
+from agentreel.llm_proxy._settings import REPLAY_ERROR_STATUS
+from agentreel.llm_replay import (
+    BoundCall,
+    PartialLanes,
+    RecordedStream,
+    ReplayError,
+    ReplayProvider,
+    Script,
+)
+from agentreel.session import build_request_header
+
+logger = logging.getLogger("agentreel.llm_proxy")
+
+
+class ReplaySide:
+    """The replay-mode methods of ``ProxyRun`` (``_run``), over the run's state below."""
+
+    provider: ReplayProvider | None
+    served: ServedLogs | None
+    _recorded_apis: bool
+    _partial: PartialLanes
+    _listings: dict[str, ModelsListing]
+
+    def _recorded_models(self, query: str) -> web.StreamResponse:
+        assert self.provider is not None
+        listing = listing_for(self._listings, query, self.provider.recording)
+        return web.Response(
+            status=listing.status,
+            body=listing.body.encode(),
+            headers={"content-type": listing.content_type},
+        )
+
+    def _served_call(self, parsed: ParsedRequest, script: Script) -> CallRecording | None:
+        """Begin one served call in the replay's own session logs (``served``), if kept:
+        in the log of the recorded script it was bound to."""
+        served = self.served
+        if served is None:
+            return None
+        # Written in the recording's own format: a recording from before the wire API was
+        # logged gets served logs without it, so its goldens stay byte-identical.
+        api = parsed.api if self._recorded_apis else None
+        header = build_request_header(parsed.options(), turn=0, step=0, cwd=served.cwd, api=api)
+        if self._partial.naming(header) is not None:
+            return None
+        return served.begin_bound(script, header)
+
+    async def _replay(
+        self, request: web.Request, route: Route, parsed: ParsedRequest, identity: Identity
+    ) -> web.StreamResponse:
+        provider = self.provider
+        assert provider is not None
+        options = parsed.options(identity.session, identity.parent, identity.spawn_index)
+        try:
+            bound = provider.stream_bound(options, api=parsed.api)
+        except ReplayError as error:
+            message = f"agentreel proxy replay ({identity.describe()}): {error}"
+            logger.error("%s", message)
+            return json_response(
+                REPLAY_ERROR_STATUS,
+                error_body(route.api, REPLAY_ERROR_STATUS, message, type(error).__name__),
+            )
+        stream = bound.chunks
+        served = self._served_call(parsed, bound.script)
+        try:
+            if isinstance(stream, RecordedStream):
+                chunks = list(stream.chunks)
+                if served is not None:
+                    served.chunks(chunks)
+                wire_id = response_id(route.api, msgspec.json.encode(chunks).decode())
+                return await self._send_replayed(request, parsed, identity, chunks, None, wire_id)
+            meta = _recorded_meta(bound)
+            return await self._replay_as_it_comes(request, parsed, identity, stream, served, meta)
+        except asyncio.CancelledError:
+            # The proxy is stopping while this call streams (a hang override, pacing).
+            provider.interrupted(bound.script, bound.position)
+            if served is not None:
+                served.interrupt(identity.describe())
+            else:
+                logger.warning(
+                    "%s: a replayed call was still streaming when the proxy stopped",
+                    identity.describe(),
+                )
+            raise
+        finally:
+            if served is not None:
+                served.abandon()  # a replayed stream that broke off ends as recorded: cut
+
+    async def _replay_as_it_comes(
+        self,
+        request: web.Request,
+        parsed: ParsedRequest,
+        identity: Identity,
+        stream: AsyncIterator[Chunk],
+        served: CallRecording | None,
+        meta: ResponseMeta | None,
+    ) -> web.StreamResponse:
+        """A call whose chunks take time, sent as they come (``_paced``), then closed."""
+        paced = await stream_as_it_comes(request, parsed, identity, stream, served, meta)
+        if paced.client_left:
+            assert paced.response is not None  # only writes raise it
+            return paced.response
+        return await self._send_replayed(
+            request,
+            parsed,
+            identity,
+            paced.chunks,
+            paced.failure,
+            paced.wire_id,
+            response=paced.response,
+            sent=paced.sent,
+            meta=meta,
+        )
+
+    async def _send_replayed(
+        self,
+        request: web.Request,
+        parsed: ParsedRequest,
+        identity: Identity,
+        chunks: list[Chunk],
+        failure: LlmError | None,
+        wire_id: str,
+        *,
+        response: web.StreamResponse | None = None,
+        sent: int = 0,
+        meta: ResponseMeta | None = None,
+    ) -> web.StreamResponse:
+        """Answer with a replayed call in the request's wire API; ``response`` and ``sent``:
+        the stream already started and how many of its frames went out; ``meta``: the
+        recorded ``ResponseMeta`` when ``chunks`` may lack the finish carrying it."""
+        finish = chunks[-1] if chunks and isinstance(chunks[-1], Finish) else None
+        if response is None:
+            if finish is not None and finish.code and finish.code.startswith(HTTP_CODE_PREFIX):
+                return recorded_http_error(finish)
+            if not parsed.stream:
+                if failure is not None:
+                    status = failure.status or 500
+                    return json_response(status, error_body(parsed.api, status, str(failure)))
+                return json_response(200, encode_body(parsed, chunks, wire_id, meta))
+            response = await prepare_sse(request)
+        special = finish is not None and finish.code in (CUT_CODE, STREAM_ERROR_CODE)
+        frames = encode_stream(parsed, chunks[:-1] if special else chunks, wire_id, meta)
+        if special or failure is not None:
+            frames = without_ending(parsed.api, frames)
+        try:
+            for frame in frames[sent:]:
+                await response.write(frame)
+            if finish is not None and finish.code == STREAM_ERROR_CODE:
+                name = b"event: error\n" if parsed.api != "chat" else b""
+                await response.write(name + b"data: " + (finish.message or "").encode() + b"\n\n")
+            elif (finish is not None and finish.code == CUT_CODE) or failure is not None:
+                abort(request)
+                return response
+            await response.write_eof()
+        except ConnectionResetError:
+            logger.info("the client of %s left mid-stream", identity.describe())
+        return response
+
+
+def _recorded_meta(bound: BoundCall) -> ResponseMeta | None:
+    """The bound call's recorded ``ResponseMeta`` (on its finish), if it has one."""
+    calls = bound.script.calls
+    if not 0 <= bound.position < len(calls) or not calls[bound.position].chunks:
+        return None
+    last = calls[bound.position].chunks[-1]
+    return last.response if isinstance(last, Finish) else None
