@@ -150,8 +150,8 @@ _DEFAULT_AGENTS = ("general-purpose", "general", "default", "worker")
 
 
 def _separator() -> str:
-    # The wire codec owns the spelling and imports this module: import it when first used.
-    from agentreel.llm.stub._wire import NAMESPACE_SEPARATOR
+    # The wire codec (agentreel.llm.wire) owns the spelling.
+    from agentreel.llm.wire import NAMESPACE_SEPARATOR
 
     return NAMESPACE_SEPARATOR
 
