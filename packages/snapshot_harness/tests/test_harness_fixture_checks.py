@@ -14,7 +14,11 @@ from agentreel.snapshot_harness import (
     GoldenMismatchError,
     ReplayConsumptionError,
     check_scenario,
+    load_scenario,
 )
+from agentreel.snapshot_harness._layout import take_inventory
+
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 
 
 def test_a_crlf_golden_is_named_as_line_endings_not_diffed(recorded_echo_turn: Path) -> None:
@@ -91,3 +95,48 @@ def test_a_timeout_met_at_a_hang_override_says_so(tmp_path: Path) -> None:
     assert "did not finish within 8s" in message
     assert "replay.override.json makes session.jsonl call 1 hang until cancelled" in message
     assert "prompt_and_cancel" in message
+
+
+def test_a_middle_childs_recording_deleted_is_missing_not_its_siblings_orphaned(
+    tmp_path: Path,
+) -> None:
+    copy = tmp_path / "subagent-multi"
+    shutil.copytree(FIXTURES / "subagent-multi", copy)
+    (copy / "session.1.jsonl").unlink()
+    with pytest.raises(FixtureInventoryError) as caught:
+        check_scenario(copy, "replay")
+    assert caught.value.missing == ["session.1.jsonl"]
+    assert caught.value.orphans == []
+    assert "missing recording(s): session.1.jsonl — the golden log of each is there" in str(
+        caught.value
+    )
+
+
+AGENT_WITH_HELPERS = """\
+import json
+import helpers
+from toolbox.parse import parse
+
+PROMPTS = "prompts.txt"
+"""
+
+
+def test_files_the_scenarios_agent_imports_or_names_are_inputs_not_orphans(
+    tmp_path: Path,
+) -> None:
+    directory = tmp_path / "own-agent"
+    directory.mkdir()
+    (directory / "scenario.toml").write_text(
+        'agent = ["{python}", "./agent.py"]\n\n[[steps]]\ntype = "initialize"\n'
+    )
+    (directory / "agent.py").write_text(AGENT_WITH_HELPERS)
+    (directory / "helpers.py").write_text("from . import x\nimport more\n")
+    (directory / "more.py").write_text("")  # imported by helpers.py, not by agent.py
+    (directory / "toolbox").mkdir()
+    (directory / "toolbox" / "parse.py").write_text("def parse(): ...\n")
+    (directory / "prompts.txt").write_text("hello\n")
+    (directory / "stray.txt").write_text("nobody uses me\n")
+    (directory / "session.jsonl").write_text("")  # a recording, never an input by a string
+    inventory = take_inventory(load_scenario(directory))
+    assert inventory.orphans == ["stray.txt"]
+    assert inventory.recordings == ["session.jsonl"]

@@ -147,12 +147,13 @@ def test_a_deleted_process_child_recording_fails_as_an_unrecorded_session(
     assert "0 passed, 1 failed" in run.stdout
 
 
-def test_a_process_child_recording_deleted_alone_names_its_orphaned_golden(
+def test_a_process_child_recording_deleted_alone_is_named_missing_not_its_golden_orphaned(
     tmp_path: Path,
 ) -> None:
-    # Before any agent runs: the child's golden has no recording left to produce it.
+    # Before any agent runs: the child's golden is there, so its recording is what is gone.
     copy = copy_scenario(PROCESS, tmp_path)
     (copy / "session.2.jsonl").unlink()
     run = agentreel_replay(copy.parent)
     assert run.returncode != 0
-    assert "orphans (no scenario needs them; delete them): golden/session.2.jsonl" in run.stdout
+    assert "missing recording(s): session.2.jsonl — the golden log of each is there" in run.stdout
+    assert "orphans" not in run.stdout

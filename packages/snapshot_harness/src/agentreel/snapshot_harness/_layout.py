@@ -180,6 +180,7 @@ def check_inventory(scenario: Scenario, mode: Mode) -> Inventory:
     extra: list[str] = []
     orphans = list(inventory.orphans)
     rerecord = rerecord_command(scenario.name)
+    recorded_golden: list[str] = []  # missing recordings whose golden log is there
     if mode == "record":
         rules = scenario.record.rules
         if rules is not None and not rules.is_file():
@@ -187,8 +188,14 @@ def check_inventory(scenario: Scenario, mode: Mode) -> Inventory:
     else:
         count = len(inventory.recordings)
         if scenario.creates_sessions:
-            expected = _contiguous(max(count, 1))
-            missing += [n for n in expected if n not in inventory.recordings]
+            # In replay each golden log has its recording: a deleted recording is named
+            # missing (up to the highest-numbered golden log), not its golden an orphan.
+            golden_logs = [n for n in inventory.goldens if n != TRANSCRIPT_FILE]
+            highest = max((session_file_number(n) or 0 for n in golden_logs), default=0)
+            expected = _contiguous(max(count, highest + 1 if mode == "replay" else 1, 1))
+            lost = [n for n in expected if n not in inventory.recordings]
+            missing += lost
+            recorded_golden = [n for n in lost if n in inventory.goldens]
             orphans += [n for n in inventory.recordings if n not in expected]
         else:
             orphans += inventory.recordings
@@ -222,8 +229,15 @@ def check_inventory(scenario: Scenario, mode: Mode) -> Inventory:
                 "recording left over from an earlier run, or rewrite the goldens from these "
                 f"recordings: {refresh_command(scenario.name)}"
             )
-        if missing:
-            lines.append(f"  missing: {', '.join(missing)}")
+        if recorded_golden:
+            lines.append(
+                f"  missing recording(s): {', '.join(recorded_golden)} — the golden log of "
+                f"each is there ({', '.join(f'{GOLDEN_DIR}/{n}' for n in recorded_golden)}): "
+                "deleted by mistake, or left out of a commit?"
+            )
+        other = [n for n in missing if n not in recorded_golden]
+        if other:
+            lines.append(f"  missing: {', '.join(other)}")
         if orphans:
             lines.append(
                 f"  orphans (no scenario needs them; delete them): {', '.join(sorted(orphans))}"

@@ -9,6 +9,7 @@ key, so a typo never silently changes what a test does.
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import sys
@@ -18,7 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from agentreel.session import KeyMask, Mask, checked_allowlist, unordered_kinds_checked
+from agentreel.session import (
+    SESSION_FILE_PATTERN,
+    KeyMask,
+    Mask,
+    checked_allowlist,
+    unordered_kinds_checked,
+)
 from agentreel.snapshot_harness.exceptions import ScenarioError, UnreadableFixtureError
 
 SCENARIO_FILE = "scenario.toml"
@@ -201,6 +208,47 @@ class ForkServerConfig:
     preload: tuple[str, ...] | None = None
 
 
+def _used_by(directory: Path, names: set[str]) -> set[str]:
+    """The entries of ``directory`` that its Python files among ``names`` import (a module
+    ``x.py`` or package ``x/`` beside them) or name in a string, transitively."""
+    try:
+        entries = {path.name for path in directory.iterdir()}
+    except OSError:
+        return set()  # the inventory names an unreadable directory
+    # The fixture's own layout is never an input, whatever a string in the agent says.
+    entries = {
+        name
+        for name in entries
+        if name not in (SCENARIO_FILE, WORKSPACE_DIR, "golden")
+        and not SESSION_FILE_PATTERN.fullmatch(name)
+    }
+    found: set[str] = set()
+    todo = [name for name in names if name.endswith(".py")]
+    while todo:
+        source = directory / todo.pop()
+        try:
+            tree = ast.parse(source.read_text(encoding="utf-8"), filename=str(source))
+        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+            continue  # not ours to judge: the agent run shows what is wrong with it
+        for node in ast.walk(tree):
+            candidates: list[str] = []
+            if isinstance(node, ast.Import):
+                candidates = [alias.name.split(".")[0] for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                candidates = [node.module.split(".")[0]]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                text = node.value.removeprefix("./")
+                if text and len(text) < 256 and "\n" not in text:
+                    found.update({Path(text).parts[0]} & entries - {".", ".."})
+            for module in candidates:
+                for name in (f"{module}.py", module):
+                    if name in entries and name not in found and name not in names:
+                        found.add(name)
+                        if name.endswith(".py"):
+                            todo.append(name)
+    return found
+
+
 @dataclass(frozen=True, slots=True)
 class Scenario:
     """One loaded, validated scenario."""
@@ -246,15 +294,21 @@ class Scenario:
         return any(isinstance(step, NewSession) for step in self.steps)
 
     def own_files(self) -> set[str]:
-        """Top-level names in the scenario directory that the scenario itself uses: its
-        ``[[model.files]]`` templates and agent files (``./agent.py``) — inputs, not orphans."""
+        """Top-level names in the scenario directory that the scenario itself uses — inputs,
+        not orphans: its ``[[model.files]]`` templates, the files its ``agent`` command and
+        ``env`` values name (``./agent.py``, ``{scenario}/agent.py``), and what those Python
+        files import or name from the scenario directory (``import helpers`` of a
+        ``helpers.py`` or ``helpers/`` beside them, ``"prompts.txt"`` in a string), followed
+        through the modules they import."""
         names = {file.source for file in self.model.files if file.source}
-        for part in self.agent or ():
-            if part.startswith("./"):
-                inside = Path(part[2:]).parts
-                if inside:
-                    names.add(inside[0])
-        return {Path(name).parts[0] for name in names}
+        for part in [*(self.agent or ()), *self.env.values()]:
+            for prefix in ("./", "{scenario}/"):
+                if part.startswith(prefix):
+                    inside = Path(part[len(prefix) :]).parts
+                    if inside:
+                        names.add(inside[0])
+        own = {Path(name).parts[0] for name in names}
+        return own | _used_by(self.directory, own)
 
     def agent_command(self) -> list[str]:
         """The agent command line, placeholders expanded and relative paths made absolute.
