@@ -190,8 +190,8 @@ def check_inventory(scenario: Scenario, mode: Mode) -> Inventory:
         if scenario.creates_sessions:
             # In replay each golden log has its recording: a deleted recording is named
             # missing (up to the highest-numbered golden log), not its golden an orphan.
-            golden_logs = [n for n in inventory.goldens if n != TRANSCRIPT_FILE]
-            highest = max((session_file_number(n) or 0 for n in golden_logs), default=0)
+            logged = [n for n in inventory.goldens if n != TRANSCRIPT_FILE]
+            highest = max((session_file_number(n) or 0 for n in logged), default=0)
             expected = _contiguous(max(count, highest + 1 if mode == "replay" else 1, 1))
             lost = [n for n in expected if n not in inventory.recordings]
             missing += lost
