@@ -15,18 +15,20 @@ import pytest_asyncio
 
 from agentreel.llm import load_provider
 from agentreel.llm._anthropic import AnthropicProvider
+from agentreel.llm._gemini import GeminiProvider
 from agentreel.llm._openai import OpenAIProvider
 from agentreel.llm.stub import StubServer
 
-AdapterProvider = OpenAIProvider | AnthropicProvider
+AdapterProvider = OpenAIProvider | AnthropicProvider | GeminiProvider
 _ADAPTER_CLASSES: dict[str, type[AdapterProvider]] = {
     "stub": OpenAIProvider,
     "stub-anthropic": AnthropicProvider,
+    "stub-gemini": GeminiProvider,
 }
 _FAST_RETRIES = {"max_retries": 2, "retry_initial_delay": 0.01, "retry_max_delay": 0.02}
 
 
-@pytest.fixture(params=list(_ADAPTER_CLASSES), ids=["openai", "anthropic"])
+@pytest.fixture(params=list(_ADAPTER_CLASSES), ids=["openai", "anthropic", "gemini"])
 def adapter_name(request: pytest.FixtureRequest) -> str:
     """The stub-backed provider name; both adapters unless a module overrides it."""
     name: str = request.param

@@ -1,5 +1,5 @@
-"""Both SDK adapters (openai, anthropic) against the stub server, where the wire format does not
-matter: chunk stream shape, retries, error mapping, timeouts, cancellation.
+"""The SDK adapters (openai, anthropic, gemini) against the stub server, where the wire format
+does not matter: chunk stream shape, retries, error mapping, timeouts, cancellation.
 
 Each test runs once per adapter (the ``adapter_name`` fixture in conftest.py); what differs
 between the two wire formats is looked up per adapter. Request-body and message-conversion
@@ -31,6 +31,7 @@ from agentreel.llm import (
     validate_stream,
 )
 from agentreel.llm._anthropic import AnthropicProvider
+from agentreel.llm._gemini import GeminiProvider
 from agentreel.llm._openai import OpenAIProvider
 from agentreel.llm._retry import RetryNotice
 from agentreel.llm.exceptions import (
@@ -44,7 +45,7 @@ from agentreel.llm.exceptions import (
 )
 from agentreel.llm.stub import StubServer
 
-AdapterProvider = OpenAIProvider | AnthropicProvider
+AdapterProvider = OpenAIProvider | AnthropicProvider | GeminiProvider
 Connect = Callable[..., AdapterProvider]
 
 
@@ -85,6 +86,19 @@ _TOOLS_ON_THE_WIRE: dict[str, list[dict[str, object]]] = {
     "stub-anthropic": [
         {"name": "read_file", "description": "Read a file", "input_schema": READ_FILE_SCHEMA}
     ],
+    # google-genai 3 sends a JSON-schema declaration under its snake_case name, as public
+    # recordings of the real API show (the API takes both spellings).
+    "stub-gemini": [
+        {
+            "functionDeclarations": [
+                {
+                    "name": "read_file",
+                    "description": "Read a file",
+                    "parameters_json_schema": READ_FILE_SCHEMA,
+                }
+            ]
+        }
+    ],
 }
 
 
@@ -124,16 +138,20 @@ chunk_size = 3
 """
 
 
+# Gemini sends each function call whole, in one part: no argument pieces to interleave.
+_INTERLEAVED = {"stub": [1, 2, 1, 2], "stub-anthropic": [1, 2, 1, 2], "stub-gemini": [1, 2]}
+
+
 @_rules(TWO_TOOLS)
 @pytest.mark.asyncio
 async def test_adapter_two_tool_calls_with_interleaved_argument_deltas(
-    server_and_provider: tuple[StubServer, AdapterProvider],
+    adapter_name: str, server_and_provider: tuple[StubServer, AdapterProvider]
 ) -> None:
     _, provider = server_and_provider
     chunks = await _collect(provider, _options("do both"))
     tool_deltas = [c for c in chunks if isinstance(c, ToolCallDelta) and c.arguments_delta]
     order = [c.index for c in tool_deltas]
-    assert order[:4] == [1, 2, 1, 2], "argument pieces of the two calls alternate"
+    assert order[:4] == _INTERLEAVED[adapter_name], "argument pieces of the two calls alternate"
     calls = {
         c.block.id: c.block
         for c in chunks
@@ -159,6 +177,10 @@ _USAGE: dict[str, tuple[str, Usage]] = {
     "stub-anthropic": (
         "cache_write_tokens = 5",
         Usage(input_tokens=120, output_tokens=7, cache_read_tokens=100, cache_write_tokens=5),
+    ),
+    "stub-gemini": (
+        "reasoning_tokens = 3",
+        Usage(input_tokens=120, output_tokens=7, cache_read_tokens=100, reasoning_tokens=3),
     ),
 }
 
@@ -187,6 +209,11 @@ _REFUSAL: dict[str, Finish] = {
         reason="error",
         code="refusal",
         message="the model stopped with stop_reason 'refusal'",
+    ),
+    "stub-gemini": Finish(
+        reason="error",
+        code="SAFETY",
+        message="the model stopped with finishReason 'SAFETY'",
     ),
 }
 
@@ -296,7 +323,7 @@ async def test_adapter_unmatched_request_is_a_bad_request_naming_the_request(
 
 # Frames the stub sends before the cut so that three text deltas got through: anthropic
 # spends two more frames (message_start, content_block_start) before the first text.
-_FRAMES_BEFORE_CUT = {"stub": 4, "stub-anthropic": 6}
+_FRAMES_BEFORE_CUT = {"stub": 4, "stub-anthropic": 6, "stub-gemini": 3}
 
 
 @pytest.mark.asyncio
@@ -379,12 +406,16 @@ async def test_adapter_closing_the_stream_early_closes_the_connection(connect: C
 _STREAM_ERROR: dict[str, tuple[int, str, str]] = {
     "stub": (3, "melted", "server_error"),
     "stub-anthropic": (5, "Overloaded", "overloaded_error"),
+    # Gemini's error frame names its HTTP code (and a google.rpc status).
+    "stub-gemini": (2, "melted", "500"),
 }
 
 
 _USAGE_BEFORE_ERROR: dict[str, list[Usage]] = {
     "stub": [],
     "stub-anthropic": [Usage(input_tokens=16, output_tokens=1)],
+    # Gemini repeats the usage in every response.
+    "stub-gemini": [Usage(input_tokens=16, output_tokens=3)],
 }
 
 

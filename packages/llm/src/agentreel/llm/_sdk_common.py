@@ -71,8 +71,22 @@ def make_policy(
     )
 
 
-def _server_message(exc: Exception) -> str:
+def _error_body(exc: Exception) -> Any:
+    """The error's decoded body: ``body`` (openai, anthropic) or ``details`` (google-genai)."""
     body = getattr(exc, "body", None)
+    return body if body is not None else getattr(exc, "details", None)
+
+
+def _status_code(exc: Exception) -> int:
+    """The HTTP status: ``status_code`` (openai, anthropic) or ``code`` (google-genai)."""
+    status = getattr(exc, "status_code", None)
+    if status is None:
+        status = getattr(exc, "code", None)
+    return status if isinstance(status, int) and not isinstance(status, bool) else 0
+
+
+def _server_message(exc: Exception) -> str:
+    body = _error_body(exc)
     if isinstance(body, dict):
         error = body.get("error", body)
         if isinstance(error, dict) and isinstance(error.get("message"), str):
@@ -116,7 +130,7 @@ def classify_open_error(
         )
     if not isinstance(exc, sdk.status):
         return None
-    status = int(getattr(exc, "status_code", 0))
+    status = _status_code(exc)
     detail = _server_message(exc)
     if status in (401, 403):
         return Failure(
@@ -186,7 +200,7 @@ def stream_error(
         # An error event inside the stream: Anthropic's `event: error` (an APIStatusError
         # whose body is {"type": "error", "error": {...}}) or an OpenAI-compatible
         # `data: {"error": {...}}` (an APIError whose body is the inner error object).
-        body = getattr(exc, "body", None)
+        body = _error_body(exc)
         error = body.get("error", body) if isinstance(body, dict) else None
         code, kind = _stream_error_code(error)
         message = (

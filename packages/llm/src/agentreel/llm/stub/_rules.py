@@ -21,7 +21,7 @@ import msgspec.structs
 
 from agentreel.llm.exceptions import StubRulesError
 
-Api = Literal["openai", "anthropic", "responses"]
+Api = Literal["openai", "anthropic", "responses", "gemini"]
 Lane = Literal["conversation", "title", "classifier", "side"]
 """What a request is (``match.lane``): the agent's ``conversation`` (it offers tools), a
 ``classifier`` (no tools, one non-streamed body or a ``</severity>``-like stop sequence), a
@@ -861,3 +861,84 @@ def _anthropic_structured(body: dict[str, Any]) -> bool:
 
 def _lower_keys(headers: Mapping[str, str] | None) -> dict[str, str]:
     return {key.lower(): value for key, value in (headers or {}).items()}
+
+
+def gemini_request_view(
+    body: dict[str, Any], call_index: int, headers: Mapping[str, str] | None, path: str
+) -> RequestView:
+    """Project a Gemini ``generateContent`` / ``streamGenerateContent`` request: the model and
+    whether it streams are in ``path`` (``/v1beta/models/<model>:<method>``), the system
+    prompt is ``systemInstruction``, tool results are ``functionResponse`` parts.
+
+    Structured output is ``generationConfig.responseMimeType`` ``application/json`` or a
+    response schema.
+    """
+    resource = path.rsplit("/models/", 1)[-1]
+    model, _, method = resource.partition(":")
+    contents = [c for c in body.get("contents", []) or [] if isinstance(c, dict)]
+    last_user: str | None = None
+    last_tool: str | None = None
+    if contents and contents[-1].get("role", "user") == "user":
+        parts = [p for p in contents[-1].get("parts", []) or [] if isinstance(p, dict)]
+        results = [
+            p["functionResponse"] for p in parts if isinstance(p.get("functionResponse"), dict)
+        ]
+        if results:
+            last_tool = "\n".join(_gemini_result_text(r) for r in results)
+        else:
+            last_user = _text_of(parts)
+    declarations = [
+        declaration
+        for tool in body.get("tools", []) or []
+        if isinstance(tool, dict)
+        for declaration in tool.get("functionDeclarations", []) or []
+        if isinstance(declaration, dict)
+    ]
+    specs = _function_specs(
+        [
+            {
+                **declaration,
+                # One JSON schema, whichever spelling the client used (google-genai 3 sends
+                # the snake_case one).
+                "parameters": declaration.get(
+                    "parametersJsonSchema",
+                    declaration.get("parameters_json_schema", declaration.get("parameters")),
+                ),
+            }
+            for declaration in declarations
+        ]
+    )
+    raw_system = body.get("systemInstruction")
+    system = _text_of(raw_system.get("parts", [])) if isinstance(raw_system, dict) else ""
+    config = body.get("generationConfig")
+    config = config if isinstance(config, dict) else {}
+    structured = config.get("responseMimeType") == "application/json" or any(
+        key in config for key in ("responseSchema", "responseJsonSchema")
+    )
+    texts = [_text_of(c.get("parts", [])) for c in contents]
+    return RequestView(
+        api="gemini",
+        model=model,
+        system=system,
+        last_user=last_user,
+        last_tool_result=last_tool,
+        all_text="\n".join(texts),
+        tool_names=tuple(specs),
+        call_index=call_index,
+        headers=_lower_keys(headers),
+        structured_output=structured,
+        stream=method == "streamGenerateContent",
+        tool_specs=specs,
+        stop_sequences=_stops(config.get("stopSequences")),
+        cwd=_stated_cwd(system, *texts),
+    )
+
+
+def _gemini_result_text(result: dict[str, Any]) -> str:
+    """A ``functionResponse``'s text: its ``output`` / ``error`` string, else its JSON."""
+    response = result.get("response")
+    if isinstance(response, dict):
+        for key in ("output", "error", "content", "result"):
+            if isinstance(response.get(key), str):
+                return str(response[key])
+    return json.dumps(response, sort_keys=True, ensure_ascii=False)

@@ -25,6 +25,7 @@ from typing import Any, Literal, Self
 
 import msgspec
 
+from agentreel.llm._chunks import Chunk, Finish
 from agentreel.llm.stub._answers import (
     anthropic_frames,
     anthropic_message_body,
@@ -38,15 +39,23 @@ from agentreel.llm.stub._rules import (
     Rule,
     RuleSet,
     anthropic_request_view,
+    gemini_request_view,
     load_rules,
     openai_request_view,
     parse_rules,
     responses_request_view,
 )
 from agentreel.llm.wire import (
+    MINTED_CALL_ID_PREFIX,
     anthropic_error_body,
     anthropic_stream_error_frame,
     count_tokens_body,
+    gemini_chunk_body,
+    gemini_chunk_frames,
+    gemini_count_tokens_body,
+    gemini_error_body,
+    gemini_models_body,
+    gemini_stream_error_frame,
     models_listing_body,
     openai_error_body,
     openai_stream_error_frame,
@@ -58,7 +67,8 @@ from agentreel.llm.wire import (
 logger = logging.getLogger("agentreel.llm.stub")
 
 Outcome = Literal["pending", "completed", "cut", "disconnected", "error", "no-rule"]
-_SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key"})
+_SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-key"})
+_GEMINI_METHODS = (":streamGenerateContent", ":generateContent")
 
 
 class StubRequest(msgspec.Struct, kw_only=True):
@@ -236,7 +246,11 @@ class StubServer:
                 "anthropic": anthropic_request_view,
                 "responses": responses_request_view,
             }
-            view = views[api](body, index, headers)
+            view = (
+                gemini_request_view(body, index, headers, path)
+                if api == "gemini"
+                else views[api](body, index, headers)
+            )
             taken = self.rules.take_answer(view)
             record = StubRequest(
                 index=index,
@@ -287,11 +301,16 @@ class _Handler(BaseHTTPRequestHandler):
         logger.debug("%s " + format, self.address_string(), *args)
 
     def do_GET(self) -> None:
-        if self.path.split("?", 1)[0].rstrip("/").endswith("/models"):
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path.endswith("/models"):
             # The models its rules name (``match.model``), as a provider lists what it serves.
             rules = self.server.stub.rules.rules
             models = sorted({rule.match.model for rule in rules if rule.match.model})
-            self._send_json(200, models_listing_body(models))
+            # google-genai lists Gemini models at /v1/models too: its own headers say which.
+            gemini = path.endswith("/v1beta/models") or any(
+                name.lower() in ("x-goog-api-key", "x-goog-api-client") for name in self.headers
+            )
+            self._send_json(200, (gemini_models_body if gemini else models_listing_body)(models))
             return
         self._send_json(
             404,
@@ -307,8 +326,13 @@ class _Handler(BaseHTTPRequestHandler):
         if path.endswith("/chat/completions"):
             api = "openai"
         elif path.endswith("/messages/count_tokens"):
-            self._count_tokens()
+            self._count_tokens("anthropic")
             return
+        elif "/models/" in path and path.endswith(":countTokens"):
+            self._count_tokens("gemini")
+            return
+        elif "/models/" in path and path.endswith(_GEMINI_METHODS):
+            api = "gemini"
         elif path.endswith("/messages"):
             api = "anthropic"
         elif path.endswith("/responses"):
@@ -316,8 +340,9 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             message = (
                 f"agentreel stub server: no endpoint {self.path!r}; it serves "
-                "POST /v1/chat/completions (OpenAI), POST /v1/messages (Anthropic) and "
-                "POST /v1/responses (OpenAI Responses)"
+                "POST /v1/chat/completions (OpenAI), POST /v1/messages (Anthropic), "
+                "POST /v1/responses (OpenAI Responses) and POST /v1beta/models/<model>:"
+                "streamGenerateContent|generateContent|countTokens (Gemini)"
             )
             self._drain_body()
             self._send_json(404, openai_error_body(404, message))
@@ -370,6 +395,13 @@ class _Handler(BaseHTTPRequestHandler):
         # cwd paths and ids, and the proxy records response ids, so a re-recording must mint
         # the same ones.
         digest = _answer_digest(label, body, call_ids)
+        if api == "gemini":
+            # The Gemini API sends function calls without ids: so does the stub, unless the
+            # rule names one (the ids minted here are the ones a Gemini mapper mints).
+            call_ids = [
+                call.id or f"{MINTED_CALL_ID_PREFIX}stub{digest[:20]}-{i}"
+                for i, call in enumerate(rule.tool_calls)
+            ]
         if not view.stream:
             stub._finish(record, self._answer_whole(record, rule, label, body, digest, call_ids))
             return
@@ -377,6 +409,12 @@ class _Handler(BaseHTTPRequestHandler):
             frames = openai_frames(rule, body, f"chatcmpl-stub{digest[:24]}", call_ids)
         elif api == "anthropic":
             frames = anthropic_frames(rule, body, f"msg_stub{digest[:24]}", call_ids)
+        elif api == "gemini":
+            frames = gemini_chunk_frames(
+                _gemini_chunks(rule, call_ids),
+                model=view.model,
+                response_id=f"stub{digest[:20]}",
+            )
         else:
             frames = responses_chunk_frames(
                 rule_chunks(rule, call_ids),
@@ -389,9 +427,10 @@ class _Handler(BaseHTTPRequestHandler):
                 f"agentreel stub server: {label} injected an in-stream error after "
                 f"{rule.error_after} frames"
             )
-            error_frame = (
-                anthropic_stream_error_frame if api == "anthropic" else openai_stream_error_frame
-            )(message)
+            error_frame = {
+                "anthropic": anthropic_stream_error_frame,
+                "gemini": gemini_stream_error_frame,
+            }.get(api, openai_stream_error_frame)(message)
             frames = [*frames[: rule.error_after], error_frame]
         stub._finish(record, self._stream(record, frames, rule.delay_ms, rule.cut_after, api))
 
@@ -425,6 +464,12 @@ class _Handler(BaseHTTPRequestHandler):
                 )
             elif api == "anthropic":
                 payload = anthropic_message_body(rule, body, f"msg_stub{digest[:24]}", call_ids)
+            elif api == "gemini":
+                payload = gemini_chunk_body(
+                    _gemini_chunks(rule, call_ids),
+                    model=record.path.rsplit("/models/", 1)[-1].partition(":")[0],
+                    response_id=f"stub{digest[:20]}",
+                )
             else:
                 payload = responses_chunk_body(
                     rule_chunks(rule, call_ids),
@@ -457,18 +502,19 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(200, payload, request_id)
         return "completed"
 
-    def _count_tokens(self) -> None:
-        """Anthropic's token count of a request: answered, never a model call (not in
-        ``requests``, no rule taken)."""
+    def _count_tokens(self, api: Api) -> None:
+        """Anthropic's or Gemini's token count of a request: answered, never a model call
+        (not in ``requests``, no rule taken)."""
         try:
             body = json.loads(self._drain_body() or b"{}")
             if not isinstance(body, dict):
                 raise ValueError("the body is not a JSON object")
         except ValueError as exc:
             message = f"agentreel stub server: count_tokens request body is not JSON: {exc}"
-            self._send_error("anthropic", 400, message)
+            self._send_error(api, 400, message)
             return
-        self._send_json(200, count_tokens_body(body))
+        counted = gemini_count_tokens_body if api == "gemini" else count_tokens_body
+        self._send_json(200, counted(body))
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -495,6 +541,9 @@ class _Handler(BaseHTTPRequestHandler):
         if api == "anthropic":
             payload = anthropic_error_body(status, message)
             headers = {"request-id": "req_stub", **(extra or {})}
+        elif api == "gemini":
+            payload = gemini_error_body(status, message)
+            headers = {"x-request-id": "req_stub", **(extra or {})}
         else:
             payload = openai_error_body(status, message)
             headers = {"x-request-id": "req_stub", **(extra or {})}
@@ -563,6 +612,15 @@ class _Handler(BaseHTTPRequestHandler):
 def _answer_digest(label: str, body: Mapping[str, Any], call_ids: list[str]) -> str:
     """What the stub's response ids are minted from: the rule that answered, how far into
     its conversation the request is, and the tool calls the answer makes."""
-    turns = body.get("messages", body.get("input"))
+    turns = body.get("messages", body.get("input", body.get("contents")))
     depth = len(turns) if isinstance(turns, list) else 1
     return hashlib.sha256(json.dumps([label, depth, call_ids]).encode()).hexdigest()
+
+
+def _gemini_chunks(rule: Rule, call_ids: list[str]) -> list[Chunk]:
+    """A rule's answer for the Gemini API: its chunks, a refusal in Gemini's words
+    (``finishReason: SAFETY``)."""
+    chunks = rule_chunks(rule, call_ids)
+    if rule.finish_name == "refusal":
+        chunks[-1] = Finish(reason="error", code="SAFETY")
+    return chunks

@@ -13,6 +13,11 @@ the in-process adapters would record it).
   ``anthropic_error_body``, ``anthropic_stream_error_frame``, ``MessagesDecoder``.
 - OpenAI Responses (``_responses``): ``responses_chunk_frames``, ``responses_chunk_body``,
   ``NAMESPACE_SEPARATOR``, ``responses_namespaced``, ``ResponsesDecoder``.
+- Gemini (``_gemini``): ``gemini_chunk_frames``, ``gemini_chunk_body``,
+  ``gemini_error_body``, ``gemini_stream_error_frame``, ``gemini_models_body``,
+  ``gemini_count_tokens_body``, ``GeminiDecoder``; its wire → chunk rules are its own
+  ``GeminiStreamMapper`` (SDK-free, also the ``gemini`` adapter's), and the request side
+  ``to_gemini_contents`` / ``to_gemini_tools``.
 - Shared: SSE splitting and framing (``_sse``), the recorded ``ResponseMeta`` and the
   decoders' protocol (``_common``), the models listing and token count bodies
   (``_listing``).
@@ -36,6 +41,21 @@ from agentreel.llm.wire._chat import (
 )
 from agentreel.llm.wire._chat import STREAM_ENDINGS as CHAT_STREAM_ENDINGS
 from agentreel.llm.wire._common import CREATED, UpstreamStreamError, WireDecoder
+from agentreel.llm.wire._gemini import (
+    GEMINI_STATUS,
+    MINTED_CALL_ID_PREFIX,
+    GeminiDecoder,
+    GeminiStreamMapper,
+    gemini_chunk_body,
+    gemini_chunk_frames,
+    gemini_count_tokens_body,
+    gemini_error_body,
+    gemini_models_body,
+    gemini_stream_error_frame,
+    to_gemini_contents,
+    to_gemini_tools,
+)
+from agentreel.llm.wire._gemini import STREAM_ENDINGS as GEMINI_STREAM_ENDINGS
 from agentreel.llm.wire._listing import count_tokens_body, models_listing_body
 from agentreel.llm.wire._messages import (
     MESSAGES_STOP_REASONS,
@@ -60,11 +80,16 @@ __all__ = [
     "CHAT_FINISH_REASONS",
     "CHAT_STREAM_ENDINGS",
     "CREATED",
+    "GEMINI_STATUS",
+    "GEMINI_STREAM_ENDINGS",
     "MESSAGES_STOP_REASONS",
     "MESSAGES_STREAM_ENDINGS",
+    "MINTED_CALL_ID_PREFIX",
     "NAMESPACE_SEPARATOR",
     "RESPONSES_STREAM_ENDINGS",
     "ChatDecoder",
+    "GeminiDecoder",
+    "GeminiStreamMapper",
     "MessagesDecoder",
     "ResponsesDecoder",
     "SseEvent",
@@ -77,6 +102,12 @@ __all__ = [
     "chat_chunk_frames",
     "count_tokens_body",
     "event_frame",
+    "gemini_chunk_body",
+    "gemini_chunk_frames",
+    "gemini_count_tokens_body",
+    "gemini_error_body",
+    "gemini_models_body",
+    "gemini_stream_error_frame",
     "json_bytes",
     "messages_chunk_body",
     "messages_chunk_frames",
@@ -86,4 +117,6 @@ __all__ = [
     "responses_chunk_body",
     "responses_chunk_frames",
     "responses_namespaced",
+    "to_gemini_contents",
+    "to_gemini_tools",
 ]

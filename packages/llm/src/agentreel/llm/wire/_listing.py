@@ -40,20 +40,19 @@ def count_tokens_body(body: dict[str, Any]) -> bytes:
     """A ``POST /v1/messages/count_tokens`` answer: one token per word of every string in
     the request's ``system``, ``messages`` and ``tools`` (their ``role`` and ``type`` names
     aside) — deterministic, not a tokenizer."""
-    words = 0
-
-    def walk(value: Any) -> None:
-        nonlocal words
-        if isinstance(value, str):
-            words += len(value.split())
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                if key not in ("role", "type"):
-                    walk(item)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item)
-
-    for key in ("system", "messages", "tools"):
-        walk(body.get(key))
+    words = words_in([body.get(key) for key in ("system", "messages", "tools")], ("role", "type"))
     return json_bytes({"input_tokens": words})
+
+
+def words_in(value: Any, skipped_keys: tuple[str, ...]) -> int:
+    """The words of every string in ``value`` (a JSON value), the values of
+    ``skipped_keys`` aside: the stub's and replay's deterministic token count."""
+    if isinstance(value, str):
+        return len(value.split())
+    if isinstance(value, dict):
+        return sum(
+            words_in(item, skipped_keys) for key, item in value.items() if key not in skipped_keys
+        )
+    if isinstance(value, list):
+        return sum(words_in(item, skipped_keys) for item in value)
+    return 0
