@@ -288,5 +288,34 @@ def test_the_review_hint_names_the_nox_session_for_the_default_fixtures(
     (tmp_path / "elsewhere" / "plain").mkdir(parents=True)
     default = review_hint(Path("fixtures") / "plain")
     assert default == "`agentreel review plain` (or `nox -s review -- plain`)"
+    # Any other directory is repeated as given: absolute stays absolute, relative relative.
     other = review_hint(tmp_path / "elsewhere" / "plain")
-    assert other == "`agentreel review --fixtures elsewhere plain`"
+    assert other == f"`agentreel review --fixtures {tmp_path / 'elsewhere'} plain`"
+    assert (
+        review_hint(Path("elsewhere") / "plain") == "`agentreel review --fixtures elsewhere plain`"
+    )
+
+
+@pytest.mark.parametrize("spelling", ["absolute", "relative"])
+def test_a_failing_replays_hints_repeat_the_fixtures_argument_as_typed(
+    three_session_template: Path,
+    tmp_path: Path,
+    local: None,
+    monkeypatch: pytest.MonkeyPatch,
+    spelling: str,
+) -> None:
+    # As a user runs it: no nox around, so no command hints in the environment.
+    monkeypatch.delenv("AGENTREEL_RERECORD_COMMAND", raising=False)
+    monkeypatch.delenv("AGENTREEL_REFRESH_COMMAND", raising=False)
+    monkeypatch.chdir(tmp_path)
+    directory = copy_of(three_session_template, tmp_path / "fx", "family")
+    tweak(directory, "transcript.jsonl")
+    typed = str(tmp_path / "fx") if spelling == "absolute" else "fx"
+    code, text = run_cli("replay", "--fixtures", typed)
+    assert code == 1, text
+    assert f"`agentreel review --fixtures {typed} family`" in text
+    assert f"`agentreel refresh --fixtures {typed} family` rewrites the goldens" in text
+    assert f"re-record: agentreel record --fixtures {typed} family" in text
+    if spelling == "absolute":
+        assert "--fixtures fx " not in text
+    assert "AGENTREEL_RERECORD_COMMAND" not in os.environ  # set for the run only

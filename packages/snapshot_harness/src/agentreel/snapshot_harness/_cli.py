@@ -14,19 +14,21 @@ a summary. Exit status 0 when every scenario passed, 1 when any failed, 2 on usa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
+import shlex
 import shutil
 import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from agentreel.session import rerecord_command
+from agentreel.session import REFRESH_COMMAND_ENV, RERECORD_COMMAND_ENV, rerecord_command
 from agentreel.snapshot_harness._check import check_scenario
-from agentreel.snapshot_harness._pending import pending_allowed
+from agentreel.snapshot_harness._pending import is_default_fixtures, pending_allowed
 from agentreel.snapshot_harness._scenario import (
     DEFAULT_STUB_MODEL,
     DEFAULT_STUB_RULES,
@@ -177,8 +179,45 @@ def usage() -> str:
     return "\n".join(lines) + "\n"
 
 
+@contextlib.contextmanager
+def _hints_echoing(argv: Sequence[str]) -> Iterator[None]:
+    """For the command's run: re-record and refresh hints that repeat the user's own
+    ``--fixtures`` (as typed), unless the layer running agentreel has set its own (nox sets
+    ``$AGENTREEL_RERECORD_COMMAND``). The hints are read in this process and, passed on
+    by the harness, in the agent's."""
+    fixtures = None
+    for i, arg in enumerate(argv):
+        if arg == "--fixtures" and i + 1 < len(argv):
+            fixtures = argv[i + 1]
+        elif arg.startswith("--fixtures="):
+            fixtures = arg.split("=", 1)[1]
+    commands = {RERECORD_COMMAND_ENV: "record", REFRESH_COMMAND_ENV: "refresh"}
+    if fixtures is None or is_default_fixtures(Path(fixtures)):
+        yield
+        return
+    saved = {name: os.environ.get(name) for name in commands}
+    try:
+        for name, command in commands.items():
+            if not os.environ.get(name):
+                os.environ[name] = (
+                    f"agentreel {command} --fixtures {shlex.quote(fixtures)} {{scenario}}"
+                )
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def _main(argv: Sequence[str] | None, out: TextIO) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    with _hints_echoing(argv):
+        return _dispatch(argv, out)
+
+
+def _dispatch(argv: list[str], out: TextIO) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(usage(), end="", file=out if argv else sys.stderr)
         return 0 if argv else 2

@@ -14,6 +14,7 @@ recordings change only through ``record``.
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,26 +38,22 @@ def pending_allowed(environ: Mapping[str, str] | None = None) -> bool:
 
 def review_hint(scenario_directory: Path) -> str:
     """How to review one scenario's pending goldens, in backticks: the CLI, and for the
-    repository's own ``./fixtures`` also the nox session (where ``agentreel`` is installed)."""
+    repository's own ``./fixtures`` also the nox session (where ``agentreel`` is installed).
+    Any other fixtures directory is repeated as the user gave it (``--fixtures`` as typed,
+    absolute or relative: scenario directories keep the spelling they were found by)."""
     fixtures = scenario_directory.parent
     name = scenario_directory.name
-    if _is_default_fixtures(fixtures):
+    if is_default_fixtures(fixtures):
         return f"`agentreel review {name}` (or `nox -s review -- {name}`)"
-    return f"`agentreel review --fixtures {_shown(fixtures)} {name}`"
+    return f"`agentreel review --fixtures {shlex.quote(str(fixtures))} {name}`"
 
 
-def _is_default_fixtures(fixtures: Path) -> bool:
+def is_default_fixtures(fixtures: Path) -> bool:
+    """Whether ``fixtures`` is ``./fixtures``, where ``agentreel`` looks without ``--fixtures``."""
     try:
         return fixtures.resolve() == (Path.cwd() / "fixtures").resolve()
     except OSError:
         return False
-
-
-def _shown(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
 
 
 @dataclass(frozen=True, slots=True)
