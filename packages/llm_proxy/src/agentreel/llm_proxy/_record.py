@@ -69,6 +69,7 @@ from agentreel.session import (
     encode_record,
     epoch_ms,
     harvest_session_logs,
+    now_ms,
     recording_names,
     session_file_name,
     tokenize_cwd,
@@ -449,7 +450,7 @@ class Recorder:
             spawn_index=spawn_index,
             origin="spawn" if parent is not None else "main",
         )
-        session = Session(self._store.path_for(header), header, [], epoch_ms)
+        session = Session(self._store.path_for(header), header, [], now_ms)
         if parent is not None:
             parent.children += 1
         logger.info(
@@ -659,7 +660,7 @@ class ServedLogs(Recorder):
         if lanes is None:
             recorded = script.header
             mirrored = msgspec.structs.replace(recorded, cwd=self.cwd, seed_length=0)
-            session = Session(self._store.path_for(mirrored), mirrored, [], epoch_ms)
+            session = Session(self._store.path_for(mirrored), mirrored, [], now_ms)
             lanes = self._lanes[key] = [
                 Lane(session=session, key=key, signature=lane_signature(header))
             ]

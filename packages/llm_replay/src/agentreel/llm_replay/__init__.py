@@ -24,6 +24,7 @@ from agentreel.llm_replay._provider import (
     DriftMode,
     RecordedStream,
     ReplayProvider,
+    check_schedule_settings,
     create_replay_provider,
 )
 from agentreel.llm_replay._report import (
@@ -35,6 +36,15 @@ from agentreel.llm_replay._report import (
     read_report,
     write_report,
 )
+from agentreel.llm_replay._schedule import (
+    DEFAULT_SCHEDULE_TIMEOUT,
+    DIVERGENCE_MODES,
+    SCHEDULE_MODES,
+    CallGates,
+    DivergenceMode,
+    ScheduleDivergence,
+    ScheduleMode,
+)
 from agentreel.llm_replay.exceptions import (
     FixtureError,
     IncompleteCallError,
@@ -42,6 +52,7 @@ from agentreel.llm_replay.exceptions import (
     ReplayError,
     RequestDriftError,
     RequestDriftWarning,
+    ScheduleDivergenceError,
     ScriptExhaustedError,
     UnconsumedScriptError,
     UnrecordedSessionError,
@@ -52,12 +63,17 @@ from agentreel.session import OVERRIDE_FILE, session_file_name
 
 __all__ = [
     "ANONYMOUS",
+    "DEFAULT_SCHEDULE_TIMEOUT",
+    "DIVERGENCE_MODES",
     "OVERRIDE_FILE",
     "REPORT_FORMAT",
     "REPORT_VERSION",
+    "SCHEDULE_MODES",
     "BoundCall",
+    "CallGates",
     "Chain",
     "ConsumptionReport",
+    "DivergenceMode",
     "DriftMode",
     "FixtureError",
     "HangOverride",
@@ -75,6 +91,9 @@ __all__ = [
     "ReportedError",
     "RequestDriftError",
     "RequestDriftWarning",
+    "ScheduleDivergence",
+    "ScheduleDivergenceError",
+    "ScheduleMode",
     "Script",
     "ScriptExhaustedError",
     "ScriptReport",
@@ -82,6 +101,7 @@ __all__ = [
     "UnconsumedScriptError",
     "UnrecordedSessionError",
     "chain",
+    "check_schedule_settings",
     "create_replay_provider",
     "lane_signature",
     "load_recording",

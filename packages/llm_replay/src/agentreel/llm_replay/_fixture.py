@@ -69,6 +69,11 @@ class RecordedCall(msgspec.Struct, frozen=True, kw_only=True):
     chunks: tuple[Chunk, ...]
     request: RequestHeaderData | None
     cwd_chunks: tuple[int, ...]
+    started: float = 0.0
+    """When the call started, on the recording's one clock (epoch ms): its
+    ``request/header``'s time, else its first chunk's."""
+    ended: float = 0.0
+    """When it ended: its ``finish`` chunk's time (SPEC 13: the recorded schedule)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,6 +373,7 @@ def _derive_calls(
     turn = step = 0
     last_request: RequestHeaderData | None = None
     request: RequestHeaderData | None = None
+    request_time = started = 0.0
     spawned: dict[int, str] = {}
     delegates = False
     blocks = iter(log)
@@ -382,6 +388,7 @@ def _derive_calls(
             if type(event) is not AssistantChunk:
                 if type(event) is RequestHeader:
                     last_request = event.data
+                    request_time = event.time
                 elif type(event) is SubagentStart:
                     spawned.setdefault(event.data.spawn_index, event.data.child_session)
                     delegates = True
@@ -395,6 +402,7 @@ def _derive_calls(
                 request = last_request
                 if request is not None and (request.turn != turn or request.step != step):
                     request = None
+                started = request_time if request is not None else event.time
             elif data.turn != turn or data.step != step:
                 break
             chunk = data.chunk
@@ -414,7 +422,16 @@ def _derive_calls(
                 if message is not None and CWD_TOKEN in message:
                     tokens.append(len(pending) - 1)
                 calls.append(
-                    _make_call(len(calls) + 1, turn, step, pending, request, braces, tokens)
+                    _make_call(
+                        len(calls) + 1,
+                        turn,
+                        step,
+                        pending,
+                        request,
+                        braces,
+                        tokens,
+                        (started, event.time),
+                    )
                 )
                 pending = []
                 if tokens:
@@ -472,6 +489,7 @@ def _make_call(
     request: RequestHeaderData | None,
     braces: bool,
     tokens: list[int],
+    times: tuple[float, float],
 ) -> RecordedCall:
     # A delta without a brace can hold no piece of a token (``braces``: some delta has
     # one), so without one the block ends and the finish already searched are all.
@@ -484,6 +502,8 @@ def _make_call(
             chunks=tuple(healed),
             request=request,
             cwd_chunks=tuple(i for i, chunk in enumerate(healed) if _has_cwd_token(chunk)),
+            started=times[0],
+            ended=times[1],
         )
     return RecordedCall(
         number=number,
@@ -492,6 +512,8 @@ def _make_call(
         chunks=tuple(chunks),
         request=request,
         cwd_chunks=tuple(tokens) if tokens else (),
+        started=times[0],
+        ended=times[1],
     )
 
 

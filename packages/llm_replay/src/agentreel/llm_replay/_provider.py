@@ -18,7 +18,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from agentreel.llm import Chunk, GenerateOptions, LlmError
+from agentreel.llm import Chunk, Finish, GenerateOptions, LlmError
 from agentreel.llm_replay._binding import Binder
 from agentreel.llm_replay._failures import drift_message, exhausted_error
 from agentreel.llm_replay._fixture import (
@@ -40,7 +40,22 @@ from agentreel.llm_replay._report import (
     unconsumed_lines,
     write_report,
 )
-from agentreel.llm_replay.exceptions import ReplayError, RequestDriftError, RequestDriftWarning
+from agentreel.llm_replay._schedule import (
+    DEFAULT_SCHEDULE_TIMEOUT,
+    DIVERGENCE_MODES,
+    SCHEDULE_MODES,
+    CallGates,
+    DivergenceMode,
+    Schedule,
+    ScheduleDivergence,
+    ScheduleMode,
+)
+from agentreel.llm_replay.exceptions import (
+    ReplayError,
+    RequestDriftError,
+    RequestDriftWarning,
+    ScheduleDivergenceError,
+)
 from agentreel.session import (
     RequestHeaderData,
     WireApi,
@@ -90,6 +105,13 @@ class ReplayProvider:
       timing) that may be consumed partly or not at all (``_lanes.PartialLanes``: found in
       a lane's model, system prompt or first message preview); the report marks them
       ``partial`` and the consumption check does not count them.
+    - ``schedule``: ``"free"`` (default) serves each call as soon as it is asked for;
+      ``"recorded"`` holds first and final frames so calls of different sessions and lanes
+      keep their recorded order (``_schedule``, SPEC 13).
+    - ``schedule_timeout``: seconds a held frame waits before it goes on anyway (default
+      10); the wait is a schedule divergence naming both calls.
+    - ``schedule_divergence``: ``"error"`` (default: a replay error in the report, the
+      call still served) or ``"allow"`` (listed as a warning in the report).
 
     Test hooks, not for normal use (the scenario suite flips them to prove each mechanism
     matters): ``lineage_binding=False`` disables binding rule 3 (and the reservation of
@@ -111,11 +133,15 @@ class ReplayProvider:
         partial_lanes: Sequence[str] = (),
         content_mask: Callable[[str], str] | None = None,
         respect_seed_length: bool = True,
+        schedule: ScheduleMode = "free",
+        schedule_timeout: float = DEFAULT_SCHEDULE_TIMEOUT,
+        schedule_divergence: DivergenceMode = "error",
     ) -> None:
         if drift not in _DRIFT_MODES:
             raise ValueError(f"drift must be one of {', '.join(_DRIFT_MODES)}; got {drift!r}")
         if pacing_ms < 0:
             raise ValueError(f"pacing_ms must be >= 0; got {pacing_ms!r}")
+        check_schedule_settings(schedule, schedule_timeout, schedule_divergence)
         self._recording: Recording = load_recording(
             Path(fixture_dir), respect_seed_length=respect_seed_length
         )
@@ -156,6 +182,18 @@ class ReplayProvider:
         )
         self._errors: list[ReportedError] = []
         self._drift_warnings: list[str] = []
+        self._schedule_warnings: list[str] = []
+        self._divergence: DivergenceMode = schedule_divergence
+        self._schedule = (
+            Schedule(
+                scripts,
+                timeout=schedule_timeout,
+                on_divergence=self._diverged,
+                skip=self._partial,
+            )
+            if schedule == "recorded"
+            else None
+        )
         self._reports = ReportWriter(
             Path(report_path) if report_path is not None else None, self.consumption_report
         )
@@ -196,19 +234,32 @@ class ReplayProvider:
                 raise exhausted_error(options, script, position + 1, self.scenario)
             self._cursor[number] = position + 1
             call = script.calls[position]
+            gates = self._schedule.gates(number, position) if self._schedule else None
+            if gates is not None:
+                gates.requested()
             if self.drift != "off" and call.request is not None:
-                self._check_drift(options, script, call, live, api)
+                try:
+                    self._check_drift(options, script, call, live, api)
+                except ReplayError:
+                    if gates is not None:
+                        gates.ended()  # never served: nothing waits for it
+                    raise
         except ReplayError as error:
             self._note_error(error)
             raise
         chunks = self._prepared[number][position]
+        stream: AsyncIterator[Chunk] | None = None
         if self._overrides:
             override = self._overrides.get((number, call.number))
             if override is not None:
-                return BoundCall(script, position, _overridden(chunks, override, self._pacing))
-        if self._pacing:
-            return BoundCall(script, position, _paced(chunks, self._pacing))
-        return BoundCall(script, position, RecordedStream(chunks))
+                stream = _overridden(chunks, override, self._pacing)
+        if stream is None and self._pacing:
+            stream = _paced(chunks, self._pacing)
+        if stream is None:
+            return BoundCall(script, position, RecordedStream(chunks, gates))
+        if gates is not None:
+            stream = _gated(stream, gates)
+        return BoundCall(script, position, stream)
 
     def interrupted(self, script: Script, position: int) -> None:
         """Note that call ``position`` (0-based) of ``script`` was cut while it streamed
@@ -252,6 +303,14 @@ class ReplayProvider:
         self._errors.append(ReportedError(type=type(error).__name__, message=str(error)))
         self._reports.error_raised(error)
 
+    def _diverged(self, divergence: ScheduleDivergence) -> None:
+        message = divergence.message(self.scenario)
+        if self._divergence == "allow":
+            self._schedule_warnings.append(message)
+            return
+        # Reported, not raised: the call goes on (SPEC 13); the run fails on the report.
+        self._note_error(ScheduleDivergenceError(message, divergence=divergence))
+
     # -- consumption -----------------------------------------------------------------------
 
     def consumption_report(self) -> ConsumptionReport:
@@ -276,6 +335,7 @@ class ReplayProvider:
             ],
             errors=list(self._errors),
             drift_warnings=list(self._drift_warnings),
+            schedule_warnings=list(self._schedule_warnings),
         )
 
     def assert_consumed(self) -> None:
@@ -298,16 +358,22 @@ class RecordedStream:
     iterator ``stream()`` promises, plus ``chunks``, for a caller that takes the call whole
     (the proxy encodes it in one go; a call that takes time it passes on chunk by chunk).
 
+    ``gates``: the call's holds under the recorded schedule (None when free). Iterating
+    honours them; a caller that takes ``chunks`` whole awaits ``gates.first()`` before it
+    sends anything, ``gates.final()`` before the final frame, and calls ``gates.ended()``
+    once that frame is out or it stops early.
+
     ``async for`` gets the async generator itself from ``__aiter__``: a step of an async
     generator is C code, where an ``async def __anext__`` builds a coroutine per chunk
     (1.6x the stream cost in the replay-throughput bench).
     """
 
-    __slots__ = ("_iterator", "chunks")
+    __slots__ = ("_iterator", "chunks", "gates")
 
-    def __init__(self, chunks: tuple[Chunk, ...]) -> None:
+    def __init__(self, chunks: tuple[Chunk, ...], gates: CallGates | None = None) -> None:
         self.chunks = chunks
-        self._iterator = _replay(chunks)
+        self.gates = gates
+        self._iterator = _replay(chunks) if gates is None else _gated(_replay(chunks), gates)
 
     def __aiter__(self) -> AsyncGenerator[Chunk, None]:
         return self._iterator
@@ -322,6 +388,21 @@ class RecordedStream:
 async def _replay(chunks: tuple[Chunk, ...]) -> AsyncGenerator[Chunk, None]:
     for chunk in chunks:
         yield chunk
+
+
+async def _gated(chunks: AsyncIterator[Chunk], gates: CallGates) -> AsyncGenerator[Chunk, None]:
+    """``chunks`` held by the recorded schedule: before the first chunk, and before the
+    ``finish`` (the final frame); the call counts as ended once it is handed over, or
+    when the stream stops without it (cancelled, an override's error, closed early)."""
+    try:
+        await gates.first()
+        async for chunk in chunks:
+            if isinstance(chunk, Finish):
+                await gates.final()
+                gates.ended()
+            yield chunk
+    finally:
+        gates.ended()
 
 
 async def _paced(chunks: tuple[Chunk, ...], delay: float) -> AsyncIterator[Chunk]:
@@ -370,6 +451,9 @@ def create_replay_provider(*, live_cwd: str | None = None, **settings: Any) -> R
         "content_binding",
         "partial_lanes",
         "respect_seed_length",
+        "schedule",
+        "schedule_timeout",
+        "schedule_divergence",
     }
     unknown = sorted(set(settings) - known)
     if unknown:
@@ -385,6 +469,8 @@ def create_replay_provider(*, live_cwd: str | None = None, **settings: Any) -> R
     fixture_dir = settings.pop("fixture_dir")
     if isinstance(settings.get("pacing_ms"), str):
         settings["pacing_ms"] = _parse_milliseconds(settings["pacing_ms"])
+    if isinstance(settings.get("schedule_timeout"), str):
+        settings["schedule_timeout"] = _parse_seconds(settings["schedule_timeout"])
     for flag in ("lineage_binding", "content_binding", "respect_seed_length"):
         if isinstance(settings.get(flag), str):
             settings[flag] = _parse_flag(flag, settings[flag])
@@ -429,6 +515,39 @@ def _parse_flag(name: str, text: str) -> bool:
         f"{', '.join(_TRUE_WORDS + _FALSE_WORDS)}; got {text!r}. Fix the provider settings "
         "(e.g. AGENTREEL_PROVIDER_SETTINGS)"
     )
+
+
+def check_schedule_settings(schedule: object, timeout: object, divergence: object) -> None:
+    """The recorded-schedule settings, or a ``ValueError`` naming the bad one and what it
+    may be (the harness checks ``[replay]`` the same way at load)."""
+    if schedule not in SCHEDULE_MODES:
+        raise ValueError(
+            f"replay setting schedule must be one of {', '.join(SCHEDULE_MODES)}; got {schedule!r}"
+        )
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not timeout > 0
+        or timeout == float("inf")
+    ):
+        raise ValueError(
+            f"replay setting schedule_timeout must be a positive number of seconds; got {timeout!r}"
+        )
+    if divergence not in DIVERGENCE_MODES:
+        raise ValueError(
+            f"replay setting schedule_divergence must be one of {', '.join(DIVERGENCE_MODES)}; "
+            f"got {divergence!r}"
+        )
+
+
+def _parse_seconds(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(
+            f"replay provider setting schedule_timeout must be a number of seconds; got "
+            f"{text!r}. Fix the provider settings (e.g. AGENTREEL_PROVIDER_SETTINGS)"
+        ) from None
 
 
 def _parse_milliseconds(text: str) -> float:

@@ -13,7 +13,7 @@ File format (UTF-8 JSON object, ``"format": "agentreel-replay-report"``, ``"vers
                   "calls": 2, "consumed": 2, "bound_to": "<live session id>",
                   "partial": false, "interrupted": []}, ...],
      "errors": [{"type": "UnrecordedSessionError", "message": "..."}],
-     "drift_warnings": ["..."]}
+     "drift_warnings": ["..."], "schedule_warnings": ["..."]}
 
 ``bound_to`` is the live session id bound to the script (``"<anonymous>"`` for a caller
 without one; ``null`` if never bound). ``partial`` is true for a lane named by the run's
@@ -21,7 +21,9 @@ without one; ``null`` if never bound). ``partial`` is true for a lane named by t
 unconsumed). ``interrupted`` lists the calls (1-based) a stop of the replaying process cut
 while they streamed (the proxy's SIGTERM, SIGINT or end of input): consumed, but not all
 of each reached the agent. ``errors`` lists every replay error raised to the
-agent (it may have caught them), ``drift_warnings`` every drift seen in ``warn`` mode.
+agent (it may have caught them) and every schedule divergence (``schedule = "recorded"``:
+reported, not raised), ``drift_warnings`` every drift seen in ``warn`` mode,
+``schedule_warnings`` every schedule divergence a scenario allows.
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ class ConsumptionReport(msgspec.Struct, frozen=True, kw_only=True):
     scripts: list[ScriptReport]
     errors: list[ReportedError] = msgspec.field(default_factory=list)
     drift_warnings: list[str] = msgspec.field(default_factory=list)
+    schedule_warnings: list[str] = msgspec.field(default_factory=list)
 
     def unconsumed(self) -> list[str]:
         """One readable line per script with calls never requested; empty when all were.

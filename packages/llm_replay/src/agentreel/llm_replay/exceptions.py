@@ -107,3 +107,13 @@ class RequestDriftError(ReplayError):
 
 class RequestDriftWarning(UserWarning):
     """A request drifted from the recording while drift checking is set to ``warn``."""
+
+
+class ScheduleDivergenceError(ReplayError):
+    """Under ``schedule = "recorded"``, a call waited past ``schedule_timeout`` for a call
+    the recording put before it (SPEC 13). Reported (the call went on), never raised into
+    the agent; ``divergence`` names both calls."""
+
+    def __init__(self, message: str, *, divergence: object) -> None:
+        super().__init__(message)
+        self.divergence = divergence

@@ -84,7 +84,7 @@ from agentreel.session._secret_scan import (
     checked_allowlist,
     secret_sha256,
 )
-from agentreel.session._store import Session, SessionStore, cwd_bucket, epoch_ms
+from agentreel.session._store import Session, SessionStore, cwd_bucket, epoch_ms, now_ms
 from agentreel.session.exceptions import (
     CorruptLineError,
     DuplicateSessionError,
@@ -178,6 +178,7 @@ __all__ = [
     "harvest_session_logs",
     "is_time_key",
     "load_session_log",
+    "now_ms",
     "open_session_log",
     "order_headers",
     "order_sessions",

@@ -2,6 +2,9 @@
 
 Header: ``{"type":"session","version":1,"id",...}``. Event:
 ``{"type":"<event name>","seq":n,"time":epoch_ms,"data":{...}}``; ``seq`` counts from 0.
+``time`` is epoch milliseconds with a microsecond fraction (``now_ms``; older logs hold
+whole milliseconds, read alike): a call's ``request/header`` and ``finish`` times are the
+recorded schedule replay keeps (SPEC 13).
 Every record is a msgspec Struct in one tagged union on ``type`` so a line decodes in a
 single pass with a precise error; unknown fields are rejected (strict codec). Event and
 payload structs are declared ``gc=False``: they are immutable trees that can never form a
@@ -163,7 +166,7 @@ class _Event(
     gc=False,
 ):
     seq: int
-    time: int
+    time: int | float  # a whole-millisecond time (older logs) reads and writes back as one
 
 
 # Subclasses are kw_only too so ``data`` stays after ``seq`` and ``time`` on the wire:

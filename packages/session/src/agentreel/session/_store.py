@@ -27,12 +27,25 @@ from agentreel.session._events import (
 )
 from agentreel.session.exceptions import SessionClosedError
 
-Clock = Callable[[], int]
+Clock = Callable[[], float]
+"""Where a log's times come from: epoch milliseconds. A header's ``created_at`` takes the
+whole milliseconds; an event's ``time`` keeps the fraction."""
 
 
 def epoch_ms() -> int:
-    """Wall-clock time in epoch milliseconds."""
+    """Wall-clock time in whole epoch milliseconds."""
     return time.time_ns() // 1_000_000
+
+
+def now_ms() -> float:
+    """Wall-clock time in epoch milliseconds to the microsecond: every event's ``time``.
+
+    One clock for every log of a recording, whatever process writes it (the system's
+    real-time clock is shared by a parent agent and its process children, and by the
+    proxy): so a ``request/header`` and a ``finish`` in two logs tell which call ended
+    before which started (SPEC 13, the recorded schedule). Whole milliseconds could not:
+    a stub or replay answers within one."""
+    return round(time.time_ns() / 1_000_000, 3)
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -180,7 +193,7 @@ class Session:
 class SessionStore:
     """Creates sessions under ``root``; parent and children of one cwd share a bucket."""
 
-    def __init__(self, root: Path | str, *, clock: Clock = epoch_ms) -> None:
+    def __init__(self, root: Path | str, *, clock: Clock = now_ms) -> None:
         self.root = Path(root)
         self._clock = clock
         self._open: dict[str, Session] = {}
@@ -191,7 +204,7 @@ class SessionStore:
     def create(self, cwd: str | Path, *, session_id: SessionId | None = None) -> Session:
         """Start a top-level (``main``) session."""
         header = SessionHeader(
-            id=session_id or new_session_id(), created_at=self._clock(), cwd=str(cwd)
+            id=session_id or new_session_id(), created_at=int(self._clock()), cwd=str(cwd)
         )
         return self._open_session(header, [])
 
@@ -215,7 +228,7 @@ class SessionStore:
             )
         header = SessionHeader(
             id=session_id,
-            created_at=self._clock(),
+            created_at=int(self._clock()),
             cwd=str(cwd),
             parent_session=parent_session,
             spawn_index=spawn_index,
@@ -253,7 +266,7 @@ class SessionStore:
             )
         header = SessionHeader(
             id=new_session_id(),
-            created_at=self._clock(),
+            created_at=int(self._clock()),
             cwd=parent.header.cwd,
             parent_session=parent.header.id,
             spawn_index=spawn_index,
