@@ -14,7 +14,13 @@ import pytest
 
 from agentreel.llm_replay import ConsumptionReport, ScriptReport
 from agentreel.session import KeyMask, Mask
-from agentreel.snapshot_harness import HomeFile, ModelConfig, ScenarioError, load_scenario
+from agentreel.snapshot_harness import (
+    HomeFile,
+    ModelConfig,
+    ReplayConfig,
+    ScenarioError,
+    load_scenario,
+)
 from agentreel.snapshot_harness._consumption import replay_mismatch
 
 STEPS = """
@@ -340,3 +346,50 @@ def test_a_consumption_failure_lists_the_partial_lanes_apart(tmp_path: Path) -> 
         scripts=[script(1, 2, partial=False), script(2, 1, partial=True)],
     )
     assert replay_mismatch(scenario, clean, stderr_tail="") is None
+
+
+def test_replay_schedule_keys_are_read_and_checked(tmp_path: Path) -> None:
+    assert load_scenario(write(tmp_path, "")).replay == ReplayConfig()
+    scenario = load_scenario(
+        write(
+            tmp_path,
+            '[replay]\nschedule = "recorded"\nschedule_timeout = 2\n'
+            'schedule_divergence = "allow"\n',
+            "scheduled",
+        )
+    )
+    assert scenario.replay == ReplayConfig(
+        schedule="recorded", schedule_timeout=2.0, schedule_divergence="allow"
+    )
+    assert scenario.replay.settings() == {
+        "schedule": "recorded",
+        "schedule_timeout": "2.0",
+        "schedule_divergence": "allow",
+    }
+
+
+@pytest.mark.parametrize(
+    ("table", "key", "problem"),
+    [
+        ('schedule = "record"', "replay.schedule", "'record' is not one of 'free', 'recorded'"),
+        ("schedule = true", "replay.schedule", "True is not one of 'free', 'recorded'"),
+        ('schedule = "recorded"\nschedule_timeout = "5"', "replay.schedule_timeout", "a string"),
+        ('schedule = "recorded"\nschedule_timeout = 0', "replay.schedule_timeout", "out of range"),
+        (
+            'schedule = "recorded"\nschedule_divergence = "warn"',
+            "replay.schedule_divergence",
+            "'warn' is not one of 'error', 'allow'",
+        ),
+        ('schedule = "recorded"\norder = "x"', "replay.order", "unknown key"),
+        ("schedule_timeout = 3", "replay.schedule_timeout", "only means something with sch"),
+    ],
+)
+def test_bad_replay_keys_name_the_file_and_key(
+    tmp_path: Path, table: str, key: str, problem: str
+) -> None:
+    directory = write(tmp_path, f"[replay]\n{table}\n")
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(directory)
+    message = str(caught.value)
+    assert message.startswith(f"{directory / 'scenario.toml'}: key '{key}': ")
+    assert problem in message

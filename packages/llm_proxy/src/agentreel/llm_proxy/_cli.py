@@ -6,7 +6,8 @@ terminal), flushing every log, the fixture and the report before it exits. Repla
 exports a dummy key (``DUMMY_KEY``) in each SDK's key variable, so a client that insists on
 a key starts keyless. Exit status 0; 1 when the run failed — record: a refused secret or a
 fixture that could not be written (the logs are kept, and said where); replay: a replay
-error (unrecorded session, exhausted script, drift) or recorded calls never made outside
+error (unrecorded session, exhausted script, drift, a schedule divergence under
+``--schedule recorded``) or recorded calls never made outside
 the partial lanes, with the report written all the same; 2 on usage errors.
 """
 
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agentreel.llm_proxy.exceptions import ProxyError
-from agentreel.llm_replay import ReplayError
+from agentreel.llm_replay import DEFAULT_SCHEDULE_TIMEOUT, ReplayError
 
 _RECORD_EXAMPLE = """\
 example:
@@ -82,6 +83,26 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--scenario", help="name used in re-record commands")
     replay.add_argument(
         "--drift", choices=("error", "warn", "off"), default="error", help="request drift"
+    )
+    replay.add_argument(
+        "--schedule",
+        choices=("free", "recorded"),
+        default="free",
+        help="recorded: calls of different sessions and lanes keep their recorded order",
+    )
+    replay.add_argument(
+        "--schedule-timeout",
+        type=float,
+        default=DEFAULT_SCHEDULE_TIMEOUT,
+        metavar="SECONDS",
+        help="how long a call held by --schedule recorded waits before it goes on (a "
+        "schedule divergence)",
+    )
+    replay.add_argument(
+        "--schedule-divergence",
+        choices=("error", "allow"),
+        default="error",
+        help="allow: a schedule divergence is reported, not a failure",
     )
     replay.add_argument(
         "--partial-lane",
@@ -173,6 +194,9 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
             scenario=args.scenario,
             drift=args.drift,
             partial_lanes=tuple(args.partial_lane),
+            schedule=args.schedule,
+            schedule_timeout=args.schedule_timeout,
+            schedule_divergence=args.schedule_divergence,
             **options,
         )
     async with context as proxy:

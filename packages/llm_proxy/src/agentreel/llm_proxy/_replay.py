@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import msgspec
 from aiohttp import web
@@ -104,7 +104,20 @@ class ReplaySide:
                 if served is not None:
                     served.chunks(chunks)
                 wire_id = response_id(route.api, msgspec.json.encode(chunks).decode())
-                return await self._send_replayed(request, parsed, identity, chunks, None, wire_id)
+                gates = stream.gates
+                if gates is None:
+                    return await self._send_replayed(
+                        request, parsed, identity, chunks, None, wire_id
+                    )
+                # The recorded schedule (SPEC 13): held before the first frame and before
+                # the final ones, through the same encoding as a call served at once.
+                try:
+                    await gates.first()
+                    return await self._send_replayed(
+                        request, parsed, identity, chunks, None, wire_id, before_final=gates.final
+                    )
+                finally:
+                    gates.ended()
             meta = _recorded_meta(bound)
             return await self._replay_as_it_comes(request, parsed, identity, stream, served, meta)
         except asyncio.CancelledError:
@@ -160,11 +173,17 @@ class ReplaySide:
         response: web.StreamResponse | None = None,
         sent: int = 0,
         meta: ResponseMeta | None = None,
+        before_final: Callable[[], Awaitable[None]] | None = None,
     ) -> web.StreamResponse:
         """Answer with a replayed call in the request's wire API; ``response`` and ``sent``:
         the stream already started and how many of its frames went out; ``meta``: the
-        recorded ``ResponseMeta`` when ``chunks`` may lack the finish carrying it."""
+        recorded ``ResponseMeta`` when ``chunks`` may lack the finish carrying it;
+        ``before_final``: awaited before the frames that end the call (a whole body: before
+        it), for the recorded schedule."""
         finish = chunks[-1] if chunks and isinstance(chunks[-1], Finish) else None
+        if response is None and before_final is not None and not parsed.stream:
+            await before_final()  # the body is the call's one frame
+            before_final = None
         if response is None:
             if finish is not None and finish.code and finish.code.startswith(HTTP_CODE_PREFIX):
                 return recorded_http_error(finish)
@@ -178,8 +197,15 @@ class ReplaySide:
         frames = encode_stream(parsed, chunks[:-1] if special else chunks, wire_id, meta)
         if special or failure is not None:
             frames = without_ending(parsed.api, frames)
+        split = len(frames)
+        if before_final is not None and not special and failure is None:
+            split = len(without_ending(parsed.api, frames))
         try:
-            for frame in frames[sent:]:
+            for frame in frames[sent:split]:
+                await response.write(frame)
+            if before_final is not None:
+                await before_final()
+            for frame in frames[max(sent, split) :]:
                 await response.write(frame)
             if finish is not None and finish.code == STREAM_ERROR_CODE:
                 name = b"event: error\n" if parsed.api != "chat" else b""

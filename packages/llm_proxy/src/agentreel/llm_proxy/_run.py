@@ -138,6 +138,9 @@ class ProxyRun(RecordSide, ReplaySide):
                 content_binding=True,
                 partial_lanes=settings.partial_lanes,
                 content_mask=self.masks.text,
+                schedule=settings.schedule,
+                schedule_timeout=settings.schedule_timeout,
+                schedule_divergence=settings.schedule_divergence,
             )
             self._recorded_apis = any(
                 call.request is not None and call.request.api is not None

@@ -32,7 +32,10 @@ from agentreel.llm_proxy._routes import (
 from agentreel.llm_proxy._run import _SERVING, ProxyRun
 from agentreel.llm_proxy._settings import DEFAULT_MAX_BODY, SHUTDOWN_GRACE, Mode, ProxySettings
 from agentreel.llm_replay import (
+    DEFAULT_SCHEDULE_TIMEOUT,
+    DivergenceMode,
     DriftMode,
+    ScheduleMode,
 )
 
 logger = logging.getLogger("agentreel.llm_proxy")
@@ -210,6 +213,9 @@ async def start_proxy(
     scenario: str | None = None,
     drift: DriftMode = "error",
     max_body_bytes: int = DEFAULT_MAX_BODY,
+    schedule: ScheduleMode = "free",
+    schedule_timeout: float = DEFAULT_SCHEDULE_TIMEOUT,
+    schedule_divergence: DivergenceMode = "error",
     allow_secrets: tuple[str, ...] = (),
 ) -> AsyncIterator[Proxy]:
     """Run a proxy for the ``async with`` block; on exit every log, fixture and report is written.
@@ -218,7 +224,9 @@ async def start_proxy(
     ``fixture`` (harvested into a fixture directory on exit). ``mode="replay"``: answer from
     ``fixture``, keyless and offline, writing the consumption report to ``report``; with
     ``sessions_root`` it also writes the session logs of what it served there, as record
-    mode would (what a harness compares with its goldens).
+    mode would (what a harness compares with its goldens). ``schedule="recorded"``: calls
+    of different sessions and lanes keep their recorded order (``agentreel.llm_replay``'s
+    schedule; ``schedule_timeout``, ``schedule_divergence`` as there).
     """
     proxy = Proxy(
         ProxySettings(
@@ -235,6 +243,9 @@ async def start_proxy(
             scenario=scenario,
             drift=drift,
             max_body_bytes=max_body_bytes,
+            schedule=schedule,
+            schedule_timeout=schedule_timeout,
+            schedule_divergence=schedule_divergence,
             allow_secrets=allow_secrets,
         )
     )

@@ -8,7 +8,14 @@ from pathlib import Path
 from typing import Literal
 
 from agentreel.llm_proxy.exceptions import ProxyConfigError
-from agentreel.llm_replay import DriftMode, PartialLanes
+from agentreel.llm_replay import (
+    DEFAULT_SCHEDULE_TIMEOUT,
+    DivergenceMode,
+    DriftMode,
+    PartialLanes,
+    ScheduleMode,
+    check_schedule_settings,
+)
 from agentreel.session import checked_allowlist
 
 Mode = Literal["record", "replay"]
@@ -44,10 +51,19 @@ class ProxySettings:
     max_body_bytes: int = DEFAULT_MAX_BODY
     allow_secrets: tuple[str, ...] = ()
     """sha256 digests of values the secret scan lets through (deliberate fake keys)."""
+    schedule: ScheduleMode = "free"
+    """Replay: ``"recorded"`` keeps the recorded order between calls of different sessions
+    and lanes (``agentreel.llm_replay``'s schedule, SPEC 13)."""
+    schedule_timeout: float = DEFAULT_SCHEDULE_TIMEOUT
+    schedule_divergence: DivergenceMode = "error"
 
     def check(self) -> None:
         if self.mode not in MODES:
             raise ProxyConfigError(f"mode must be record or replay, got {self.mode!r}")
+        try:
+            check_schedule_settings(self.schedule, self.schedule_timeout, self.schedule_divergence)
+        except ValueError as error:
+            raise ProxyConfigError(str(error)) from None
         try:
             PartialLanes(self.partial_lanes)
         except ValueError as error:

@@ -64,7 +64,11 @@ def replay_backend(scenario: Scenario, cwd: Path, report: Path) -> dict[str, str
     contract = AgentEnvironment(
         provider="replay",
         model=recorded_model(scenario) or scenario.record.model,
-        settings={"fixture_dir": str(scenario.directory.resolve()), "report_path": str(report)},
+        settings={
+            "fixture_dir": str(scenario.directory.resolve()),
+            "report_path": str(report),
+            **scenario.replay.settings(),
+        },
         live_cwd=str(cwd),
     )
     env.update(contract.to_environ())

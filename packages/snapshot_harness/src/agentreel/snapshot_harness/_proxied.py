@@ -220,6 +220,9 @@ def proxy_backend(
         else:
             settings["fixture"] = scenario.directory.resolve()
             settings["report"] = report
+            settings["schedule"] = scenario.replay.schedule
+            settings["schedule_timeout"] = scenario.replay.schedule_timeout
+            settings["schedule_divergence"] = scenario.replay.schedule_divergence
         from agentreel.llm_proxy import ProxySettings
 
         proxy = stack.enter_context(

@@ -19,6 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from agentreel.llm_replay import (
+    DEFAULT_SCHEDULE_TIMEOUT,
+    DIVERGENCE_MODES,
+    SCHEDULE_MODES,
+    DivergenceMode,
+    ScheduleMode,
+)
 from agentreel.session import (
     SESSION_FILE_PATTERN,
     KeyMask,
@@ -194,6 +201,33 @@ class ModelConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplayConfig:
+    """``[replay]``: how a replay serves the recorded calls (SPEC 13).
+
+    ``schedule = "free"`` (default) answers each call as soon as it is asked for;
+    ``"recorded"`` keeps the recorded happens-before between calls of different sessions
+    and lanes (``agentreel.llm_replay``'s schedule), in process and through the proxy alike.
+    ``schedule_timeout``: seconds a held call waits before it goes on; such a wait is a
+    schedule divergence naming both calls — a failure unless ``schedule_divergence =
+    "allow"``.
+    """
+
+    schedule: ScheduleMode = "free"
+    schedule_timeout: float = DEFAULT_SCHEDULE_TIMEOUT
+    schedule_divergence: DivergenceMode = "error"
+
+    def settings(self) -> dict[str, str]:
+        """As the replay provider's and the proxy's settings; empty for the defaults."""
+        if self == ReplayConfig():
+            return {}
+        return {
+            "schedule": self.schedule,
+            "schedule_timeout": repr(self.schedule_timeout),
+            "schedule_divergence": self.schedule_divergence,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class ForkServerConfig:
     """``[fork_server]``: start the agent by forking a server that preloaded its imports.
 
@@ -267,6 +301,7 @@ class Scenario:
     record: RecordConfig = field(default_factory=RecordConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     fork_server: ForkServerConfig = field(default_factory=ForkServerConfig)
+    replay: ReplayConfig = field(default_factory=ReplayConfig)
     # ``[[golden_masks]]``: the scenario's own normalizer rules for what a third-party agent
     # prints or logs that no built-in rule knows (its own ids, paths shown relative to /),
     # by regex (``Mask``) or by JSON key (``KeyMask``: a volatile number, any value).
@@ -419,9 +454,11 @@ _TOP_KEYS = {
     "fork_server",
     "golden_masks",
     "transcript",
+    "replay",
 }
 _GOLDEN_MASK_KEYS = {"regex", "key", "token"}
 _TRANSCRIPT_KEYS = {"unordered"}
+_REPLAY_KEYS = {"schedule", "schedule_timeout", "schedule_divergence"}
 _FORK_SERVER_KEYS = {"enabled", "preload"}
 _STEP_KEYS: dict[str, set[str]] = {
     "initialize": {"type"},
@@ -501,6 +538,7 @@ def load_scenario(directory: Path | str) -> Scenario:
     fork_server = _fork_server(reader, data.get("fork_server"), _directory_fork_server(directory))
     golden_masks = _golden_masks(reader, data.get("golden_masks"))
     unordered = _transcript(reader, data.get("transcript"))
+    replay = _replay(reader, data.get("replay"))
     scenario = Scenario(
         name=name,
         directory=directory,
@@ -516,9 +554,53 @@ def load_scenario(directory: Path | str) -> Scenario:
         fork_server=fork_server,
         golden_masks=golden_masks,
         unordered=unordered,
+        replay=replay,
     )
     check_workspace(scenario)
     return scenario
+
+
+def _replay(reader: _Reader, value: object) -> ReplayConfig:
+    if value is None:
+        return ReplayConfig()
+    if not isinstance(value, dict):
+        raise reader.fail("replay", f"expected a table, got {_kind(value)}")
+    reader.check_keys(value, _REPLAY_KEYS, "replay.")
+    schedule = value.get("schedule", "free")
+    if schedule not in SCHEDULE_MODES:
+        raise reader.fail(
+            "replay.schedule",
+            f"{schedule!r} is not one of {', '.join(repr(m) for m in SCHEDULE_MODES)} (free: "
+            "each call answered when asked; recorded: calls of different sessions and lanes "
+            "kept in their recorded order)",
+        )
+    timeout = value.get("schedule_timeout", DEFAULT_SCHEDULE_TIMEOUT)
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise reader.fail(
+            "replay.schedule_timeout", f"expected seconds as a number, got {_kind(timeout)}"
+        )
+    if not 0 < timeout <= MAX_TIMEOUT:
+        raise reader.fail(
+            "replay.schedule_timeout",
+            f"{timeout} is out of range: use 0 < schedule_timeout <= {MAX_TIMEOUT}",
+        )
+    divergence = value.get("schedule_divergence", "error")
+    if divergence not in DIVERGENCE_MODES:
+        raise reader.fail(
+            "replay.schedule_divergence",
+            f"{divergence!r} is not one of {', '.join(repr(m) for m in DIVERGENCE_MODES)} "
+            "(error: a wait past schedule_timeout fails the replay; allow: it is reported "
+            "only)",
+        )
+    if schedule == "free" and len(value) > ("schedule" in value):
+        key = min(set(value) - {"schedule"})
+        raise reader.fail(
+            f"replay.{key}",
+            'only means something with schedule = "recorded"; set that, or remove this key',
+        )
+    return ReplayConfig(
+        schedule=schedule, schedule_timeout=float(timeout), schedule_divergence=divergence
+    )
 
 
 def _timeout(reader: _Reader, value: object) -> float:
