@@ -13,11 +13,12 @@ from pathlib import Path
 
 import openai
 import pytest
+from aiohttp import web
 from openai.types.chat import ChatCompletionMessageParam
 
 from agentreel.llm import BlockEnd, BlockStart, Finish, TextDelta, TextPart
 from agentreel.llm.stub import StubServer
-from agentreel.llm_proxy import write_fixture
+from agentreel.llm_proxy import start_proxy, write_fixture
 from agentreel.session import (
     AssistantChunkData,
     SecretFoundError,
@@ -149,3 +150,39 @@ def test_proxy_record_refuses_each_shape_streams_it_and_writes_no_fixture(
     assert not fixture.exists()
     kept = Path(refusals[0].split("the other session logs are kept in ")[1].strip())
     assert _leaked(*(p.read_bytes() for p in kept.rglob("*") if p.is_file())) == []
+
+
+@pytest.mark.asyncio
+async def test_a_key_in_the_upstreams_models_listing_refuses_the_fixture(tmp_path: Path) -> None:
+    """``GET /v1/models`` is passed through and kept for replay: a listing holding a key
+    shape reaches its client, but no fixture and no ``models.json`` is written."""
+    listing = {"object": "list", "data": [{"id": "m", "owned_by": KEYS["aws"]}]}
+
+    async def models(request: web.Request) -> web.Response:
+        return web.json_response(listing)
+
+    app = web.Application()
+    app.router.add_get("/v1/models", models)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    fixture = tmp_path / "fixture"
+    try:
+        upstream = f"http://127.0.0.1:{runner.addresses[0][1]}"
+        async with start_proxy("record", upstream=upstream, fixture=fixture) as proxy:
+            client = openai.AsyncOpenAI(
+                base_url=proxy.openai_base_url, api_key="proxy-test-dummy", max_retries=0
+            )
+            listed = [model.owned_by async for model in client.models.list()]
+            await client.close()
+            delivered = listed == [KEYS["aws"]]  # compared apart: a failure prints no key
+            assert delivered, "the client did not get the upstream's listing"
+    finally:
+        await runner.cleanup()
+    errors = "\n".join(proxy.errors)
+    assert "refused to record a credential in the upstream's models listing" in errors
+    assert "models.json (GET /v1/models):1" in errors
+    assert "AWS Access Key" in errors
+    assert _leaked(errors) == []
+    assert not fixture.exists()

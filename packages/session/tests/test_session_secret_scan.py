@@ -125,3 +125,16 @@ def test_importing_the_session_package_loads_no_detector() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_redact_hides_every_refused_value_as_written_and_json_escaped() -> None:
+    raw = " and ".join(KEYS.values())
+    shown = f"- {json.dumps({'text': raw})}\n+ plain {raw}\n+ token abcdefgh-live-0123\n"
+    redacted = SecretScan({"abcdefgh-live-0123": "$ACME_TOKEN"}).redact(shown)
+    assert _leaked(redacted) == []
+    assert "abcdefgh-live-0123" not in redacted
+    assert redacted.count("[redacted: Private Key]") == 2
+    assert "[redacted: the value of $ACME_TOKEN (a credential of this run)]" in redacted
+    allowed = SecretScan(allow=[secret_sha256(KEYS["aws"])]).redact(shown)
+    assert _leaked(allowed) == ["aws"]  # an allowed fake key is shown as it is
+    assert SecretScan().redact("nothing here") == "nothing here"

@@ -14,7 +14,12 @@ import pytest
 
 from agentreel.session import secret_sha256
 from agentreel.session.testing import FAKE_CREDENTIAL_RULES, fake_credentials
-from agentreel.snapshot_harness import HarnessError, SecretLeakError, check_scenario
+from agentreel.snapshot_harness import (
+    GoldenMismatchError,
+    HarnessError,
+    SecretLeakError,
+    check_scenario,
+)
 from agentreel.snapshot_harness._cli import main
 
 pytestmark = pytest.mark.slow
@@ -105,6 +110,17 @@ def test_allowed_fake_keys_record_and_are_caught_once_the_allowlist_is_gone(
     assert "golden/session.jsonl:" in message
     assert _leaked(message) == []
     assert {p: p.read_bytes() for p in (directory / "golden").iterdir()} == goldens
+    # A failing local replay writes no pending golden holding the keys either.
+    golden = directory / "golden" / "session.jsonl"
+    tampered = golden.read_bytes().replace(b'"completed"', b'"max-turns"', 1)
+    assert tampered != golden.read_bytes()
+    golden.write_bytes(tampered)
+    with pytest.raises(GoldenMismatchError) as mismatch:
+        check_scenario(directory, "replay", pending=True)
+    assert "refusing to write the pending goldens" in str(mismatch.value)
+    assert _leaked(str(mismatch.value)) == []
+    assert sorted((directory / "golden").glob("*.pending")) == []
+    golden.write_bytes(goldens[golden])
     out = io.StringIO()
     assert main(["check-secrets", str(directory)], out=out) == 1
     report = out.getvalue()

@@ -25,6 +25,7 @@ from agentreel.llm_proxy._http import json_response
 from agentreel.llm_proxy._identity import resolve_identity
 from agentreel.llm_proxy._masks import Masks
 from agentreel.llm_proxy._models import (
+    MODELS_FILE,
     ModelsListing,
     read_models,
     write_models,
@@ -55,6 +56,7 @@ from agentreel.llm_replay import (
     ReplayProvider,
     UnconsumedScriptError,
 )
+from agentreel.session import SecretFoundError
 
 if TYPE_CHECKING:
     from agentreel.llm_proxy._server import ProxyServer
@@ -214,6 +216,7 @@ class ProxyRun(RecordSide, ReplaySide):
         stage = "closing the recorded session logs"
         try:
             recorder.close()
+            self._scan_listings(recorder)
             if fixture is not None and not recorder.errors:
                 stage = f"writing the fixture {fixture}"
                 write_fixture(kept, fixture, self.settings.cwd, scan=recorder.scan)
@@ -233,6 +236,25 @@ class ProxyRun(RecordSide, ReplaySide):
         self.errors += recorder.errors
         if self._temp_root is not None:
             remove_tree(self._temp_root)
+
+    def _scan_listings(self, recorder: Recorder) -> None:
+        """The recorded ``GET /v1/models`` answers through the run's secret scan: a hit is
+        a refusal like a lane's (no fixture), and the listings kept beside the logs go."""
+        bodies = {
+            f"{MODELS_FILE} (GET /v1/models{'?' + query if query else ''})": listing.body.encode()
+            for query, listing in self._listings.items()
+        }
+        try:
+            recorder.scan.check(bodies)
+        except SecretFoundError as found:
+            listing = "; ".join(hit.describe() for hit in found.hits)
+            recorder.errors.append(
+                f"refused to record a credential in the upstream's models listing: {listing} "
+                f"(the value is not shown), so no {MODELS_FILE} is kept. Find out why the "
+                "upstream's listing holds a key, and record again"
+            )
+            self._listings.clear()
+            write_models(recorder.sessions_root, self._listings)
 
     async def _end_in_flight(self) -> None:
         current = asyncio.current_task()

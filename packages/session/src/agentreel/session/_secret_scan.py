@@ -275,13 +275,13 @@ class SecretScan:
                 tail = ""
                 if b"PRIVATE KEY" in raw and b"-----END" not in raw:
                     tail = data[end : end + _PEM_REACH].decode("utf-8", "replace")
-                for rule, digest in self._line_hits(line, tail):
+                for rule, digest, _ in self._line_hits(line, tail):
                     key = (number, rule, digest)
                     if key not in found:
                         found[key] = SecretHit(name, number, rule, events.describe(line), digest)
         if unended:
             for number, text, what in _unended_blocks(data):
-                for rule, digest in self._line_hits(text):
+                for rule, digest, _ in self._line_hits(text):
                     key = (number, rule, digest)
                     if key not in found:
                         found[key] = SecretHit(name, number, rule, what, digest)
@@ -313,12 +313,32 @@ class SecretScan:
                 seen.add(start)
                 yield start
 
-    def _line_hits(self, line: str, tail: str = "") -> Iterator[tuple[str, str | None]]:
-        """(rule, sha256 or None) for every secret in ``line`` the allowlist does not let
-        through; the run's own values first (never allowed)."""
+    def redact(self, text: str) -> str:
+        """``text`` with every value the scan would refuse replaced by ``[redacted: rule]``
+        (as written and JSON-escaped) — for what is shown rather than written: a failure's
+        diff of goldens that hold a key."""
+        data = text.encode()
+        if not self._candidates(data):
+            return text
+        found: dict[str, str] = {}
+        for start in self._candidate_lines(data):
+            end = data.find(b"\n", start)
+            end = len(data) if end < 0 else end
+            tail = data[end : end + _PEM_REACH].decode("utf-8", "replace")
+            line = data[start:end].decode("utf-8", "replace")
+            for rule, _, value in self._line_hits(line, tail):
+                found[value] = rule
+        for value in sorted(found, key=len, reverse=True):
+            for form in {value, json.dumps(value)[1:-1]}:
+                text = text.replace(form, f"[redacted: {found[value]}]")
+        return text
+
+    def _line_hits(self, line: str, tail: str = "") -> Iterator[tuple[str, str | None, str]]:
+        """(rule, sha256 or None, value) for every secret in ``line`` the allowlist does not
+        let through; the run's own values first (never allowed)."""
         for value, origin in self._values.items():
             if value in line:
-                yield f"the value of {origin} (a credential of this run)", None
+                yield f"the value of {origin} (a credential of this run)", None, value
         spans: list[tuple[int, int, str, str]] = []
         for rule in _detector().rules:
             for match in rule.pattern.finditer(line):
@@ -338,7 +358,7 @@ class SecretScan:
                 continue
             digest = secret_sha256(value)
             if digest not in self._allow:
-                yield name, digest
+                yield name, digest, value
 
 
 _PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----")

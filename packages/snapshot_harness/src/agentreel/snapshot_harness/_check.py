@@ -47,12 +47,13 @@ from agentreel.snapshot_harness._scenario import (
     Scenario,
     load_scenario,
 )
-from agentreel.snapshot_harness._secrets import scan_for_secrets
+from agentreel.snapshot_harness._secrets import redact_secrets, scan_for_secrets
 from agentreel.snapshot_harness.exceptions import (
     GoldenMismatchError,
     HarnessError,
     NoReplayReportError,
     RecordError,
+    SecretLeakError,
 )
 
 
@@ -106,9 +107,26 @@ def check_scenario(
     if mode == "replay":
         diffs = compare_goldens(scenario, rendered)
         if diffs:
-            written = write_pending(scenario.directory, rendered, diffs) if pending else []
+            written: list[PendingGolden] = []
+            refused = ""
+            secrets = envvars.secret_values(os.environ, scenario.env)
+            allow = scenario.record.allow_secrets
+            if pending:  # pending goldens are goldens: scanned like any before written
+                try:
+                    scan_for_secrets(
+                        {f"{GOLDEN_DIR}/{k}": v for k, v in rendered.items() if k in diffs},
+                        secrets,
+                        scenario.name,
+                        allow=allow,
+                        action="write the pending goldens",
+                    )
+                    written = write_pending(scenario.directory, rendered, diffs)
+                except SecretLeakError as error:
+                    refused = f"\n{error}"
+            # The diffs show what the goldens hold: a key there is shown redacted, not raw.
+            diffs = {name: redact_secrets(diff, secrets, allow) for name, diff in diffs.items()}
             raise GoldenMismatchError(
-                _mismatch_message(scenario, diffs, result, written), diffs=diffs
+                _mismatch_message(scenario, diffs, result, written) + refused, diffs=diffs
             )
         if pending:
             clear_pending(scenario.directory)

@@ -16,6 +16,11 @@ from agentreel.session import SecretFoundError, SecretScan, rerecord_command
 from agentreel.snapshot_harness.exceptions import SecretLeakError
 
 
+def redact_secrets(text: str, secrets: Mapping[str, str], allow: Iterable[str] = ()) -> str:
+    """``text`` (a failure message, a diff) with every value the scan refuses redacted."""
+    return SecretScan({value: f"${name}" for value, name in secrets.items()}, allow).redact(text)
+
+
 def scan_for_secrets(
     files: Mapping[str, bytes],
     secrets: Mapping[str, str],
