@@ -272,8 +272,9 @@ def _used_by(directory: Path, names: set[str]) -> set[str]:
                 candidates = [node.module.split(".")[0]]
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):
                 text = node.value.removeprefix("./")
-                if text and len(text) < 256 and "\n" not in text:
-                    found.update({Path(text).parts[0]} & entries - {".", ".."})
+                parts = Path(text).parts if len(text) < 256 and "\n" not in text else ()
+                if parts:  # "." (an f-string's "Today is {day}.") has none
+                    found.update({parts[0]} & entries - {".", ".."})
             for module in candidates:
                 for name in (f"{module}.py", module):
                     if name in entries and name not in found and name not in names:
