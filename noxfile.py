@@ -7,15 +7,18 @@ runs it, ``lint``, every ``tests-<package>`` and ``build``.
 
 from __future__ import annotations
 
+import contextlib
 import filecmp
 import os
 import shlex
 import shutil
 import sys
 import tempfile
+import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import nox
 from packaging.utils import canonicalize_name
@@ -224,46 +227,181 @@ def refresh(session: nox.Session) -> None:
 INTEROP = ROOT / "interop"
 
 
+# npm packages whose command names collide (both claude-agent-acp packages install
+# `claude-agent-acp`): each gets a versioned command of its own, the name scenarios use.
+INTEROP_NODE_COMMANDS = {
+    "claude-agent-acp-0.23": "@zed-industries/claude-agent-acp/dist/index.js",
+    "claude-agent-acp-0.101": "@agentclientprotocol/claude-agent-acp/dist/index.js",
+}
+# Python agents (interop/python/<name>.txt, a uv pip compile lock): their commands.
+INTEROP_PYTHON_COMMANDS = {"fast-agent": ("fast-agent",), "mistral-vibe": ("vibe-acp",)}
+INTEROP_MIN_PYTHON = (3, 12)
+
+
+def _interop_python(session: nox.Session) -> str:
+    """An interpreter >= 3.12 for the Python agents, found without downloading one.
+
+    uv's own search first (a system or uv-managed Python), then pyenv's versions (uv does
+    not look inside pyenv: its shims fail for versions that are not selected), then
+    ``python3.N`` on PATH. None: an error saying what to install.
+    """
+    wanted = ".".join(map(str, INTEROP_MIN_PYTHON))
+    found = session.run_install(
+        "uv",
+        "python",
+        "find",
+        "--no-python-downloads",
+        f">={wanted}",
+        external=True,
+        silent=True,
+        success_codes=[0, 1, 2],
+    )
+    candidates = [line.strip() for line in str(found or "").splitlines() if line.strip()]
+    pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    # The lowest fitting version first: the locks are compiled for 3.12.
+    candidates += sorted(
+        map(str, pyenv_root.glob("versions/3.*/bin/python3")),
+        key=lambda p: [int(x) if x.isdigit() else 0 for x in Path(p).parent.parent.name.split(".")],
+    )
+    candidates += [p for minor in (14, 13, 12) if (p := shutil.which(f"python3.{minor}"))]
+    for candidate in candidates:
+        version = Path(candidate).resolve().parent.parent.name
+        probe = version if version[:2] == "3." else ""
+        try:
+            numbers = tuple(int(x) for x in probe.split(".")[:2]) if probe else None
+        except ValueError:
+            numbers = None
+        if Path(candidate).is_file() and (numbers is None or numbers >= INTEROP_MIN_PYTHON):
+            return candidate
+    session.error(
+        f"nox -s interop needs Python >= {wanted} for fast-agent and mistral-vibe and found "
+        f"none (uv python find, {pyenv_root}/versions, python3.12+ on PATH); install one "
+        "(e.g. pyenv install 3.12) or run the npm agents alone: nox -s interop -- <scenario>"
+    )
+    raise AssertionError("unreachable")
+
+
+def _interop_timed(session: nox.Session, timings: list[tuple[str, float]], step: str) -> Any:
+    """A context manager logging and keeping the wall time of one step of the session."""
+
+    @contextlib.contextmanager
+    def timed() -> Any:
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            elapsed = time.monotonic() - started
+            timings.append((step, elapsed))
+            session.log(f"[interop timing] {step}: {elapsed:.1f} s")
+
+    return timed()
+
+
 @nox.session(python=PYTHON, default=False)
 def interop(session: nox.Session) -> None:
-    """Third-party ACP agents from npm, through the proxy: replay, then re-record and replay.
+    """Third-party agents (npm and PyPI), through the proxy: replay, re-record, replay, compare.
 
     Installs the agents pinned in ``interop/package.json`` at the versions of
     ``interop/package-lock.json`` (``npm install`` into ``.nox/interop-npm``, a no-op once
-    there; needs node and npm), puts their commands on ``PATH``, replays every committed
-    scenario in ``interop/fixtures/``, then re-records each into a scratch copy through the
-    proxy and the stub server and replays that copy. Not a default session: the default
-    ``replay`` never needs npm. ``nox -s interop -- opencode-read`` runs one. See
-    ``interop/README.md``.
+    there; needs node and npm) and the Python agents of ``interop/python/*.txt`` (locked,
+    each in its own venv under ``.nox/interop-py``, on a Python >= 3.12 found here), puts
+    their commands on ``PATH``, replays every committed scenario in ``interop/fixtures/``,
+    then re-records each into a scratch copy through the proxy and the stub server,
+    replays that copy and requires the committed goldens. ``nox -s interop -- opencode-read``
+    runs one; ``-- --repeat 20 [scenario ...]`` replays each committed scenario 20 times in
+    a row and stops at the first divergence. Each step's wall time is logged
+    (``[interop timing]``). Not a default session. See ``interop/README.md``.
     """
     if shutil.which("npm") is None:
         session.error("nox -s interop needs node and npm on PATH (e.g. apt-get install npm)")
-    _install_workspace(session)
+    args = list(session.posargs)
+    repeat = 0
+    if "--repeat" in args:
+        at = args.index("--repeat")
+        try:
+            repeat = int(args[at + 1])
+        except (IndexError, ValueError):
+            session.error(
+                f"--repeat needs a count, e.g. nox -s interop -- --repeat 20 (got {args})"
+            )
+        del args[at : at + 2]
+    timings: list[tuple[str, float]] = []
+    with _interop_timed(session, timings, "nox venv (workspace packages)"):
+        _install_workspace(session)
     prefix = ROOT / ".nox" / "interop-npm"
     prefix.mkdir(parents=True, exist_ok=True)
     for name in ("package.json", "package-lock.json"):
         shutil.copyfile(INTEROP / name, prefix / name)
     # Not `npm ci`: the lock lists only the platform packages of opencode-ai the registry
     # served when it was written (linux-x64 here), and ci refuses a lock missing the others.
-    session.run("npm", "install", "--prefix", str(prefix), "--no-audit", "--no-fund", external=True)
-    path = f"{prefix / 'node_modules' / '.bin'}{os.pathsep}{os.environ.get('PATH', '')}"
+    with _interop_timed(session, timings, "npm install (interop/package-lock.json)"):
+        session.run(
+            "npm", "install", "--prefix", str(prefix), "--no-audit", "--no-fund", external=True
+        )
+    commands = prefix / "bin"
+    commands.mkdir(exist_ok=True)
+    for command, script in INTEROP_NODE_COMMANDS.items():
+        shim = commands / command
+        shim.write_text(f'#!/bin/sh\nexec node "{prefix / "node_modules" / script}" "$@"\n')
+        shim.chmod(0o755)
+    with _interop_timed(session, timings, "Python agents (uv venv + locked install)"):
+        python = _interop_python(session)
+        session.log(f"Python agents run on {python}")
+        for lock in sorted((INTEROP / "python").glob("*.txt")):
+            venv = ROOT / ".nox" / "interop-py" / lock.stem
+            if not (venv / "bin" / "python").exists():
+                session.run_install(
+                    "uv", "venv", "--quiet", "--python", python, str(venv), external=True
+                )
+            session.run_install(
+                "uv",
+                "pip",
+                "install",
+                "--quiet",
+                "--python",
+                str(venv / "bin" / "python"),
+                "-r",
+                str(lock),
+                external=True,
+            )
+            for command in INTEROP_PYTHON_COMMANDS.get(lock.stem, ()):
+                link = commands / command
+                link.unlink(missing_ok=True)
+                link.symlink_to(venv / "bin" / command)
+    bins = f"{commands}{os.pathsep}{prefix / 'node_modules' / '.bin'}"
+    path = f"{bins}{os.pathsep}{os.environ.get('PATH', '')}"
     fixtures = INTEROP / "fixtures"
     # A failure's hint names the command that re-records the committed scenario.
     rerecord_env, refresh_env = COMMAND_HINTS
     hints = {
-        name: f"PATH={prefix / 'node_modules' / '.bin'}:$PATH agentreel {verb} --fixtures "
+        name: f"PATH={bins.replace(os.pathsep, ':')}:$PATH agentreel {verb} --fixtures "
         f"{fixtures.relative_to(ROOT)} {{scenario}}"
         for name, verb in ((rerecord_env, "record"), (refresh_env, "refresh"))
     }
     env = {"PATH": path, **hints}
-    names = session.posargs or [p.parent.name for p in sorted(fixtures.glob("*/scenario.toml"))]
-    session.run("agentreel", "replay", "--fixtures", str(fixtures), *names, env=env)
+    names = args or [p.parent.name for p in sorted(fixtures.glob("*/scenario.toml"))]
+    if repeat:
+        for name in names:
+            with _interop_timed(session, timings, f"replay {name} x{repeat}"):
+                for attempt in range(1, repeat + 1):
+                    session.log(f"{name}: replay {attempt} of {repeat}")
+                    session.run("agentreel", "replay", "--fixtures", str(fixtures), name, env=env)
+            session.log(f"{name}: {repeat} of {repeat} replays passed")
+        _interop_report(session, timings)
+        return
+    for name in names:
+        with _interop_timed(session, timings, f"replay committed {name}"):
+            session.run("agentreel", "replay", "--fixtures", str(fixtures), name, env=env)
     scratch = ROOT / ".nox" / "interop-rerecord"
     shutil.rmtree(scratch, ignore_errors=True)
     shutil.copytree(fixtures, scratch)
     for name in names:
-        session.run("agentreel", "record", "--fixtures", str(scratch), name, env=env)
-    session.run("agentreel", "replay", "--fixtures", str(scratch), *names, env=env)
+        with _interop_timed(session, timings, f"re-record {name}"):
+            session.run("agentreel", "record", "--fixtures", str(scratch), name, env=env)
+    for name in names:
+        with _interop_timed(session, timings, f"replay re-recorded {name}"):
+            session.run("agentreel", "replay", "--fixtures", str(scratch), name, env=env)
+    _interop_report(session, timings)
     # A fresh recording must give the committed goldens: the agent behaves the same
     # today as when it was recorded, and everything volatile is masked.
     changed: list[str] = []
@@ -283,6 +421,14 @@ def interop(session: nox.Session) -> None:
             + ", ".join(changed)
             + f" (compare with {scratch}; re-record if the agent changed on purpose)"
         )
+
+
+def _interop_report(session: nox.Session, timings: list[tuple[str, float]]) -> None:
+    width = max((len(step) for step, _ in timings), default=0)
+    session.log(
+        "interop wall times:\n"
+        + "\n".join(f"  {step:<{width}}  {seconds:7.1f} s" for step, seconds in timings)
+    )
 
 
 @nox.session(python=PYTHON, default=False)
