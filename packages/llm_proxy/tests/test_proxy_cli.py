@@ -136,3 +136,36 @@ def test_a_failed_replay_exits_1_with_the_report_written(
     (script,) = written.scripts
     # A drifted call still consumes its recorded call (it was bound, then refused).
     assert (script.calls, script.consumed) == (1, 1 if run == "drifted call" else 0)
+
+
+@pytest.mark.parametrize("target", ["--fixture", "--sessions-root"])
+def test_a_record_run_that_received_no_call_exits_1_and_writes_nothing(
+    target: str, weather_stub: StubServer, tmp_path: Path, proxy_cli: ProxyCli
+) -> None:
+    destination = tmp_path / "recorded"
+    process, _port = proxy_cli(
+        ["record", "--upstream", weather_stub.base_url, target, str(destination)]
+    )
+    process.send_signal(signal.SIGTERM)  # stopped before any agent called it
+    # Closing waits for the provider SDKs' import (minutes on a loaded 2-core machine).
+    _, err = process.communicate(timeout=240)
+    assert process.returncode == 1, err.decode()
+    reasons = [line for line in err.decode().splitlines() if line.startswith("agentreel proxy:")]
+    assert len(reasons) == 1, err.decode()
+    assert "no model call reached the proxy, so nothing was written" in reasons[0]
+    assert not destination.exists() or not any(destination.iterdir())
+
+
+def test_a_record_run_that_received_no_call_keeps_the_earlier_fixture(
+    weather_stub: StubServer, tmp_path: Path, proxy_cli: ProxyCli
+) -> None:
+    fixture = tmp_path / "fixture"
+    fixture.mkdir()
+    (fixture / "session.jsonl").write_text("the earlier recording\n")
+    process, _port = proxy_cli(
+        ["record", "--upstream", weather_stub.base_url, "--fixture", str(fixture)]
+    )
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=240)
+    assert process.returncode == 1, err.decode()
+    assert (fixture / "session.jsonl").read_text() == "the earlier recording\n"

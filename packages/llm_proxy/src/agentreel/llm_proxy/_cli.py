@@ -4,8 +4,9 @@ Prints the base URL and the environment to export, writes ``--port-file`` once l
 and stops on SIGTERM, SIGINT or end of standard input (when stdin is a pipe or a
 terminal), flushing every log, the fixture and the report before it exits. Replay also
 exports a dummy key (``DUMMY_KEY``) in each SDK's key variable, so a client that insists on
-a key starts keyless. Exit status 0; 1 when the run failed — record: a refused secret or a
-fixture that could not be written (the logs are kept, and said where); replay: a replay
+a key starts keyless. Exit status 0; 1 when the run failed — record: a refused secret, a
+fixture that could not be written (the logs are kept, and said where), or no model call
+received (nothing is written, not even an empty fixture folder); replay: a replay
 error (unrecorded session, exhausted script, drift, a schedule divergence under
 ``--schedule recorded``) or recorded calls never made outside
 the partial lanes, with the report written all the same; 2 on usage errors.
@@ -149,6 +150,7 @@ def _watch_stdin() -> bool:
 
 
 async def _run(args: argparse.Namespace, out: TextIO) -> int:
+    from agentreel.llm_proxy._run import NO_CALLS_RECORDED
     from agentreel.llm_proxy._server import start_proxy
 
     loop = asyncio.get_running_loop()
@@ -209,9 +211,14 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
             print(f"export {name}={value}", file=out)
         out.flush()
         await stop.wait()
-    for error in proxy.errors:
+    errors = list(proxy.errors)
+    recorder = proxy.recorder
+    if recorder is not None and not recorder.recorded_any and not errors:
+        # --sessions-root: nothing to refuse writing, but a record run nobody called failed.
+        errors.append(NO_CALLS_RECORDED.format(where=f"--sessions-root {args.sessions_root}"))
+    for error in errors:
         print(f"agentreel proxy: {error}", file=sys.stderr)
-    failed = bool(proxy.errors)
+    failed = bool(errors)
     if proxy.provider is not None:
         consumption = proxy.provider.consumption_report()
         if not consumption.ok:

@@ -298,6 +298,11 @@ class Recorder:
         known key shapes less the allowed sha256 digests (``allow_secrets``)."""
         self.errors: list[str] = []
 
+    @property
+    def recorded_any(self) -> bool:
+        """Whether any model call reached the recorder (a session log was begun)."""
+        return bool(self._lanes)
+
     # -- secrets -------------------------------------------------------------------------
 
     def note_secrets(self, headers: Mapping[str, str]) -> None:

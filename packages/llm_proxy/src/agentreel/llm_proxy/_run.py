@@ -217,6 +217,13 @@ class ProxyRun(RecordSide, ReplaySide):
         try:
             recorder.close()
             self._scan_listings(recorder)
+            if fixture is not None and not recorder.recorded_any and not recorder.errors:
+                # A record run nobody called: an empty fixture folder (and the earlier
+                # recordings it would replace, gone) is no recording. Say so, write nothing.
+                self.errors.append(NO_CALLS_RECORDED.format(where=f"the fixture {fixture}"))
+                if self._temp_root is not None:
+                    remove_tree(self._temp_root)
+                return
             if fixture is not None and not recorder.errors:
                 stage = f"writing the fixture {fixture}"
                 write_fixture(kept, fixture, self.settings.cwd, scan=recorder.scan)
@@ -359,6 +366,12 @@ class ProxyRun(RecordSide, ReplaySide):
         if self.recorder is not None:
             return await self._record(request, route, raw, parsed, identity)
         return await self._replay(request, route, parsed, identity)
+
+
+NO_CALLS_RECORDED = (
+    "record: no model call reached the proxy, so nothing was written ({where} left as it "
+    "was); point the agent's base URL at the proxy and run it before stopping the proxy"
+)
 
 
 def _close_failure(stage: str, exc: BaseException, fixture: Path | None, kept: Path) -> str:
