@@ -22,6 +22,7 @@ import pytest
 from agentreel.session import RequestHeader, rerecord_command
 from agentreel.snapshot_harness import (
     AgentTimeoutError,
+    FixtureError,
     GoldenMismatchError,
     HarnessError,
     Initialize,
@@ -166,6 +167,35 @@ def test_cancel_needs_the_session_cancel() -> None:
     assert steps != scenario.steps
     message = replay_fails(scenario, AgentTimeoutError, steps=steps, timeout=4.0)
     assert "did not finish within 4s" in message
+
+
+def test_cancel_needs_its_hang_override(tmp_path: Path) -> None:
+    # Without the hang, the recorded abort would replay by itself and end the turn whether
+    # or not the live session/cancel came (a race the suite's load decides): refused, named,
+    # before any agent runs, with the override to add.
+    scenario = committed("cancel")
+    copy = tmp_path / scenario.name
+    shutil.copytree(scenario.directory, copy)
+    (copy / "replay.override.json").unlink()
+    with pytest.raises(FixtureError) as caught:
+        check_scenario(copy, "replay")
+    message = str(caught.value)
+    assert "session.jsonl call 1 ended aborted when recorded" in message
+    assert '{"action": "hang", "session": 0, "call": 1, "chunks": 2}' in message
+    assert str(copy / "replay.override.json") in message
+
+
+def test_a_hang_override_elsewhere_does_not_stand_in_for_the_cancelled_call(
+    tmp_path: Path,
+) -> None:
+    scenario = committed("cancel")
+    copy = tmp_path / scenario.name
+    shutil.copytree(scenario.directory, copy)
+    (copy / "replay.override.json").write_text(
+        '{"overrides": [{"action": "hang", "session": 0, "call": 2, "chunks": 1}]}'
+    )
+    with pytest.raises(FixtureError, match=r"session\.jsonl call 1 ended aborted"):
+        check_scenario(copy, "replay")
 
 
 def test_error_finish_needs_its_throw_override(tmp_path: Path) -> None:

@@ -32,14 +32,17 @@ provider that reads them; this module adds what only a scenario directory has.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentreel.llm import Finish
 from agentreel.llm_replay import PartialLanes
 from agentreel.session import (
     OVERRIDE_FILE,
     SESSION_FILE_PATTERN,
+    AssistantChunk,
     RequestHeader,
     SessionLogError,
     load_session_log,
@@ -49,7 +52,13 @@ from agentreel.session import (
     session_file_name,
     session_file_number,
 )
-from agentreel.snapshot_harness._scenario import SCENARIO_FILE, WORKSPACE_DIR, Mode, Scenario
+from agentreel.snapshot_harness._scenario import (
+    SCENARIO_FILE,
+    WORKSPACE_DIR,
+    Mode,
+    PromptAndCancel,
+    Scenario,
+)
 from agentreel.snapshot_harness.exceptions import (
     FixtureError,
     FixtureInventoryError,
@@ -219,6 +228,7 @@ def check_inventory(scenario: Scenario, mode: Mode) -> Inventory:
     if mode != "record" and not missing:
         for name in inventory.recordings:
             _check_recording(scenario.directory / name, rerecord)
+        _check_cancelled_calls_hang(scenario, inventory.recordings)
     if missing or orphans or extra:
         lines = [f"{scenario.directory}: the fixture files do not fit {mode} mode"]
         if extra:
@@ -271,6 +281,56 @@ def _check_recording(path: Path, rerecord: str) -> None:
             f"({log.torn_tail.problem}); restore it from version control or re-record: "
             f"{rerecord}"
         )
+
+
+def _check_cancelled_calls_hang(scenario: Scenario, recordings: list[str]) -> None:
+    """A scenario that cancels a prompt (``prompt_and_cancel``) replays each recorded call
+    that ended ``aborted`` under a ``hang`` override: the replayed stream then waits for the
+    live ``session/cancel``. Replayed as recorded, the abort ends the turn by itself, racing
+    the cancel — the scenario would pass without cancelling anything."""
+    if not any(isinstance(step, PromptAndCancel) for step in scenario.steps):
+        return
+    hung = hang_overrides(scenario.directory / OVERRIDE_FILE)
+    for number, name in enumerate(recordings):
+        try:
+            log = load_session_log(scenario.directory / name)
+        except SessionLogError:
+            continue  # _check_recording named it
+        call, chunks = 1, 0
+        for event in log.own_events:
+            if not isinstance(event, AssistantChunk):
+                continue
+            chunk = event.data.chunk
+            if not isinstance(chunk, Finish):
+                chunks += 1
+                continue
+            if chunk.reason == "aborted" and (number, call) not in hung:
+                override = (
+                    f'{{"action": "hang", "session": {number}, "call": {call}, "chunks": {chunks}}}'
+                )
+                raise FixtureError(
+                    f"{scenario.name}: {name} call {call} ended aborted when recorded (the "
+                    "client cancelled it), and the scenario cancels a prompt "
+                    "(prompt_and_cancel) — replayed as recorded, the abort would end the turn "
+                    "by itself, racing the live session/cancel, so nothing would test the "
+                    "cancel. Hold the call open until the cancel: add "
+                    f'{{"overrides": [{override}]}} to {scenario.directory / OVERRIDE_FILE}'
+                )
+            call, chunks = call + 1, 0
+
+
+def hang_overrides(path: Path) -> set[tuple[int, int]]:
+    """``(session, call)`` of each ``hang`` in an override file; the replay provider
+    validates the file, so an unreadable or odd one yields nothing here."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return {
+            (int(o["session"]), int(o["call"]))
+            for o in data.get("overrides", [])
+            if isinstance(o, dict) and o.get("action") == "hang"
+        }
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return set()
 
 
 def golden_sort_key(name: str) -> tuple[int, int]:

@@ -43,6 +43,7 @@ from agentreel.snapshot_harness._consumption import (
     replay_error_failure,
 )
 from agentreel.snapshot_harness._forkserver import AgentProcess, started_agent
+from agentreel.snapshot_harness._layout import hang_overrides
 from agentreel.snapshot_harness._proxied import proxy_backend
 from agentreel.snapshot_harness._result import RunResult, StartMethod, tail
 from agentreel.snapshot_harness._scenario import (
@@ -226,17 +227,9 @@ def _run_in(
 
 
 def _hang_overrides(scenario: Scenario) -> list[str]:
-    """The calls ``replay.override.json`` makes hang (``session 0 call 2``); the replay
-    provider validates the file, so an unreadable or odd one just yields nothing here."""
-    try:
-        data = json.loads((scenario.directory / OVERRIDE_FILE).read_text(encoding="utf-8"))
-        return [
-            f"{session_file_name(int(o['session']))} call {int(o['call'])}"
-            for o in data.get("overrides", [])
-            if isinstance(o, dict) and o.get("action") == "hang"
-        ]
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return []
+    """The calls ``replay.override.json`` makes hang (``session.jsonl call 2``)."""
+    hung = hang_overrides(scenario.directory / OVERRIDE_FILE)
+    return [f"{session_file_name(session)} call {call}" for session, call in sorted(hung)]
 
 
 @dataclass(slots=True)
