@@ -81,7 +81,7 @@ def _exports(process: subprocess.Popen[bytes]) -> dict[str, str]:
     exports: dict[str, str] = {}
     line = process.stdout.readline().decode()
     assert line.startswith("agentreel proxy (replay) listening on "), line
-    for _ in range(3 + len(KEY_VARIABLES)):  # the base URLs, the proxy URL and the keys
+    for _ in range(4 + len(KEY_VARIABLES)):  # the three base URLs, the proxy URL, the keys
         line = process.stdout.readline().decode().strip()
         name, _, value = line.removeprefix("export ").partition("=")
         exports[name] = value

@@ -1,7 +1,8 @@
 """Framework programs through the proxy: an OpenAI Agents SDK program (agents as tools,
-called concurrently, then a handoff) and a pydantic-ai program (a lead delegating to a
-helper agent twice, concurrently), each run as a user runs it — a subprocess pointed at the
-proxy by ``OPENAI_BASE_URL`` — recorded through the stub server, then replayed with the
+called concurrently, then a handoff), a pydantic-ai program (a lead delegating to a
+helper agent twice, concurrently) and a google-genai program (the same on the Gemini API),
+each run as a user runs it — a subprocess pointed at the proxy by ``OPENAI_BASE_URL`` /
+``GOOGLE_GEMINI_BASE_URL`` — recorded through the stub server, then replayed with the
 stub stopped, a dummy key and every proxy variable aimed at a closed port.
 
 Both with identity headers (set through each framework's own per-agent header setting)
@@ -15,6 +16,7 @@ the proxy's, so nothing here reaches the internet (the Agents SDK's tracing expo
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import sys
@@ -68,6 +70,11 @@ PYDANTIC_AI = Program(
     {"final": "7 apples and 3 pears.", "helpers": 2},
     [(2, None, None), (1, 0, 0), (1, 0, 1)],
 )
+GOOGLE_GENAI = Program(
+    "google_genai_counting.py",
+    {"final": "7 apples and 3 pears.", "helpers": 2},
+    [(2, None, None), (1, 0, 0), (1, 0, 1)],
+)
 
 
 async def _run(
@@ -79,6 +86,7 @@ async def _run(
     key: str,
     proxies: dict[str, str],
     extra_env: dict[str, str] = TRACING_OFF,
+    must_succeed: bool = True,
 ) -> tuple[dict[str, Any], list[str]]:
     """Run the program against the proxy (``proxies``: the ``offline_proxies`` variables):
     (its printed output, network refusals)."""
@@ -92,6 +100,8 @@ async def _run(
         "PYTHONPATH": str(PROGRAMS / "offline"),
         "OPENAI_BASE_URL": f"http://127.0.0.1:{proxy_port}/v1",
         "OPENAI_API_KEY": key,
+        "GOOGLE_GEMINI_BASE_URL": f"http://127.0.0.1:{proxy_port}",
+        "GEMINI_API_KEY": key,
         "AGENTREEL_TEST_NETWORK_LOG": str(network_log),
         "AGENTREEL_TEST_ALLOWED_PORTS": str(proxy_port),
         **proxies,
@@ -108,6 +118,8 @@ async def _run(
     )
     out, err = await asyncio.wait_for(process.communicate(), timeout=180)
     refusals = network_log.read_text().splitlines() if network_log.exists() else []
+    if not must_succeed:
+        return {"returncode": process.returncode, "stderr": err.decode()}, refusals
     assert process.returncode == 0, f"{program.script} failed:\n{err.decode()[-3000:]}"
     return json.loads(out.decode().strip().splitlines()[-1]), refusals
 
@@ -134,7 +146,11 @@ def _recorded(fixture: Path) -> list[SessionLog]:
 
 @pytest.mark.slow
 @pytest.mark.asyncio
-@pytest.mark.parametrize("program", [AGENTS_SDK, PYDANTIC_AI], ids=["openai-agents", "pydantic-ai"])
+@pytest.mark.parametrize(
+    "program",
+    [AGENTS_SDK, PYDANTIC_AI, GOOGLE_GENAI],
+    ids=["openai-agents", "pydantic-ai", "google-genai"],
+)
 @pytest.mark.parametrize("identity", [True, False], ids=["identity-headers", "no-headers"])
 async def test_framework_program_records_and_replays_through_the_proxy(
     program: Program, identity: bool, tmp_path: Path, offline_proxies: dict[str, str]
@@ -204,3 +220,46 @@ async def test_the_network_guard_catches_the_agents_sdk_tracing_export(tmp_path:
             )  # fmt: skip
     assert output == AGENTS_SDK.output
     assert any("api.openai.com" in refusal for refusal in refusals), refusals
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_deleting_a_childs_recording_names_that_child(
+    tmp_path: Path, offline_proxies: dict[str, str]
+) -> None:
+    """The google-genai program (identity headers) recorded, one helper's recording
+    deleted: replay refuses exactly that helper, naming it by its parent and spawn index,
+    and serves the rest. (Without headers the same deletion is reported as a drift of the
+    lead's next call, which SPEC 13's headerless naming is to turn into this error.)"""
+    fixture = tmp_path / "fixture"
+    with StubServer.from_toml(GOOGLE_GENAI.rules) as stub:
+        async with start_proxy("record", upstream=stub.base_url, fixture=fixture) as proxy:
+            await _run(
+                GOOGLE_GENAI, proxy.port, tmp_path, identity=False, key=RECORD_KEY, proxies={}
+            )
+    recorded = _recorded(fixture)
+    (pears,) = [
+        name
+        for name, log in zip(recording_names(fixture), recorded, strict=True)
+        if log.header.parent_session is not None and "count the pears" in log.path.read_text()
+    ]
+    assert pears != "session.jsonl"
+    # Deleted as a user would: the files after it move up one, keeping session order.
+    names = recording_names(fixture)
+    (fixture / pears).unlink()
+    for before, after in itertools.pairwise(names[names.index(pears) :]):
+        (fixture / after).rename(fixture / before)
+    report = tmp_path / "report.json"
+    async with start_proxy("replay", fixture=fixture, report=report) as proxy:
+        outcome, refusals = await _run(
+            GOOGLE_GENAI, proxy.port, tmp_path, identity=True, key=DUMMY_KEY,
+            proxies=offline_proxies, must_succeed=False,
+        )  # fmt: skip
+    assert outcome["returncode"] != 0
+    assert refusals == []
+    errors = read_report(report).errors
+    assert [error.type for error in errors] == ["UnrecordedSessionError"], errors
+    # The pears helper is the lead's second delegation: spawn index 1 under the lead.
+    assert "spawn index 1" in errors[0].message
+    assert "spawn index 0" not in errors[0].message
+    assert "spawn index 1" in outcome["stderr"]  # the program's ClientError says the same

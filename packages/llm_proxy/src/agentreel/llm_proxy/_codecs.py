@@ -13,14 +13,18 @@ from collections.abc import Sequence
 from agentreel.llm import Chunk, ResponseMeta
 from agentreel.llm.wire import (
     CHAT_STREAM_ENDINGS,
+    GEMINI_STREAM_ENDINGS,
     MESSAGES_STREAM_ENDINGS,
     RESPONSES_STREAM_ENDINGS,
     ChatDecoder,
+    GeminiDecoder,
     MessagesDecoder,
     ResponsesDecoder,
     WireDecoder,
     chat_chunk_body,
     chat_chunk_frames,
+    gemini_chunk_body,
+    gemini_chunk_frames,
     messages_chunk_body,
     messages_chunk_frames,
     responses_chunk_body,
@@ -36,13 +40,18 @@ def decoder(api: Api, upstream: str) -> WireDecoder:
         return ChatDecoder(upstream)
     if api == "messages":
         return MessagesDecoder(upstream)
+    if api == "gemini":
+        return GeminiDecoder(upstream)
     return ResponsesDecoder(upstream)
 
 
 def response_id(api: Api, seed: str) -> str:
-    """A stable wire id for a replayed response (``chatcmpl-…``, ``msg_…``, ``resp_…``)."""
+    """A stable wire id for a replayed response (``chatcmpl-…``, ``msg_…``, ``resp_…``;
+    Gemini's ``responseId`` has no prefix)."""
     digest = hashlib.sha256(seed.encode()).hexdigest()[:24]
-    return {"chat": "chatcmpl-", "messages": "msg_", "responses": "resp_"}[api] + digest
+    return {"chat": "chatcmpl-", "messages": "msg_", "responses": "resp_", "gemini": ""}[
+        api
+    ] + digest
 
 
 def encode_stream(
@@ -63,6 +72,8 @@ def encode_stream(
         )
     if request.api == "messages":
         return messages_chunk_frames(chunks, model=request.model, message_id=wire_id, meta=meta)
+    if request.api == "gemini":
+        return gemini_chunk_frames(chunks, model=request.model, response_id=wire_id, meta=meta)
     return responses_chunk_frames(
         chunks, model=request.model, response_id=wire_id, namespaced=request.namespaced, meta=meta
     )
@@ -79,6 +90,8 @@ def encode_body(
         return chat_chunk_body(chunks, model=request.model, response_id=wire_id, meta=meta)
     if request.api == "messages":
         return messages_chunk_body(chunks, model=request.model, message_id=wire_id, meta=meta)
+    if request.api == "gemini":
+        return gemini_chunk_body(chunks, model=request.model, response_id=wire_id, meta=meta)
     return responses_chunk_body(
         chunks, model=request.model, response_id=wire_id, namespaced=request.namespaced, meta=meta
     )
@@ -90,5 +103,6 @@ def without_ending(api: Api, frames: list[bytes]) -> list[bytes]:
         "chat": CHAT_STREAM_ENDINGS,
         "messages": MESSAGES_STREAM_ENDINGS,
         "responses": RESPONSES_STREAM_ENDINGS,
+        "gemini": GEMINI_STREAM_ENDINGS,
     }[api]
     return [frame for frame in frames if not frame.startswith(endings)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentreel.llm.wire import anthropic_error_body, openai_error_body
+from agentreel.llm.wire import anthropic_error_body, gemini_error_body, openai_error_body
 from agentreel.llm_proxy._routes import Api
 
 HTTP_CODE_PREFIX = "http-"
@@ -18,4 +18,6 @@ def error_body(api: Api, status: int, message: str, code: str | None = None) -> 
     """The JSON error body ``api``'s SDK parses into its own error (message kept whole)."""
     if api == "messages":
         return anthropic_error_body(status, message)
+    if api == "gemini":
+        return gemini_error_body(status, message)
     return openai_error_body(status, message, code)

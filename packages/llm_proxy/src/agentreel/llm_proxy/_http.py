@@ -10,7 +10,7 @@ from aiohttp import web
 from agentreel.llm import Finish
 from agentreel.llm_proxy._errors import error_body
 from agentreel.llm_proxy._identity import IDENTITY_HEADERS
-from agentreel.llm_proxy._routes import SUPPORTED_PATHS, api_for_path
+from agentreel.llm_proxy._routes import SUPPORTED_PATHS, api_for_path, shown_url
 
 HOP_BY_HOP = frozenset(
     {
@@ -34,7 +34,9 @@ RESPONSE_DROP = frozenset(
 
 
 def unreachable(url: str, exc: Exception) -> str:
-    return f"agentreel proxy: could not reach the upstream {url}: {exc}. Check --upstream"
+    return (
+        f"agentreel proxy: could not reach the upstream {shown_url(url)}: {exc}. Check --upstream"
+    )
 
 
 async def prepare_sse(request: web.Request) -> web.StreamResponse:

@@ -10,11 +10,13 @@ never listed models) gets the models its calls used (SPEC 11: from the recording
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import msgspec
 
-from agentreel.llm.wire import models_listing_body
+from agentreel.llm.wire import gemini_models_body, models_listing_body
+from agentreel.llm_proxy._routes import GEMINI_KEY_HEADER, Route, without_key
 from agentreel.llm_proxy.exceptions import ProxyConfigError
 from agentreel.llm_replay import Recording
 from agentreel.session import rerecord_command
@@ -64,15 +66,36 @@ def read_models(directory: Path) -> dict[str, ModelsListing]:
         ) from None
 
 
+GEMINI_LISTING = "gemini:"
+"""The key prefix of a Gemini models listing (``GET /v1beta/models``, or ``/v1/models`` from
+a client sending a Gemini key), kept apart from OpenAI's ``GET /v1/models``."""
+
+
+def listing_key(route: Route, headers: Mapping[str, str], query: Mapping[str, str]) -> str:
+    """Which recorded listing a ``GET .../models`` request asks for: its query string
+    without a Gemini ``key=`` (never written), a Gemini listing's marked as such."""
+    kept = without_key("&".join(f"{name}={value}" for name, value in query.items()))
+    gemini = route.gemini or GEMINI_KEY_HEADER in headers or "key" in query
+    return GEMINI_LISTING + kept if gemini else kept
+
+
 def listing_for(
-    listings: dict[str, ModelsListing], query: str, recording: Recording
+    listings: dict[str, ModelsListing], key: str, recording: Recording
 ) -> ModelsListing:
-    """What replay answers ``GET /v1/models?<query>`` with: the listing recorded for that
-    query, else the one recorded without a query, else the recorded calls' models."""
-    found = listings.get(query) or listings.get("")
+    """What replay answers a models listing with (``key``: ``listing_key``): the listing
+    recorded for that query, else the one recorded without a query, else the recorded
+    calls' models (a Gemini listing: the Gemini calls' models, in Gemini's shape)."""
+    gemini = key.startswith(GEMINI_LISTING)
+    found = listings.get(key) or listings.get(GEMINI_LISTING if gemini else "")
     if found is not None:
         return found
-    models = sorted({c.request.model for s in recording.scripts for c in s.calls if c.request})
-    return ModelsListing(
-        status=200, content_type="application/json", body=models_listing_body(models).decode()
+    models = sorted(
+        {
+            c.request.model
+            for s in recording.scripts
+            for c in s.calls
+            if c.request and (c.request.api == "gemini") == gemini
+        }
     )
+    body = gemini_models_body(models) if gemini else models_listing_body(models)
+    return ModelsListing(status=200, content_type="application/json", body=body.decode())

@@ -44,6 +44,7 @@ from agentreel.llm import SPAWN_INDEX_HEADER, BlockEnd, Chunk, Finish, ToolCallP
 from agentreel.llm_proxy._errors import CUT_CODE, HTTP_CODE_PREFIX, STREAM_ERROR_CODE
 from agentreel.llm_proxy._identity import Identity
 from agentreel.llm_proxy._requests import ParsedRequest
+from agentreel.llm_proxy._routes import GEMINI_KEY_HEADER
 from agentreel.llm_proxy.exceptions import SecretInRecordingError
 from agentreel.llm_replay import (
     Chain,
@@ -78,7 +79,7 @@ from agentreel.session import (
 logger = logging.getLogger("agentreel.llm_proxy")
 
 ANONYMOUS_KEY = "<anonymous>"
-_SECRET_HEADERS = ("authorization", "x-api-key", "api-key")
+_SECRET_HEADERS = ("authorization", "x-api-key", "api-key", GEMINI_KEY_HEADER)
 # Headers of an upstream error worth replaying (what clients and their retry logic read).
 _ERROR_HEADERS = ("retry-after", "retry-after-ms", "x-request-id", "request-id", "content-type")
 INTERRUPTED_MESSAGE = "the proxy was stopped (signal or end of input) while this call was streaming"
@@ -305,8 +306,13 @@ class Recorder:
 
     # -- secrets -------------------------------------------------------------------------
 
-    def note_secrets(self, headers: Mapping[str, str]) -> None:
-        """Remember the keys a client sent, so no log ever holds them."""
+    def note_secrets(
+        self, headers: Mapping[str, str], query: Mapping[str, str] | None = None
+    ) -> None:
+        """Remember the keys a client sent (in a header, or Gemini's ``?key=``), so no log
+        ever holds them."""
+        if query is not None and query.get("key"):
+            self.scan.add_value(query["key"], "the key= a client sent in its URL")
         for name in _SECRET_HEADERS:
             value = headers.get(name)
             if not value:

@@ -26,6 +26,7 @@ from agentreel.llm_proxy._identity import Identity
 from agentreel.llm_proxy._models import (
     MODELS_FILE,
     ModelsListing,
+    listing_key,
     write_models,
 )
 from agentreel.llm_proxy._record import (
@@ -33,9 +34,7 @@ from agentreel.llm_proxy._record import (
     Recorder,
 )
 from agentreel.llm_proxy._requests import ParsedRequest
-from agentreel.llm_proxy._routes import (
-    Route,
-)
+from agentreel.llm_proxy._routes import Route, shown_url
 from agentreel.llm_proxy._settings import ProxySettings
 from agentreel.llm_proxy.exceptions import RequestError
 from agentreel.session import build_request_header
@@ -75,7 +74,7 @@ class RecordSide:
         recorder, client = self.recorder, self._client
         assert recorder is not None
         assert client is not None
-        recorder.note_secrets(request.headers)
+        recorder.note_secrets(request.headers, request.query)
         url = self._upstream_url(route, request.query_string)
         try:
             async with client.request(
@@ -86,7 +85,8 @@ class RecordSide:
         except aiohttp.ClientError as exc:
             raise RequestError(502, unreachable(url, exc)) from None
         if route.endpoint == "models":
-            self._keep_listing(request.query_string, status, headers, body)
+            key = listing_key(route, request.headers, request.query)
+            self._keep_listing(key, status, headers, body)
         out_headers = {k: v for k, v in headers.items() if k.lower() not in RESPONSE_DROP}
         return web.Response(status=status, body=body, headers=out_headers)
 
@@ -121,7 +121,7 @@ class RecordSide:
         recorder, client = self.recorder, self._client
         assert recorder is not None
         assert client is not None
-        recorder.note_secrets(request.headers)
+        recorder.note_secrets(request.headers, request.query)
         headers = self._forwarded_headers(request)
         header = build_request_header(
             parsed.options(), turn=0, step=0, cwd=recorder.cwd, api=parsed.api
@@ -135,7 +135,7 @@ class RecordSide:
                 await asyncio.shield(self._wire)
             upstream = await client.post(url, data=raw, headers=headers)
         except aiohttp.ClientError as exc:
-            call.cut(f"could not reach the upstream {url}: {exc}")
+            call.cut(f"could not reach the upstream {shown_url(url)}: {exc}")
             raise RequestError(502, unreachable(url, exc)) from None
         except asyncio.CancelledError:
             call.interrupt(identity.describe())

@@ -58,9 +58,9 @@ class ReplaySide:
     _partial: PartialLanes
     _listings: dict[str, ModelsListing]
 
-    def _recorded_models(self, query: str) -> web.StreamResponse:
+    def _recorded_models(self, key: str) -> web.StreamResponse:
         assert self.provider is not None
-        listing = listing_for(self._listings, query, self.provider.recording)
+        listing = listing_for(self._listings, key, self.provider.recording)
         return web.Response(
             status=listing.status,
             body=listing.body.encode(),
@@ -208,7 +208,8 @@ class ReplaySide:
             for frame in frames[max(sent, split) :]:
                 await response.write(frame)
             if finish is not None and finish.code == STREAM_ERROR_CODE:
-                name = b"event: error\n" if parsed.api != "chat" else b""
+                # Chat Completions and Gemini send a bare data frame; the others name it.
+                name = b"event: error\n" if parsed.api not in ("chat", "gemini") else b""
                 await response.write(name + b"data: " + (finish.message or "").encode() + b"\n\n")
             elif (finish is not None and finish.code == CUT_CODE) or failure is not None:
                 abort(request)

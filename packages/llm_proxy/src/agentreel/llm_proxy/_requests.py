@@ -86,12 +86,17 @@ def _text_of(content: Any) -> str:
     return _canonical(content)
 
 
-def parse_request(api: Api, body: dict[str, Any]) -> ParsedRequest:
-    """Parse a request body of ``api`` (already a JSON object) leniently."""
+def parse_request(
+    api: Api, body: dict[str, Any], *, model: str = "", stream: bool = False
+) -> ParsedRequest:
+    """Parse a request body of ``api`` (already a JSON object) leniently; ``model`` and
+    ``stream`` are the Gemini route's (its path names them, not its body)."""
     if api == "chat":
         return _chat(body)
     if api == "messages":
         return _messages(body)
+    if api == "gemini":
+        return _gemini(body, model, stream)
     return _responses(body)
 
 
@@ -350,3 +355,78 @@ def _add_response_tools(tools: list[ToolSpec], raw_tools: Any, namespace: str = 
         else:
             tools.append(_tool(f"{namespace}{tool.get('type') or ''}", "", tool))
     return namespaced
+
+
+# -- Gemini generateContent -----------------------------------------------------------------
+
+
+def _gemini(body: dict[str, Any], model: str, stream: bool) -> ParsedRequest:
+    """A Gemini ``generateContent`` body: ``systemInstruction``, ``contents`` (``role:
+    model`` turns are the assistant's), ``tools[].functionDeclarations``."""
+    raw_system = body.get("systemInstruction")
+    system: str | None = None
+    if isinstance(raw_system, dict):
+        system = _text_of(raw_system.get("parts"))
+    elif isinstance(raw_system, str):
+        system = raw_system
+    messages: list[Message] = []
+    for content in body.get("contents") or []:
+        if not isinstance(content, dict):
+            continue
+        role: Role = "assistant" if content.get("role") == "model" else "user"
+        parts = tuple(
+            _gemini_part(part) for part in content.get("parts") or [] if isinstance(part, dict)
+        )
+        if parts and all(isinstance(part, ToolResultPart) for part in parts):
+            role = "tool"
+        messages.append(Message(role=role, content=parts or (TextPart(""),)))
+    tools: list[ToolSpec] = []
+    for tool in body.get("tools") or []:
+        if not isinstance(tool, dict):
+            continue
+        for declaration in tool.get("functionDeclarations") or []:
+            if isinstance(declaration, dict):
+                schema = declaration.get(
+                    "parametersJsonSchema",
+                    declaration.get("parameters_json_schema", declaration.get("parameters")),
+                )
+                tools.append(_tool(declaration.get("name"), declaration.get("description"), schema))
+        for kind, value in tool.items():
+            if kind != "functionDeclarations":  # built-in tools: googleSearch, codeExecution, …
+                tools.append(_tool(kind, "", value if isinstance(value, dict) else {}))
+    return ParsedRequest(
+        api="gemini",
+        model=model,
+        system=system,
+        messages=tuple(messages),
+        tools=tuple(tools),
+        stream=stream,
+        include_usage=True,
+        namespaced=False,
+    )
+
+
+def _gemini_part(part: dict[str, Any]) -> ContentPart:
+    call = part.get("functionCall")
+    if isinstance(call, dict):
+        return ToolCallPart(
+            id=str(call.get("id") or ""),
+            name=str(call.get("name") or ""),
+            arguments=_canonical(call.get("args") or {}),
+        )
+    result = part.get("functionResponse")
+    if isinstance(result, dict):
+        response = result.get("response")
+        output = response.get("output") if isinstance(response, dict) else None
+        return ToolResultPart(
+            call_id=str(result.get("id") or result.get("name") or ""),
+            content=output if isinstance(output, str) else _canonical(response),
+            is_error=isinstance(response, dict)
+            and "error" in response
+            and "output" not in response,
+        )
+    text = part.get("text")
+    if isinstance(text, str):
+        return ReasoningPart(text) if part.get("thought") is True else TextPart(text)
+    # Inline data, files, executable code: compared by their JSON.
+    return TextPart(_canonical(part))

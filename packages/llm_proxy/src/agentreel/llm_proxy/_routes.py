@@ -11,7 +11,7 @@ from agentreel.session import WireApi
 
 Api = WireApi
 """The wire APIs, as the session log names them (``request/header`` ``api``)."""
-Endpoint = Literal["chat", "messages", "responses", "count_tokens", "models"]
+Endpoint = Literal["chat", "messages", "responses", "count_tokens", "models", "gemini"]
 
 RUN_PREFIX = "r"
 """``/r/<run>/``: the path segment naming a run of a server that serves several."""
@@ -20,6 +20,14 @@ _PATH = re.compile(
     rf"(?:/{RUN_PREFIX}/(?P<run>{_TOKEN}))?(?:/s/(?P<token>{_TOKEN}))?(?:/v1)?"
     r"/(?P<endpoint>chat/completions|messages/count_tokens|messages|responses|models)/?"
 )
+# Gemini: /v1beta/models/<model>:<method> (google-genai 3 calls /v1/ by default) and the
+# /v1beta/models listing (a /v1/models listing is OpenAI's path: ``gemini_listing`` tells).
+_GEMINI_PATH = re.compile(
+    rf"(?:/{RUN_PREFIX}/(?P<run>{_TOKEN}))?(?:/s/(?P<token>{_TOKEN}))?"
+    r"/(?P<version>v1beta|v1alpha|v1)/models"
+    r"(?:/(?P<model>[^/:]{1,200}):(?P<method>streamGenerateContent|generateContent|countTokens))?/?"
+)
+GEMINI_STREAM = "streamGenerateContent"
 _ENDPOINTS: dict[str, Endpoint] = {
     "chat/completions": "chat",
     "messages": "messages",
@@ -33,12 +41,15 @@ _METHOD: dict[Endpoint, str] = {
     "count_tokens": "POST",
     "responses": "POST",
     "models": "GET",
+    "gemini": "POST",
 }
 SUPPORTED_PATHS = (
     "POST /v1/chat/completions (OpenAI Chat Completions)",
     "POST /v1/messages and /v1/messages/count_tokens (Anthropic Messages; ?beta=true accepted)",
     "POST /v1/responses (OpenAI Responses)",
     "GET /v1/models",
+    "POST /v1beta/models/<model>:streamGenerateContent?alt=sse, :generateContent and "
+    ":countTokens, GET /v1beta/models (Gemini; /v1/ accepted too)",
     "each also under a /s/<token>/ prefix",
     "all of them under a /r/<run>/ prefix first where a server serves several runs",
 )
@@ -53,9 +64,17 @@ class Route:
     token: str | None
     upstream_path: str
     run: str | None = None
+    gemini: bool = False
+    """A Gemini API path (its model, method and key live in the path and query)."""
+    model: str = ""
+    """The model a Gemini path names."""
+    method: str = ""
+    """The Gemini method: ``streamGenerateContent``, ``generateContent``, ``countTokens``."""
 
     @property
     def api(self) -> Api:
+        if self.gemini:
+            return "gemini"
         if self.endpoint in ("messages", "count_tokens"):
             return "messages"
         if self.endpoint == "responses":
@@ -67,7 +86,7 @@ def match_route(method: str, path: str) -> Route | None:
     """The route of ``method path``, or None when the proxy does not serve it."""
     match = _PATH.fullmatch(path)
     if match is None:
-        return None
+        return _gemini_route(method, path)
     endpoint = _ENDPOINTS[match.group("endpoint")]
     if method != _METHOD[endpoint]:
         return None
@@ -77,8 +96,56 @@ def match_route(method: str, path: str) -> Route | None:
     return Route(endpoint=endpoint, token=token, upstream_path=path[len(prefix) :], run=run)
 
 
+def _gemini_route(method: str, path: str) -> Route | None:
+    match = _GEMINI_PATH.fullmatch(path)
+    if match is None:
+        return None
+    gemini_method = match.group("method") or ""
+    endpoint: Endpoint = (
+        "models"
+        if not gemini_method
+        else "count_tokens"
+        if gemini_method == "countTokens"
+        else "gemini"
+    )
+    if method != _METHOD[endpoint]:
+        return None
+    token = match.group("token")
+    run = match.group("run")
+    prefix = (f"/{RUN_PREFIX}/{run}" if run else "") + (f"/s/{token}" if token else "")
+    return Route(
+        endpoint=endpoint,
+        token=token,
+        upstream_path=path[len(prefix) :],
+        run=run,
+        gemini=True,
+        model=match.group("model") or "",
+        method=gemini_method,
+    )
+
+
 def api_for_path(path: str) -> Api:
-    """The API whose error format fits an unserved path best (OpenAI's unless it says messages)."""
+    """The API whose error format fits an unserved path best (OpenAI's unless it says
+    messages or names a Gemini model method)."""
     if "/messages" in path:
         return "messages"
+    if "/models/" in path and ":" in path.rsplit("/", 1)[-1]:
+        return "gemini"
     return "chat"
+
+
+GEMINI_KEY_HEADER = "x-goog-api-key"
+"""Where Gemini clients send their key (or in ``?key=``): forwarded, never written."""
+
+
+def shown_url(url: str) -> str:
+    """``url`` as messages and logs may show it: without a Gemini ``key=``."""
+    base, _, query = url.partition("?")
+    kept = without_key(query)
+    return f"{base}?{kept}" if kept else base
+
+
+def without_key(query: str) -> str:
+    """``query`` without its ``key=`` parameter (a Gemini key), for anything written."""
+    kept = [pair for pair in query.split("&") if pair and not pair.startswith("key=")]
+    return "&".join(kept)

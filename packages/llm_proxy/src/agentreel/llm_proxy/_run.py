@@ -27,6 +27,7 @@ from agentreel.llm_proxy._masks import Masks
 from agentreel.llm_proxy._models import (
     MODELS_FILE,
     ModelsListing,
+    listing_key,
     read_models,
     write_models,
 )
@@ -40,6 +41,7 @@ from agentreel.llm_proxy._relay import RecordSide
 from agentreel.llm_proxy._replay import ReplaySide
 from agentreel.llm_proxy._requests import parse_request
 from agentreel.llm_proxy._routes import (
+    GEMINI_STREAM,
     RUN_PREFIX,
     Route,
 )
@@ -313,6 +315,7 @@ class ProxyRun(RecordSide, ReplaySide):
         variables = {
             "OPENAI_BASE_URL": self.openai_base_url,
             "ANTHROPIC_BASE_URL": self.base_url,
+            "GOOGLE_GEMINI_BASE_URL": self.base_url,  # google-genai, Gemini CLI
             "AGENTREEL_PROXY_URL": self.base_url,
         }
         if self.mode == "replay":
@@ -347,7 +350,7 @@ class ProxyRun(RecordSide, ReplaySide):
         if route.endpoint == "models":
             if self.recorder is not None:
                 return await self._pass_through(request, route, raw)
-            return self._recorded_models(request.query_string)
+            return self._recorded_models(listing_key(route, request.headers, request.query))
         try:
             body = json.loads(raw or b"{}")
         except ValueError as exc:
@@ -360,8 +363,15 @@ class ProxyRun(RecordSide, ReplaySide):
             if self.recorder is not None:
                 return await self._pass_through(request, route, raw)
             # Replay answers from the request alone: deterministic, never part of a script.
-            return json_response(200, msgspec.json.encode({"input_tokens": max(1, len(raw) // 4)}))
-        parsed = parse_request(route.api, self.masks.value(body))
+            counted = max(1, len(raw) // 4)
+            key = "totalTokens" if route.gemini else "input_tokens"
+            return json_response(200, msgspec.json.encode({key: counted}))
+        parsed = parse_request(
+            route.api,
+            self.masks.value(body),
+            model=route.model,
+            stream=route.method == GEMINI_STREAM,
+        )
         identity = resolve_identity(request.headers, body, route.token)
         if self.recorder is not None:
             return await self._record(request, route, raw, parsed, identity)

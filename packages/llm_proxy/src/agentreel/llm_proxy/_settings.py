@@ -94,5 +94,5 @@ class ProxySettings:
 DUMMY_KEY = "agentreel-proxy-not-a-secret"
 """What a client of the proxy may send as its key where none is needed (replay; the stub
 ignores keys): it must not look like (or be scanned as) a credential."""
-KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY")
 """The key variables of the SDKs the proxy serves."""

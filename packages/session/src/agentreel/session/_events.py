@@ -26,12 +26,13 @@ Origin = Literal["main", "spawn", "fork"]
 TurnEndReason = Literal["completed", "aborted", "error", "max-turns", "interrupted"]
 SubagentMode = Literal["spawn", "fork"]
 SubagentOutcome = Literal["completed", "error", "cancelled"]
-WireApi = Literal["chat", "messages", "responses"]
+WireApi = Literal["chat", "messages", "responses", "gemini"]
 """The HTTP wire API a model call was made in (``request/header`` ``api``; SPEC 11)."""
 WIRE_API_PATHS: dict[WireApi, str] = {
     "chat": "POST /v1/chat/completions (OpenAI Chat Completions)",
     "messages": "POST /v1/messages (Anthropic Messages)",
     "responses": "POST /v1/responses (OpenAI Responses)",
+    "gemini": "POST /v1beta/models/<model>:streamGenerateContent|generateContent (Gemini)",
 }
 
 
