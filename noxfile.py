@@ -94,6 +94,9 @@ def tests(session: nox.Session) -> None:
     _install_workspace(session)
     targets = [str(p / "tests") for p in _package_dirs() if (p / "tests").is_dir()]
     targets.append(str(TOOLS / "tests"))
+    # The examples' own pytest tests (the agentreel fixture, replaying their recordings/).
+    if any((ROOT / "examples").glob("*/test_*.py")):
+        targets.append(str(ROOT / "examples"))
     if (ROOT / "fixtures").is_dir() and any((ROOT / "fixtures").glob("*/scenario.toml")):
         targets.append("fixtures")
     session.run("pytest", "-n", "auto", *(session.posargs or targets), env=COMMAND_HINTS)

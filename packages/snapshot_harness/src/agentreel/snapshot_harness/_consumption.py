@@ -39,18 +39,30 @@ def replay_mismatch(
     the run failed because of it — one line naming the step, not its message again; then
     the agent's stderr tail without the lines that repeat the cause.
     """
+    lines = report_problem(scenario.name, report, rerecord_command(scenario.name))
+    if lines is None:
+        return None
+    cause = report.errors[0].message if report.errors else ""
+    if then is not None:
+        step = then.where or "the run"
+        lines.append(f"The run failed at {step} because of it ({type(then).__name__}).")
+    return ReplayConsumptionError("\n".join(lines), stderr_tail=_without_cause(stderr_tail, cause))
+
+
+def report_problem(name: str, report: ConsumptionReport, advice: str) -> list[str] | None:
+    """What a replay report with errors or unconsumed calls says, as lines (``None``: clean):
+    the first error once, first, then each recorded script not used up, then the partial
+    lanes, then ``advice`` (the re-record command) unless a message named it already. A
+    scenario and the pytest fixture (``name``: the test) fail with the same text."""
     unconsumed = report.unconsumed()
     if not report.errors and not unconsumed:
         return None
-    advice = rerecord_command(scenario.name)
     if report.errors:
         first = report.errors[0]
-        lines = [f"{scenario.name}: {first.type}: {first.message}"]
+        lines = [f"{name}: {first.type}: {first.message}"]
         lines += [f"(then {error.type}: {error.message})" for error in report.errors[1:]]
-        cause = first.message
     else:
-        lines = [f"{scenario.name}: the replay ended with recorded model calls never made"]
-        cause = ""
+        lines = [f"{name}: the replay ended with recorded model calls never made"]
     if unconsumed:
         lines.append("Recorded calls not used:")
         lines += [f"- {line}" for line in unconsumed]
@@ -60,10 +72,7 @@ def replay_mismatch(
         lines += [f"- {line}" for line in partial]
     if advice not in "\n".join(lines):
         lines.append(f"If the agent's behaviour changed on purpose, re-record: {advice}")
-    if then is not None:
-        step = then.where or "the run"
-        lines.append(f"The run failed at {step} because of it ({type(then).__name__}).")
-    return ReplayConsumptionError("\n".join(lines), stderr_tail=_without_cause(stderr_tail, cause))
+    return lines
 
 
 def replay_error_failure(

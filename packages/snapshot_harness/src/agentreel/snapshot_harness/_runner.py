@@ -37,6 +37,7 @@ from agentreel.session import OVERRIDE_FILE, harvest_session_logs, session_file_
 from agentreel.snapshot_harness import _environment as envvars
 from agentreel.snapshot_harness._backend import record_backend, replay_backend
 from agentreel.snapshot_harness._client import HarnessClient
+from agentreel.snapshot_harness._command import drive_command
 from agentreel.snapshot_harness._consumption import (
     explain_failed_run,
     read_run_report,
@@ -187,7 +188,12 @@ def _run_in(
         started = time.monotonic()
         try:
             with stderr_path.open("wb") as stderr_file:
-                driven = asyncio.run(_drive(scenario, env, cwd, stderr_file, stderr_path))
+                if scenario.protocol == "command":
+                    driven = asyncio.run(
+                        _drive_command(scenario, env, cwd, stderr_file, stderr_path)
+                    )
+                else:
+                    driven = asyncio.run(_drive(scenario, env, cwd, stderr_file, stderr_path))
         except RunError as failure:
             mismatch = explain_failed_run(scenario, report, failure) if mode != "record" else None
             if mismatch is not None:
@@ -243,6 +249,15 @@ class _Driven:
 
 def _read_tail(path: Path) -> str:
     return tail(path.read_text(encoding="utf-8", errors="replace"))
+
+
+async def _drive_command(
+    scenario: Scenario, env: dict[str, str], cwd: Path, stderr_file: BinaryIO, stderr_path: Path
+) -> _Driven:
+    transcript, status = await drive_command(
+        scenario, env, str(cwd), stderr_file, lambda: _read_tail(stderr_path)
+    )
+    return _Driven(transcript, status, [], "spawn", None)
 
 
 async def _drive(

@@ -42,6 +42,10 @@ MAX_TIMEOUT = 3600.0
 DEFAULT_STUB_RULES = "stub-rules.toml"
 DEFAULT_STUB_MODEL = "stub-model"
 DEFAULT_AGENT_MODULE = "agentreel.acp_agent"
+# How the harness talks to the agent: an ACP server over stdio, or a command run once per
+# prompt step (SPEC 14) with the prompt in its argv (``{prompt}``) or on stdin.
+PROTOCOLS = ("acp", "command")
+PROMPT_PLACEHOLDER = "{prompt}"
 # What the reference agent imports to serve a replay, without serving (its preload hook).
 DEFAULT_AGENT_PRELOAD = f"{DEFAULT_AGENT_MODULE}:preload"
 # Defaults for every scenario of a fixtures directory (today: the [fork_server] table).
@@ -294,6 +298,8 @@ class Scenario:
     description: str = ""
     timeout: float = DEFAULT_TIMEOUT
     agent: tuple[str, ...] | None = None
+    # "acp" (default) or "command": an agent that is not an ACP server, run once per prompt.
+    protocol: Literal["acp", "command"] = "acp"
     # How the run ends: "eof" closes stdin and awaits exit 0; "sigterm" also sends SIGTERM
     # at once, as ACP clients do, for agents that keep serving after EOF.
     shutdown: Shutdown = "eof"
@@ -327,6 +333,8 @@ class Scenario:
     @property
     def creates_sessions(self) -> bool:
         """Whether a run makes a session log (so ``session.jsonl`` is a needed fixture)."""
+        if self.protocol == "command":
+            return any(isinstance(step, Prompt) for step in self.steps)
         return any(isinstance(step, NewSession) for step in self.steps)
 
     def own_files(self) -> set[str]:
@@ -443,6 +451,7 @@ def _kind(value: object) -> str:
 
 _TOP_KEYS = {
     "name",
+    "protocol",
     "description",
     "timeout",
     "agent",
@@ -527,7 +536,20 @@ def load_scenario(directory: Path | str) -> Scenario:
         )
     env = _env(reader, data.get("env"))
     permissions = _permissions(reader, data.get("permissions"))
-    steps = _steps(reader, data.get("steps"))
+    protocol = data.get("protocol", "acp")
+    if protocol not in PROTOCOLS:
+        raise reader.fail(
+            "protocol",
+            f"{protocol!r} is not one of {', '.join(PROTOCOLS)} (acp: an ACP server on stdio; "
+            "command: a command run once per prompt step, the prompt in argv or on stdin)",
+        )
+    if protocol == "command" and agent is None:
+        raise reader.fail(
+            "agent",
+            'required with protocol = "command": the command line, with {prompt} where the '
+            'prompt goes (else it is written to stdin), e.g. ["claude", "-p", "{prompt}"]',
+        )
+    steps = _steps(reader, data.get("steps"), command=protocol == "command")
     record = _record(reader, data.get("record"), directory)
     model = _model(reader, data.get("model"), directory)
     if model.proxied and record.provider != "stub" and not record.base_url:
@@ -547,6 +569,7 @@ def load_scenario(directory: Path | str) -> Scenario:
         description=description,
         timeout=timeout,
         agent=agent,
+        protocol=protocol,
         shutdown=shutdown,
         env=env,
         permissions=permissions,
@@ -708,14 +731,14 @@ def _permissions(reader: _Reader, value: object) -> tuple[PermissionKind, ...]:
     return tuple(answers)
 
 
-def _steps(reader: _Reader, value: object) -> tuple[Step, ...]:
+def _steps(reader: _Reader, value: object, *, command: bool = False) -> tuple[Step, ...]:
     if not isinstance(value, list) or not value:
         raise reader.fail(
             "steps",
             'required: a non-empty array of tables, e.g. [[steps]] type = "initialize"',
         )
     steps: list[Step] = []
-    have_session = False
+    have_session = command  # each prompt of a command scenario is a run of its own
     for index, table in enumerate(value):
         prefix = f"steps[{index}]."
         if not isinstance(table, dict):
@@ -725,6 +748,12 @@ def _steps(reader: _Reader, value: object) -> tuple[Step, ...]:
             raise reader.fail(
                 f"{prefix}type",
                 f"{kind!r} is not a step type; use one of {', '.join(_STEP_KEYS)}",
+            )
+        if command and kind != "prompt":
+            raise reader.fail(
+                f"{prefix}type",
+                f'{kind!r} has no meaning with protocol = "command": its steps are prompts, '
+                "each one run of the command",
             )
         reader.check_keys(table, _STEP_KEYS[kind], prefix)
         step: Step

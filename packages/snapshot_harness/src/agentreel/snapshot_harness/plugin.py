@@ -9,17 +9,33 @@ with its test report, the controller writes the page). A failure shows one unifi
 differing file plus the agent's stderr tail. In record and refresh modes the terminal
 summary lists the files each scenario wrote (as the CLI does), so the user knows what to
 review before committing.
+
+The ``agentreel`` fixture (SPEC 14, ``_reel``) serves tests that call their agent as a
+function: a proxy run per test, its recording in ``recordings/<module>/<test>/`` beside the
+test; ``--agentreel-record=none|once|all`` (none, the default and the only mode under
+``CI``: replay) and ``--agentreel-upstream=URL`` in the same group; ``agentreel_config``
+(override it at any scope) and the ``agentreel`` marker's keyword arguments configure it.
+At the test's end an unrecorded, drifted or unconsumed call fails the test.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from agentreel.snapshot_harness._reel import (
+    RECORD_MODES,
+    RECORD_OPTION,
+    UPSTREAM_OPTION,
+    OpenReel,
+    Reel,
+    ReelError,
+    refuse_under_ci,
+)
 from agentreel.snapshot_harness._scenario import (
     MODES,
     SCENARIO_FILE,
@@ -38,6 +54,8 @@ _REPORT_OPTION = "--agentreel-report"
 _REPORT_PROPERTY = "agentreel_scenario_result"
 # The key of the files a record/refresh item wrote, in its ``user_properties``.
 _WRITTEN_PROPERTY = "agentreel_written"
+# The reel a test's ``agentreel`` fixture opened, judged when the test's call phase ends.
+_REEL_KEY = pytest.StashKey[OpenReel]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -63,9 +81,32 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="write one self-contained HTML report of the scenarios run (status, session "
         "tree, timeline, transcript, diffs) to FILE.",
     )
+    group.addoption(
+        RECORD_OPTION,
+        choices=RECORD_MODES,
+        default="none",
+        help="the agentreel fixture: none (default; replay the recordings, the only mode "
+        "under CI), once (record tests that have no recording) or all (re-record).",
+    )
+    group.addoption(
+        UPSTREAM_OPTION,
+        default=None,
+        metavar="URL",
+        help="the agentreel fixture records from URL (default: the stub model server on "
+        "the recording folder's stub-rules.toml, else the one beside the test module).",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "agentreel(**config): configure this test's agentreel fixture (keys of "
+        "agentreel_config: masks, partial_lanes, upstream, record_mode, schedule, ...)",
+    )
+    try:
+        refuse_under_ci(config.getoption(RECORD_OPTION))
+    except ReelError as exc:
+        raise pytest.UsageError(str(exc)) from None
     for name in _selected(config):
         try:
             validate_scenario_name(name, where=f"{_SCENARIO_OPTION}")
@@ -191,3 +232,85 @@ class ScenarioItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, None, f"agentreel {self.mode}: {self.name}"
+
+
+@pytest.fixture
+def agentreel_config() -> dict[str, Any]:
+    """The ``agentreel`` fixture's configuration; override it at any scope (as
+    pytest-recording's ``vcr_config``): ``masks``, ``partial_lanes``, ``upstream``,
+    ``record_mode``, ``cwd``, and what the proxy takes as is (``drift``, ``schedule``)."""
+    return {}
+
+
+@pytest.fixture
+def agentreel(request: pytest.FixtureRequest, agentreel_config: dict[str, Any]) -> Iterator[Reel]:
+    """A recording/replaying model endpoint for this test (SPEC 14): point the agent's SDK
+    at ``agentreel.base_url`` (OpenAI style) or ``agentreel.anthropic_base_url`` with
+    ``agentreel.api_key``; name subagents with ``agentreel.headers(...)``."""
+    from agentreel.snapshot_harness._reel import open_reel, plan, recording_dir
+
+    config = dict(agentreel_config)
+    for marker in reversed(list(request.node.iter_markers("agentreel"))):
+        config.update(marker.kwargs)
+    path = Path(request.node.path)
+    cls = request.cls.__name__ if request.cls is not None else None
+    try:
+        reel_plan = plan(
+            nodeid=request.node.nodeid,
+            directory=recording_dir(path, request.node.name, cls),
+            module_dir=path.parent,
+            option_mode=request.config.getoption(RECORD_OPTION),
+            option_upstream=request.config.getoption(UPSTREAM_OPTION),
+            config=config,
+        )
+        opened = open_reel(reel_plan)
+    except ReelError as exc:
+        refused = str(exc)
+    else:
+        refused = ""
+    if refused:
+        pytest.fail(refused, pytrace=False)
+    request.node.stash[_REEL_KEY] = opened
+    try:
+        yield opened.reel
+    finally:
+        # Judged in the call phase (pytest_runtest_call); here only if the test never ran.
+        problem = opened.finish(passed=False)
+        if problem is not None and not request.node.stash.get(_REEL_KEY_JUDGED, False):
+            pytest.fail(problem, pytrace=False)
+
+
+_REEL_KEY_JUDGED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    """Closes the test's reel as its call ends, so a replay problem fails the test itself
+    (not its teardown) and, when the test failed because of it, comes first."""
+    try:
+        result = yield
+    except BaseException as failure:
+        opened = item.stash.get(_REEL_KEY, None)
+        if opened is None:
+            raise
+        item.stash[_REEL_KEY_JUDGED] = True
+        problem = opened.finish(passed=False)
+        if problem is None:
+            if opened.reel.mode == "record":
+                failure.add_note(
+                    f"agentreel: the test failed, so its recording was not written to "
+                    f"{opened.reel.recording}"
+                )
+            raise
+        said = str(failure).strip().splitlines()
+        then = f"{type(failure).__name__}: {said[0] if said else ''}"
+        raise pytest.fail.Exception(
+            f"{problem}\nThe test failed because of it ({then[:200]})", pytrace=False
+        ) from None
+    opened = item.stash.get(_REEL_KEY, None)
+    if opened is not None:
+        item.stash[_REEL_KEY_JUDGED] = True
+        problem = opened.finish(passed=True)
+        if problem is not None:
+            pytest.fail(problem, pytrace=False)
+    return result

@@ -1,0 +1,392 @@
+"""The ``agentreel`` pytest fixture: a proxy per test for agents called from a test (SPEC 14).
+
+A test that calls its agent as a function points the agent's SDK at ``agentreel.base_url``;
+the test's model calls are recorded once (``--agentreel-record=once``) into
+``<test dir>/recordings/<module>/<test>/`` and replayed keylessly on every later run. The
+proxy is the harness's: a run of its own on this process's ``WORKER_PROXY`` (``_proxied``),
+so every pytest-xdist worker serves and writes only its own tests' recordings.
+
+Record mode forwards to ``upstream``: the configured URL, else the stub model server on the
+recording folder's ``stub-rules.toml``, else the one beside the test module. What it
+recorded is written when the test passed, after the secret scan; replay fails the test at
+its end with a scenario's readable error when a call was unrecorded, drifted or left
+unconsumed. Configuration: ``agentreel_config`` (a fixture a user overrides at any scope,
+as pytest-recording's ``vcr_config``), then the ``agentreel`` marker's keyword arguments.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shlex
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from agentreel.session import RERECORD_COMMAND_ENV, SESSION_FILE_PATTERN
+from agentreel.snapshot_harness import _environment as envvars
+from agentreel.snapshot_harness._pending import CI_ENV
+from agentreel.snapshot_harness._scenario import DEFAULT_STUB_RULES
+
+if TYPE_CHECKING:
+    from agentreel.llm_proxy import ProxyRun
+
+RecordMode = Literal["none", "once", "all"]
+RECORD_MODES: tuple[RecordMode, ...] = ("none", "once", "all")
+RECORD_OPTION = "--agentreel-record"
+UPSTREAM_OPTION = "--agentreel-upstream"
+RECORDINGS_DIR = "recordings"
+# What the proxy writes into a recording folder (a user's stub-rules.toml stays untouched).
+_RECORDED = re.compile(rf"{SESSION_FILE_PATTERN.pattern}|models\.json")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._\[\]-]+")
+# agentreel_config / marker keys: the fixture's own, and those passed to the proxy as they
+# are (ProxySettings' fields of the same name; what the installed proxy knows decides).
+_OWN_KEYS = frozenset({"upstream", "record_mode", "cwd"})
+_PROXY_KEYS = frozenset({"masks", "partial_lanes", "drift", "schedule", "schedule_timeout"})
+_START_TIMEOUT = 120.0
+
+
+class ReelError(Exception):
+    """A misuse of the fixture (unknown config key, refused record mode, no upstream)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReelPlan:
+    """Where a test's recording lives and what this run does with it."""
+
+    name: str  # the test's node id: what messages and the record command name
+    directory: Path
+    mode: Literal["record", "replay"]
+    upstream: str | None
+    cwd: str
+    proxy: Mapping[str, Any] = field(default_factory=dict)
+
+
+def recording_dir(path: Path, node_name: str, cls: str | None) -> Path:
+    """``<test dir>/recordings/<module>/<Class.>test[params]/`` (pytest-recording's
+    ``cassettes/<module>/<test>.yaml``, a folder: a test may record several sessions)."""
+    test = f"{cls}.{node_name}" if cls else node_name
+    return path.parent / RECORDINGS_DIR / path.stem / _UNSAFE.sub("-", test)
+
+
+def has_recording(directory: Path) -> bool:
+    return (directory / "session.jsonl").is_file()
+
+
+def record_command(nodeid: str, mode: RecordMode = "once") -> str:
+    return f"pytest {shlex.quote(nodeid)} {RECORD_OPTION}={mode}"
+
+
+def refuse_under_ci(mode: str, environ: Mapping[str, str] | None = None) -> None:
+    """Recording is refused under ``CI``: a CI run replays what was committed."""
+    env = os.environ if environ is None else environ
+    if mode != "none" and env.get(CI_ENV):
+        raise ReelError(
+            f"{RECORD_OPTION}={mode} is refused under CI ({CI_ENV}={env[CI_ENV]}): CI replays "
+            f"the committed recordings only. Record locally with {RECORD_OPTION}=once and "
+            "commit the recordings/ folders"
+        )
+
+
+def plan(
+    *,
+    nodeid: str,
+    directory: Path,
+    module_dir: Path,
+    option_mode: RecordMode,
+    option_upstream: str | None,
+    config: Mapping[str, Any],
+) -> ReelPlan:
+    """Decide record or replay for one test from the option, config and what exists."""
+    unknown = set(config) - _OWN_KEYS - _PROXY_KEYS
+    if unknown:
+        raise ReelError(
+            f"{nodeid}: unknown agentreel_config / marker key(s) {', '.join(sorted(unknown))}; "
+            f"known: {', '.join(sorted(_OWN_KEYS | _PROXY_KEYS))}"
+        )
+    mode: RecordMode = config.get("record_mode") or option_mode
+    if mode not in RECORD_MODES:
+        raise ReelError(f"{nodeid}: record_mode {mode!r} is not one of {', '.join(RECORD_MODES)}")
+    refuse_under_ci(mode)
+    recorded = has_recording(directory)
+    records = mode == "all" or (mode == "once" and not recorded)
+    if not records and not recorded:
+        raise ReelError(
+            f"{nodeid}: no recording at {directory} (session.jsonl), and "
+            f"{RECORD_OPTION}={mode} only replays. Record it through the stub or your "
+            f"upstream: {record_command(nodeid)}"
+        )
+    upstream = config.get("upstream") or option_upstream
+    if records and not upstream:
+        rules = [directory / DEFAULT_STUB_RULES, module_dir / DEFAULT_STUB_RULES]
+        found = next((r for r in rules if r.is_file()), None)
+        if found is None:
+            raise ReelError(
+                f"{nodeid}: recording needs an upstream: put stub rules at {rules[0]} or "
+                f"{rules[1]}, or pass {UPSTREAM_OPTION}=URL (or agentreel_config's upstream)"
+            )
+        upstream = f"stub:{found}"
+    proxy = {key: _proxy_value(key, config[key]) for key in _PROXY_KEYS & set(config)}
+    return ReelPlan(
+        name=nodeid,
+        directory=directory,
+        mode="record" if records else "replay",
+        upstream=upstream,
+        cwd=str(config.get("cwd") or os.getcwd()),
+        proxy=proxy,
+    )
+
+
+def _proxy_value(key: str, value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return tuple(value)
+    return value
+
+
+class Reel:
+    """What the ``agentreel`` fixture gives a test: the proxy's URLs, a dummy key, the
+    variables an SDK reads, and the identity headers that name a session to the proxy."""
+
+    def __init__(self, reel_plan: ReelPlan, run: ProxyRun) -> None:
+        self.plan = reel_plan
+        self._run = run
+
+    @property
+    def mode(self) -> Literal["record", "replay"]:
+        return self.plan.mode
+
+    @property
+    def recording(self) -> Path:
+        """This test's recording folder."""
+        return self.plan.directory
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-style base URL (ending in ``/v1``)."""
+        return self._run.openai_base_url
+
+    @property
+    def anthropic_base_url(self) -> str:
+        return self._run.base_url
+
+    @property
+    def api_key(self) -> str:
+        """A dummy key: the stub and replay need none (a real upstream gets yours)."""
+        from agentreel.llm_proxy import DUMMY_KEY
+
+        return DUMMY_KEY
+
+    @property
+    def env(self) -> dict[str, str]:
+        """``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL``, both keys, and loopback exempt
+        from ``HTTP(S)_PROXY``: for ``monkeypatch`` or a subprocess's environment."""
+        from agentreel.llm_proxy import KEY_VARIABLES
+
+        env = self._run.environment()
+        env.update(dict.fromkeys(KEY_VARIABLES, self.api_key))
+        env.update(envvars.loopback_bypass())
+        return env
+
+    def headers(
+        self, session_id: str, parent: str | None = None, spawn_index: int | None = None
+    ) -> dict[str, str]:
+        """The ``x-agentreel-*`` headers naming the caller's session (and, for a subagent,
+        its parent and the order the parent started it in)."""
+        from agentreel.llm_proxy import PARENT_HEADER, SESSION_HEADER, SPAWN_INDEX_HEADER
+
+        headers = {SESSION_HEADER: session_id}
+        if parent is not None:
+            headers[PARENT_HEADER] = parent
+        if spawn_index is not None:
+            headers[SPAWN_INDEX_HEADER] = str(spawn_index)
+        return headers
+
+
+@dataclass(slots=True)
+class OpenReel:
+    """A reel being served; ``finish`` closes it once and says what went wrong, if anything."""
+
+    reel: Reel
+    stack: ExitStack
+    staging: Path
+    problem: str | None = None
+    finished: bool = False
+
+    def finish(self, *, passed: bool) -> str | None:
+        if self.finished:
+            return self.problem
+        self.finished = True
+        try:
+            self.stack.close()
+            self.problem = _judge(self.reel, self.staging, passed=passed)
+        except Exception as exc:  # a close that failed is the test's failure, named
+            self.problem = f"{self.reel.plan.name}: closing the agentreel proxy failed: {exc}"
+        if self.problem is None or self.reel.mode == "replay":
+            shutil.rmtree(self.staging, ignore_errors=True)
+        return self.problem
+
+
+def open_reel(reel_plan: ReelPlan) -> OpenReel:
+    """Start serving ``reel_plan``'s run (and its stub upstream) on the worker's proxy."""
+    from agentreel.llm_proxy import ProxyConfigError, ProxySettings
+    from agentreel.snapshot_harness._proxied import WORKER_PROXY
+
+    staging = Path(tempfile.mkdtemp(prefix="agentreel-reel-"))
+    stack = ExitStack()
+    try:
+        known = {f.name for f in dataclasses.fields(ProxySettings)}
+        missing = set(reel_plan.proxy) - known
+        if missing:
+            raise ReelError(
+                f"{reel_plan.name}: agentreel_config key(s) {', '.join(sorted(missing))} are "
+                "not supported by the installed agentreel-llm-proxy; upgrade it"
+            )
+        settings: dict[str, Any] = {
+            "mode": reel_plan.mode,
+            "cwd": reel_plan.cwd,
+            "scenario": reel_plan.name,
+            **reel_plan.proxy,
+        }
+        # The proxy's messages name the re-record command: for a test, the pytest one.
+        stack.enter_context(_rerecord_hint(record_command("{scenario}", "all")))
+        if reel_plan.mode == "record":
+            settings["upstream"] = stack.enter_context(_upstream(reel_plan))
+            settings["fixture"] = staging / "recording"
+        else:
+            settings["fixture"] = reel_plan.directory
+            settings["report"] = staging / "replay-report.json"
+        try:
+            proxy_settings = ProxySettings(**settings)
+        except TypeError as exc:
+            raise ReelError(f"{reel_plan.name}: {exc}") from None
+        try:
+            run = WORKER_PROXY.open_run(proxy_settings, timeout=_START_TIMEOUT)
+        except (ProxyConfigError, ValueError, OSError) as exc:
+            raise ReelError(
+                f"{reel_plan.name}: cannot serve {reel_plan.directory}: {exc}"
+            ) from None
+        stack.callback(WORKER_PROXY.close_run, run)
+        if reel_plan.mode == "replay":
+            stack.enter_context(_quiet(run))
+        return OpenReel(Reel(reel_plan, run), stack, staging)
+    except BaseException:
+        stack.close()
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+@contextmanager
+def _quiet(run: ProxyRun) -> Iterator[None]:
+    """The replay run's proxy log lines are not shown again in the test's captured log: each
+    replay error is in the report the test fails with, once."""
+    import logging
+
+    from agentreel import llm_proxy
+
+    mine = run.log_filter()
+
+    def others(record: logging.LogRecord) -> bool:
+        return not mine.filter(record)
+
+    proxy_logger = logging.getLogger(llm_proxy.__name__)
+    proxy_logger.addFilter(others)
+    try:
+        yield
+    finally:
+        proxy_logger.removeFilter(others)
+
+
+@contextmanager
+def _rerecord_hint(template: str) -> Iterator[None]:
+    # shlex.quote made "'{scenario}'" of the placeholder: the proxy puts the node id there.
+    template = template.replace("'{scenario}'", "{scenario}")
+    previous = os.environ.get(RERECORD_COMMAND_ENV)
+    os.environ[RERECORD_COMMAND_ENV] = template
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(RERECORD_COMMAND_ENV, None)
+        else:
+            os.environ[RERECORD_COMMAND_ENV] = previous
+
+
+@contextmanager
+def _upstream(reel_plan: ReelPlan) -> Iterator[str]:
+    upstream = reel_plan.upstream
+    assert upstream is not None
+    if not upstream.startswith("stub:"):
+        yield upstream
+        return
+    from agentreel.llm.exceptions import StubRulesError
+    from agentreel.llm.stub import StubServer
+
+    rules = Path(upstream.removeprefix("stub:"))
+    try:
+        server = StubServer(rules)
+    except StubRulesError as exc:
+        raise ReelError(f"{reel_plan.name}: cannot start the stub model server: {exc}") from None
+    with server:
+        yield server.base_url
+
+
+def _judge(reel: Reel, staging: Path, *, passed: bool) -> str | None:
+    """After the proxy closed: write what was recorded (record), or read the replay report."""
+    run = reel._run
+    reel_plan = reel.plan
+    if reel_plan.mode == "replay":
+        return _replay_problem(reel_plan, staging / "replay-report.json", run.errors)
+    recorded = staging / "recording"
+    if run.errors:
+        return (
+            f"{reel_plan.name}: the recording proxy did not keep the whole recording, so "
+            "nothing was written:\n  " + "\n  ".join(run.errors) + "\nFix what it names, then "
+            f"record again: {record_command(reel_plan.name, 'all')}"
+        )
+    if not passed:
+        return None  # the test's own failure is the story; nothing recorded is written
+    files = (
+        {
+            p.name: p.read_bytes()
+            for p in sorted(recorded.iterdir())
+            if p.is_file() and _RECORDED.fullmatch(p.name)
+        }
+        if recorded.is_dir()
+        else {}
+    )
+    if "session.jsonl" not in files:
+        return (
+            f"{reel_plan.name}: recorded no model call, so nothing was written: point the "
+            "agent's SDK at agentreel.base_url (or agentreel.anthropic_base_url / .env)"
+        )
+    from agentreel.snapshot_harness._layout import write_files
+    from agentreel.snapshot_harness._secrets import scan_for_secrets
+    from agentreel.snapshot_harness.exceptions import SecretLeakError
+
+    try:
+        scan_for_secrets(files, envvars.secret_values(os.environ), reel_plan.name)
+    except SecretLeakError as exc:
+        return str(exc)
+    write_files(reel_plan.directory, files, keep_pattern=_RECORDED)
+    return None
+
+
+def _replay_problem(reel_plan: ReelPlan, report_path: Path, errors: list[str]) -> str | None:
+    from agentreel.llm_replay import read_report
+    from agentreel.snapshot_harness._consumption import report_problem
+
+    advice = record_command(reel_plan.name, "all")
+    if not report_path.exists():
+        if errors:
+            return f"{reel_plan.name}: " + "\n".join(errors)
+        return None
+    lines = report_problem(reel_plan.name, read_report(report_path), advice)
+    if lines is None and not errors:
+        return None
+    lines = lines or [f"{reel_plan.name}: the replaying proxy failed"]
+    return "\n".join([*lines, *errors])

@@ -1,0 +1,300 @@
+"""The ``agentreel`` pytest fixture (SPEC 14), driven through pytester in subprocesses.
+
+Each inner test calls the real ``openai`` SDK at ``agentreel.base_url``; record mode goes
+through the stub model server on the ``stub-rules.toml`` beside the test module, replay
+runs with every proxy variable aimed at a closed port (loopback exempt), as a keyless CI
+machine without network would.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+pytestmark = pytest.mark.slow
+
+QUIET = ("-p", "no:cacheprovider", "-p", "no:asyncio", "-q")
+RULES = """
+[[rule]]
+match = { last_user = "hello" }
+text = "Hi there."
+
+[[rule]]
+match = { last_user = "bye" }
+text = "Goodbye."
+"""
+TESTS = """
+import openai
+
+
+def ask(agentreel, text):
+    with openai.OpenAI(base_url=agentreel.base_url, api_key=agentreel.api_key) as client:
+        reply = client.chat.completions.create(
+            model="stub-model", messages=[{"role": "user", "content": text}]
+        )
+    return reply.choices[0].message.content
+
+
+def test_hello(agentreel):
+    assert ask(agentreel, HELLO) == "Hi there."
+
+
+def test_bye(agentreel):
+    assert ask(agentreel, "bye") == "Goodbye."
+"""
+
+
+def closed_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every proxy variable at a port nothing listens on; loopback exempt."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        monkeypatch.setenv(name, f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "CI"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(*QUIET, *args)
+
+
+def write_tests(pytester: pytest.Pytester, hello: str = "hello", extra: str = "") -> Path:
+    pytester.makefile(".toml", **{"stub-rules": RULES})
+    return pytester.makepyfile(test_chat=f"HELLO = {hello!r}\n{TESTS}{extra}")
+
+
+@pytest.fixture
+def offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    closed_network(monkeypatch)
+    monkeypatch.delenv("AGENTREEL_RERECORD_COMMAND", raising=False)
+
+
+@pytest.mark.usefixtures("offline")
+def test_record_once_under_xdist_then_replay_with_the_network_closed(
+    pytester: pytest.Pytester,
+) -> None:
+    write_tests(pytester)
+    recorded = run(pytester, "-n", "2", "--agentreel-record=once")
+    recorded.assert_outcomes(passed=2)
+    folder = pytester.path / "recordings" / "test_chat"
+    assert sorted(p.name for p in folder.iterdir()) == ["test_bye", "test_hello"]
+    header = json.loads((folder / "test_hello" / "session.jsonl").read_text().splitlines()[0])
+    assert header["type"] == "session"
+    written = {p: p.read_bytes() for p in folder.rglob("*.jsonl")}
+
+    replayed = run(pytester, "-n", "2")
+    replayed.assert_outcomes(passed=2)
+    # once: recorded tests are replayed, not recorded again
+    run(pytester, "--agentreel-record=once").assert_outcomes(passed=2)
+    assert {p: p.read_bytes() for p in folder.rglob("*.jsonl")} == written
+
+
+@pytest.mark.usefixtures("offline")
+def test_a_missing_recording_fails_with_the_command_that_records_it(
+    pytester: pytest.Pytester,
+) -> None:
+    write_tests(pytester)
+    result = run(pytester, "-k", "hello")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_chat.py::test_hello: no recording at *recordings/test_chat/test_hello "
+            "(session.jsonl), and --agentreel-record=none only replays. Record it through the "
+            "stub or your upstream: pytest test_chat.py::test_hello --agentreel-record=once"
+        ]
+    )
+
+
+@pytest.mark.usefixtures("offline")
+def test_ci_refuses_to_record(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_tests(pytester)
+    monkeypatch.setenv("CI", "true")
+    result = run(pytester, "--agentreel-record=once")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--agentreel-record=once is refused under CI (CI=true)*"])
+    assert not (pytester.path / "recordings").exists()
+    # a config's record_mode is refused too, for that test
+    pytester.makeconftest(
+        "import pytest\n@pytest.fixture\ndef agentreel_config():\n"
+        "    return {'record_mode': 'all'}\n"
+    )
+    result = run(pytester)
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["*--agentreel-record=all is refused under CI (CI=true)*"])
+    assert not (pytester.path / "recordings").exists()
+
+
+@pytest.mark.usefixtures("offline")
+def test_drift_unconsumed_and_unrecorded_calls_fail_the_test_with_the_scenario_error(
+    pytester: pytest.Pytester,
+) -> None:
+    write_tests(pytester)
+    run(pytester, "--agentreel-record=once").assert_outcomes(passed=2)
+
+    write_tests(pytester, hello="hello you")  # the prompt changed
+    drift = run(pytester, "-k", "hello")
+    drift.assert_outcomes(failed=1)  # the test fails (its call), not its teardown
+    drift.stdout.fnmatch_lines(
+        [
+            "*test_chat.py::test_hello: RequestDriftError: *",
+            "*messages[[]0] (user): recorded 'hello', live 'hello you'",
+            "*re-record: pytest test_chat.py::test_hello --agentreel-record=all",
+        ]
+    )
+    assert "Captured log" not in drift.stdout.str()  # said once
+
+    # A test that stops calling the model leaves its recorded call unconsumed.
+    write_tests(pytester, extra="\n\ndef test_silent(agentreel):\n    pass\n")
+    shutil_copy(pytester, "test_hello", "test_silent")
+    silent = run(pytester, "-k", "silent")
+    silent.assert_outcomes(failed=1)
+    silent.stdout.fnmatch_lines(
+        [
+            "*test_chat.py::test_silent: the replay ended with recorded model calls never made",
+            "*Recorded calls not used:*",
+        ]
+    )
+
+    # A test that calls more than was recorded: the call is unrecorded.
+    twice = (
+        "\n\ndef test_twice(agentreel):\n    ask(agentreel, 'hello')\n    ask(agentreel, 'bye')\n"
+    )
+    write_tests(pytester, extra=twice)
+    shutil_copy(pytester, "test_hello", "test_twice")
+    more = run(pytester, "-k", "twice")
+    more.assert_outcomes(failed=1)
+    more.stdout.fnmatch_lines(["*test_chat.py::test_twice: *Error: *"])
+    assert "re-record: pytest test_chat.py::test_twice --agentreel-record=all" in more.stdout.str()
+
+
+def shutil_copy(pytester: pytest.Pytester, source: str, target: str) -> None:
+    folder = pytester.path / "recordings" / "test_chat"
+    (folder / target).mkdir()
+    for path in (folder / source).iterdir():
+        (folder / target / path.name).write_bytes(path.read_bytes())
+
+
+@pytest.mark.usefixtures("offline")
+def test_config_and_marker_configure_the_fixture(pytester: pytest.Pytester) -> None:
+    """agentreel_config (overridden in a conftest) masks a volatile part of the prompt; a
+    marker argument overrides the config; an unknown key is named."""
+    pytester.makefile(".toml", **{"stub-rules": RULES})
+    pytester.makeconftest(
+        "import pytest\n@pytest.fixture(scope='module')\ndef agentreel_config():\n"
+        "    return {'masks': [r'run-[0-9]+']}\n"
+    )
+    pytester.makepyfile(
+        test_config="""
+import os
+import openai
+import pytest
+
+
+def ask(agentreel, text):
+    with openai.OpenAI(base_url=agentreel.base_url, api_key=agentreel.api_key) as client:
+        return client.chat.completions.create(
+            model="stub-model", messages=[{"role": "user", "content": text}]
+        ).choices[0].message.content
+
+
+def test_masked(agentreel):
+    assert ask(agentreel, f"hello from run-{os.getpid()}") == "Hi there."
+
+
+@pytest.mark.agentreel(masks=[])
+def test_unmasked(agentreel):
+    assert ask(agentreel, f"hello from run-{os.getpid()}") == "Hi there."
+
+
+@pytest.mark.agentreel(record_modes="all")
+def test_typo(agentreel):
+    pass
+"""
+    )
+    recorded = run(pytester, "--agentreel-record=once")
+    recorded.assert_outcomes(passed=2, errors=1)
+    recorded.stdout.fnmatch_lines(
+        ["*test_typo: unknown agentreel_config / marker key(s) record_modes; known: *"]
+    )
+    replayed = run(pytester, "-k", "masked")
+    replayed.assert_outcomes(passed=1, failed=1)
+    replayed.stdout.fnmatch_lines(["*test_config.py::test_unmasked: RequestDriftError*"])
+
+
+@pytest.mark.usefixtures("offline")
+def test_a_failing_test_writes_no_recording(pytester: pytest.Pytester) -> None:
+    write_tests(
+        pytester,
+        extra="\n\ndef test_fails(agentreel):\n    ask(agentreel, 'hello')\n"
+        "    raise AssertionError('the agent answered wrong')\n",
+    )
+    result = run(pytester, "-k", "fails", "--agentreel-record=once")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*agentreel: the test failed, so its recording was not written to *test_fails"]
+    )
+    assert not (pytester.path / "recordings" / "test_chat" / "test_fails").exists()
+
+
+# The examples' own fixture tests as a user runs them (issue 27's Done-when): each
+# example's test (examples/langgraph-agent, examples/pydantic-ai-agent) copied without its
+# recording, recorded once through the stub with --agentreel-record=once, then replayed
+# under -n 2 with the network closed beside two broken copies of it: one whose prompt
+# changed, one whose child's recording is gone.
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+CASES = {
+    "langgraph-agent": ("test_langgraph_agent", "test_fan_out", "Compare Python and Rust."),
+    "pydantic-ai-agent": (
+        "test_pydantic_ai_agent",
+        "test_two_helpers",
+        "Summarize both files, alpha.txt and beta.txt, with one helper each.",
+    ),
+}
+
+
+@pytest.mark.parametrize("example", sorted(CASES))
+def test_example_records_once_replays_offline_and_names_what_broke(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, example: str
+) -> None:
+    module, test, prompt = CASES[example]
+    source = EXAMPLES / example
+    for path in source.iterdir():
+        if path.is_file() and path.suffix in {".py", ".toml"}:
+            shutil.copy2(path, pytester.path / path.name)
+    closed_network(monkeypatch)
+
+    run(pytester, "--agentreel-record=once").assert_outcomes(passed=1)
+    recordings = pytester.path / "recordings"
+    recorded = recordings / module / test
+    assert sorted(p.name for p in recorded.iterdir()) == [
+        "session.1.jsonl",
+        "session.2.jsonl",
+        "session.jsonl",
+    ]
+
+    text = (pytester.path / f"{module}.py").read_text()
+    (pytester.path / f"{module}_prompt.py").write_text(text.replace(prompt, prompt + " Now."))
+    shutil.copytree(recorded, recordings / f"{module}_prompt" / test)
+    (pytester.path / f"{module}_child.py").write_text(text)
+    shutil.copytree(recorded, recordings / f"{module}_child" / test)
+    (recordings / f"{module}_child" / test / "session.2.jsonl").unlink()
+
+    result = run(pytester, "-n", "2")
+    result.assert_outcomes(passed=1, failed=2)
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            f"*{module}_prompt.py::{test}: RequestDriftError: *",
+            f"*{module}_child.py::{test}: UnrecordedSessionError: *",
+        ],
+        consecutive=False,
+    )
+    assert f"pytest {module}_child.py::{test} --agentreel-record=all" in out
