@@ -516,6 +516,9 @@ OUTSIDE_CHECKS: dict[str, OutsideCheck] = {
         commands=(
             ("agentreel", "replay", "--fixtures", "{fixtures}"),
             ("pytest", "-p", "no:cacheprovider", "{fixtures}"),
+            # The agentreel fixture from the installed wheel: the examples' pytest tests
+            # replaying their committed recordings/ (examples/*/test_*.py).
+            ("pytest", "-p", "no:cacheprovider", "{fixtures}/../examples"),
         ),
     ),
     "llm_replay": OutsideCheck(

@@ -101,6 +101,7 @@ def plan(
     option_mode: RecordMode,
     option_upstream: str | None,
     config: Mapping[str, Any],
+    basetemp: Path | None = None,
 ) -> ReelPlan:
     """Decide record or replay for one test from the option, config and what exists."""
     unknown = set(config) - _OWN_KEYS - _PROXY_KEYS
@@ -132,14 +133,36 @@ def plan(
             )
         upstream = f"stub:{found}"
     proxy = {key: _proxy_value(key, config[key]) for key in _PROXY_KEYS & set(config)}
+    cwd = str(config.get("cwd") or os.getcwd())
+    tmp_mask = _tmp_path_mask(basetemp, cwd)
+    if tmp_mask is not None:
+        proxy["masks"] = (*proxy.get("masks", ()), tmp_mask)
     return ReelPlan(
         name=nodeid,
         directory=directory,
         mode="record" if records else "replay",
         upstream=upstream,
-        cwd=str(config.get("cwd") or os.getcwd()),
+        cwd=cwd,
         proxy=proxy,
     )
+
+
+def _tmp_path_mask(basetemp: Path | None, cwd: str) -> str | None:
+    """A mask for the test's ``tmp_path`` when pytest's base temp directory lies inside the
+    cwd (``--basetemp=.tmp``, pytester): the proxy's built-in temp rule leaves paths inside
+    the cwd to ``{{cwd}}``, so ``{{cwd}}/.tmp/test_x0`` would differ on every run (another
+    number, another xdist worker folder). Outside the cwd the built-in rule masks it."""
+    if basetemp is None:
+        return None
+    base = basetemp.resolve()
+    root = Path(cwd).resolve()
+    if not base.is_relative_to(root):
+        return None
+    # An xdist worker's base temp is <basetemp>/popen-gw<N>: its own folder goes too.
+    base = base.parent if re.fullmatch(r"popen-gw\d+", base.name) else base
+    spellings = {re.escape(str(base)), re.escape("{{cwd}}/" + str(base.relative_to(root)))}
+    name = r"[^/\s\"'`<>]*[^/\s\"'`<>.,;:!?)\]}]"  # the test's own folder, no punctuation
+    return rf"(?:{'|'.join(sorted(spellings))})(?:/popen-gw\d+)?/{name}"
 
 
 def _proxy_value(key: str, value: Any) -> Any:

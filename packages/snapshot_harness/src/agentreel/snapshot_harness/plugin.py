@@ -262,6 +262,7 @@ def agentreel(request: pytest.FixtureRequest, agentreel_config: dict[str, Any]) 
             option_mode=request.config.getoption(RECORD_OPTION),
             option_upstream=request.config.getoption(UPSTREAM_OPTION),
             config=config,
+            basetemp=request.getfixturevalue("tmp_path_factory").getbasetemp(),
         )
         opened = open_reel(reel_plan)
     except ReelError as exc:
