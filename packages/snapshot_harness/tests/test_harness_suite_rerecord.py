@@ -63,6 +63,7 @@ def copy_inputs(source: Path, target: Path) -> None:
     names = list(INPUTS)
     if scenario.record.rules is not None:
         names.append(scenario.record.rules.name)
+    names += sorted(scenario.own_files())  # an agent file beside it (./script.py)
     for name in names:
         path = source / name
         if path.is_dir():
