@@ -92,7 +92,7 @@ def test_stdin_prompts_stderr_kept_apart_and_a_failing_step(tmp_path: Path) -> N
     step exiting non-zero fails the run with its stderr."""
     directory = scenario_dir(
         tmp_path,
-        'protocol = "command"\nagent = ["{python}", "./script.py"]\n'
+        'protocol = "command"\ntimeout = 240\nagent = ["{python}", "./script.py"]\n'
         '[[steps]]\ntype = "prompt"\ntext = "How do I brew tea?"\n'
         '[model]\nvia = "proxy"\nenv = { EXAMPLE_MODEL = "stub-model" }\n',
     )

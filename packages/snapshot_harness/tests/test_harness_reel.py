@@ -46,6 +46,18 @@ def test_hello(agentreel):
 
 def test_bye(agentreel):
     assert ask(agentreel, "bye") == "Goodbye."
+
+
+def test_anthropic(agentreel):
+    import anthropic
+
+    with anthropic.Anthropic(
+        base_url=agentreel.anthropic_base_url, api_key=agentreel.api_key
+    ) as client:
+        reply = client.messages.create(
+            model="stub-model", max_tokens=64, messages=[{"role": "user", "content": "bye"}]
+        )
+    assert reply.content[0].text == "Goodbye."
 """
 
 
@@ -83,17 +95,17 @@ def test_record_once_under_xdist_then_replay_with_the_network_closed(
 ) -> None:
     write_tests(pytester)
     recorded = run(pytester, "-n", "2", "--agentreel-record=once")
-    recorded.assert_outcomes(passed=2)
+    recorded.assert_outcomes(passed=3)
     folder = pytester.path / "recordings" / "test_chat"
-    assert sorted(p.name for p in folder.iterdir()) == ["test_bye", "test_hello"]
+    assert sorted(p.name for p in folder.iterdir()) == ["test_anthropic", "test_bye", "test_hello"]
     header = json.loads((folder / "test_hello" / "session.jsonl").read_text().splitlines()[0])
     assert header["type"] == "session"
     written = {p: p.read_bytes() for p in folder.rglob("*.jsonl")}
 
     replayed = run(pytester, "-n", "2")
-    replayed.assert_outcomes(passed=2)
+    replayed.assert_outcomes(passed=3)
     # once: recorded tests are replayed, not recorded again
-    run(pytester, "--agentreel-record=once").assert_outcomes(passed=2)
+    run(pytester, "--agentreel-record=once").assert_outcomes(passed=3)
     assert {p: p.read_bytes() for p in folder.rglob("*.jsonl")} == written
 
 
@@ -137,7 +149,7 @@ def test_drift_unconsumed_and_unrecorded_calls_fail_the_test_with_the_scenario_e
     pytester: pytest.Pytester,
 ) -> None:
     write_tests(pytester)
-    run(pytester, "--agentreel-record=once").assert_outcomes(passed=2)
+    run(pytester, "--agentreel-record=once").assert_outcomes(passed=3)
 
     write_tests(pytester, hello="hello you")  # the prompt changed
     drift = run(pytester, "-k", "hello")
