@@ -47,7 +47,17 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._\[\]-]+")
 # agentreel_config / marker keys: the fixture's own, and those passed to the proxy as they
 # are (ProxySettings' fields of the same name; what the installed proxy knows decides).
 _OWN_KEYS = frozenset({"upstream", "record_mode", "cwd"})
-_PROXY_KEYS = frozenset({"masks", "partial_lanes", "drift", "schedule", "schedule_timeout"})
+_PROXY_KEYS = frozenset(
+    {
+        "masks",
+        "partial_lanes",
+        "drift",
+        "schedule",
+        "schedule_timeout",
+        "schedule_divergence",
+        "allow_secrets",
+    }
+)
 _START_TIMEOUT = 120.0
 
 
@@ -392,7 +402,12 @@ def _judge(reel: Reel, staging: Path, *, passed: bool) -> str | None:
     from agentreel.snapshot_harness.exceptions import SecretLeakError
 
     try:
-        scan_for_secrets(files, envvars.secret_values(os.environ), reel_plan.name)
+        scan_for_secrets(
+            files,
+            envvars.secret_values(os.environ),
+            reel_plan.name,
+            allow=reel_plan.proxy.get("allow_secrets", ()),
+        )
     except SecretLeakError as exc:
         return str(exc)
     write_files(reel_plan.directory, files, keep_pattern=_RECORDED)
