@@ -139,7 +139,7 @@ def test_ci_refuses_to_record(pytester: pytest.Pytester, monkeypatch: pytest.Mon
         "    return {'record_mode': 'all'}\n"
     )
     result = run(pytester)
-    result.assert_outcomes(errors=2)
+    result.assert_outcomes(errors=3)
     result.stdout.fnmatch_lines(["*--agentreel-record=all is refused under CI (CI=true)*"])
     assert not (pytester.path / "recordings").exists()
 
