@@ -40,8 +40,10 @@ client's loop does not pay for serving.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import json
 import logging
+import shutil
 import socket
 import tempfile
 import threading
@@ -61,10 +63,15 @@ from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
 from agentreel.brand import SessionId
-from agentreel.llm import GenerateOptions, Message, TextDelta, load_provider
+from agentreel.llm import Chunk, Finish, GenerateOptions, Message, TextDelta, load_provider
 from agentreel.llm.stub import StubServer
-from agentreel.llm.wire import chat_chunk_frames
-from agentreel.llm_proxy import Proxy, ProxySettings
+from agentreel.llm.wire import (
+    chat_chunk_frames,
+    messages_chunk_frames,
+    responses_chunk_frames,
+)
+from agentreel.llm_proxy import Proxy, ProxySettings, start_proxy
+from agentreel.llm_proxy._verbatim import VERBATIM_FILE, VerbatimCall, read_verbatim
 from agentreel.llm_replay import load_recording
 from agentreel.snapshot_harness import Scenario, check_scenario, load_scenario
 from agentreel.snapshot_harness._proxied import proxy_backend
@@ -415,6 +422,20 @@ def run(settings: Settings) -> BenchResult:
             "x",
         )
         result.target("proxy replay / stub server, per call", proxy_call / stub_call, 1.3)
+        # Every call of ``fixture`` is served from its kept answer (wire.ndjson): verbatim.
+        assert read_verbatim(fixture), "the recording kept no answers as sent"
+        result.target("proxy verbatim replay / stub server, per call", proxy_call / stub_call, 1.0)
+        reencoded_fixture = tmp / "fixture-reencoded"
+        shutil.copytree(fixture, reencoded_fixture)
+        (reencoded_fixture / VERBATIM_FILE).unlink()
+        reencoded = _proxy_replays(reencoded_fixture, tmp, calls, call_repeats)
+        reencoded_call = result.median("proxy_reencoded_per_call_s", [t / calls for t in reencoded])
+        result.figure(
+            "proxy replay re-encoded from chunks (no wire.ndjson) / stub server, per call",
+            reencoded_call / stub_call,
+            "x",
+        )
+        _corpus_rows(result, tmp, settings.scaled(20, 3))
         result.target(
             f"vcrpy / proxy replay, per call ({calls} calls)",
             vcr_call / proxy_call,
@@ -589,3 +610,148 @@ def _backend_once(scenario: Scenario) -> tuple[float, float]:
         ):
             pass
         return time.perf_counter() - wall, time.process_time() - cpu
+
+
+CORPUS = Path(__file__).resolve().parents[1] / "packages" / "llm_proxy" / "tests" / "corpus"
+_CORPUS_REQUESTS: dict[str, dict[str, Any]] = {
+    "chat": {"messages": [{"role": "user", "content": "Hello there"}]},
+    "messages": {"max_tokens": 64, "messages": [{"role": "user", "content": "Hello there"}]},
+    "responses": {"input": "Hello there"},
+}
+_CORPUS_PATHS = {
+    "chat": "/v1/chat/completions",
+    "messages": "/v1/messages",
+    "responses": "/v1/responses",
+}
+
+
+async def _record_corpus(fixture: Path) -> int:
+    """Every corpus case recorded through the proxy into ``fixture`` (one session each),
+    from a loopback upstream answering each with the case's bytes; returns the count."""
+    import httpx2
+
+    cases = {path.stem: json.loads(path.read_text()) for path in sorted(CORPUS.glob("*.json"))}
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        case = cases[request.headers["x-corpus-case"]]
+        response = case["response"]
+        headers = {"content-type": response["content_type"]}
+        body = response["body"].encode()
+        if not case["stream"]:
+            return web.Response(status=response["status"], body=body, headers=headers)
+        out = web.StreamResponse(status=response["status"], headers=headers)
+        await out.prepare(request)
+        await out.write(body)
+        await out.write_eof()
+        return out
+
+    app = web.Application()
+    app.router.add_post("/{tail:.*}", answer)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    upstream = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    try:
+        async with (
+            start_proxy("record", upstream=upstream, fixture=fixture) as proxy,
+            httpx2.AsyncClient(timeout=60) as http,
+        ):
+            for number, (name, case) in enumerate(cases.items()):
+                body = {"model": case["model"], "stream": case["stream"]}
+                body.update(_CORPUS_REQUESTS[case["api"]])
+                headers = {"x-corpus-case": name, "x-agentreel-session-id": f"corpus-{number}"}
+                await http.post(
+                    proxy.base_url + _CORPUS_PATHS[case["api"]], json=body, headers=headers
+                )
+    finally:
+        await runner.cleanup()
+    return len(cases)
+
+
+def _reencoded(answer: VerbatimCall, chunks: tuple[Chunk, ...]) -> list[str]:
+    """What replay without the kept answer sends for a streamed call: its re-encoding."""
+    finish = chunks[-1] if chunks and isinstance(chunks[-1], Finish) else None
+    meta = finish.response if finish is not None else None
+    model = (meta.model if meta is not None else None) or "model"
+    if answer.api == "chat":
+        frames = chat_chunk_frames(chunks, model=model, response_id="r", include_usage=True)
+    elif answer.api == "messages":
+        frames = messages_chunk_frames(chunks, model=model, message_id="r")
+    else:
+        frames = responses_chunk_frames(chunks, model=model, response_id="r")
+    return [frame.decode() for frame in frames]
+
+
+def _differences(fixture: Path) -> tuple[bytes, int, int]:
+    """The alternative to keeping whole answers: per call, only the frames that differ from
+    the re-encoding (difflib opcodes with the upstream's frames). Returns that file's bytes,
+    and how many of the upstream's frames the re-encoding reproduced, of how many."""
+    recording = load_recording(fixture)
+    calls = {
+        (script.header.id, call.turn): call.chunks
+        for script in recording.scripts
+        for call in script.calls
+    }
+    lines: list[bytes] = []
+    same = total = 0
+    for answer in read_verbatim(fixture).values():
+        if answer.frames is None:  # a body: nothing frame-wise to share
+            lines.append(json.dumps({"key": answer.key, "body": answer.body}).encode() + b"\n")
+            continue
+        encoded = _reencoded(answer, calls[answer.key])
+        ops = difflib.SequenceMatcher(None, encoded, answer.frames, autojunk=False).get_opcodes()
+        kept = [
+            (tag, i1, i2, answer.frames[j1:j2]) for tag, i1, i2, j1, j2 in ops if tag != "equal"
+        ]
+        same += sum(i2 - i1 for tag, i1, i2, _, _ in ops if tag == "equal")
+        total += len(answer.frames)
+        lines.append(json.dumps({"key": answer.key, "ops": kept}).encode() + b"\n")
+    return b"".join(lines), same, total
+
+
+def _load_seconds(work: Callable[[], Any], repeats: int) -> float:
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        work()
+        samples.append(time.perf_counter() - start)
+    return _median(samples)
+
+
+def _corpus_rows(result: BenchResult, tmp: Path, repeats: int) -> None:
+    """The corpus's recordings: chunk-only logs vs the kept answers (wire.ndjson) vs only
+    their difference from the re-encoding — size on disk and load time."""
+    fixture = tmp / "corpus-fixture"
+    cases = _run(lambda: _record_corpus(fixture))
+    logs = sum(path.stat().st_size for path in fixture.glob("session*.jsonl"))
+    verbatim = (fixture / VERBATIM_FILE).stat().st_size
+    difference, same, total = _differences(fixture)
+    chunk_only = _load_seconds(lambda: load_recording(fixture), repeats)
+    with_answers = _load_seconds(lambda: (load_recording(fixture), read_verbatim(fixture)), repeats)
+
+    def load_differences() -> None:
+        recording = load_recording(fixture)
+        answers = read_verbatim(fixture)  # stands in for decoding the difference file
+        for script in recording.scripts:
+            for call in script.calls:
+                answer = answers.get((script.header.id, call.turn))
+                if answer is not None and answer.frames is not None:
+                    _reencoded(answer, call.chunks)  # rebuilding needs the re-encoding
+
+    with_differences = _load_seconds(load_differences, repeats)
+    result.figure(f"corpus ({cases} real answers): session logs, chunks only", logs, "B")
+    result.figure("corpus: answers as sent (wire.ndjson)", verbatim, "B")
+    result.figure("corpus: only the difference from the re-encoding", len(difference), "B")
+    result.figure("corpus: fixture with answers / chunk-only", (logs + verbatim) / logs, "x")
+    result.figure(
+        "corpus: upstream frames the re-encoding reproduces",
+        same / total if total else 0,
+        "x",
+        note=f"{same} of {total}",
+    )
+    result.figure("corpus: load, chunks only", chunk_only, "s")
+    result.figure("corpus: load, chunks + answers as sent", with_answers, "s")
+    result.figure(
+        "corpus: load, chunks + differences (re-encode to rebuild)", with_differences, "s"
+    )

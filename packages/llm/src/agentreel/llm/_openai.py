@@ -165,7 +165,10 @@ class _WireWatch:
         self.error_usage: Usage | None = None
 
     def see(self, sse: ServerSentEvent) -> None:
-        data = sse.data
+        self.see_data(sse.data)
+
+    def see_data(self, data: str) -> None:
+        """What one event's ``data`` tells (the proxy's decoder shows it raw SSE data)."""
         if data.startswith("[DONE]"):
             self.done = True
         elif '"error"' in data and '"usage"' in data:

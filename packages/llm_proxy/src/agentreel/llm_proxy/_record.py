@@ -45,6 +45,7 @@ from agentreel.llm_proxy._errors import CUT_CODE, HTTP_CODE_PREFIX, STREAM_ERROR
 from agentreel.llm_proxy._identity import Identity
 from agentreel.llm_proxy._requests import ParsedRequest
 from agentreel.llm_proxy._routes import GEMINI_KEY_HEADER
+from agentreel.llm_proxy._verbatim import VERBATIM_FILE, VerbatimCall, encode_line
 from agentreel.llm_proxy.exceptions import SecretInRecordingError
 from agentreel.llm_replay import (
     Chain,
@@ -82,6 +83,14 @@ ANONYMOUS_KEY = "<anonymous>"
 _SECRET_HEADERS = ("authorization", "x-api-key", "api-key", GEMINI_KEY_HEADER)
 # Headers of an upstream error worth replaying (what clients and their retry logic read).
 _ERROR_HEADERS = ("retry-after", "retry-after-ms", "x-request-id", "request-id", "content-type")
+
+
+def kept_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The response headers a recording keeps and replay answers with (lower-cased): the
+    content type, retry hints, the provider's request id — never a cookie or a date."""
+    return {k.lower(): v for k, v in headers.items() if k.lower() in _ERROR_HEADERS}
+
+
 INTERRUPTED_MESSAGE = "the proxy was stopped (signal or end of input) while this call was streaming"
 REFUSED_MESSAGE = "not recorded from here on: a record of this call held a live API key"
 
@@ -181,8 +190,11 @@ class CallRecording:
 
     def http_error(self, status: int, headers: Mapping[str, str], body: bytes) -> None:
         """The upstream answered with an error status: record it as the call's outcome."""
-        kept = {k.lower(): v for k, v in headers.items() if k.lower() in _ERROR_HEADERS}
-        payload = {"status": status, "headers": kept, "body": body.decode("utf-8", "replace")}
+        payload = {
+            "status": status,
+            "headers": kept_headers(headers),
+            "body": body.decode("utf-8", "replace"),
+        }
         self.chunk(
             Finish(reason="error", code=f"{HTTP_CODE_PREFIX}{status}", message=json.dumps(payload))
         )
@@ -298,6 +310,9 @@ class Recorder:
         """The run's secret scan: the keys clients sent (``note_secrets``), auth headers and
         known key shapes less the allowed sha256 digests (``allow_secrets``)."""
         self.errors: list[str] = []
+        self.verbatim: list[tuple[Lane, VerbatimCall]] = []
+        """Each answered call's bytes as the upstream sent them (``_verbatim``), in order;
+        also appended to ``wire.ndjson`` beside the logs as each call ends."""
 
     @property
     def recorded_any(self) -> bool:
@@ -343,6 +358,23 @@ class Recorder:
                 self.errors.append(message)
                 raise SecretInRecordingError(message)
         lane.session.append(data)
+
+    def keep_verbatim(self, call: CallRecording, answer: VerbatimCall) -> None:
+        """Keep one call's answer as sent (written beside the logs at once); never when its
+        lane was refused, nor when it holds a key a client sent."""
+        lane = call.lane
+        if lane.refused:
+            return
+        line = encode_line(answer)
+        if self.scan.value_in(line.decode("utf-8", "replace")) is not None:
+            return  # the call's own records say it: the chunks hold the same text
+        self.verbatim.append((lane, answer))
+        with (self.sessions_root / VERBATIM_FILE).open("ab") as out:
+            out.write(line)
+
+    def kept_verbatim(self) -> list[VerbatimCall]:
+        """The answers of the lanes whose logs are kept (a refused lane's are dropped)."""
+        return [answer for lane, answer in self.verbatim if not lane.refused]
 
     # -- lanes ---------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ import aiohttp
 from aiohttp import web
 
 from agentreel.llm.exceptions import StreamInterruptedError
-from agentreel.llm.wire import SseSplitter, UpstreamStreamError
+from agentreel.llm.wire import SseSplitter, UpstreamStreamError, split_frames
 from agentreel.llm_proxy._codecs import (
     decoder,
 )
@@ -29,13 +29,11 @@ from agentreel.llm_proxy._models import (
     listing_key,
     write_models,
 )
-from agentreel.llm_proxy._record import (
-    CallRecording,
-    Recorder,
-)
+from agentreel.llm_proxy._record import CallRecording, Recorder, kept_headers
 from agentreel.llm_proxy._requests import ParsedRequest
 from agentreel.llm_proxy._routes import Route, shown_url
 from agentreel.llm_proxy._settings import ProxySettings
+from agentreel.llm_proxy._verbatim import VerbatimCall
 from agentreel.llm_proxy.exceptions import RequestError
 from agentreel.session import build_request_header
 
@@ -151,6 +149,22 @@ class RecordSide:
             if not call.finished:
                 call.abandon()
 
+    def _keep_answer(
+        self,
+        call: CallRecording,
+        route: Route,
+        upstream: aiohttp.ClientResponse,
+        *,
+        frames: bytes | None = None,
+        body: bytes | None = None,
+        cut: bool = False,
+    ) -> None:
+        recorder = self.recorder
+        assert recorder is not None
+        answer = _answer(call, route, upstream, frames, body, cut)
+        if answer is not None:
+            recorder.keep_verbatim(call, answer)
+
     async def _relay(
         self,
         request: web.Request,
@@ -171,14 +185,17 @@ class RecordSide:
                 call.chunks(wire.body(json.loads(body)))
             except (ValueError, StreamInterruptedError, AttributeError, TypeError) as exc:
                 call.cut(f"the upstream's response body could not be read: {exc}")
+            self._keep_answer(call, route, upstream, body=body)
             return web.Response(status=200, body=body, headers=out_headers)
         response = web.StreamResponse(status=200, headers=out_headers)
         await response.prepare(request)
         splitter = SseSplitter()
         client_gone = False
         decoding = True
+        sent = bytearray()  # every byte forwarded, kept as the upstream sent it
         try:
             async for data in upstream.content.iter_any():
+                sent += data
                 if not client_gone:
                     try:
                         await response.write(data)
@@ -192,19 +209,53 @@ class RecordSide:
                     decoding = _decode(splitter.feed(data), wire, call)
         except aiohttp.ClientPayloadError as exc:
             call.cut(f"the upstream cut the stream: {exc}")
+            self._keep_answer(call, route, upstream, frames=bytes(sent), cut=True)
             abort(request)
             return response
+        if decoding:
+            # A last frame without its closing blank line is still an event (the SDKs
+            # read it): decoded before the stream is judged finished or cut.
+            decoding = _decode(splitter.flush(), wire, call)
         if decoding:
             try:
                 call.chunks(wire.finish())
             except StreamInterruptedError as exc:
                 call.cut(exc.message)
+                self._keep_answer(call, route, upstream, frames=bytes(sent), cut=True)
                 abort(request)
                 return response
+        self._keep_answer(call, route, upstream, frames=bytes(sent))
         if not client_gone:
             with suppress(ConnectionResetError):
                 await response.write_eof()
         return response
+
+
+def _answer(
+    call: CallRecording,
+    route: Route,
+    upstream: aiohttp.ClientResponse,
+    frames: bytes | None,
+    body: bytes | None,
+    cut: bool,
+) -> VerbatimCall | None:
+    """One call's answer as the upstream sent it (None when it is not UTF-8 text: replay
+    then re-encodes it from its chunks)."""
+    try:
+        return VerbatimCall(
+            session=call.lane.session.id,
+            turn=call.turn,
+            api=route.api,
+            status=upstream.status,
+            headers=kept_headers(upstream.headers),
+            frames=(
+                [frame.decode() for frame in split_frames(frames)] if frames is not None else None
+            ),
+            body=body.decode() if body is not None else None,
+            cut=cut,
+        )
+    except UnicodeDecodeError:
+        return None
 
 
 def _decode(events: Sequence[Any], wire: Any, call: CallRecording) -> bool:
@@ -213,6 +264,7 @@ def _decode(events: Sequence[Any], wire: Any, call: CallRecording) -> bool:
         try:
             call.chunks(wire.event(event))
         except UpstreamStreamError as error:
+            call.chunks(error.salvage)
             call.stream_error(error.raw)
             return False
         except (ValueError, AttributeError, TypeError, KeyError) as exc:

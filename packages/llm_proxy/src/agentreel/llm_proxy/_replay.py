@@ -35,7 +35,8 @@ from agentreel.llm_proxy._requests import ParsedRequest
 from agentreel.llm_proxy._routes import (
     Route,
 )
-from agentreel.llm_proxy._settings import REPLAY_ERROR_STATUS
+from agentreel.llm_proxy._settings import REPLAY_ERROR_STATUS, ProxySettings
+from agentreel.llm_proxy._verbatim import VerbatimCall, with_cwd
 from agentreel.llm_replay import (
     BoundCall,
     PartialLanes,
@@ -57,6 +58,8 @@ class ReplaySide:
     _recorded_apis: bool
     _partial: PartialLanes
     _listings: dict[str, ModelsListing]
+    _verbatim: dict[tuple[str, int], VerbatimCall]
+    settings: ProxySettings
 
     def _recorded_models(self, key: str) -> web.StreamResponse:
         assert self.provider is not None
@@ -103,6 +106,9 @@ class ReplaySide:
                 chunks = list(stream.chunks)
                 if served is not None:
                     served.chunks(chunks)
+                answer = self._answer_as_sent(bound, parsed)
+                if answer is not None:
+                    return await _send_verbatim(request, answer, self.settings.cwd, identity)
                 wire_id = response_id(route.api, msgspec.json.encode(chunks).decode())
                 gates = stream.gates
                 if gates is None:
@@ -134,6 +140,17 @@ class ReplaySide:
         finally:
             if served is not None:
                 served.abandon()  # a replayed stream that broke off ends as recorded: cut
+
+    def _answer_as_sent(self, bound: BoundCall, parsed: ParsedRequest) -> VerbatimCall | None:
+        """The bound call's answer as the upstream sent it, when one was kept and it
+        answers this request's wire API and streaming mode (else: re-encoded)."""
+        calls = bound.script.calls
+        if not self._verbatim or not 0 <= bound.position < len(calls):
+            return None
+        answer = self._verbatim.get((bound.script.header.id, calls[bound.position].turn))
+        if answer is None or answer.api != parsed.api:
+            return None
+        return answer if (answer.frames is not None) == parsed.stream else None
 
     async def _replay_as_it_comes(
         self,
@@ -227,3 +244,25 @@ def _recorded_meta(bound: BoundCall) -> ResponseMeta | None:
         return None
     last = calls[bound.position].chunks[-1]
     return last.response if isinstance(last, Finish) else None
+
+
+async def _send_verbatim(
+    request: web.Request, answer: VerbatimCall, cwd: str, identity: Identity
+) -> web.StreamResponse:
+    """Serve a recorded answer byte for byte: its status and kept headers, then its body,
+    or its frames one write each; a stream the upstream broke off is broken off again."""
+    if answer.frames is None:
+        body = with_cwd(answer.body or "", cwd).encode()
+        return web.Response(status=answer.status, body=body, headers=answer.headers)
+    response = web.StreamResponse(status=answer.status, headers=answer.headers)
+    await response.prepare(request)
+    try:
+        for frame in answer.frames:
+            await response.write(with_cwd(frame, cwd).encode())
+        if answer.cut:
+            abort(request)
+            return response
+        await response.write_eof()
+    except ConnectionResetError:
+        logger.info("the client of %s left mid-stream", identity.describe())
+    return response

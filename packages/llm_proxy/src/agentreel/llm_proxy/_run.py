@@ -52,6 +52,13 @@ from agentreel.llm_proxy._settings import (
     Mode,
     ProxySettings,
 )
+from agentreel.llm_proxy._verbatim import (
+    VERBATIM_FILE,
+    VerbatimCall,
+    read_verbatim,
+    verbatim_file,
+    write_verbatim,
+)
 from agentreel.llm_proxy.exceptions import RequestError
 from agentreel.llm_replay import (
     PartialLanes,
@@ -121,6 +128,8 @@ class ProxyRun(RecordSide, ReplaySide):
         self._wire: asyncio.Future[ModuleType] | None = None
         # GET /v1/models answers: passed through and kept (record), or as recorded (replay).
         self._listings: dict[str, ModelsListing] = {}
+        # Replay: each recorded call's answer as the upstream sent it (``_verbatim``).
+        self._verbatim: dict[tuple[str, int], VerbatimCall] = {}
         if settings.mode == "record":
             root = settings.sessions_root
             if root is None:
@@ -152,6 +161,7 @@ class ProxyRun(RecordSide, ReplaySide):
                 for call in script.calls
             )
             self._listings = read_models(settings.fixture)
+            self._verbatim = read_verbatim(settings.fixture)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -228,8 +238,12 @@ class ProxyRun(RecordSide, ReplaySide):
                 return
             if fixture is not None and not recorder.errors:
                 stage = f"writing the fixture {fixture}"
+                answers = verbatim_file(recorder.kept_verbatim(), self.settings.cwd)
+                # Scanned before anything is written, as the logs are (write_fixture).
+                recorder.scan.check({str(fixture / VERBATIM_FILE): answers})
                 write_fixture(kept, fixture, self.settings.cwd, scan=recorder.scan)
                 write_models(fixture, self._listings)
+                write_verbatim(fixture, answers)
         except Exception as exc:  # whatever it is, the recording must survive it
             self.errors.insert(0, _close_failure(stage, exc, fixture, kept))
             self.errors += recorder.errors

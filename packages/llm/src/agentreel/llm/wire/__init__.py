@@ -74,7 +74,7 @@ from agentreel.llm.wire._responses import (
     responses_namespaced,
 )
 from agentreel.llm.wire._responses import STREAM_ENDINGS as RESPONSES_STREAM_ENDINGS
-from agentreel.llm.wire._sse import SseEvent, SseSplitter, event_frame, json_bytes
+from agentreel.llm.wire._sse import SseEvent, SseSplitter, event_frame, json_bytes, split_frames
 
 __all__ = [
     "CHAT_FINISH_REASONS",
@@ -119,4 +119,5 @@ __all__ = [
     "responses_namespaced",
     "to_gemini_contents",
     "to_gemini_tools",
+    "split_frames",
 ]

@@ -214,11 +214,16 @@ class ChatDecoder:
         self._meta = MetaWatch()
 
     def event(self, event: SseEvent) -> list[Chunk]:
-        if event.data == "[DONE]" or not event.data:
+        # The adapter's own watch of the raw events: ``[DONE]`` (a finished stream even
+        # without a finish_reason) and the usage an error chunk carries.
+        self._mapper.wire.see_data(event.data)
+        if event.data.startswith("[DONE]") or not event.data:
             return []
         data = json.loads(event.data)
-        if isinstance(data, dict) and "error" in data and not data.get("choices"):
-            raise UpstreamStreamError(event.data)
+        if isinstance(data, dict) and data.get("error"):
+            # The openai SDK raises on any chunk with an ``error``, choices or not
+            # (OpenRouter sends one with choices: ``Token limit reached``).
+            raise UpstreamStreamError(event.data, self._mapper.salvage())
         self._watch(data)
         return self._mapper.feed(wrap(data))
 

@@ -92,11 +92,13 @@ class WireDecoder(Protocol):
 
 
 class UpstreamStreamError(Exception):
-    """The upstream sent an error event inside a stream; ``raw`` is its SSE data."""
+    """The upstream sent an error event inside a stream; ``raw`` is its SSE data and
+    ``salvage`` what the stream still told before it (the usage an error chunk carries)."""
 
-    def __init__(self, raw: str) -> None:
+    def __init__(self, raw: str, salvage: Sequence[Chunk] = ()) -> None:
         super().__init__(raw)
         self.raw = raw
+        self.salvage = list(salvage)
 
 
 class MetaWatch:

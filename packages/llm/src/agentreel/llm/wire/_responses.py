@@ -350,7 +350,9 @@ class ResponsesDecoder:
             self._meta.take(response.get("incomplete_details"), stop_reason="reason")
 
     def event(self, event: SseEvent) -> list[Chunk]:
-        if not event.data:
+        # ``data: [DONE]`` after the last event (OpenRouter's Responses API): the openai
+        # SDK stops reading there, as it does for Chat Completions.
+        if not event.data or event.data.startswith("[DONE]"):
             return []
         self.events += 1
         data = json.loads(event.data)

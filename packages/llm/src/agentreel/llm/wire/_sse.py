@@ -4,6 +4,7 @@ framed (encoding). JSON is compact, as the provider APIs send it."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,14 @@ class SseSplitter:
             if event is not None:
                 events.append(event)
 
+    def flush(self) -> list[SseEvent]:
+        """The event the stream's last bytes hold when they lack the closing blank line (a
+        server that ended its last frame with one newline or none): the SDKs' decoders
+        still read it, so a decoder must too."""
+        block, self._buffer = self._buffer, b""
+        event = _parse(block.decode("utf-8", "replace")) if block.strip() else None
+        return [event] if event is not None else []
+
     @property
     def pending(self) -> bytes:
         """Bytes of an event not yet completed (non-empty when a stream was cut mid-event)."""
@@ -57,6 +66,22 @@ def _parse(block: str) -> SseEvent | None:
     if not data and not name:
         return None
     return SseEvent(name=name, data="\n".join(data))
+
+
+_FRAME_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+
+
+def split_frames(data: bytes) -> list[bytes]:
+    """``data`` cut after each frame's closing blank line, terminators kept: joined, the
+    pieces are ``data`` again, byte for byte (a last piece without its terminator stays)."""
+    frames: list[bytes] = []
+    start = 0
+    for end in _FRAME_END.finditer(data):
+        frames.append(data[start : end.end()])
+        start = end.end()
+    if start < len(data):
+        frames.append(data[start:])
+    return frames
 
 
 def json_bytes(value: Any) -> bytes:

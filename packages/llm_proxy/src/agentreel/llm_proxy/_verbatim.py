@@ -1,0 +1,134 @@
+"""The upstream's answers as it sent them, per call: what replay serves byte for byte.
+
+Chunks are the model of a call (in-process replay, overrides, drift), but re-encoding them
+loses what the model does not hold: every field a provider adds (usage details, logprobs,
+``reasoning_details``, a tool block's ``caller``), its key order and spacing, its framing.
+So record mode also keeps each answered call's bytes — the SSE frames as they arrived (the
+last may lack its closing blank line) or the whole JSON body — with its status and kept
+headers, one line per call in ``wire.ndjson`` beside the session logs (not ``.jsonl``: every
+``*.jsonl`` under a sessions root is read as a session log; never inside the logs:
+the logs stay what the harness reads and reviewers diff). Replay serves a call bound as
+recorded (no override) from here; an overridden call is re-encoded from its chunks.
+
+Keyed by the session log's id and the call's turn, which replay's binding gives back
+(``Script.header.id``, ``RecordedCall.turn``). The cwd is kept as ``{{cwd}}``, as in the
+logs, and becomes the live cwd when served. Chosen over keeping only what differs from
+the re-encoding by measurement (``nox -s bench -- --only proxy``: the corpus's fixture size
+and load time): a real provider's frames almost never equal agentreel's re-encoding, so a
+difference holds nearly every frame anyway, and reads worse.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import msgspec
+
+from agentreel.llm_proxy.exceptions import ProxyConfigError
+
+VERBATIM_FILE = "wire.ndjson"
+"""The upstream's answers as sent, one call a line, in the sessions root and the fixture."""
+CWD_TOKEN = "{{cwd}}"
+
+
+class VerbatimCall(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One call's answer as the upstream sent it.
+
+    ``frames``: a stream's SSE frames, each with its terminator as sent (joined, the body);
+    ``body``: a non-streaming answer's JSON body; ``cut``: the upstream broke the stream
+    off, so replay drops the connection after the frames, as it did."""
+
+    session: str
+    turn: int
+    api: str
+    status: int
+    headers: dict[str, str]
+    frames: list[str] | None = None
+    body: str | None = None
+    cut: bool = False
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.session, self.turn)
+
+
+_ENCODER = msgspec.json.Encoder()
+_DECODER = msgspec.json.Decoder(VerbatimCall)
+
+
+def _cwd_forms(cwd: str) -> tuple[str, ...]:
+    """The cwd as it appears in the frames: raw, and escaped inside a JSON string."""
+    escaped = json.dumps(cwd)[1:-1]
+    return (escaped, cwd) if escaped != cwd else (cwd,)
+
+
+def tokenized(call: VerbatimCall, cwd: str) -> VerbatimCall:
+    """``call`` with the cwd written as ``{{cwd}}`` (a fixture holds no machine path)."""
+    if not cwd or cwd == "/":
+        return call
+
+    def token(text: str) -> str:
+        for form in _cwd_forms(cwd):
+            text = text.replace(form, CWD_TOKEN)
+        return text
+
+    return msgspec.structs.replace(
+        call,
+        frames=[token(frame) for frame in call.frames] if call.frames is not None else None,
+        body=token(call.body) if call.body is not None else None,
+    )
+
+
+def with_cwd(text: str, cwd: str) -> str:
+    """``{{cwd}}`` in served text as the live cwd (escaped: it stands inside JSON strings)."""
+    return text.replace(CWD_TOKEN, _cwd_forms(cwd)[0]) if CWD_TOKEN in text else text
+
+
+def encode_line(call: VerbatimCall) -> bytes:
+    return _ENCODER.encode(call) + b"\n"
+
+
+def read_verbatim(directory: Path) -> dict[tuple[str, int], VerbatimCall]:
+    """The calls kept in ``directory``'s ``wire.ndjson`` (none: an older recording, or a
+    fixture written without it — replay then re-encodes every call from its chunks)."""
+    path = directory / VERBATIM_FILE
+    try:
+        lines = path.read_bytes().splitlines()
+    except FileNotFoundError:
+        return {}
+    except OSError as error:
+        raise ProxyConfigError(f"cannot read {path}: {error}") from None
+    calls: dict[tuple[str, int], VerbatimCall] = {}
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            call = _DECODER.decode(line)
+        except msgspec.DecodeError as error:
+            raise ProxyConfigError(
+                f"{path}:{number}: not a recorded upstream answer ({error}); re-record the "
+                f"scenario, or delete {VERBATIM_FILE} to replay every call re-encoded from "
+                "its chunks"
+            ) from None
+        calls[call.key] = call
+    return calls
+
+
+def verbatim_file(calls: Iterable[VerbatimCall], cwd: str) -> bytes:
+    """``wire.ndjson``'s bytes for ``calls``, the cwd tokenized (scan them before writing)."""
+    return b"".join(encode_line(tokenized(call, cwd)) for call in calls)
+
+
+def write_verbatim(directory: Path, data: bytes) -> None:
+    """Write ``data`` (``verbatim_file``) as ``directory``'s ``wire.ndjson``, atomically;
+    empty: remove it, so a re-recorded fixture keeps no answer of an earlier recording."""
+    target = directory / VERBATIM_FILE
+    if not data:
+        target.unlink(missing_ok=True)
+        return
+    tmp = target.with_suffix(".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, target)
