@@ -107,23 +107,24 @@ class ReplaySide:
                 if served is not None:
                     served.chunks(chunks)
                 answer = self._answer_as_sent(bound, parsed)
-                if answer is not None:
-                    return await _send_verbatim(request, answer, self.settings.cwd, identity)
-                wire_id = response_id(route.api, msgspec.json.encode(chunks).decode())
                 gates = stream.gates
-                if gates is None:
-                    return await self._send_replayed(
-                        request, parsed, identity, chunks, None, wire_id
-                    )
                 # The recorded schedule (SPEC 13): held before the first frame and before
-                # the final ones, through the same encoding as a call served at once.
+                # the final ones, whether the answer goes out as sent or re-encoded.
                 try:
-                    await gates.first()
+                    if gates is not None:
+                        await gates.first()
+                    final = gates.final if gates is not None else None
+                    if answer is not None:
+                        return await _send_verbatim(
+                            request, answer, self.settings.cwd, identity, before_final=final
+                        )
+                    wire_id = response_id(route.api, msgspec.json.encode(chunks).decode())
                     return await self._send_replayed(
-                        request, parsed, identity, chunks, None, wire_id, before_final=gates.final
+                        request, parsed, identity, chunks, None, wire_id, before_final=final
                     )
                 finally:
-                    gates.ended()
+                    if gates is not None:
+                        gates.ended()
             meta = _recorded_meta(bound)
             return await self._replay_as_it_comes(request, parsed, identity, stream, served, meta)
         except asyncio.CancelledError:
@@ -247,17 +248,28 @@ def _recorded_meta(bound: BoundCall) -> ResponseMeta | None:
 
 
 async def _send_verbatim(
-    request: web.Request, answer: VerbatimCall, cwd: str, identity: Identity
+    request: web.Request,
+    answer: VerbatimCall,
+    cwd: str,
+    identity: Identity,
+    *,
+    before_final: Callable[[], Awaitable[None]] | None = None,
 ) -> web.StreamResponse:
     """Serve a recorded answer byte for byte: its status and kept headers, then its body,
-    or its frames one write each; a stream the upstream broke off is broken off again."""
+    or its frames one write each; a stream the upstream broke off is broken off again.
+    ``before_final``: awaited before the last frame (a body: before it)."""
     if answer.frames is None:
+        if before_final is not None:
+            await before_final()
         body = with_cwd(answer.body or "", cwd).encode()
         return web.Response(status=answer.status, body=body, headers=answer.headers)
     response = web.StreamResponse(status=answer.status, headers=answer.headers)
     await response.prepare(request)
+    last = len(answer.frames) - 1
     try:
-        for frame in answer.frames:
+        for position, frame in enumerate(answer.frames):
+            if position == last and before_final is not None:
+                await before_final()
             await response.write(with_cwd(frame, cwd).encode())
         if answer.cut:
             abort(request)

@@ -117,7 +117,7 @@ __all__ = [
     "responses_chunk_body",
     "responses_chunk_frames",
     "responses_namespaced",
+    "split_frames",
     "to_gemini_contents",
     "to_gemini_tools",
-    "split_frames",
 ]
