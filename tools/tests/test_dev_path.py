@@ -70,7 +70,11 @@ def closure(requirements: Iterable[Requirement]) -> set[str]:
             continue
         seen.add(key)
         found.add(name)
-        for text in metadata.requires(name) or []:
+        try:
+            requires = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            continue  # not in this venv (its own dependencies unknown): the name counts
+        for text in requires:
             nested = Requirement(text)
             if any(_applies(nested.marker, e) for e in ["", *extras]):
                 pending.append((nested, ""))
