@@ -97,9 +97,11 @@ def test_every_machine_fact_of_an_interop_recording_is_masked(fixture: Path) -> 
                         f"{path}: a machine fact survives the masks"
                     )
                     assert masks.text(other) != other  # the facts are hidden, not just equal
-    # Every real agent here writes at least one fact about its machine (Claude Code its
-    # OS Version, Platform and Shell; Codex its <shell>; opencode its Platform).
-    assert rewritten > 0, f"{fixture}: no machine fact found in a real agent's requests"
+    # The agents recorded first each write facts about their machine (Claude Code its OS
+    # Version, Platform and Shell; Codex its <shell>; opencode its Platform): the rewrite
+    # must find them. A scenario added later is checked for whatever facts it holds.
+    if fixture.name in {"claude-code-read", "codex-read", "opencode-read"}:
+        assert rewritten > 0, f"{fixture}: no machine fact found in a real agent's requests"
 
 
 def test_claude_code_read_replays_after_its_os_version_is_rewritten(tmp_path: Path) -> None:

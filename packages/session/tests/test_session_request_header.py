@@ -9,6 +9,8 @@ from agentreel.session import (
     build_request_header,
     diff_request_headers,
     encode_record,
+    request_text,
+    without_texts,
 )
 from agentreel.session._codec import EVENT_DECODER
 
@@ -202,3 +204,78 @@ def test_diff_names_another_wire_api_and_ignores_an_unknown_one() -> None:
     in_process = build_request_header(_options("/w"), turn=0, step=0, cwd="/w")
     assert diff_request_headers(recorded, in_process) == []
     assert diff_request_headers(in_process, live) == []
+
+
+# -- readable drift past the preview (SPEC 13) ---------------------------------------------
+
+
+def _long(word: str) -> Message:
+    lines = [f"row {n}: nothing to see in {'/w'} here" for n in range(300)]
+    lines[250] = f"row 250: the answer is {word}"
+    return Message.user("\n".join(lines))
+
+
+def test_full_text_keeps_each_long_message_whole_and_a_short_one_as_its_preview() -> None:
+    header = build_request_header(
+        _options("/w", messages=(_long("alpha"), Message.user("hi"))),
+        turn=0,
+        step=0,
+        cwd="/w",
+        full_text=True,
+    )
+    long, short = header.messages
+    assert long.text is not None
+    assert "row 250: the answer is alpha" in long.text
+    assert "{{cwd}}" in long.text  # normalized like the preview
+    assert long.text.count("\n") == 299  # lines kept, not collapsed as in the preview
+    assert short.text is None
+    plain = build_request_header(
+        _options("/w", messages=(_long("alpha"),)), turn=0, step=0, cwd="/w"
+    )
+    assert plain.messages[0].text is None
+    assert plain.messages[0].digest == long.digest  # the text never changes the digest
+    assert without_texts(header).messages[0].text is None
+
+
+def test_a_drift_past_the_preview_shows_a_few_lines_of_each_side() -> None:
+    recorded = build_request_header(
+        _options("/w", messages=(_long("alpha"),)), turn=0, step=0, cwd="/w", full_text=True
+    )
+    live = build_request_header(
+        _options("/w", messages=(_long("omega"),)), turn=0, step=0, cwd="/w", full_text=True
+    )
+    (difference,) = diff_request_headers(
+        without_texts(recorded),
+        live,
+        texts={recorded.messages[0].digest: recorded.messages[0].text or ""},
+    )
+    lines = difference.splitlines()
+    assert lines[0].startswith("messages[0] (user) differs at character ")
+    assert lines[0].endswith("(line 251):")
+    assert lines[1:] == [
+        "    recorded | row 249: nothing to see in {{cwd}} here",
+        "             | row 250: the answer is alpha",
+        "    live     | row 249: nothing to see in {{cwd}} here",
+        "             | row 250: the answer is omega",
+    ]
+    assert "digest" not in difference
+    # Without the recorded text (an older recording) it says so, still without digests.
+    (older,) = diff_request_headers(without_texts(recorded), live)
+    assert "keeps no whole text" in older
+    assert "digest" not in older
+
+
+def test_request_text_writes_a_whole_request_with_known_texts() -> None:
+    header = build_request_header(
+        _options("/w", messages=(_long("alpha"), Message.user("hi"))),
+        turn=0,
+        step=0,
+        cwd="/w",
+        full_text=True,
+    )
+    bare = without_texts(header)
+    text = request_text(bare, {header.messages[0].digest: header.messages[0].text or ""})
+    assert "--- system prompt ---\nWork in {{cwd}}. Session {{uuid:1}}.\n" in text
+    assert "row 250: the answer is alpha" in text
+    assert "--- messages[1] (user) ---\nhi\n" in text
+    assert "preview only" in request_text(bare)

@@ -15,7 +15,9 @@ URL it was given to FILE, so a test can see which proxy served which scenario.
 under a key no built-in rule knows (``outputTokens``): a test sets another N per run, as a
 real agent's count differs. ``TINY_RACE=title-first`` / ``commands-first`` sends a
 ``session_info_update`` and an ``available_commands_update`` in that order, as a title lane
-racing the editor notifications does in either order.
+racing the editor notifications does in either order. ``TINY_PAD=WORD`` makes the request
+real-agent sized (some 60 KB, as Claude Code sends): 2,000 lines of context after the
+prompt, line 1200 naming WORD.
 """
 
 from __future__ import annotations
@@ -73,6 +75,10 @@ class TinyAgent:
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
         today = datetime.date.today().isoformat()
         text = "".join(b.text for b in prompt)
+        if pad := os.environ.get("TINY_PAD"):
+            lines = [f"line {n}: the quick brown fox jumps over the lazy dog" for n in range(2000)]
+            lines[1200] = f"line 1200: the word of the day is {pad}"
+            text = text + "\n" + "\n".join(lines)
         if os.environ.get("TINY_TITLE") == "1":
             await self.openai.chat.completions.create(
                 model="tiny-title-model",

@@ -12,6 +12,7 @@ the readable, masked diff.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -292,3 +293,30 @@ def test_unordered_notifications_may_race_within_a_turn(tmp_path: Path) -> None:
     with pytest.raises(GoldenMismatchError) as caught:
         check_scenario(load_scenario(directory), "replay")
     assert "transcript.jsonl" in str(caught.value)
+
+
+def test_a_drift_in_a_real_agent_sized_request_is_short_and_shows_the_text(
+    tmp_path: Path,
+) -> None:
+    # A 60 KB request whose one differing line is far past the preview: the failure shows
+    # that line on both sides in a few lines (no digests), at most 20 lines before the
+    # stderr tail, and names the full masked requests it wrote beside the run.
+    directory = _scenario(tmp_path, env='TINY_PAD = "alpha"')
+    (directory / "stub-rules.toml").write_text('[[rule]]\ntext = "hello from the stub"\n')
+    check_scenario(load_scenario(directory), "record")
+    recording = (directory / "session.jsonl").read_text()
+    assert len(recording) > 50_000  # the whole text is kept once, for the excerpt
+    _set_env(directory, 'TINY_PAD = "alpha"', 'TINY_PAD = "omega"')
+    runs = tmp_path / "runs"
+    with pytest.raises(ReplayConsumptionError) as caught:
+        check_scenario(load_scenario(directory), "replay", work_dir=runs)
+    message = str(caught.value)
+    head = message.split("--- agent stderr (tail) ---")[0]
+    assert len(head.splitlines()) <= 20, head
+    assert "digest" not in head
+    assert "line 1200: the word of the day is alpha" in head
+    assert "line 1200: the word of the day is omega" in head
+    recorded_file, live_file = re.findall(r"(\S+\.call-1\.(?:recorded|live)\.txt)", head)
+    assert "the word of the day is alpha" in Path(recorded_file).read_text()
+    assert "the word of the day is omega" in Path(live_file).read_text()
+    assert len(Path(live_file).read_text()) > 50_000

@@ -126,6 +126,9 @@ class Lane:
     # Strings inside the tool calls of this lane's replies, in the order issued, for
     # finding the children they delegate to.
     tool_texts: list[tuple[int, frozenset[str]]] = field(default_factory=list)
+    # Digests of the messages whose whole text this lane's log already holds: a text is
+    # written once, at the first request holding it (a conversation resends its history).
+    texts_written: set[str] = field(default_factory=set)
     tool_calls: int = 0
     children: int = 0
     refused: bool = False
@@ -137,6 +140,21 @@ class Lane:
     """For a child found by its parent's delegating tool call: that call's position among
     the parent lane's tool calls. Closing numbers a parent's such children 0, 1, … in this
     order — the order the parent issued the calls (SPEC 4), whatever order they arrived in."""
+
+
+def _texts_once(header: RequestHeaderData, written: set[str]) -> RequestHeaderData:
+    """``header`` without the message texts already in ``written`` (digests), which it
+    then holds every text of ``header``: replay finds each by its digest."""
+    if not any(message.text is not None for message in header.messages):
+        return header
+    messages = []
+    for message in header.messages:
+        if message.text is not None and message.digest in written:
+            message = msgspec.structs.replace(message, text=None)
+        elif message.text is not None:
+            written.add(message.digest)
+        messages.append(message)
+    return msgspec.structs.replace(header, messages=tuple(messages))
 
 
 class CallRecording:
@@ -155,7 +173,9 @@ class CallRecording:
         self._call: CallRecorder | None = None
 
     def _open(self, header: RequestHeaderData) -> None:
-        """Write the call's ``request/header`` (``CallRecorder`` does, through the scan)."""
+        """Write the call's ``request/header`` (``CallRecorder`` does, through the scan),
+        each message's whole text only where the lane's log does not hold it yet."""
+        header = _texts_once(header, self.lane.texts_written)
         try:
             self._call = CallRecorder(
                 self.lane.session,

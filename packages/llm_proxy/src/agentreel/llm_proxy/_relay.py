@@ -122,7 +122,7 @@ class RecordSide:
         recorder.note_secrets(request.headers, request.query)
         headers = self._forwarded_headers(request)
         header = build_request_header(
-            parsed.options(), turn=0, step=0, cwd=recorder.cwd, api=parsed.api
+            parsed.options(), turn=0, step=0, cwd=recorder.cwd, api=parsed.api, full_text=True
         )
         call = recorder.begin(identity, header, parsed)
         url = self._upstream_url(route, request.query_string)

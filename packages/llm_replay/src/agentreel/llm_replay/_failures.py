@@ -4,6 +4,8 @@ raise what these build, so every message has one wording."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from agentreel.llm import GenerateOptions
 from agentreel.llm_replay._fixture import RecordedCall, Recording, Script
 from agentreel.llm_replay.exceptions import ScriptExhaustedError, UnrecordedSessionError
@@ -68,13 +70,20 @@ def drift_message(
     call: RecordedCall,
     differences: list[str],
     scenario: str,
+    files: tuple[Path, Path] | None = None,
 ) -> str:
-    """The live request of ``call`` differs from its recorded ``request/header``."""
+    """The live request of ``call`` differs from its recorded ``request/header``;
+    ``files``: the full masked recorded and live requests, written beside the run."""
     listing = "\n  ".join(differences)
+    written = (
+        f"  full masked requests: {files[0]} (recorded), {files[1]} (live)\n"
+        if files is not None
+        else ""
+    )
     return (
         f"live session {caller_name(options)}, call {call.number} of "
         f"{script.label} (recorded turn {call.turn}, step {call.step}): the request "
-        f"differs from the recorded request/header:\n  {listing}\n"
+        f"differs from the recorded request/header:\n  {listing}\n{written}"
         f"{identity_hint(options).lstrip()}{' ' if options.session_id is None else ''}"
         "The agent now sends a different request (prompt, tools or history changed). "
         f"If that is intended, re-record: {rerecord_command(scenario)}"

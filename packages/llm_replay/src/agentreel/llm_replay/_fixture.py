@@ -51,6 +51,7 @@ from agentreel.session import (
     session_file_name,
     session_file_number,
     session_token,
+    without_texts,
 )
 
 
@@ -645,7 +646,12 @@ def masked_recording(recording: Recording, mask: Callable[[str], str]) -> Record
         messages = tuple(
             message
             if (preview := text(message.preview)) == message.preview
-            else msgspec.structs.replace(message, preview=preview)
+            and (message.text is None or text(message.text) == message.text)
+            else msgspec.structs.replace(
+                message,
+                preview=preview,
+                text=text(message.text) if message.text is not None else None,
+            )
             for message in request.messages
         )
         if system == request.system and messages == request.messages:
@@ -665,3 +671,33 @@ def masked_recording(recording: Recording, mask: Callable[[str], str]) -> Record
         for script in recording.scripts
     )
     return dataclasses.replace(recording, scripts=scripts)
+
+
+def message_texts(recording: Recording) -> tuple[Recording, dict[str, str]]:
+    """The whole message texts a recording keeps (``MessageHeader.text``, each written once
+    per log), by digest, and the recording without them: replay compares digests and
+    previews, served logs and goldens hold what they always held, and a drift shows the
+    texts (``diff_request_headers(texts=...)``)."""
+    texts: dict[str, str] = {}
+    for script in recording.scripts:
+        for call in script.calls:
+            if call.request is not None:
+                for message in call.request.messages:
+                    if message.text is not None:
+                        texts.setdefault(message.digest, message.text)
+    if not texts:
+        return recording, texts
+
+    scripts = tuple(
+        dataclasses.replace(
+            script,
+            calls=tuple(
+                call
+                if call.request is None
+                else msgspec.structs.replace(call, request=without_texts(call.request))
+                for call in script.calls
+            ),
+        )
+        for script in recording.scripts
+    )
+    return dataclasses.replace(recording, scripts=scripts), texts

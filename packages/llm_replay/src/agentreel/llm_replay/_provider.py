@@ -27,6 +27,7 @@ from agentreel.llm_replay._fixture import (
     Script,
     load_recording,
     masked_recording,
+    message_texts,
     substitute_cwd,
 )
 from agentreel.llm_replay._lanes import PartialLanes
@@ -61,6 +62,7 @@ from agentreel.session import (
     WireApi,
     build_request_header,
     diff_request_headers,
+    request_text,
 )
 
 DriftMode = Literal["error", "warn", "off"]
@@ -149,6 +151,9 @@ class ReplayProvider:
             # Recorded headers through today's masks: a recording made before a rule
             # existed (a machine fact in a system prompt) compares equal to a live request.
             self._recording = masked_recording(self._recording, content_mask)
+        # Whole message texts (the proxy keeps each once per log) serve a drift's excerpt.
+        self._recording, self._texts = message_texts(self._recording)
+        self._report_path = Path(report_path) if report_path is not None else None
         self.scenario = scenario or self._recording.scenario
         self.live_cwd = os.fspath(live_cwd) if live_cwd is not None else os.getcwd()
         self.drift: DriftMode = drift
@@ -293,11 +298,45 @@ class ReplayProvider:
         differences = diff_request_headers(recorded, live)
         if not differences:
             return
-        message = drift_message(options, script, call, differences, self.scenario)
+        # Drift is the rare path: now build the live side with its whole texts, for the
+        # excerpts and the full requests written beside the run.
+        live = build_request_header(
+            options,
+            turn=recorded.turn,
+            step=recorded.step,
+            cwd=self.live_cwd,
+            api=api,
+            full_text=True,
+        )
+        differences = diff_request_headers(recorded, live, texts=self._texts) or differences
+        files = self._write_requests(script, call, recorded, live)
+        message = drift_message(options, script, call, differences, self.scenario, files)
         if self.drift == "error":
             raise RequestDriftError(message, differences=differences)
         self._drift_warnings.append(message)
         warnings.warn(message, RequestDriftWarning, stacklevel=3)
+
+    def _write_requests(
+        self,
+        script: Script,
+        call: RecordedCall,
+        recorded: RequestHeaderData,
+        live: RequestHeaderData,
+    ) -> tuple[Path, Path] | None:
+        """The full masked recorded and live requests of a drifted call, as two text files
+        in ``drift/`` beside the report (the run's folder); ``None`` without a report."""
+        if self._report_path is None:
+            return None
+        folder = self._report_path.parent / "drift"
+        stem = f"{script.path.stem}.call-{call.number}"
+        paths = (folder / f"{stem}.recorded.txt", folder / f"{stem}.live.txt")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            paths[0].write_text(request_text(recorded, self._texts), encoding="utf-8")
+            paths[1].write_text(request_text(live), encoding="utf-8")
+        except OSError:
+            return None  # the drift itself is the error to report, not this
+        return paths
 
     def _note_error(self, error: ReplayError) -> None:
         self._errors.append(ReportedError(type=type(error).__name__, message=str(error)))

@@ -77,7 +77,12 @@ from agentreel.session._normalize import (
 )
 from agentreel.session._order import order_headers, order_sessions
 from agentreel.session._recorder import CallRecorder, record_stream
-from agentreel.session._request import build_request_header, diff_request_headers
+from agentreel.session._request import (
+    build_request_header,
+    diff_request_headers,
+    request_text,
+    without_texts,
+)
 from agentreel.session._secret_scan import (
     SecretHit,
     SecretScan,
@@ -185,6 +190,7 @@ __all__ = [
     "record_stream",
     "recording_names",
     "refresh_command",
+    "request_text",
     "rerecord_command",
     "secret_sha256",
     "session_file_name",
@@ -192,4 +198,5 @@ __all__ = [
     "session_token",
     "tokenize_cwd",
     "unordered_kinds_checked",
+    "without_texts",
 ]

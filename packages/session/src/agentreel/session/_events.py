@@ -89,10 +89,17 @@ class ToolHeader(_Data, frozen=True, gc=False):
     digest: str
 
 
-class MessageHeader(_Data, frozen=True, gc=False):
+class MessageHeader(_Data, frozen=True, gc=False, omit_defaults=True):
+    """One message of a request: role, digest of its canonical JSON, a short preview, and —
+    where the recorder keeps it (the proxy: the first time the message appears in a lane's
+    log, when the preview does not already hold it all) — its whole normalized ``text``, so
+    a drift past the preview shows the text on both sides. Absent in process and in older
+    recordings (the line reads and writes as before)."""
+
     role: str
     digest: str
     preview: str
+    text: str | None = None
 
 
 class RequestHeaderData(_Data, frozen=True, gc=False, omit_defaults=True):

@@ -18,7 +18,7 @@ import functools
 import hashlib
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import msgspec
 
@@ -32,13 +32,17 @@ from agentreel.session._events import (
 )
 from agentreel.session._normalize import Normalizer
 
-__all__ = ["build_request_header", "diff_request_headers"]
+__all__ = ["build_request_header", "diff_request_headers", "request_text", "without_texts"]
 
 _DIGEST_LENGTH = 16
 _PREVIEW_LENGTH = 80
 _MAX_MESSAGE_DIFFS = 3
 _CONTEXT = 24
 _MIDDLE = 60
+# A message's excerpt around its first difference: this many lines a side, each cut to
+# this many characters around the difference.
+_EXCERPT_LINES = 2
+_EXCERPT_WIDTH = 100
 
 
 # Every UUID the Normalizer tokenizes contains 8 hex digits in a row.
@@ -118,6 +122,22 @@ def _message_summary(message: Message) -> str:
     return " ".join(" ".join(parts).split())
 
 
+def _message_text(message: Message) -> str:
+    """A message's whole text as a reader sees it: its parts one a line, lines kept."""
+    parts: list[str] = []
+    for part in message.content:
+        if isinstance(part, TextPart):
+            parts.append(part.text)
+        elif isinstance(part, ToolCallPart):
+            parts.append(f"{part.name}({part.arguments})")
+        elif isinstance(part, ToolResultPart):
+            marker = "error" if part.is_error else "result"
+            parts.append(f"[{marker} {part.call_id}] {part.content}")
+        else:
+            parts.append(f"[reasoning] {part.text}")
+    return "\n".join(parts)
+
+
 def build_request_header(
     options: GenerateOptions,
     *,
@@ -125,12 +145,15 @@ def build_request_header(
     step: int,
     cwd: str | os.PathLike[str] | None,
     api: WireApi | None = None,
+    full_text: bool = False,
 ) -> RequestHeaderData:
     """The normalized header of one model request (what ``request/header`` stores).
 
     ``cwd`` is the session's working directory (``None``: no cwd tokenizing). ``api`` is
     the wire API of a request made over HTTP (the proxy's; ``None`` in process). The caller
-    identity, temperature, max_tokens and stop are not part of it.
+    identity, temperature, max_tokens and stop are not part of it. ``full_text``: each
+    message also keeps its whole normalized text where the preview does not hold it all
+    (the proxy records it; replay builds it for a drift's excerpt).
     """
     text = _fast_normalizer(cwd)
     system = text(options.system) if options.system is not None else None
@@ -139,14 +162,7 @@ def build_request_header(
         for tool in options.tools
     )
     tools_digest = _digest("\n".join(f"{tool.name}\t{tool.digest}" for tool in tools))
-    messages = tuple(
-        MessageHeader(
-            role=message.role,
-            digest=_digest(text(_canonical(message))),
-            preview=_shorten(text(_message_summary(message))),
-        )
-        for message in options.messages
-    )
+    messages = tuple(_message_header(message, text, full_text) for message in options.messages)
     return RequestHeaderData(
         turn=turn,
         step=step,
@@ -158,6 +174,94 @@ def build_request_header(
         message_count=len(messages),
         api=api,
     )
+
+
+def _message_header(message: Message, text: Callable[[str], str], full_text: bool) -> MessageHeader:
+    preview = _shorten(text(_message_summary(message)))
+    whole = text(_message_text(message)) if full_text else None
+    return MessageHeader(
+        role=message.role,
+        digest=_digest(text(_canonical(message))),
+        preview=preview,
+        text=whole if whole is not None and whole != preview else None,
+    )
+
+
+def without_texts(header: RequestHeaderData) -> RequestHeaderData:
+    """``header`` without its messages' whole texts: what replay compares and serves (the
+    texts a recording keeps are for a drift's excerpt only)."""
+    if all(message.text is None for message in header.messages):
+        return header
+    messages = tuple(
+        msgspec.structs.replace(message, text=None) if message.text is not None else message
+        for message in header.messages
+    )
+    return msgspec.structs.replace(header, messages=messages)
+
+
+def request_text(header: RequestHeaderData, texts: Mapping[str, str] | None = None) -> str:
+    """A request header as one readable text: model, system prompt, tools, then every
+    message whole where it is known (``MessageHeader.text``, or ``texts`` by digest), else
+    its preview — what a drift writes beside the run for both sides."""
+    known = texts or {}
+    lines = [f"model: {header.model}"]
+    if header.api is not None:
+        lines.append(f"wire API: {WIRE_API_PATHS[header.api]}")
+    lines.append(f"tools: {', '.join(tool.name for tool in header.tools) or 'none'}")
+    lines.append("--- system prompt ---")
+    lines.append(header.system if header.system is not None else "(none)")
+    for position, message in enumerate(header.messages):
+        whole = message.text or known.get(message.digest)
+        note = (
+            ""
+            if whole is not None or len(message.preview) < _PREVIEW_LENGTH
+            else (" (preview only: this recording keeps no whole text)")
+        )
+        lines.append(f"--- messages[{position}] ({message.role}){note} ---")
+        lines.append(whole if whole is not None else message.preview)
+    return "\n".join(lines) + "\n"
+
+
+def _first_difference(recorded: str, live: str) -> int:
+    prefix = 0
+    limit = min(len(recorded), len(live))
+    while prefix < limit and recorded[prefix] == live[prefix]:
+        prefix += 1
+    return prefix
+
+
+def _excerpt(text: str, at: int) -> list[str]:
+    """The lines of ``text`` up to and including the one holding character ``at`` (at
+    most ``_EXCERPT_LINES``), each cut to ``_EXCERPT_WIDTH`` characters around the column
+    of the difference."""
+    line_start = text.rfind("\n", 0, at) + 1
+    column = at - line_start
+    starts = [line_start]
+    while len(starts) < _EXCERPT_LINES and starts[0] > 0:
+        starts.insert(0, text.rfind("\n", 0, starts[0] - 1) + 1)
+    lines: list[str] = []
+    for start in starts:
+        end = text.find("\n", start)
+        line = text[start : end if end >= 0 else len(text)]
+        left = max(0, column - _EXCERPT_WIDTH // 2)
+        piece = line[left : left + _EXCERPT_WIDTH]
+        lead = "…" if left > 0 else ""
+        tail = "…" if left + _EXCERPT_WIDTH < len(line) else ""
+        lines.append(f"{lead}{piece}{tail}")
+    if at >= len(text):
+        lines[-1] += "⟨end⟩"
+    return lines
+
+
+def _text_excerpt(label: str, recorded: str, live: str) -> str:
+    """``label`` differs: a few lines of each side's text up to its first difference."""
+    at = _first_difference(recorded, live)
+    line = recorded.count("\n", 0, at) + 1
+    out = [f"{label} differs at character {at} (line {line}):"]
+    for side, text in (("recorded", recorded), ("live", live)):
+        for number, excerpt in enumerate(_excerpt(text, at)):
+            out.append(f"    {side if number == 0 else '':8} | {excerpt}")
+    return "\n".join(out)
 
 
 def _text_change(label: str, recorded: str | None, live: str | None) -> str:
@@ -216,7 +320,9 @@ def _tool_changes(recorded: RequestHeaderData, live: RequestHeaderData) -> list[
     return changes
 
 
-def _message_changes(recorded: RequestHeaderData, live: RequestHeaderData) -> list[str]:
+def _message_changes(
+    recorded: RequestHeaderData, live: RequestHeaderData, texts: Mapping[str, str]
+) -> list[str]:
     changes: list[str] = []
     if recorded.message_count != live.message_count:
         changes.append(
@@ -234,6 +340,21 @@ def _message_changes(recorded: RequestHeaderData, live: RequestHeaderData) -> li
                     f"messages[{position}]: role recorded {old.role!r}, live {new.role!r} "
                     f"(recorded {old.preview!r}, live {new.preview!r})"
                 )
+            elif (
+                (old_text := old.text or texts.get(old.digest)) is not None
+                and (
+                    new_text := new.text
+                    or (new.preview if len(new.preview) < _PREVIEW_LENGTH else None)
+                )
+                is not None
+                and old_text != new_text
+            ):
+                label = f"messages[{position}] ({old.role})"
+                differing.append(
+                    _text_excerpt(label, old_text, new_text)
+                    if not differing
+                    else _text_change(label, old_text, new_text)
+                )
             elif old.preview != new.preview:
                 differing.append(
                     f"messages[{position}] ({old.role}): recorded {old.preview!r}, "
@@ -242,7 +363,9 @@ def _message_changes(recorded: RequestHeaderData, live: RequestHeaderData) -> li
             else:
                 differing.append(
                     f"messages[{position}] ({old.role}): content differs beyond the preview "
-                    f"{old.preview!r} (digest {old.digest} → {new.digest})"
+                    f"{old.preview!r}; the recording keeps no whole text of it (recorded "
+                    "before the proxy kept texts, or in process): compare the full requests "
+                    "written beside the run, or re-record"
                 )
         elif old is not None:
             differing.append(
@@ -258,8 +381,19 @@ def _message_changes(recorded: RequestHeaderData, live: RequestHeaderData) -> li
     return changes + differing
 
 
-def diff_request_headers(recorded: RequestHeaderData, live: RequestHeaderData) -> list[str]:
+def diff_request_headers(
+    recorded: RequestHeaderData,
+    live: RequestHeaderData,
+    *,
+    texts: Mapping[str, str] | None = None,
+) -> list[str]:
     """Readable differences between two request headers; empty when they match.
+
+    A differing message whose whole text is known on both sides (``MessageHeader.text``,
+    or ``texts``: recorded texts by digest, as a recording keeps each text once; the live
+    header built with ``full_text=True``) is shown as a few lines of each side up to its
+    first difference — the first such message; later ones in one line each — never as
+    digests.
 
     One line per difference: the wire API (when both name one: a recording made over
     HTTP replayed over another API), the model, the system prompt (the first change with some
@@ -278,5 +412,5 @@ def diff_request_headers(recorded: RequestHeaderData, live: RequestHeaderData) -
     if recorded.system != live.system:
         differences.append(_text_change("system prompt", recorded.system, live.system))
     differences.extend(_tool_changes(recorded, live))
-    differences.extend(_message_changes(recorded, live))
+    differences.extend(_message_changes(recorded, live, texts or {}))
     return differences

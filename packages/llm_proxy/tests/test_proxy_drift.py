@@ -1,0 +1,74 @@
+"""Readable drift past the preview (SPEC 13), through the proxy and the plain ``openai`` SDK:
+a recording keeps each message's whole text once per lane log, and a drift deep inside a
+long message shows that text on both sides and writes the full masked requests beside the
+report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import openai
+import pytest
+from openai.types.chat import ChatCompletionMessageParam
+
+from agentreel.llm.stub import StubServer
+from agentreel.llm_proxy import start_proxy
+from agentreel.llm_replay import read_report
+
+RULES = '[[rule]]\ntext = "noted"\n'
+
+
+def _document(word: str) -> str:
+    lines = [f"clause {n}: the parties agree to nothing in particular" for n in range(800)]
+    lines[640] = f"clause 640: payment is due in {word}"
+    return "\n".join(lines)
+
+
+async def _two_turns(base_url: str, word: str) -> list[str]:
+    client = openai.AsyncOpenAI(base_url=f"{base_url}/v1", api_key="sk-drift-0123456789")
+    try:
+        messages: list[ChatCompletionMessageParam] = [
+            {"role": "system", "content": "You read contracts."},
+            {"role": "user", "content": _document(word)},
+        ]
+        replies: list[str] = []
+        for follow_up in ("Summarize it.", "Anything else?"):
+            messages.append({"role": "user", "content": follow_up})
+            reply = await client.chat.completions.create(model="reader", messages=messages)
+            text = reply.choices[0].message.content or ""
+            replies.append(text)
+            messages.append({"role": "assistant", "content": text})
+        return replies
+    finally:
+        await client.close()
+
+
+@pytest.mark.asyncio
+async def test_a_drift_deep_in_a_long_message_shows_the_text_and_writes_both_requests(
+    fixture_dir: Path, tmp_path: Path
+) -> None:
+    with StubServer.from_toml(RULES) as stub:
+        async with start_proxy("record", upstream=stub.base_url, fixture=fixture_dir) as proxy:
+            assert await _two_turns(proxy.base_url, "thirty days") == ["noted", "noted"]
+    recording = (fixture_dir / "session.jsonl").read_text()
+    # Two calls resend the document, but the lane's log keeps its text once.
+    assert recording.count("clause 640: payment is due in thirty days") == 1
+
+    report = tmp_path / "run" / "report.json"
+    report.parent.mkdir()
+    async with start_proxy("replay", fixture=fixture_dir, report=report) as proxy:
+        with pytest.raises(openai.BadRequestError) as refused:
+            await _two_turns(proxy.base_url, "ninety days")
+    message = str(refused.value)
+    assert "clause 640: payment is due in thirty days" in message
+    assert "clause 640: payment is due in ninety days" in message
+    assert "digest" not in message
+    (error,) = read_report(report).errors
+    assert error.type == "RequestDriftError"
+    recorded = report.parent / "drift" / "session.call-1.recorded.txt"
+    live = report.parent / "drift" / "session.call-1.live.txt"
+    assert str(recorded) in error.message
+    assert str(live) in error.message
+    assert "clause 640: payment is due in thirty days" in recorded.read_text()
+    assert "clause 640: payment is due in ninety days" in live.read_text()
+    assert "clause 799:" in live.read_text()  # the whole request, not an excerpt
