@@ -148,7 +148,18 @@ class Binder:
             lane = self._lane_for(options, lanes, live, signature)
             if lane is None:
                 owner = self._scripts[lanes[0].number]
-                number = self._by_content(options, live, owner.header.id)
+                # A caller without identity is only what its requests are (SPEC 13): a
+                # conversation no recording starts with is an unrecorded session, never a
+                # drift of another lane's next call (a headerless worker whose recording is
+                # gone, or whose task changed, is not the supervisor).
+                anonymous = options.session_id is None
+                number = self._by_content(options, live, owner.header.id, exact_only=anonymous)
+                if number is None and anonymous:
+                    raise self._unrecorded(
+                        options,
+                        "this request continues none of the recorded conversations with its "
+                        "recorded reply, and no unclaimed recording starts with it",
+                    )
                 if number is None:
                     lane = lanes[0]
                 else:
@@ -226,6 +237,10 @@ class Binder:
                 "unclaimed recorded one, so which one it is cannot be told; send identity "
                 "headers (x-agentreel-session-id, -parent-session-id, -spawn-index)",
             )
+        if options.session_id is None:
+            # Without identity, a request that neither continues nor extends a lane of the
+            # same signature is another conversation (a second worker), not that lane.
+            return None
         return alike[0] if alike else None
 
     def _one_continued(
@@ -409,4 +424,11 @@ class Binder:
 
     def _unrecorded(self, options: GenerateOptions, reason: str) -> UnrecordedSessionError:
         bound = sum(1 for holder in self.bound_to if holder is not None)
-        return unrecorded_error(options, reason, self._recording, bound, self._scenario)
+        return unrecorded_error(
+            options,
+            reason,
+            self._recording,
+            bound,
+            self._scenario,
+            proxied=self._index is not None,
+        )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentreel.llm import GenerateOptions
+from agentreel.llm import GenerateOptions, TextPart, ToolResultPart
 from agentreel.llm_replay._fixture import RecordedCall, Recording, Script
 from agentreel.llm_replay.exceptions import ScriptExhaustedError, UnrecordedSessionError
 from agentreel.session import rerecord_command
@@ -19,10 +19,20 @@ def caller_name(options: GenerateOptions) -> str:
     return options.session_id or ANONYMOUS
 
 
-def identity_hint(options: GenerateOptions) -> str:
-    """For a caller without a session id: the likelier cause than a changed agent."""
+def identity_hint(options: GenerateOptions, *, proxied: bool = False) -> str:
+    """For a caller without a session id: the likelier cause than a changed agent, in the
+    words of the path the user is on (``proxied``: a model endpoint the agent calls over
+    HTTP, which can only send headers; else agentreel's provider layer in process)."""
     if options.session_id is not None:
         return ""
+    if proxied:
+        return (
+            " The request carried no identity, so the proxy binds it by content alone: send "
+            "x-agentreel-session-id (and x-agentreel-parent-session-id and "
+            "x-agentreel-spawn-index for a subagent), or hand each agent its own "
+            "/s/<token>/ base URL; text that changes between runs goes in the scenario's "
+            "[model] masks."
+        )
     return (
         " The agent sent no session_id: pass GenerateOptions.session_id (and "
         "parent_session_id and spawn_index for a subagent); without it every model call is "
@@ -30,17 +40,40 @@ def identity_hint(options: GenerateOptions) -> str:
     )
 
 
+def first_message(options: GenerateOptions) -> str:
+    """The live caller's first non-system message, shortened: how a caller without an id
+    is told apart from the others (a headerless worker by its task)."""
+    for message in options.messages:
+        if message.role in ("system", "developer"):
+            continue
+        pieces = [
+            part.text if isinstance(part, TextPart) else part.content
+            for part in message.content
+            if isinstance(part, TextPart | ToolResultPart)
+        ]
+        text = " ".join(" ".join(pieces).split())
+        return repr(text if len(text) <= 80 else text[:79] + "…")
+    return "none"
+
+
 def unrecorded_error(
-    options: GenerateOptions, reason: str, recording: Recording, bound: int, scenario: str
+    options: GenerateOptions,
+    reason: str,
+    recording: Recording,
+    bound: int,
+    scenario: str,
+    *,
+    proxied: bool = False,
 ) -> UnrecordedSessionError:
     """A live caller the recording has no script for; ``bound`` scripts are already taken."""
     return UnrecordedSessionError(
         f"live session {caller_name(options)} (parent {options.parent_session_id or 'none'}, "
-        f"spawn index {options.spawn_index if options.spawn_index is not None else 'none'}) "
-        f"made a model call the recording has no script for: {reason}. The recording "
+        f"spawn index {options.spawn_index if options.spawn_index is not None else 'none'}), "
+        f"first message {first_message(options)}, made a model call the recording has no "
+        f"script for: {reason}. The recording "
         f"{recording.fixture_dir} holds {len(recording.scripts)} session script(s), "
-        f"{bound} already bound.{identity_hint(options)} The live run started a session the "
-        "recording does not contain; if that is intended, re-record: "
+        f"{bound} already bound.{identity_hint(options, proxied=proxied)} The live run "
+        "started a session the recording does not contain; if that is intended, re-record: "
         f"{rerecord_command(scenario)}",
         session_id=options.session_id,
         parent_session_id=options.parent_session_id,
@@ -49,15 +82,16 @@ def unrecorded_error(
 
 
 def exhausted_error(
-    options: GenerateOptions, script: Script, call: int, scenario: str
+    options: GenerateOptions, script: Script, call: int, scenario: str, *, proxied: bool = False
 ) -> ScriptExhaustedError:
     """The caller bound to ``script`` asked for call number ``call``, past its end."""
     recorded = len(script.calls)
     return ScriptExhaustedError(
         f"live session {caller_name(options)}, bound to {script.label}, asked "
         f"for model call {call} but the recording holds only {recorded} call(s) for it."
-        f"{identity_hint(options)} The live run made more model calls than the recorded one "
-        f"(an extra step or turn); if that is intended, re-record: {rerecord_command(scenario)}",
+        f"{identity_hint(options, proxied=proxied)} The live run made more model calls than "
+        "the recorded one (an extra step or turn); if that is intended, re-record: "
+        f"{rerecord_command(scenario)}",
         session_id=options.session_id,
         call=call,
         recorded_calls=recorded,
@@ -71,6 +105,8 @@ def drift_message(
     differences: list[str],
     scenario: str,
     files: tuple[Path, Path] | None = None,
+    *,
+    proxied: bool = False,
 ) -> str:
     """The live request of ``call`` differs from its recorded ``request/header``;
     ``files``: the full masked recorded and live requests, written beside the run."""
@@ -84,7 +120,8 @@ def drift_message(
         f"live session {caller_name(options)}, call {call.number} of "
         f"{script.label} (recorded turn {call.turn}, step {call.step}): the request "
         f"differs from the recorded request/header:\n  {listing}\n{written}"
-        f"{identity_hint(options).lstrip()}{' ' if options.session_id is None else ''}"
+        f"{identity_hint(options, proxied=proxied).lstrip()}"
+        f"{' ' if options.session_id is None else ''}"
         "The agent now sends a different request (prompt, tools or history changed). "
         f"If that is intended, re-record: {rerecord_command(scenario)}"
     )

@@ -236,7 +236,9 @@ class ReplayProvider:
             position = self._cursor[number]
             script = self._scripts[number]
             if position >= len(script.calls):
-                raise exhausted_error(options, script, position + 1, self.scenario)
+                raise exhausted_error(
+                    options, script, position + 1, self.scenario, proxied=self._content_binding
+                )
             self._cursor[number] = position + 1
             call = script.calls[position]
             gates = self._schedule.gates(number, position) if self._schedule else None
@@ -310,7 +312,9 @@ class ReplayProvider:
         )
         differences = diff_request_headers(recorded, live, texts=self._texts) or differences
         files = self._write_requests(script, call, recorded, live)
-        message = drift_message(options, script, call, differences, self.scenario, files)
+        message = drift_message(
+            options, script, call, differences, self.scenario, files, proxied=self._content_binding
+        )
         if self.drift == "error":
             raise RequestDriftError(message, differences=differences)
         self._drift_warnings.append(message)
