@@ -14,7 +14,9 @@ Prints a table and writes ``bench/results.json``. Benchmarks (SPEC section 9):
   forked against the floor of its own work (the agent already imported, in process);
 - ``proxy``: the proxy's replay per call vs the stub server and vcrpy, record time to first
   chunk vs live, 64 concurrent HTTP sessions vs one;
-- ``secrets``: record's write of a 100k-event log with the secret scan vs without it.
+- ``secrets``: record's write of a 100k-event log with the secret scan vs without it;
+- ``schedule``: replay with ``[replay] schedule = "recorded"`` vs free, on the committed
+  suite and on 64 concurrent sessions (SPEC 13).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ BENCHMARKS: dict[str, str] = {
     "fork": "bench.fork_server",
     "proxy": "bench.proxy",
     "secrets": "bench.secret_scan",
+    "schedule": "bench.schedule",
 }
 RESULTS = ROOT / "bench" / "results.json"
 

@@ -225,3 +225,41 @@ def test_schedule_settings_are_checked(tmp_path: Path) -> None:
     )
     asyncio.run(async_agent(provider))
     assert provider.consumption_report().ok
+
+
+def test_whole_millisecond_ties_order_nothing(tmp_path: Path) -> None:
+    """An older recording's whole-millisecond times: every call started and ended within
+    one millisecond. Nothing is ordered by a tie — least of all a call before itself."""
+    store = SessionStore(tmp_path / "logs", clock=lambda: 1_700_000_000_000)
+    parent = store.create(RECORD_CWD)
+    child = store.spawn(parent, 0)
+    parent.append(SubagentStartData(child_session=child.id, spawn_index=0, mode="spawn"))
+    for session, options in [
+        (parent, parent_options(1, None)),
+        (child, child_options()),
+        (parent, parent_options(2, None)),
+    ]:
+        step = sum(1 for e in session.events if type(e).__name__ == "RequestHeader") + 1
+        session.append(build_request_header(options, turn=1, step=step, cwd=RECORD_CWD))
+        for chunk in text_call("same millisecond"):
+            session.append(AssistantChunkData(turn=1, step=step, chunk=chunk))
+    store.close_all()
+    fixture = tmp_path / "fx"
+    fixture.mkdir()
+    for number, log in enumerate(harvest_session_logs(tmp_path / "logs")):
+        (fixture / session_file_name(number)).write_bytes(log.path.read_bytes())
+
+    async def run(provider: ReplayProvider) -> None:
+        await collect(provider.stream(parent_options(1, None)))
+        await asyncio.gather(
+            collect(provider.stream(child_options())),
+            collect(provider.stream(parent_options(2, None))),
+        )
+
+    provider = ReplayProvider(
+        fixture, live_cwd=RECORD_CWD, schedule="recorded", schedule_timeout=0.2
+    )
+    asyncio.run(run(provider))
+    report = provider.consumption_report()
+    assert report.errors == []
+    assert report.ok

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -73,12 +74,20 @@ class ScheduleDivergence:
 
 
 class _Waiter:
-    __slots__ = ("ends", "future", "starts")
+    __slots__ = ("before", "ends", "future", "starts")
 
-    def __init__(self, ends: int, starts: int, future: asyncio.Future[None]) -> None:
-        self.ends = ends
-        self.starts = starts
-        self.future = future
+    def __init__(self, before: int, ends: int, starts: int) -> None:
+        self.before = before  # leading calls by recorded end that must have ended
+        self.ends = ends  # leading calls of the end order that must have ended
+        self.starts = starts  # leading calls by recorded start that must have been requested
+        self.future: asyncio.Future[None] | None = None
+
+    def met(self, schedule: Schedule) -> bool:
+        return (
+            self.before <= schedule._by_end_done
+            and self.ends <= schedule._ends_done
+            and self.starts <= schedule._starts_done
+        )
 
 
 class Schedule:
@@ -114,15 +123,17 @@ class Schedule:
             self._index.append(row)
         self._calls = calls
         count = len(calls)
-        # The recorded timeline: ends before starts at equal times.
-        timeline = sorted(
-            [(ended[i], 0, i) for i in range(count)] + [(started[i], 1, i) for i in range(count)]
-        )
+        # A lane's times never go back (a clock step, or one whole-millisecond tick
+        # holding a call's start, its end and its lane's next start).
+        ends: list[float] = []
+        previous: dict[int, float] = {}
+        for i, (number, _) in enumerate(calls):
+            started[i] = max(started[i], previous.get(number, started[i]))
+            ends.append(max(ended[i], started[i]))
+            previous[number] = ends[i]
+        timeline = _timeline(calls, started, ends)
         end_order: list[int] = []
-        start_order: list[int] = []
-        self._first_need = [0] * count
         self._final_need = [0] * count
-        self._arrival_need = [0] * count
         run: list[int] = []
 
         def close_run(bound: int | None) -> None:
@@ -131,30 +142,38 @@ class Schedule:
             def order(i: int) -> tuple[int, float]:
                 number, position = calls[i]
                 if position + 1 >= len(scripts[number].calls):
-                    return (0, ended[i])
+                    return (0, ends[i])
                 if bound is not None and calls[bound] == (number, position + 1):
-                    return (2, ended[i])
-                return (1, ended[i])
+                    return (2, ends[i])
+                return (1, ends[i])
 
             for i in sorted(run, key=order):
                 self._final_need[i] = len(end_order)
                 end_order.append(i)
             run.clear()
 
-        for _, kind, i in timeline:
-            if kind == 0:
-                self._arrival_need[i] = len(start_order)
-                run.append(i)
-            else:
+        for is_start, i in timeline:
+            if is_start:
                 close_run(i)
-                self._first_need[i] = len(end_order)
-                start_order.append(i)
+            else:
+                run.append(i)
         close_run(None)
+        # What each hold waits for, strictly earlier on the clock (ties order nothing): a
+        # first frame for the calls that ended before it started; a final frame for those
+        # ahead of it in ``end_order`` and for the starts before its end.
+        by_end = sorted(range(count), key=lambda i: (ends[i], i))
+        by_start = sorted(range(count), key=lambda i: (started[i], i))
+        end_times = [ends[i] for i in by_end]
+        start_times = [started[i] for i in by_start]
+        self._first_need = [bisect_left(end_times, started[i]) for i in range(count)]
+        self._arrival_need = [bisect_left(start_times, ends[i]) for i in range(count)]
         self._end_order = end_order
-        self._start_order = start_order
+        self._by_end = by_end
+        self._start_order = by_start
         self._ended = [False] * count
         self._requested = [False] * count
         self._ends_done = 0  # leading calls of end_order that have ended
+        self._by_end_done = 0  # leading calls of by_end (by recorded end) that have ended
         self._starts_done = 0  # leading calls of start_order that were requested
         self._waiters: list[_Waiter] = []
 
@@ -183,46 +202,57 @@ class Schedule:
         order, done = self._end_order, self._ends_done
         while done < len(order) and self._ended[order[done]]:
             done += 1
-        if done != self._ends_done:
+        by_end, by_done = self._by_end, self._by_end_done
+        while by_done < len(by_end) and self._ended[by_end[by_done]]:
+            by_done += 1
+        if done != self._ends_done or by_done != self._by_end_done:
             self._ends_done = done
+            self._by_end_done = by_done
             self._wake()
 
     def _wake(self) -> None:
         still: list[_Waiter] = []
         for waiter in self._waiters:
-            if waiter.future.done():
+            future = waiter.future
+            if future is None or future.done():
                 continue
-            if waiter.ends <= self._ends_done and waiter.starts <= self._starts_done:
-                waiter.future.set_result(None)
+            if waiter.met(self):
+                future.set_result(None)
             else:
                 still.append(waiter)
         self._waiters = still
 
     async def _wait(self, index: int, frame: Literal["first", "final"]) -> None:
         if frame == "first":
-            ends, starts = self._first_need[index], 0
+            waiter = _Waiter(self._first_need[index], 0, 0)
         else:
-            ends, starts = self._final_need[index], self._arrival_need[index]
-        if ends <= self._ends_done and starts <= self._starts_done:
+            waiter = _Waiter(0, self._final_need[index], self._arrival_need[index])
+        if waiter.met(self):
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(_Waiter(ends, starts, future))
+        waiter.future = future
+        self._waiters.append(waiter)
         began = time.monotonic()
         try:
             await asyncio.wait_for(asyncio.shield(future), self.timeout)
         except TimeoutError:
-            self._give_up(index, frame, ends, starts, time.monotonic() - began)
+            self._give_up(index, frame, waiter, time.monotonic() - began)
         finally:
             if not future.done():
                 future.cancel()
 
     def _give_up(
-        self, index: int, frame: Literal["first", "final"], ends: int, starts: int, waited: float
+        self, index: int, frame: Literal["first", "final"], waiter: _Waiter, waited: float
     ) -> None:
         """Report what ``index`` waited for and stop waiting for it, here and everywhere."""
-        missing_ends = [i for i in self._end_order[self._ends_done : ends] if not self._ended[i]]
+        awaited_ends = self._by_end[self._by_end_done : waiter.before] + [
+            i for i in self._end_order[self._ends_done : waiter.ends] if i != index
+        ]
+        missing_ends = list(dict.fromkeys(i for i in awaited_ends if not self._ended[i]))
         missing_starts = [
-            i for i in self._start_order[self._starts_done : starts] if not self._requested[i]
+            i
+            for i in self._start_order[self._starts_done : waiter.starts]
+            if not self._requested[i]
         ]
         if missing_ends:
             awaited = missing_ends[0]
@@ -265,6 +295,53 @@ class Schedule:
     def _label(self, index: int) -> str:
         number, position = self._calls[index]
         return f"call {position + 1} of {self._scripts[number].label}"
+
+
+def _timeline(
+    calls: Sequence[tuple[int, int]], started: Sequence[float], ends: Sequence[float]
+) -> list[tuple[bool, int]]:
+    """Every start and end, ``(is_start, call)``, in recorded order. At equal times each
+    lane keeps its own order (a call's start, its end, its lane's next start) and, across
+    lanes, ends come before starts: a tie never orders a start before an end it may
+    depend on, nor an end before its own call's start."""
+    events = sorted(
+        [(ends[i], 0, i) for i in range(len(calls))]
+        + [(started[i], 1, i) for i in range(len(calls))]
+    )
+    order: list[tuple[bool, int]] = []
+    at = 0
+    while at < len(events):
+        tied = at
+        while tied < len(events) and events[tied][0] == events[at][0]:
+            tied += 1
+        group = [(kind == 1, i) for _, kind, i in events[at:tied]]
+        if len(group) > 1:
+            group = _lane_ordered(calls, group)
+        order.extend(group)
+        at = tied
+    return order
+
+
+def _lane_ordered(
+    calls: Sequence[tuple[int, int]], group: list[tuple[bool, int]]
+) -> list[tuple[bool, int]]:
+    """Events of one time: each lane's in its own order, ends first where free."""
+
+    def lane_key(event: tuple[bool, int]) -> tuple[int, int, int]:
+        number, position = calls[event[1]]
+        return (number, position, 0 if event[0] else 1)
+
+    lanes: dict[int, list[tuple[bool, int]]] = {}
+    for event in sorted(group, key=lane_key):
+        lanes.setdefault(calls[event[1]][0], []).append(event)
+    heads = {number: 0 for number in lanes}
+    placed: list[tuple[bool, int]] = []
+    while len(placed) < len(group):
+        ready = [lanes[n][heads[n]] for n in sorted(lanes) if heads[n] < len(lanes[n])]
+        pick = next((event for event in ready if not event[0]), ready[0])
+        placed.append(pick)
+        heads[calls[pick[1]][0]] += 1
+    return placed
 
 
 class CallGates:
