@@ -224,11 +224,14 @@ class Schedule:
 
     async def _wait(self, index: int, frame: Literal["first", "final"]) -> None:
         if frame == "first":
+            if self._first_need[index] <= self._by_end_done:
+                return  # the common case, where the live order matches: nothing to build
             waiter = _Waiter(self._first_need[index], 0, 0)
         else:
-            waiter = _Waiter(0, self._final_need[index], self._arrival_need[index])
-        if waiter.met(self):
-            return
+            ends, starts = self._final_need[index], self._arrival_need[index]
+            if ends <= self._ends_done and starts <= self._starts_done:
+                return
+            waiter = _Waiter(0, ends, starts)
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         waiter.future = future
         self._waiters.append(waiter)
