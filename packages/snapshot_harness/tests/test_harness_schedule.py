@@ -84,8 +84,8 @@ def _tiny_with_title(tmp_path: Path) -> Path:
 
 
 def _end_before(directory: Path, ends: str, starts: str) -> None:
-    """The first call of ``ends`` made to end, on the recording's clock, before the first
-    call of ``starts`` started: an order no live run can keep (there, ``starts`` came
+    """The first call of ``ends`` made to start and end, on the recording's clock, before
+    the first call of ``starts`` started: an order no live run can keep (there, ``starts`` came
     first and ``ends`` followed from it)."""
     lines = (directory / starts).read_text().splitlines()
     first_start = next(
@@ -93,10 +93,13 @@ def _end_before(directory: Path, ends: str, starts: str) -> None:
     )
     path = directory / ends
     lines = path.read_text().splitlines()
+    # Its whole first call, start to end (a lane's times never go back).
     for position, event in enumerate(map(json.loads, lines)):
-        if event.get("type") == "assistant/chunk" and event["data"]["chunk"]["type"] == "finish":
-            event["time"] = first_start - 1
-            lines[position] = json.dumps(event, separators=(",", ":"))
+        if position == 0:
+            continue
+        event["time"] = first_start - 2 if event["type"] != "assistant/chunk" else first_start - 1
+        lines[position] = json.dumps(event, separators=(",", ":"))
+        if event["type"] == "assistant/chunk" and event["data"]["chunk"]["type"] == "finish":
             break
     path.write_text("\n".join(lines) + "\n")
 
