@@ -306,3 +306,66 @@ def test_example_records_once_replays_offline_and_names_what_broke(
     result.stdout.fnmatch_lines([f"*{module}_prompt.py::{test}: RequestDriftError: *"])
     result.stdout.fnmatch_lines([f"*{module}_child.py::{test}: UnrecordedSessionError: *"])
     assert f"pytest {module}_child.py::{test} --agentreel-record=all" in out
+
+
+# Issue 29: the fixture's record path is a writing path like the others. A key the stub
+# answers with, and one the test reads from a file and sends back as a tool result, are
+# refused by the one scan: the test fails naming each rule, nothing is written, and no
+# output holds a key.
+LEAK_TESTS = """
+import json
+from pathlib import Path
+
+import openai
+
+
+def test_leak(agentreel):
+    with openai.OpenAI(base_url=agentreel.base_url, api_key=agentreel.api_key) as client:
+        client.chat.completions.create(
+            model="stub-model", messages=[{"role": "user", "content": "leak"}]
+        )
+
+
+def test_leak_tool(agentreel):
+    content = Path("keys.txt").read_text()
+    call = {"id": "call_0", "type": "function",
+            "function": {"name": "read_file", "arguments": json.dumps({"path": "keys.txt"})}}
+    messages = [
+        {"role": "user", "content": "read keys.txt"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_0", "content": content},
+    ]
+    with openai.OpenAI(base_url=agentreel.base_url, api_key=agentreel.api_key) as client:
+        client.chat.completions.create(model="stub-model", messages=messages)
+"""
+
+
+@pytest.mark.usefixtures("offline")
+@pytest.mark.parametrize("source", ["answer", "tool"])
+def test_the_fixture_refuses_known_key_shapes_and_writes_nothing(
+    pytester: pytest.Pytester, source: str
+) -> None:
+    from agentreel.session.testing import FAKE_CREDENTIAL_RULES, fake_credentials
+
+    keys = fake_credentials()
+    leaked = "\n".join(keys.values())
+    pytester.makefile(
+        ".toml",
+        **{
+            # a JSON string is a TOML basic string: the keys keep their newlines
+            "stub-rules": "[[rule]]\nmatch = { last_user = 'leak' }\n"
+            f"text = {json.dumps(leaked)}\n\n"
+            "[[rule]]\nmatch = { last_tool_result_regex = '.' }\ntext = 'Read it.'\n"
+        },
+    )
+    (pytester.path / "keys.txt").write_text(leaked)
+    pytester.makepyfile(test_chat=LEAK_TESTS)
+    name = "test_leak" if source == "answer" else "test_leak_tool"
+    result = run(pytester, "-k", f"{name} and not {name}_", "--agentreel-record=once")
+    result.assert_outcomes(failed=1)
+    said = result.stdout.str() + result.stderr.str()
+    for rule in set(FAKE_CREDENTIAL_RULES.values()):
+        assert rule in said, f"the refusal does not name the rule {rule!r}"
+    secret_lines = [line for v in keys.values() for line in v.splitlines() if "-----" not in line]
+    assert not [line for line in secret_lines if line in said], "a key was printed"
+    assert not (pytester.path / "recordings" / "test_chat" / name).exists()
