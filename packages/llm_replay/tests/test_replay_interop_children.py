@@ -18,6 +18,7 @@ import pytest
 
 from agentreel.llm_replay import ReplayProvider, UnrecordedSessionError, read_report
 from agentreel.llm_replay.testing import collect, options_for
+from agentreel.session import rerecord_command
 
 ROOT = Path(__file__).resolve().parents[3]
 INTEROP = ROOT / "interop" / "fixtures"
@@ -94,7 +95,7 @@ async def test_a_deleted_child_recording_is_unrecorded_naming_child_and_parent(
     assert first.startswith(f"live session {live_child} (parent {parent}, spawn index "), message
     assert f"spawn index {spawn_index})" in first
     assert len(message.splitlines()) <= 20, message
-    assert f"agentreel record {scenario.name}" in message
+    assert rerecord_command(scenario.name) in message  # the command this run names (nox sets it)
     errors = read_report(report).errors
     assert errors, "the report names no error"
     assert errors[0].type == "UnrecordedSessionError"

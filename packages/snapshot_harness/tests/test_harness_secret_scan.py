@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agentreel.session import secret_sha256
+from agentreel.session import rerecord_command, secret_sha256
 from agentreel.session.testing import FAKE_CREDENTIAL_RULES, fake_credentials
 from agentreel.snapshot_harness import (
     GoldenMismatchError,
@@ -81,7 +81,7 @@ def test_record_refuses_every_known_shape_and_writes_nothing(source: str, tmp_pa
     assert "session.jsonl:" in message
     assert event in message
     assert "[record] allow_secrets" in message
-    assert "agentreel record" in message
+    assert rerecord_command(directory.name) in message  # the command this run names
     assert {hit.sha256 for hit in caught.value.hits} >= {secret_sha256(v) for v in KEYS.values()}
     assert _inputs(directory) == before  # nothing written
 
