@@ -108,18 +108,8 @@ def _shorten(text: str, limit: int = _PREVIEW_LENGTH) -> str:
 
 
 def _message_summary(message: Message) -> str:
-    parts: list[str] = []
-    for part in message.content:
-        if isinstance(part, TextPart):
-            parts.append(part.text)
-        elif isinstance(part, ToolCallPart):
-            parts.append(f"{part.name}({part.arguments})")
-        elif isinstance(part, ToolResultPart):
-            marker = "error" if part.is_error else "result"
-            parts.append(f"[{marker} {part.call_id}] {part.content}")
-        else:
-            parts.append(f"[reasoning] {part.text}")
-    return " ".join(" ".join(parts).split())
+    """The message's text on one line, white space folded (the preview's source)."""
+    return " ".join(_message_text(message).split())
 
 
 def _message_text(message: Message) -> str:
