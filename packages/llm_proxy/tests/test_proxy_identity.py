@@ -121,6 +121,12 @@ def test_masks_hide_volatile_text_and_scenario_regexes() -> None:
 def test_javascript_date_strings_are_masked_as_dates() -> None:
     # opencode writes today's date with Date.toDateString() into its system prompt.
     assert Masks().text("Today's date: Tue Dec 01 2026.") == "Today's date: {{date}}."
+    # Gemini CLI and Qwen Code write it with toLocaleDateString's long English form.
+    for day in ("Wednesday, December 2, 2026", "Sunday, March 15, 2027"):
+        text = f"Today's date is {day} (formatted according to the user's locale)."
+        assert Masks().text(text) == (
+            "Today's date is {{date}} (formatted according to the user's locale)."
+        )
 
 
 @pytest.mark.asyncio

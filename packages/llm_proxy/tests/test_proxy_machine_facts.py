@@ -37,6 +37,7 @@ OTHER_MACHINE: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
     (r"\b(?:Linux|Darwin) \d+\.\d+\.\d+[-\w.]*", "Darwin 23.6.0"),
     (r"(Platform: )(?:linux|darwin|win32)", r"\g<1>darwin"),
     (r"(Shell: )\S+", r"\g<1>/bin/zsh"),
+    (r"(My operating system is: )\w+", r"\g<1>darwin"),
     (r"<shell>[^<]*</shell>", "<shell>zsh</shell>"),
     (r"<timezone>[^<]*</timezone>", "<timezone>America/Los_Angeles</timezone>"),
     (r"\b(?:Etc|Europe|America|Asia)/[A-Z][A-Za-z_]+\b", "Asia/Tokyo"),
@@ -98,9 +99,10 @@ def test_every_machine_fact_of_an_interop_recording_is_masked(fixture: Path) -> 
                     )
                     assert masks.text(other) != other  # the facts are hidden, not just equal
     # The agents recorded first each write facts about their machine (Claude Code its OS
-    # Version, Platform and Shell; Codex its <shell>; opencode its Platform): the rewrite
-    # must find them. A scenario added later is checked for whatever facts it holds.
-    if fixture.name in {"claude-code-read", "codex-read", "opencode-read"}:
+    # Version, Platform and Shell; Codex its <shell>; opencode its Platform; Gemini CLI its
+    # operating system): the rewrite must find them. A scenario added later is checked for
+    # whatever facts it holds.
+    if fixture.name in {"claude-code-read", "codex-read", "opencode-read", "gemini-cli-read"}:
         assert rewritten > 0, f"{fixture}: no machine fact found in a real agent's requests"
 
 
@@ -137,12 +139,14 @@ def test_claude_code_read_replays_after_its_os_version_is_rewritten(tmp_path: Pa
 MACHINE_A = (
     "You are a coding agent.\n - Platform: linux\n - Shell: /bin/bash\n"
     " - OS Version: Linux 6.18.44-fc-v1045\n - Home: /home/ada\n"
+    "My operating system is: linux\n"
     "Installed at /usr/lib/node_modules/@qwen-code/qwen-code. Node.js v22.3.0, time zone "
     "Europe/Berlin."
 )
 MACHINE_B = (
     "You are a coding agent.\n - Platform: darwin\n - Shell: /bin/zsh\n"
     " - OS Version: Darwin 24.1.0\n - Home: /Users/grace\n"
+    "My operating system is: darwin\n"
     "Installed at /Users/grace/.npm-global/lib/node_modules/@qwen-code/qwen-code. Node.js "
     "v18.19.1, time zone America/New_York."
 )

@@ -53,6 +53,7 @@ def test_without_a_model_table_the_agent_uses_the_provider_path(tmp_path: Path) 
         ("openai", ("OPENAI_BASE_URL",), ("OPENAI_API_KEY",), "http://127.0.0.1:9/v1"),
         ("responses", ("OPENAI_BASE_URL",), ("OPENAI_API_KEY",), "http://127.0.0.1:9/v1"),
         ("anthropic", ("ANTHROPIC_BASE_URL",), ("ANTHROPIC_API_KEY",), "http://127.0.0.1:9"),
+        ("gemini", ("GOOGLE_GEMINI_BASE_URL",), ("GEMINI_API_KEY",), "http://127.0.0.1:9"),
     ],
 )
 def test_proxy_defaults_follow_the_wire_api(
@@ -129,7 +130,11 @@ text = '{"home": "{home}", "proxy": "{proxy_url}", "scenario": "{scenario}"}'
     ("table", "key", "fragment"),
     [
         ('[model]\nvia = "http"', "model.via", "not one of provider, proxy"),
-        ('[model]\nvia = "proxy"\napi = "gemini"', "model.api", "openai, anthropic, responses"),
+        (
+            '[model]\nvia = "proxy"\napi = "bedrock"',
+            "model.api",
+            "openai, anthropic, responses, gemini",
+        ),
         ('[model]\nvia = "proxy"\nwire = "openai"', "model.wire", "unknown key"),
         ('[model]\napi = "openai"', "model.api", 'only with via = "proxy"'),
         ('[model]\nvia = "proxy"\nbase_url_env = ["1BAD"]', "model.base_url_env", "variable"),

@@ -8,15 +8,16 @@ the session normalizer's (``{{uuid:N}}``, ``{{cwd}}``); key order never matters 
 digest canonical JSON).
 
 Machine facts (SPEC 13): what agents write into prompts about the machine they run on, in
-the shapes they write it — Claude Code's ``OS Version: Linux 6.18.44-fc-v1045``,
-``Platform: linux``, ``Shell: unknown``; Codex's ``<shell>bash</shell>``; opencode's
-``Platform: linux`` — and any other machine's spelling of the same fact: OS name and kernel
-version, platform, architecture, shell, hostname, user name, home directory, time zone,
-runtime versions (Node.js, Python, ...), and the agent's own install path (an npm
-``node_modules`` or Python ``site-packages`` folder). Each becomes ``{{<fact>}}``, so a
-recording replays on any machine. Every rule is idempotent (masking masked text changes
-nothing), so replay applies them to recorded headers too: a recording made before a rule
-existed compares equal (``agentreel.llm_replay.ReplayProvider``'s ``content_mask``).
+the shapes they write it — Claude Code's ``OS Version: Linux 6.18.44-fc-v1045``, ``Platform:
+linux``, ``Shell: unknown``; Codex's ``<shell>bash</shell>``; opencode's ``Platform:
+linux``; Gemini CLI's ``My operating system is: linux`` — and any other machine's spelling
+of the same fact: OS name and kernel version, platform, architecture, shell, hostname, user
+name, home directory, time zone, runtime versions (Node.js, Python, ...), and the agent's
+own install path (an npm ``node_modules`` or Python ``site-packages`` folder). Each becomes
+``{{<fact>}}``, so a recording replays on any machine. Every rule is idempotent (masking
+masked text changes nothing), so replay applies them to recorded headers too: a recording
+made before a rule existed compares equal (``agentreel.llm_replay.ReplayProvider``'s
+``content_mask``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,13 @@ _BUILT_IN: tuple[tuple[str, str], ...] = (
         r" \d{2} \d{4}\b",
         "{{date}}",
     ),
+    # Date.toLocaleDateString(undefined, {weekday, year, month, day}) in English, as Gemini
+    # CLI and Qwen Code write today's date ("Today's date is Wednesday, December 2, 2026").
+    (
+        r"\b(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day, (?:January|February|March|April|May"
+        r"|June|July|August|September|October|November|December) \d{1,2}, \d{4}\b",
+        "{{date}}",
+    ),
     # Prefixed random ids agents and APIs mint (opencode ses_, Codex items, API objects).
     (
         r"\b(?:ses|msg|prt|thread|thr|turn|item|rs|fc|resp|req|agent|toolu|call|chatcmpl)"
@@ -65,6 +73,8 @@ _WORD_VALUE = r"[^\s\"'<>,;)]+"
 # markdown list item; the label is kept, the value becomes the token.
 _LABELLED: tuple[tuple[str, str, str], ...] = (
     (r"OS[ _]?[Vv]ersion|os_version|osVersion|Operating [Ss]ystem|OS", _LINE_VALUE, "os-version"),
+    # Gemini CLI and Qwen Code: "My operating system is: linux" (Node's process.platform).
+    (r"[Oo]perating [Ss]ystem is", _WORD_VALUE, "platform"),
     (r"[Kk]ernel(?: [Vv]ersion)?", _LINE_VALUE, "os-version"),
     (r"[Pp]latform", _WORD_VALUE, "platform"),
     (r"[Aa]rch(?:itecture)?|CPU [Aa]rch(?:itecture)?", _WORD_VALUE, "arch"),

@@ -72,18 +72,20 @@ Shutdown = Literal["eof", "sigterm"]
 SHUTDOWNS: tuple[Shutdown, ...] = ("eof", "sigterm")
 Via = Literal["provider", "proxy"]
 VIAS: tuple[Via, ...] = ("provider", "proxy")
-WireApi = Literal["openai", "anthropic", "responses"]
-WIRE_APIS: tuple[WireApi, ...] = ("openai", "anthropic", "responses")
+WireApi = Literal["openai", "anthropic", "responses", "gemini"]
+WIRE_APIS: tuple[WireApi, ...] = ("openai", "anthropic", "responses", "gemini")
 # The variables an agent on each wire API reads by default, as its SDK does.
 DEFAULT_BASE_URL_ENV: dict[WireApi, tuple[str, ...]] = {
     "openai": ("OPENAI_BASE_URL",),
     "anthropic": ("ANTHROPIC_BASE_URL",),
     "responses": ("OPENAI_BASE_URL",),
+    "gemini": ("GOOGLE_GEMINI_BASE_URL",),
 }
 DEFAULT_KEY_ENV: dict[WireApi, tuple[str, ...]] = {
     "openai": ("OPENAI_API_KEY",),
     "anthropic": ("ANTHROPIC_API_KEY",),
     "responses": ("OPENAI_API_KEY",),
+    "gemini": ("GEMINI_API_KEY",),
 }
 # ``{name}`` placeholders rendered into [model] env values and files (see ModelConfig).
 TEMPLATE_PLACEHOLDERS = ("base_url", "proxy_url", "key", "home", "cwd", "scenario")
@@ -172,7 +174,7 @@ class ModelConfig:
     the harness runs ``agentreel.llm_proxy`` and points the agent at it — any agent in any
     framework or language. Then ``api`` is the wire API it speaks; each variable in
     ``base_url_env`` receives the proxy's base URL for that API (``.../v1`` for OpenAI's
-    APIs, the root for Anthropic); each in ``key_env`` receives a dummy non-secret key (a
+    APIs, the root for Anthropic and Gemini); each in ``key_env`` receives a dummy non-secret key (a
     real key from your environment only when recording against a real upstream); ``env``
     and ``files`` are templates rendered with ``{base_url}`` (as in base_url_env),
     ``{proxy_url}`` (the root), ``{key}``, ``{home}``, ``{cwd}`` and ``{scenario}``.
@@ -197,7 +199,8 @@ class ModelConfig:
 
     def base_url_for(self, proxy_url: str) -> str:
         """The proxy base URL as this wire API's SDKs expect it."""
-        return proxy_url if self.api == "anthropic" else f"{proxy_url}/v1"
+        # Anthropic's and Gemini's clients add their API's path prefix themselves.
+        return proxy_url if self.api in ("anthropic", "gemini") else f"{proxy_url}/v1"
 
     def render(self, text: str, values: Mapping[str, str]) -> str:
         """``text`` with every ``{placeholder}`` replaced (validated at load time)."""
