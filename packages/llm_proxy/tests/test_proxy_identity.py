@@ -118,6 +118,16 @@ def test_masks_hide_volatile_text_and_scenario_regexes() -> None:
     assert masks.value({"a": [text[:10], 3]}) == {"a": [masks.text(text[:10]), 3]}
 
 
+def test_claude_codes_subagent_id_is_masked_and_a_hex_word_is_not() -> None:
+    # Claude Code's Agent/Task result names the child by a new random id on every run.
+    result = "agentId: a349c910f5133ccf4 (use SendMessage with to: 'a349c910f5133ccf4' to"
+    assert Masks().text(result) == (
+        "agentId: {{agent-id}} (use SendMessage with to: '{{agent-id}}' to"
+    )
+    for kept in ("acafebabedeadbeef", "a349c910f5133ccf", "xa349c910f5133ccf4"):
+        assert Masks().text(kept) == kept
+
+
 def test_javascript_date_strings_are_masked_as_dates() -> None:
     # opencode writes today's date with Date.toDateString() into its system prompt.
     assert Masks().text("Today's date: Tue Dec 01 2026.") == "Today's date: {{date}}."

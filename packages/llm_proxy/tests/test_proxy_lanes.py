@@ -449,3 +449,92 @@ async def test_a_named_childs_title_lane_on_its_prompt_stays_its_side_lane(tmp_p
         ("spawn", 0, 0, "big-model", 1),
         ("spawn", 1, None, "small-model", 1),
     ]
+
+
+SHARED_RULES = """
+[[rule]]
+match.last_user = "read the notes"
+tool_calls = [{ id = "toolu_task", name = "Agent", arguments = { prompt = "Read notes.txt." } }]
+[[rule]]
+match.model = "small-model"
+text = "Reading notes"
+[[rule]]
+match.last_user = "Read notes.txt."
+text = "alpha beta"
+[[rule]]
+match.last_tool_result = "alpha beta"
+text = "The notes say alpha beta."
+"""
+SHARED_TOOLS: Any = [
+    {"name": "Agent", "description": "Run a subagent", "input_schema": {"type": "object"}},
+    {"name": "Read", "description": "Read a file", "input_schema": {"type": "object"}},
+]
+
+
+async def _shared_identity_session(base_url: str) -> list[str]:
+    """Claude Code 0.23.1's shape: every request, the Task child's too, carries the parent's
+    session id in ``metadata.user_id`` and no header; the child's first user message is a
+    ``<system-reminder>`` part, then the Agent call's prompt; a title call (another model,
+    no tools) asks the same prompt."""
+    client = anthropic.AsyncAnthropic(base_url=base_url, api_key="sk-shared-id", max_retries=0)
+    metadata: Any = {"user_id": json.dumps({"device_id": "d", "session_id": str(uuid.uuid4())})}
+
+    async def ask(system: str, messages: Any, *, model: str = "claude-test") -> Any:
+        tools: Any = SHARED_TOOLS if model == "claude-test" else anthropic.NOT_GIVEN
+        return await client.messages.create(
+            model=model,
+            max_tokens=64,
+            system=system,
+            messages=messages,
+            tools=tools,
+            metadata=metadata,
+        )
+
+    history: Any = [{"role": "user", "content": "read the notes"}]
+    plan = await ask("You are Claude Code.", history)
+    (call,) = [block for block in plan.content if block.type == "tool_use"]
+    prompt = str(call.input["prompt"])
+    reminder = {"type": "text", "text": "<system-reminder>\nToday is a day.\n</system-reminder>"}
+    task = {"type": "text", "text": prompt}
+    child_messages: Any = [{"role": "user", "content": [reminder, task]}]
+    title = await ask("Write a title.", [{"role": "user", "content": prompt}], model="small-model")
+    child = await ask("You are an agent for Claude Code.", child_messages)
+    found = "".join(b.text for b in child.content if b.type == "text")
+    history += [
+        {"role": "assistant", "content": [b.model_dump() for b in plan.content]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": call.id, "content": found}],
+        },
+    ]
+    final = await ask("You are Claude Code.", history)
+    await client.close()
+    texts = [b.text for b in [*title.content, *final.content] if b.type == "text"]
+    return [found, *texts]
+
+
+@pytest.mark.asyncio
+async def test_a_child_sharing_its_parents_identity_is_its_child_not_a_side_lane(
+    tmp_path: Path,
+) -> None:
+    """Claude Code 0.23.1's Task child sends its parent's metadata.user_id session id and no
+    header: a new conversation with tools under that identity whose first message holds the
+    prompt of the parent's pending Agent call is the parent's child, spawn index 0 — it was
+    recorded as a side lane — while the title call asking the same prompt stays a side lane.
+    Replay binds each request to its own script."""
+    expected = ["alpha beta", "Reading notes", "The notes say alpha beta."]
+    fixture = tmp_path / "fixture"
+    with StubServer.from_toml(SHARED_RULES) as stub:
+        async with start_proxy("record", upstream=stub.base_url, fixture=fixture) as proxy:
+            assert await _shared_identity_session(proxy.base_url) == expected
+    assert _structure(_fixture_logs(fixture)) == [
+        ("main", None, None, "claude-test", 2),
+        ("spawn", 0, 0, "claude-test", 1),
+        ("spawn", 0, None, "small-model", 1),
+    ]
+    report = tmp_path / "report.json"
+    async with start_proxy("replay", fixture=fixture, report=report) as proxy:
+        assert await _shared_identity_session(proxy.base_url) == expected
+    replayed = read_report(report)
+    assert replayed.errors == []
+    assert sorted((s.calls, s.consumed) for s in replayed.scripts) == [(1, 1), (1, 1), (2, 2)]

@@ -60,6 +60,9 @@ _BUILT_IN: tuple[tuple[str, str], ...] = (
         "{{id}}",
     ),
     (r"\"?duration_ms\"?\s*[:=]\s*\d+", "duration_ms: 0"),
+    # Claude Code's subagent id, "a" + 16 random hex digits, new per spawn: its Task/Agent
+    # tool result says "agentId: a1b2… (use SendMessage with to: 'a1b2…' …)".
+    (r"(?<![\w-])a(?=[0-9a-f]{0,15}[0-9])[0-9a-f]{16}(?![\w-])", "{{agent-id}}"),
 )
 
 # -- machine facts ---------------------------------------------------------------------

@@ -40,7 +40,7 @@ from typing import Any, Literal
 import msgspec
 
 from agentreel.brand import new_session_id
-from agentreel.llm import SPAWN_INDEX_HEADER, BlockEnd, Chunk, Finish, ToolCallPart
+from agentreel.llm import SPAWN_INDEX_HEADER, BlockEnd, Chunk, Finish, TextPart, ToolCallPart
 from agentreel.llm_proxy._errors import CUT_CODE, HTTP_CODE_PREFIX, STREAM_ERROR_CODE
 from agentreel.llm_proxy._identity import Identity
 from agentreel.llm_proxy._requests import ParsedRequest
@@ -97,8 +97,9 @@ REFUSED_MESSAGE = "not recorded from here on: a record of this call held a live 
 
 LaneKind = Literal["session", "side", "delegated"]
 """How a lane was opened: its caller's first lane (``session``, which carries the caller's
-relation to its parent), a side call under the caller's session (``side``), or a headerless
-child found through a pending delegating tool call (``delegated``)."""
+relation to its parent), a side call under the caller's session (``side``), or a
+child found through a pending delegating tool call, headerless or sharing its parent's
+identity (``delegated``)."""
 
 
 @dataclass(eq=False)
@@ -408,7 +409,9 @@ class Recorder:
         lanes = self._lanes.setdefault(key, [])
         lane = self._continued(lanes, header, request, signature)
         if lane is None:
-            lane = self._open_lane(key, identity, signature, request, first=not lanes)
+            lane = self._open_lane(
+                key, identity, signature, request, first=not lanes, tools=bool(header.tools)
+            )
             lane.first = digests
             lane.tools = bool(header.tools)
             lanes.append(lane)
@@ -464,6 +467,7 @@ class Recorder:
         request: ParsedRequest,
         *,
         first: bool,
+        tools: bool = False,
     ) -> Lane:
         parent: Lane | None = None
         spawn_index: int | None = None
@@ -499,6 +503,17 @@ class Recorder:
             parent, ordinal = self._delegating_parent(request)
             spawn_index = ordinal
             if parent is not None and not first:
+                kind = "delegated"
+        elif tools:
+            # Another conversation of a named caller, with tools, whose first message is
+            # the prompt of a pending delegating call of that caller's own lanes: a child
+            # that shares its parent's identity (Claude Code 0.23.1's Task subagent sends
+            # the parent's metadata.user_id session id and no header of its own), not a
+            # side lane. A title or classifier call (no tools) stays a side lane even when
+            # it asks the same.
+            parent, ordinal = self._delegating_parent(request, self._lanes[key])
+            spawn_index = ordinal
+            if parent is not None:
                 kind = "delegated"
         if parent is None and not first:
             parent = self._main_lane(key)
@@ -542,20 +557,24 @@ class Recorder:
         self, request: ParsedRequest, among: Iterable[Lane] | None = None
     ) -> tuple[Lane | None, int | None]:
         """The lane (of ``among``, else of any caller) with a delegating tool call not yet
-        claimed by a child whose prompt is the request's first user message, and that
-        call's ordinal among the lane's tool calls; claims it."""
+        claimed by a child whose prompt is the request's first user message — its whole
+        text or one of its text parts (Claude Code puts a ``<system-reminder>`` part before
+        a Task child's prompt) — and that call's ordinal among the lane's tool calls;
+        claims it."""
         first_user = next((m for m in request.messages if m.role == "user"), None)
         if first_user is None:
             return None, None
-        text = first_user.text.strip()
-        if not text:
+        said = {first_user.text.strip()}
+        said.update(p.text.strip() for p in first_user.content if isinstance(p, TextPart))
+        said.discard("")
+        if not said:
             return None, None
         lanes = (
             among if among is not None else (ln for group in self._lanes.values() for ln in group)
         )
         for lane in lanes:
             for ordinal, texts in lane.tool_texts:
-                if ordinal not in lane.claimed and text in texts:
+                if ordinal not in lane.claimed and not said.isdisjoint(texts):
                     lane.claimed.add(ordinal)
                     return lane, ordinal
         return None, None
