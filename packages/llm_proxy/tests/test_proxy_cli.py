@@ -17,6 +17,7 @@ import pytest
 from agentreel.llm.stub import StubServer
 from agentreel.llm_proxy import DUMMY_KEY, KEY_VARIABLES, start_proxy
 from agentreel.llm_replay import read_report
+from agentreel.session import RERECORD_COMMAND_ENV
 
 # conftest.py's proxy_cli fixture (test modules cannot import conftest under importlib mode).
 ProxyCli = Callable[[list[str]], tuple["subprocess.Popen[bytes]", int]]
@@ -88,6 +89,18 @@ def _exports(process: subprocess.Popen[bytes]) -> dict[str, str]:
     return exports
 
 
+async def _record_hello(stub: StubServer, fixture: Path) -> None:
+    """A one-call fixture ("hello", not streamed) recorded in process through the stub."""
+    async with start_proxy("record", upstream=stub.base_url, fixture=fixture) as proxy:
+        client = openai.AsyncOpenAI(
+            base_url=proxy.openai_base_url, api_key="sk-cli-test-key-2", max_retries=0
+        )
+        await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hello"}]
+        )
+        await client.close()
+
+
 @pytest.mark.parametrize("run", ["nothing asked", "drifted call"])
 def test_a_failed_replay_exits_1_with_the_report_written(
     run: str, weather_stub: StubServer, tmp_path: Path, proxy_cli: ProxyCli
@@ -96,18 +109,7 @@ def test_a_failed_replay_exits_1_with_the_report_written(
     recording, exits 1 naming the report — written all the same. The printed dummy key is what
     an SDK that insists on a key starts with."""
     fixture = tmp_path / "fixture"
-
-    async def record() -> None:
-        async with start_proxy("record", upstream=weather_stub.base_url, fixture=fixture) as proxy:
-            client = openai.AsyncOpenAI(
-                base_url=proxy.openai_base_url, api_key="sk-cli-test-key-2", max_retries=0
-            )
-            await client.chat.completions.create(
-                model="m", messages=[{"role": "user", "content": "hello"}]
-            )
-            await client.close()
-
-    asyncio.run(record())
+    asyncio.run(_record_hello(weather_stub, fixture))
     weather_stub.stop()
     report = tmp_path / "report.json"
     process, _ = proxy_cli(["replay", "--fixture", str(fixture), "--report", str(report)])
@@ -169,3 +171,47 @@ def test_a_record_run_that_received_no_call_keeps_the_earlier_fixture(
     _, err = process.communicate(timeout=240)
     assert process.returncode == 1, err.decode()
     assert (fixture / "session.jsonl").read_text() == "the earlier recording\n"
+
+
+@pytest.mark.parametrize("hint", ["unset", "set"])
+def test_a_standalone_replay_names_the_proxys_own_record_command(
+    hint: str,
+    weather_stub: StubServer,
+    tmp_path: Path,
+    proxy_cli: ProxyCli,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A user of the standalone proxy re-records with ``agentreel proxy record``, with their
+    own ``--fixture``, ``--cwd`` and ``--mask`` — not ``agentreel record <folder>``, a
+    harness command they may not have. ``$AGENTREEL_RERECORD_COMMAND`` still wins."""
+    fixture = tmp_path / "fixtures" / "mine"
+    workdir = tmp_path / "work dir"
+    workdir.mkdir()
+    asyncio.run(_record_hello(weather_stub, fixture))
+    weather_stub.stop()
+    if hint == "set":
+        monkeypatch.setenv(RERECORD_COMMAND_ENV, "make record-{scenario}")
+    else:
+        monkeypatch.delenv(RERECORD_COMMAND_ENV, raising=False)
+    args = ["replay", "--fixture", str(fixture), "--cwd", str(workdir), "--mask", r"id-\d+"]
+    process, _ = proxy_cli(args)
+    exports = _exports(process)
+    client = openai.OpenAI(
+        base_url=exports["OPENAI_BASE_URL"], api_key=exports["OPENAI_API_KEY"], max_retries=0
+    )
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hello, again"}]
+        )
+    client.close()
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 1, err.decode()
+    expected = (
+        f"agentreel proxy record --upstream URL --fixture {fixture} "
+        f"--cwd '{workdir}' --mask 'id-\\d+'"
+        if hint == "unset"
+        else "make record-mine"
+    )
+    assert expected in str(raised.value)  # the client's error names it
+    assert expected in err.decode()  # and so does the proxy's own stderr
+    assert "agentreel record " not in str(raised.value) + err.decode()

@@ -18,15 +18,18 @@ import argparse
 import asyncio
 import logging
 import os
+import shlex
 import signal
 import stat
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
 from agentreel.llm_proxy.exceptions import ProxyError
 from agentreel.llm_replay import DEFAULT_SCHEDULE_TIMEOUT, ReplayError
+from agentreel.session import RERECORD_COMMAND_ENV
 
 _RECORD_EXAMPLE = """\
 example:
@@ -81,7 +84,11 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--sessions-root", type=Path, help="also write the session logs of what was served"
     )
-    replay.add_argument("--scenario", help="name used in re-record commands")
+    replay.add_argument(
+        "--scenario",
+        help="a harness scenario's name: re-record hints then name `agentreel record NAME` "
+        "instead of this proxy's own record command",
+    )
     replay.add_argument(
         "--drift", choices=("error", "warn", "off"), default="error", help="request drift"
     )
@@ -134,10 +141,52 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         stream=sys.stderr,
     )
     try:
-        return asyncio.run(_run(args, out or sys.stdout))
+        with _rerecord_hint(args):
+            return asyncio.run(_run(args, out or sys.stdout))
     except (ProxyError, ReplayError) as error:
         print(f"agentreel proxy: {error}", file=sys.stderr)
         return 2
+
+
+def _record_command(args: argparse.Namespace) -> str:
+    """The ``agentreel proxy record`` command that records a replay run's fixture again,
+    in the user's own arguments (``--fixture`` as typed, ``--cwd``, each ``--mask``,
+    ``--port``), ``{scenario}`` where the fixture folder's name goes — the template of
+    ``$AGENTREEL_RERECORD_COMMAND`` (``agentreel.session.rerecord_command``, which every
+    re-record hint comes from, names a fixture by its folder's name). Only the upstream is
+    not known to replay: ``URL``."""
+    typed = str(args.fixture).rstrip("/") or "/"
+    name = args.fixture.name
+    if name in ("", ".", ".."):
+        # "." or "..": the folder's real name is what the hints are given.
+        typed = str(args.fixture.resolve())
+        name = args.fixture.resolve().name
+    prefix = typed[: len(typed) - len(name)]
+    words = ["agentreel", "proxy", "record", "--upstream", "URL"]
+    words += ["--fixture", (shlex.quote(prefix) if prefix else "") + "{scenario}"]
+    if args.cwd is not None:
+        words += ["--cwd", shlex.quote(args.cwd)]
+    for mask in args.mask:
+        words += ["--mask", shlex.quote(mask)]
+    if args.port:
+        words += ["--port", str(args.port)]
+    return " ".join(words)
+
+
+@contextmanager
+def _rerecord_hint(args: argparse.Namespace) -> Iterator[None]:
+    """A standalone replay's re-record hints name the proxy's own record command (SPEC 11):
+    ``agentreel record <fixture>`` is a harness command this user may not have. Kept when
+    ``$AGENTREEL_RERECORD_COMMAND`` says how agentreel is run, or ``--scenario`` names a
+    harness scenario; restored on exit (``main`` may run inside another program)."""
+    if args.mode != "replay" or args.scenario is not None or os.environ.get(RERECORD_COMMAND_ENV):
+        yield
+        return
+    os.environ[RERECORD_COMMAND_ENV] = _record_command(args)
+    try:
+        yield
+    finally:
+        os.environ.pop(RERECORD_COMMAND_ENV, None)
 
 
 def _watch_stdin() -> bool:
