@@ -15,8 +15,10 @@ of the same fact: OS name and kernel version, platform, architecture, shell, hos
 name, home directory, time zone, runtime versions (Node.js, Python, ...), and the agent's
 own install path (an npm ``node_modules`` or Python ``site-packages`` folder). Each becomes
 ``{{<fact>}}``, so a recording replays on any machine. Every rule is idempotent (masking
-masked text changes nothing), so replay applies them to recorded headers too: a recording
-made before a rule existed compares equal (``agentreel.llm_replay.ReplayProvider``'s
+masked text changes nothing), also where a path continues a token (``{{cwd}}/home/…`` with
+HOME inside the cwd: the token wins, as the cwd did in the live text; no path rule starts
+inside another path), so replay applies them to recorded headers too: a recording made
+before a rule existed compares equal (``agentreel.llm_replay.ReplayProvider``'s
 ``content_mask``).
 """
 
@@ -152,10 +154,18 @@ def _tag_token(found: re.Match[str]) -> str:
     return f"<{tag}>{{{{{_TAGS[tag]}}}}}</{tag}>"
 
 
+# A path that starts right after a token continues what the token stands for: replay masks
+# the recorded text (``{{cwd}}/home/.gemini/…``, HOME inside the cwd) again, and a rule that
+# refuses to start after a path's last character in the live text (``(?<![\w.-])``) must
+# refuse to start after the token that replaced the path (``{{cwd}}``, or a ``{{home}}``
+# a first pass wrote) — else ``{{cwd}}{{home}}``.
+_NOT_AFTER_TOKEN = r"(?<!\}\})"
+
+
 def _install_rules(not_cwd: str) -> list[tuple[str, str]]:
     """The agent's own install path: everything up to an npm ``node_modules`` folder or a
     Python ``site-packages`` one (Qwen Code prints its npm folder), on any machine."""
-    prefix = rf"{not_cwd}(?<![\w.-])(?:[A-Za-z]:)?(?:[/\\]{_PATH_CHAR}+)*?[/\\]"
+    prefix = rf"{not_cwd}(?<![\w.-]){_NOT_AFTER_TOKEN}(?:[A-Za-z]:)?(?:[/\\]{_PATH_CHAR}+)*?[/\\]"
     return [
         (prefix + r"node_modules(?=[/\\\s\"'`]|$)", "{{node-modules}}"),
         (prefix + r"(?:site|dist)-packages(?=[/\\\s\"'`]|$)", "{{site-packages}}"),
@@ -167,7 +177,7 @@ def _home_rules(not_cwd: str) -> list[tuple[str, str]]:
     C:\\Users\\<user> (the user name with them)."""
     return [
         (
-            rf"{not_cwd}(?<![\w.-])(?:/home/{_PATH_CHAR}+|/Users/{_PATH_CHAR}+|/root"
+            rf"{not_cwd}(?<![\w.-]){_NOT_AFTER_TOKEN}(?:/home/{_PATH_CHAR}+|/Users/{_PATH_CHAR}+|/root"
             rf"|[A-Za-z]:\\Users\\{_PATH_CHAR}+)(?=[/\\\s\"'`<>,;:)]|$)",
             "{{home}}",
         )
@@ -210,8 +220,10 @@ def _not_the_cwd(cwd: str | None) -> str:
 
 
 def _path_rules(cwd: str | None) -> list[tuple[str, str]]:
+    # Where a path starts: never inside another one (HOME is a suffix of the cwd in
+    # /root/root), nor where a token ends (see _NOT_AFTER_TOKEN).
+    not_cwd = _not_the_cwd(cwd) + r"(?<![\w.-])" + _NOT_AFTER_TOKEN
     rules: list[tuple[str, str]] = []
-    not_cwd = _not_the_cwd(cwd)
     temp = tempfile.gettempdir().rstrip("/")
     if temp:
         rules.append((not_cwd + re.escape(temp) + "/" + _PATH_TAIL, "{{tmp}}"))
