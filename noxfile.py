@@ -241,6 +241,8 @@ INTEROP_NODE_COMMANDS = {
         "@agentclientprotocol/claude-agent-acp/dist/index.js",
         INTEROP_NODE_22,
     ),
+    # Qwen Code 0.24 declares node >= 22.
+    "qwen": ("@qwen-code/qwen-code/cli-entry.js", INTEROP_NODE_22),
 }
 # Python agents (interop/python/<name>.txt, a uv pip compile lock): their commands.
 INTEROP_PYTHON_COMMANDS = {"fast-agent": ("fast-agent",), "mistral-vibe": ("vibe-acp",)}
