@@ -538,3 +538,30 @@ async def test_a_child_sharing_its_parents_identity_is_its_child_not_a_side_lane
     replayed = read_report(report)
     assert replayed.errors == []
     assert sorted((s.calls, s.consumed) for s in replayed.scripts) == [(1, 1), (1, 1), (2, 2)]
+
+
+@pytest.mark.asyncio
+async def test_a_deleted_shared_identity_child_is_unrecorded_naming_it_and_its_parent(
+    tmp_path: Path,
+) -> None:
+    """The same child with its recording deleted: its first request, under the parent's
+    identity, is an UnrecordedSessionError naming the child (its first message, spawn index
+    0) and the parent's script, first, in at most 20 lines — it was bound to the parent's
+    lane and reported as a drift of the parent's next call."""
+    fixture = tmp_path / "fixture"
+    with StubServer.from_toml(SHARED_RULES) as stub:
+        async with start_proxy("record", upstream=stub.base_url, fixture=fixture) as proxy:
+            await _shared_identity_session(proxy.base_url)
+    (fixture / "session.1.jsonl").unlink()  # the child; the title lane takes its number
+    (fixture / "session.2.jsonl").rename(fixture / "session.1.jsonl")
+    report = tmp_path / "report.json"
+    async with start_proxy("replay", fixture=fixture, report=report) as proxy:
+        with pytest.raises(anthropic.APIStatusError):
+            await _shared_identity_session(proxy.base_url)
+    first = read_report(report).errors[0]
+    assert first.type == "UnrecordedSessionError", first.message
+    line = first.message.splitlines()[0]
+    assert "spawn index 0), first message " in line, line
+    assert "Read notes.txt." in line, line
+    assert "the Agent call toolu_task that session.jsonl" in line, line
+    assert len(first.message.splitlines()) <= 20, first.message

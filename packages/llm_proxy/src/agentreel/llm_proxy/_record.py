@@ -40,7 +40,7 @@ from typing import Any, Literal
 import msgspec
 
 from agentreel.brand import new_session_id
-from agentreel.llm import SPAWN_INDEX_HEADER, BlockEnd, Chunk, Finish, TextPart, ToolCallPart
+from agentreel.llm import SPAWN_INDEX_HEADER, BlockEnd, Chunk, Finish, ToolCallPart
 from agentreel.llm_proxy._errors import CUT_CODE, HTTP_CODE_PREFIX, STREAM_ERROR_CODE
 from agentreel.llm_proxy._identity import Identity
 from agentreel.llm_proxy._requests import ParsedRequest
@@ -52,7 +52,9 @@ from agentreel.llm_replay import (
     LaneSignature,
     Reply,
     Script,
+    argument_strings,
     chain,
+    first_user_texts,
     lane_signature,
     message_digests,
     recorded_reply,
@@ -199,7 +201,9 @@ class CallRecording:
         self.written += 1
         self._chunks.append(chunk)
         if isinstance(chunk, BlockEnd) and isinstance(chunk.block, ToolCallPart):
-            self.lane.tool_texts.append((self.lane.tool_calls, _strings(chunk.block.arguments)))
+            self.lane.tool_texts.append(
+                (self.lane.tool_calls, argument_strings(chunk.block.arguments))
+            )
             self.lane.tool_calls += 1
         if isinstance(chunk, Finish):
             self.lane.reply = recorded_reply(self._chunks, self._recorder.mask)
@@ -286,29 +290,6 @@ class CallRecording:
                 ),
             )
             self._recorder._write(self.lane, TurnEndData(turn=self.turn, reason="error"))
-
-
-def _strings(arguments: str) -> frozenset[str]:
-    """The string values inside a tool call's JSON arguments (a delegating call's prompt)."""
-    try:
-        value = json.loads(arguments)
-    except ValueError:
-        return frozenset({arguments.strip()})
-    found: set[str] = set()
-
-    def walk(item: Any) -> None:
-        if isinstance(item, str):
-            if item.strip():
-                found.add(item.strip())
-        elif isinstance(item, dict):
-            for inner in item.values():
-                walk(inner)
-        elif isinstance(item, list):
-            for inner in item:
-                walk(inner)
-
-    walk(value)
-    return frozenset(found)
 
 
 class Recorder:
@@ -561,12 +542,7 @@ class Recorder:
         text or one of its text parts (Claude Code puts a ``<system-reminder>`` part before
         a Task child's prompt) — and that call's ordinal among the lane's tool calls;
         claims it."""
-        first_user = next((m for m in request.messages if m.role == "user"), None)
-        if first_user is None:
-            return None, None
-        said = {first_user.text.strip()}
-        said.update(p.text.strip() for p in first_user.content if isinstance(p, TextPart))
-        said.discard("")
+        said = first_user_texts(request.messages)
         if not said:
             return None, None
         lanes = (

@@ -41,7 +41,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from agentreel.llm import Chunk, GenerateOptions
+import msgspec
+
+from agentreel.llm import BlockEnd, Chunk, GenerateOptions, ToolCallPart
 from agentreel.llm_replay._failures import ANONYMOUS, unrecorded_error
 from agentreel.llm_replay._fixture import Recording, Script
 from agentreel.llm_replay._lanes import (
@@ -49,7 +51,9 @@ from agentreel.llm_replay._lanes import (
     LaneIndex,
     LaneSignature,
     Reply,
+    argument_strings,
     chain,
+    first_user_texts,
     lane_signature,
     message_digests,
     recorded_reply,
@@ -160,6 +164,8 @@ class Binder:
                         "this request continues none of the recorded conversations with its "
                         "recorded reply, and no unclaimed recording starts with it",
                     )
+                if number is None and live.tools:
+                    self._refuse_shared_identity_child(options, lanes)
                 if number is None:
                     lane = lanes[0]
                 else:
@@ -269,6 +275,37 @@ class Binder:
             "headers (x-agentreel-session-id, -parent-session-id, -spawn-index) or make "
             "the conversations differ earlier",
         )
+
+    def _refuse_shared_identity_child(self, options: GenerateOptions, lanes: list[_Lane]) -> None:
+        """A named caller's new conversation that no recording starts with, whose first
+        message is the prompt of a delegating tool call one of the caller's lanes was
+        served, is that call's child sharing its parent's identity (Claude Code 0.23.1's
+        Task subagent): an unrecorded child, named with its parent — not a drift of the
+        parent's next call."""
+        said = first_user_texts(options.messages)
+        for lane in lanes if said else ():
+            ordinal = 0
+            served = self._replies[lane.number] if lane.number < len(self._replies) else ()
+            for chunks in served[: self._cursor(lane.number)]:
+                for chunk in chunks:
+                    if not (isinstance(chunk, BlockEnd) and isinstance(chunk.block, ToolCallPart)):
+                        continue
+                    arguments = chunk.block.arguments
+                    texts = argument_strings(self._mask(arguments) if self._mask else arguments)
+                    if said.isdisjoint(texts):
+                        ordinal += 1
+                        continue
+                    parent = self._scripts[lane.number]
+                    raise self._unrecorded(
+                        msgspec.structs.replace(
+                            options, parent_session_id=options.session_id, spawn_index=ordinal
+                        ),
+                        f"its first message is the prompt of the {chunk.block.name} call "
+                        f"{chunk.block.id} that {parent.label} made, so it is that call's "
+                        "child sharing its parent's identity, and no unclaimed recording "
+                        "starts with it (the child's session.<n>.jsonl is missing or was "
+                        "recorded with another prompt)",
+                    )
 
     def _cursor(self, number: int) -> int:
         return self._cursors[number] if number < len(self._cursors) else 0

@@ -24,6 +24,7 @@ lane. A partial lane may be consumed partly or not at all.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from enum import IntEnum
@@ -243,3 +244,40 @@ def chain(
 
 def message_digests(header: RequestHeaderData) -> tuple[str, ...]:
     return tuple(message.digest for message in header.messages)
+
+
+def argument_strings(arguments: str) -> frozenset[str]:
+    """The string values inside a tool call's JSON arguments (a delegating call's prompt),
+    stripped; arguments that are no JSON are one string."""
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return frozenset({arguments.strip()} - {""})
+    found: set[str] = set()
+
+    def walk(item: object) -> None:
+        if isinstance(item, str):
+            if item.strip():
+                found.add(item.strip())
+        elif isinstance(item, dict):
+            for inner in item.values():
+                walk(inner)
+        elif isinstance(item, list):
+            for inner in item:
+                walk(inner)
+
+    walk(value)
+    return frozenset(found)
+
+
+def first_user_texts(messages: Sequence[Message]) -> frozenset[str]:
+    """What a child's first user message may hold of its delegating call's prompt: the
+    message's whole text and each of its text parts, stripped (Claude Code puts a
+    ``<system-reminder>`` part before a Task child's prompt)."""
+    first = next((m for m in messages if m.role == "user"), None)
+    if first is None:
+        return frozenset()
+    said = {first.text.strip()}
+    said.update(part.text.strip() for part in first.content if isinstance(part, TextPart))
+    said.discard("")
+    return frozenset(said)
