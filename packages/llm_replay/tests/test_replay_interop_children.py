@@ -81,8 +81,12 @@ async def test_a_deleted_child_recording_is_unrecorded_naming_child_and_parent(
     fixture, spawn_index = _without_child(scenario, child, tmp_path)
     report = tmp_path / "report.json"
     # Drift off: the parent's request here is not the agent's; what is under test is whom
-    # each live session is bound to.
-    provider = ReplayProvider(fixture, drift="off", report_path=report, scenario=scenario.name)
+    # each live session is bound to. Content binding, as the proxy binds: without it, a
+    # parent left with no indexed child (claude-code-101-async: one child and a title lane)
+    # has its child bound by first-call order, to the title lane the proxy never serves it.
+    provider = ReplayProvider(
+        fixture, drift="off", report_path=report, scenario=scenario.name, content_binding=True
+    )
     parent, live_child = "live-parent-session", "live-child-session"
     await collect(provider.stream(options_for(parent)))
 
