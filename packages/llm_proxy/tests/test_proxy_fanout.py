@@ -4,10 +4,16 @@ no tools whose reply holds its workers' tasks, the workers concurrently (each a
 conversation of its own whose first message is its task, as LangGraph's ``Send`` payloads
 are), then the supervisor again with their findings.
 
+The recording holds the tree as it happened (SPEC 13: the session whose reply a caller's
+first message comes from is its parent): the supervisor is the main session and each
+worker its child, numbered 0, 1, 2 in the order the supervisor's reply named their tasks —
+whatever order they arrived in, and even when each worker makes more calls than the
+supervisor (which once made a worker the main session and the supervisor its side lane).
 Deleting one worker's recording, or changing one worker's task, must fail as an
-``UnrecordedSessionError`` naming that live worker by its first message — not as a drift
-of another session (the supervisor's next call) — with a hint for a proxied caller
-(identity headers), never ``GenerateOptions.session_id``.
+``UnrecordedSessionError`` naming that live worker by its first message (and, for the
+deleted one, the supervisor as its parent) — not as a drift of another session (the
+supervisor's next call) — with a hint for a proxied caller (identity headers), never
+``GenerateOptions.session_id``.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
@@ -22,7 +29,7 @@ import pytest
 from agentreel.llm.stub import StubServer
 from agentreel.llm_proxy import start_proxy
 from agentreel.llm_replay import read_report
-from agentreel.session import recording_names
+from agentreel.session import RequestHeader, load_session_log, recording_names
 
 LEAD = "You are the lead. Split the question into research tasks, one a line."
 RESEARCHER = "You are a researcher. Answer your task in one sentence."
@@ -38,24 +45,71 @@ text = "Apples, pears and plums compared."
 match = { last_user_regex = "Research (?P<fruit>[a-z]+)" }
 text = "Findings on {{fruit}}: they grow on trees."
 """
+# Workers that think twice: each makes two calls, the supervisor two as well — the worker
+# with its tools now ranks before the supervisor among one caller's lanes.
+DELIBERATE = """
+[[rule]]
+match = { last_tool_result_regex = "^Check (?P<fruit>[a-z]+)" }
+text = "Findings on {{fruit}}: they grow on trees."
+[[rule]]
+match = { last_user_regex = "Research (?P<fruit>[a-z]+)", has_tools = true }
+tool_calls = [{ name = "check", arguments = { fruit = "{{fruit}}" } }]
+"""
+CHECK_TOOL: Any = {
+    "type": "function",
+    "function": {
+        "name": "check",
+        "description": "Check a fruit.",
+        "parameters": {"type": "object", "properties": {"fruit": {"type": "string"}}},
+    },
+}
 
 
-async def _fan_out(base_url: str, tasks: tuple[str, ...] = TASKS) -> str:
+async def _fan_out(
+    base_url: str, tasks: tuple[str, ...] = TASKS, *, deliberate: bool = False
+) -> str:
     client = openai.AsyncOpenAI(base_url=f"{base_url}/v1", api_key="sk-fanout-0123456789")
 
-    async def ask(system: str, messages: list[dict[str, str]]) -> str:
+    async def ask(system: str, messages: list[Any]) -> str:
         reply = await client.chat.completions.create(
             model="fruit-model",
-            messages=[{"role": "system", "content": system}, *messages],  # type: ignore[list-item]
+            messages=[{"role": "system", "content": system}, *messages],
         )
         return reply.choices[0].message.content or ""
+
+    async def work(task: str, delay: float) -> str:
+        # The workers start in the reverse of the order the supervisor named them.
+        await asyncio.sleep(delay)
+        if not deliberate:
+            return await ask(RESEARCHER, [{"role": "user", "content": task}])
+        messages: list[Any] = [
+            {"role": "system", "content": RESEARCHER},
+            {"role": "user", "content": task},
+        ]
+        first = await client.chat.completions.create(
+            model="fruit-model",
+            messages=messages,
+            tools=[CHECK_TOOL],
+        )
+        (call,) = first.choices[0].message.tool_calls or []
+        fruit = json.loads(call.function.arguments)["fruit"]  # type: ignore[union-attr]
+        messages += [
+            first.choices[0].message.model_dump(exclude_none=True),
+            {"role": "tool", "tool_call_id": call.id, "content": f"Check {fruit}"},
+        ]
+        second = await client.chat.completions.create(
+            model="fruit-model",
+            messages=messages,
+            tools=[CHECK_TOOL],
+        )
+        return second.choices[0].message.content or ""
 
     try:
         question = [{"role": "user", "content": "Compare the fruit."}]
         plan = await ask(LEAD, question)
         assert plan.splitlines() == list(TASKS)
         findings = await asyncio.gather(
-            *(ask(RESEARCHER, [{"role": "user", "content": task}]) for task in tasks)
+            *(work(task, 0.05 * (len(tasks) - n)) for n, task in enumerate(tasks))
         )
         return await ask(
             LEAD,
@@ -69,14 +123,34 @@ async def _fan_out(base_url: str, tasks: tuple[str, ...] = TASKS) -> str:
         await client.close()
 
 
-def _recorded(fixture: Path) -> None:
+def _recorded(fixture: Path, *, deliberate: bool = False) -> None:
+    rules = DELIBERATE + RULES if deliberate else RULES
+
     async def record() -> None:
-        with StubServer.from_toml(RULES) as stub:
+        with StubServer.from_toml(rules) as stub:
             async with start_proxy("record", upstream=stub.base_url, fixture=fixture) as proxy:
-                assert await _fan_out(proxy.base_url) == "Apples, pears and plums compared."
+                answer = await _fan_out(proxy.base_url, deliberate=deliberate)
+                assert answer == "Apples, pears and plums compared."
 
     asyncio.run(record())
     assert len(recording_names(fixture)) == 4
+
+
+def _tree(fixture: Path) -> list[tuple[str, str | None, int | None]]:
+    """Each recording as (first message, its parent's first message, spawn index)."""
+    logs = [load_session_log(fixture / name) for name in recording_names(fixture)]
+    first = {}
+    for log in logs:
+        request = next(e.data for e in log.events if isinstance(e, RequestHeader))
+        first[log.header.id] = next(m.preview for m in request.messages if m.role == "user")
+    return [
+        (
+            first[log.header.id],
+            first[log.header.parent_session] if log.header.parent_session else None,
+            log.header.spawn_index,
+        )
+        for log in logs
+    ]
 
 
 def _remove_worker(fixture: Path, task: str) -> None:
@@ -94,10 +168,12 @@ def _remove_worker(fixture: Path, task: str) -> None:
         (fixture / name).rename(fixture / previous)
 
 
-async def _replay_failure(fixture: Path, report: Path, tasks: tuple[str, ...]) -> str:
+async def _replay_failure(
+    fixture: Path, report: Path, tasks: tuple[str, ...], *, deliberate: bool = False
+) -> str:
     async with start_proxy("replay", fixture=fixture, report=report) as proxy:
         with pytest.raises(openai.BadRequestError) as refused:
-            await _fan_out(proxy.base_url, tasks)
+            await _fan_out(proxy.base_url, tasks, deliberate=deliberate)
     return str(refused.value)
 
 
@@ -140,4 +216,43 @@ async def test_the_fan_out_replays_as_recorded(tmp_path: Path) -> None:
         report = tmp_path / f"report-{run}.json"
         async with start_proxy("replay", fixture=fixture, report=report) as proxy:
             assert await _fan_out(proxy.base_url) == "Apples, pears and plums compared."
+        assert read_report(report).ok, read_report(report).errors
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("deliberate", [False, True], ids=["one-call", "two-calls"])
+async def test_the_supervisor_is_recorded_as_its_workers_parent(
+    tmp_path: Path, deliberate: bool
+) -> None:
+    """The supervisor, whose reply holds the workers' tasks, is the main session; each
+    worker is its child, spawn index = where its task stood in that reply (the workers
+    start in the reverse order) — also when the workers make as many calls as the
+    supervisor and have tools, which made one of them the main session before."""
+    fixture = tmp_path / "fixture"
+    await asyncio.to_thread(_recorded, fixture, deliberate=deliberate)
+    question = "Compare the fruit."
+    assert sorted(_tree(fixture), key=str) == sorted(
+        [(question, None, None), *((task, question, n) for n, task in enumerate(TASKS))], key=str
+    )
+    assert _tree(fixture)[0] == (question, None, None)  # session.jsonl is the supervisor's
+
+
+@pytest.mark.asyncio
+async def test_a_deleted_worker_names_its_supervisor_as_parent(tmp_path: Path) -> None:
+    """Workers that outrank the supervisor by calls and tools: deleting one's recording
+    names that worker and the supervisor's recorded session as its parent."""
+    fixture = tmp_path / "fixture"
+    await asyncio.to_thread(_recorded, fixture, deliberate=True)
+    assert _tree(fixture)[0][0] == "Compare the fruit."  # the supervisor is the main session
+    _remove_worker(fixture, "Research pears.")
+    report = tmp_path / "report.json"
+    message = await _replay_failure(fixture, report, TASKS, deliberate=True)
+    _the_worker_is_named(message, report, "Research pears.")
+    assert "parent session.jsonl ({{session:main}})" in message
+    for run in range(2):
+        replay = tmp_path / f"intact-{run}"
+        await asyncio.to_thread(_recorded, replay, deliberate=True)
+        async with start_proxy("replay", fixture=replay, report=report) as proxy:
+            answer = await _fan_out(proxy.base_url, deliberate=True)
+        assert answer == "Apples, pears and plums compared."
         assert read_report(report).ok, read_report(report).errors

@@ -4,12 +4,14 @@ Every lane is a session log of section 4: a header (parent, spawn index, origin)
 model call ``turn/start``, the ``request/header`` built from the HTTP request, every
 ``assistant/chunk`` (these two written by ``agentreel.session.CallRecorder``),
 ``turn/end`` (flushed there, so a killed proxy keeps every finished call). A child names
-its parent (explicit or native headers, or — without headers — the pending delegating
-tool call whose text is the child's first message). A child's spawn index is the one its
-header gives, else the order in which its parent issued the delegating call it was found
-by (numbered 0, 1, … at close; SPEC 4), else — logged — its arrival order. A caller's
-lanes are
-its session and, under it without a spawn index, its side calls (title, classifier): which
+its parent (explicit or native headers, or — without headers — the conversation that
+handed on its first message: a pending tool call's argument, or for a caller with no
+identity a payload of the reply's text, ``agentreel.llm_replay.delegated_by``). A child's
+spawn index is the one its header gives, else the order in which its parent issued the
+delegation it was found by (numbered 0, 1, … at close; SPEC 4), else — logged — its arrival
+order. A conversation's lanes are it and, under it without a spawn index, its side calls
+(title, router, classifier; a headerless one goes with the conversation whose first user
+message it restates): which
 lane is which is decided from what each lane is — the one with more calls, then the one
 with tools, then a content key (``session_rank``) — when the recorder closes, never by
 arrival (SPEC 11). Until then each lane's log is flushed as it was opened (a killed proxy
@@ -49,15 +51,19 @@ from agentreel.llm_proxy._verbatim import VERBATIM_FILE, VerbatimCall, encode_li
 from agentreel.llm_proxy.exceptions import SecretInRecordingError
 from agentreel.llm_replay import (
     Chain,
+    Delegation,
     LaneSignature,
     Reply,
     Script,
-    argument_strings,
     chain,
+    delegated_by,
+    delegations,
+    first_user_text,
     first_user_texts,
     lane_signature,
     message_digests,
     recorded_reply,
+    restates,
 )
 from agentreel.session import (
     AssistantChunkData,
@@ -100,8 +106,8 @@ REFUSED_MESSAGE = "not recorded from here on: a record of this call held a live 
 LaneKind = Literal["session", "side", "delegated"]
 """How a lane was opened: its caller's first lane (``session``, which carries the caller's
 relation to its parent), a side call under the caller's session (``side``), or a
-child found through a pending delegating tool call, headerless or sharing its parent's
-identity (``delegated``)."""
+child found through a delegation, headerless or sharing its parent's identity
+(``delegated``)."""
 
 
 @dataclass(eq=False)
@@ -126,9 +132,18 @@ class Lane:
     reply: Reply | None = None
     calls: int = 0
     busy: bool = False
-    # Strings inside the tool calls of this lane's replies, in the order issued, for
-    # finding the children they delegate to.
-    tool_texts: list[tuple[int, frozenset[str]]] = field(default_factory=list)
+    delegations: list[Delegation] = field(default_factory=list)
+    """What this lane's replies hand to other conversations (tool calls' argument strings,
+    the reply text's payloads), in the order issued: a headerless child is found by its
+    first message among them (``agentreel.llm_replay.delegated_by``, replay's rule too)."""
+    first_user: str | None = None
+    """The text of its first request's first user message (whitespace folded)."""
+    owner: Lane | None = None
+    """For a side lane: the lane it is a side call of (the conversation whose first user
+    message it restates, else its caller's first lane); closing ranks the two together."""
+    parent_lane: Lane | None = None
+    """For a child: the lane it was opened under; closing re-points it to the session that
+    lane's group elects."""
     # Digests of the messages whose whole text this lane's log already holds: a text is
     # written once, at the first request holding it (a conversation resends its history).
     texts_written: set[str] = field(default_factory=set)
@@ -138,11 +153,11 @@ class Lane:
     """A record of this lane held a live key: its log is removed at close (the text
     streamed before the refusal may spell the key across records)."""
     claimed: set[int] = field(default_factory=set)
-    """The ordinals of this lane's tool calls a child has been found by (one child each)."""
+    """The ordinals of this lane's delegations a child has been found by (one child each)."""
     ordinal: int | None = None
-    """For a child found by its parent's delegating tool call: that call's position among
-    the parent lane's tool calls. Closing numbers a parent's such children 0, 1, … in this
-    order — the order the parent issued the calls (SPEC 4), whatever order they arrived in."""
+    """For a child found by its parent's delegation: that delegation's ordinal among the
+    parent lane's. Closing numbers a parent's such children 0, 1, … in this order — the
+    order the parent issued them (SPEC 4), whatever order they arrived in."""
 
 
 def _texts_once(header: RequestHeaderData, written: set[str]) -> RequestHeaderData:
@@ -200,11 +215,10 @@ class CallRecording:
             return
         self.written += 1
         self._chunks.append(chunk)
-        if isinstance(chunk, BlockEnd) and isinstance(chunk.block, ToolCallPart):
-            self.lane.tool_texts.append(
-                (self.lane.tool_calls, argument_strings(chunk.block.arguments))
-            )
-            self.lane.tool_calls += 1
+        if isinstance(chunk, BlockEnd):
+            if isinstance(chunk.block, ToolCallPart):
+                self.lane.tool_calls += 1
+            self.lane.delegations.extend(delegations((chunk,), len(self.lane.delegations)))
         if isinstance(chunk, Finish):
             self.lane.reply = recorded_reply(self._chunks, self._recorder.mask)
             self._end("completed" if chunk.reason != "error" else "error")
@@ -388,12 +402,15 @@ class Recorder:
         signature = lane_signature(header)
         digests = message_digests(header)
         lanes = self._lanes.setdefault(key, [])
-        lane = self._continued(lanes, header, request, signature)
+        lane = self._continued(
+            lanes, header, request, signature, anonymous=identity.session is None
+        )
         if lane is None:
             lane = self._open_lane(
                 key, identity, signature, request, first=not lanes, tools=bool(header.tools)
             )
             lane.first = digests
+            lane.first_user = first_user_text(request.messages)
             lane.tools = bool(header.tools)
             lanes.append(lane)
         lane.previous = digests
@@ -415,13 +432,16 @@ class Recorder:
         header: RequestHeaderData,
         request: ParsedRequest,
         signature: LaneSignature,
+        *,
+        anonymous: bool = False,
     ) -> Lane | None:
         """The lane this request continues, or None for a new one.
 
         First the lane whose previous request and recorded reply it starts with (or whose
         failed call it retries); a request that is some lane's first request again starts a
-        new conversation; else the lane it extends without the reply as recorded, then the
-        idle lane of its signature (a client that rewrites its history).
+        new conversation; else the lane it extends without the reply as recorded, then —
+        for a caller with an identity — the idle lane of its signature (a client that
+        rewrites its history).
         """
         # A lane's requests share its signature (another system prompt or tool set — a
         # handoff to another agent — is a lane of its own).
@@ -438,6 +458,12 @@ class Recorder:
             return None
         if extended:
             return extended[0]
+        if anonymous:
+            # Without identity a request is only what it is (replay's rule too): one that
+            # neither continues nor extends a lane of its signature is another conversation
+            # — Qwen Code's classifier judging the next tool call repeats the same first
+            # message with another pending call, a second worker the same task.
+            return None
         return idle[0] if idle else None
 
     def _open_lane(
@@ -451,10 +477,12 @@ class Recorder:
         tools: bool = False,
     ) -> Lane:
         parent: Lane | None = None
+        owner: Lane | None = None
         spawn_index: int | None = None
         kind: LaneKind = "session"
         parent_key: str | None = None
         ordinal: int | None = None
+        anonymous = identity.session is None
         if first and identity.parent is not None:
             parent = self._main_lane(identity.parent)
             spawn_index = identity.spawn_index
@@ -462,7 +490,9 @@ class Recorder:
             if parent is not None and spawn_index is None:
                 # A native header names the parent, not the child's ordinal: the parent's
                 # pending delegating call whose prompt is the child's first message does.
-                _, ordinal = self._delegating_parent(request, self._lanes[identity.parent])
+                _, ordinal = self._delegating_parent(
+                    request, self._lanes[identity.parent], anonymous=False
+                )
                 spawn_index = ordinal
                 if ordinal is None:
                     logger.warning(
@@ -476,12 +506,14 @@ class Recorder:
                         self._next_child_index(parent),
                         SPAWN_INDEX_HEADER,
                     )
-        elif first or key == ANONYMOUS_KEY:
-            # A new caller's (or a headerless) conversation whose first message is a pending
-            # delegating tool call's prompt is that call's child (how a headerless subagent
+        elif first or anonymous:
+            # A new caller's (or a headerless) conversation whose first message is what a
+            # conversation handed on — a pending delegating tool call's prompt, or (for a
+            # caller with no identity at all) a payload of its reply's text, as a LangGraph
+            # supervisor's Send — is that conversation's child (how a headerless subagent
             # is told from a side call). Another lane of a named caller is its side lane
             # even when it asks the same (a title call on the child's prompt).
-            parent, ordinal = self._delegating_parent(request)
+            parent, ordinal = self._delegating_parent(request, anonymous=anonymous)
             spawn_index = ordinal
             if parent is not None and not first:
                 kind = "delegated"
@@ -492,12 +524,14 @@ class Recorder:
             # the parent's metadata.user_id session id and no header of its own), not a
             # side lane. A title or classifier call (no tools) stays a side lane even when
             # it asks the same.
-            parent, ordinal = self._delegating_parent(request, self._lanes[key])
+            parent, ordinal = self._delegating_parent(request, self._lanes[key], anonymous=False)
             spawn_index = ordinal
             if parent is not None:
                 kind = "delegated"
         if parent is None and not first:
-            parent = self._main_lane(key)
+            owner = self._restated(key, request) if anonymous else None
+            parent = owner or self._main_lane(key)
+            owner = parent
             kind, parent_key = "side", key
         if parent is not None and spawn_index is None and first:
             spawn_index = self._next_child_index(parent)
@@ -516,7 +550,7 @@ class Recorder:
             "recording %s as session %s (%s)",
             identity.describe(),
             header.id,
-            "side lane" if not first else f"parent {header.parent_session}",
+            "side lane" if kind == "side" else f"parent {header.parent_session}",
         )
         return Lane(
             session=session,
@@ -525,23 +559,41 @@ class Recorder:
             kind=kind,
             parent_key=parent_key,
             ordinal=ordinal,
+            owner=owner,
+            parent_lane=parent if kind != "side" else None,
         )
 
     def _main_lane(self, key: str) -> Lane | None:
         lanes = self._lanes.get(key)
         return lanes[0] if lanes else None
 
+    def _restated(self, key: str, request: ParsedRequest) -> Lane | None:
+        """For a headerless side call: the conversation it is about — the latest lane that
+        is not itself a side lane and whose first user message is this request's (Qwen
+        Code's classifier judging a subagent's action restates the subagent's messages)."""
+        text = first_user_text(request.messages)
+        if text is None:
+            return None
+        found = [
+            lane
+            for lane in self._lanes.get(key, ())
+            if lane.kind != "side" and lane.first_user == text
+        ]
+        return found[-1] if found else None
+
     def _next_child_index(self, parent: Lane) -> int:
         return parent.tool_calls + parent.children
 
     def _delegating_parent(
-        self, request: ParsedRequest, among: Iterable[Lane] | None = None
+        self, request: ParsedRequest, among: Iterable[Lane] | None = None, *, anonymous: bool
     ) -> tuple[Lane | None, int | None]:
-        """The lane (of ``among``, else of any caller) with a delegating tool call not yet
-        claimed by a child whose prompt is the request's first user message — its whole
-        text or one of its text parts (Claude Code puts a ``<system-reminder>`` part before
-        a Task child's prompt) — and that call's ordinal among the lane's tool calls;
-        claims it."""
+        """The lane (of ``among``, else of any caller) with a delegation not yet claimed by
+        a child whose text is the request's first user message, and that delegation's
+        ordinal among the lane's; claims it (``agentreel.llm_replay.delegated_by``: the rule
+        replay binds by). The first user message counts whole or by one of its text parts
+        (Claude Code puts a ``<system-reminder>`` part before a Task child's prompt). A
+        request that restates the delegating lane's own conversation (a classifier of its
+        action) is that lane's side call, not its child."""
         said = first_user_texts(request.messages)
         if not said:
             return None, None
@@ -549,10 +601,12 @@ class Recorder:
             among if among is not None else (ln for group in self._lanes.values() for ln in group)
         )
         for lane in lanes:
-            for ordinal, texts in lane.tool_texts:
-                if ordinal not in lane.claimed and not said.isdisjoint(texts):
-                    lane.claimed.add(ordinal)
-                    return lane, ordinal
+            if restates(request.messages, lane.first_user):
+                continue
+            found = delegated_by(said, lane.delegations, lane.claimed, anonymous=anonymous)
+            if found is not None:
+                lane.claimed.add(found.ordinal)
+                return lane, found.ordinal
         return None, None
 
     # -- shutdown ------------------------------------------------------------------------
@@ -614,36 +668,51 @@ class Recorder:
                     )
 
     def _arrange(self) -> None:
-        """Decide each caller's session among its lanes by ``session_rank`` and rewrite
-        the headers that changes: the session takes the caller's relation (its parent's
-        session, spawn index), the side lanes hang under it, and ``created_at`` follows the
-        rank, so session order (which sorts side lanes by it) does too."""
-        ranked: dict[str, list[Lane]] = {}
-        for key, lanes in self._lanes.items():
-            group = [lane for lane in lanes if lane.kind != "delegated"]
-            if any(lane.kind == "session" for lane in group):
-                ranked[key] = sorted(group, key=session_rank)
-        for group in ranked.values():
-            opened = next(lane for lane in group if lane.kind == "session")
-            parent = opened.session.header.parent_session
-            if opened.parent_key in ranked:
-                parent = ranked[opened.parent_key][0].session.id
-            times = sorted(lane.session.header.created_at for lane in group)
-            ordinal = opened.ordinal  # goes with the relation to the parent
-            for lane in group:
+        """Decide each conversation's session among its lanes by ``session_rank`` and
+        rewrite the headers that changes. A group is a caller's first lane or a child found
+        by delegation, with the side lanes opened as its side calls; its elected session
+        takes the group's relation (its parent — the session the parent's group elected —
+        and spawn index), the side lanes hang under it, and ``created_at`` follows the rank,
+        so session order (which sorts side lanes by it) does too."""
+        lanes = [lane for group in self._lanes.values() for lane in group]
+        groups: dict[int, list[Lane]] = {
+            id(lane): [lane] for lane in lanes if lane.kind != "side" or lane.owner is None
+        }
+        for lane in lanes:
+            if lane.kind == "side" and lane.owner is not None:
+                groups[id(lane.owner)].append(lane)
+        roots = {key: group[0] for key, group in groups.items()}
+        elected = {key: sorted(group, key=session_rank)[0] for key, group in groups.items()}
+
+        def elected_of(lane: Lane) -> Lane:
+            root = lane.owner if lane.kind == "side" and lane.owner is not None else lane
+            return elected.get(id(root), lane)
+
+        for key, group in groups.items():
+            root = roots[key]
+            ranked = sorted(group, key=session_rank)
+            parent = root.session.header.parent_session
+            parent_lane = root.parent_lane
+            if parent_lane is None and root.parent_key is not None and root.kind == "session":
+                parent_lane = self._main_lane(root.parent_key)
+            if parent_lane is not None:
+                parent = elected_of(parent_lane).session.id
+            times = sorted(lane.session.header.created_at for lane in ranked)
+            ordinal = root.ordinal  # goes with the relation to the parent
+            for lane in ranked:
                 lane.ordinal = None
-            group[0].ordinal = ordinal
-            for position, lane in enumerate(group):
+            ranked[0].ordinal = ordinal
+            for position, lane in enumerate(ranked):
                 if position == 0:
                     relation: dict[str, Any] = {
                         "parent_session": parent,
-                        "spawn_index": opened.session.header.spawn_index,
+                        "spawn_index": root.session.header.spawn_index,
                         "origin": "spawn" if parent is not None else "main",
                     }
                 else:
                     times[position] = max(times[position], times[position - 1] + 1)
                     relation = {
-                        "parent_session": group[0].session.id,
+                        "parent_session": ranked[0].session.id,
                         "spawn_index": None,
                         "origin": "spawn",
                     }

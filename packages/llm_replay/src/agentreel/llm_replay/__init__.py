@@ -10,15 +10,20 @@ from agentreel.llm_replay._failures import ANONYMOUS
 from agentreel.llm_replay._fixture import RecordedCall, Recording, Script, load_recording
 from agentreel.llm_replay._lanes import (
     Chain,
+    Delegation,
     LaneSignature,
     PartialLanes,
     Reply,
     argument_strings,
     chain,
+    delegated_by,
+    delegations,
+    first_user_text,
     first_user_texts,
     lane_signature,
     message_digests,
     recorded_reply,
+    restates,
 )
 from agentreel.llm_replay._overrides import HangOverride, Override, ThrowOverride
 from agentreel.llm_replay._provider import (
@@ -75,6 +80,7 @@ __all__ = [
     "CallGates",
     "Chain",
     "ConsumptionReport",
+    "Delegation",
     "DivergenceMode",
     "DriftMode",
     "FixtureError",
@@ -106,12 +112,16 @@ __all__ = [
     "chain",
     "check_schedule_settings",
     "create_replay_provider",
+    "delegated_by",
+    "delegations",
+    "first_user_text",
     "first_user_texts",
     "lane_signature",
     "load_recording",
     "message_digests",
     "read_report",
     "recorded_reply",
+    "restates",
     "session_file_name",
     "write_report",
 ]

@@ -43,20 +43,26 @@ from dataclasses import dataclass
 
 import msgspec
 
+from agentreel.brand import SessionId
 from agentreel.llm import BlockEnd, Chunk, GenerateOptions, ToolCallPart
 from agentreel.llm_replay._failures import ANONYMOUS, unrecorded_error
 from agentreel.llm_replay._fixture import Recording, Script
 from agentreel.llm_replay._lanes import (
     Chain,
+    Delegation,
     LaneIndex,
     LaneSignature,
     Reply,
     argument_strings,
     chain,
+    delegated_by,
+    delegations,
+    first_user_text,
     first_user_texts,
     lane_signature,
     message_digests,
     recorded_reply,
+    restates,
 )
 from agentreel.llm_replay.exceptions import UnrecordedSessionError
 from agentreel.session import RequestHeaderData
@@ -113,6 +119,12 @@ class Binder:
         self._replies = replies
         self._mask = mask
         self._reply_cache: dict[tuple[int, int], Reply] = {}
+        # Per script number: the delegations its served replies issued (and how many calls
+        # they cover), the ones a headerless child has claimed, and the first user message
+        # of the live request that bound it (content binding only).
+        self._issued: dict[int, tuple[int, list[Delegation]]] = {}
+        self._claimed: dict[int, set[int]] = {}
+        self._first_user: dict[int, str | None] = {}
 
     def bind(self, options: GenerateOptions, live: RequestHeaderData | None = None) -> int:
         """The script number for the caller of ``options``, binding it on its first call.
@@ -172,6 +184,7 @@ class Binder:
                     lane = _Lane(number, signature, digests)
                     lanes.append(lane)
                     self.bound_to[number] = key
+                    self._first_user[number] = first_user_text(options.messages)
             lane.previous = digests
             return lane.number
         parent_number = (
@@ -200,6 +213,7 @@ class Binder:
         self._bound[key] = number
         self._lanes[key] = [_Lane(number, signature, digests)]
         self.bound_to[number] = key
+        self._first_user[number] = first_user_text(options.messages)
         return number
 
     def _lane_for(
@@ -224,11 +238,20 @@ class Binder:
         if continued:
             return self._one_continued(options, continued, live)
         owner = self._scripts[lanes[0].number].header.id
+        delegator = self._delegator(options) if options.session_id is None else None
+        if delegator is not None:
+            # A headerless conversation whose first message a bound conversation handed
+            # on (its tool call's prompt, its reply's payload): that conversation's child,
+            # as record time found it — its recorded children first.
+            owner = self._scripts[delegator].header.id
         exact = self._by_content(options, live, owner, exact_only=True)
+        if exact is None and delegator is not None:
+            raise self._unrecorded_child(options, delegator)
         if exact is not None:
             lane = _Lane(exact, signature, message_digests(live))
             lanes.append(lane)
             self.bound_to[exact] = self.bound_to[lanes[0].number]
+            self._first_user[exact] = first_user_text(options.messages)
             return lane
         if len(extended) == 1:
             return extended[0]
@@ -245,7 +268,13 @@ class Binder:
             )
         if options.session_id is None:
             # Without identity, a request that neither continues nor extends a lane of the
-            # same signature is another conversation (a second worker), not that lane.
+            # same signature is another conversation (a second worker), not that lane —
+            # and when a bound conversation handed on its first message (a delegation a
+            # side call of the child, such as its router call, claimed first), a child of
+            # that conversation whose recording is missing.
+            handed = self._delegator(options, claim=False)
+            if handed is not None and not self._by_content(options, live, None, exact_only=True):
+                raise self._unrecorded_child(options, handed)
             return None
         return alike[0] if alike else None
 
@@ -275,6 +304,48 @@ class Binder:
             "headers (x-agentreel-session-id, -parent-session-id, -spawn-index) or make "
             "the conversations differ earlier",
         )
+
+    def _delegator(self, options: GenerateOptions, *, claim: bool = True) -> int | None:
+        """The bound script with a served, unclaimed delegation whose text is this
+        request's first user message (``delegated_by``: record time's rule); claims it.
+        With ``claim=False`` (naming a missing child's parent) claimed ones count too."""
+        said = first_user_texts(options.messages)
+        if not said:
+            return None
+        for number, holder in enumerate(self.bound_to):
+            if holder is None or restates(options.messages, self._first_user.get(number)):
+                continue
+            claimed = self._claimed.setdefault(number, set())
+            found = delegated_by(
+                said, self._delegations(number), claimed if claim else set(), anonymous=True
+            )
+            if found is not None:
+                if claim:
+                    claimed.add(found.ordinal)
+                return number
+        return None
+
+    def _unrecorded_child(
+        self, options: GenerateOptions, parent_number: int
+    ) -> UnrecordedSessionError:
+        parent = self._scripts[parent_number]
+        return self._unrecorded(
+            msgspec.structs.replace(options, parent_session_id=SessionId(parent.label)),
+            f"its first message is what {parent.label} handed on (a pending delegating tool "
+            "call's argument or a task in its reply), so it is that session's child, but no "
+            "unclaimed recording of a child starts with this request (a session.<n>.jsonl "
+            "file is missing, or the child's first request changed)",
+        )
+
+    def _delegations(self, number: int) -> list[Delegation]:
+        """What script ``number``'s replies served so far handed on, in the order issued."""
+        replies = self._replies[number] if number < len(self._replies) else ()
+        served = min(self._cursor(number), len(replies))
+        done, issued = self._issued.get(number, (0, []))
+        for position in range(done, served):
+            issued = issued + delegations(replies[position], len(issued), self._mask)
+        self._issued[number] = (served, issued)
+        return issued
 
     def _refuse_shared_identity_child(self, options: GenerateOptions, lanes: list[_Lane]) -> None:
         """A named caller's new conversation that no recording starts with, whose first

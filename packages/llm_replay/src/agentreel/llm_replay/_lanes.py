@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from enum import IntEnum
 from typing import NamedTuple
 
@@ -246,6 +246,23 @@ def message_digests(header: RequestHeaderData) -> tuple[str, ...]:
     return tuple(message.digest for message in header.messages)
 
 
+# -- delegation: who a headerless caller's first message comes from (SPEC 11, 13) --------
+
+
+class Delegation(NamedTuple):
+    """One place where a reply hands work to another conversation: a tool call (its
+    argument strings: a ``prompt``, ``task`` or ``description`` that becomes the child's first
+    user message) or a piece of the reply's text (a LangGraph supervisor's ``Send``
+    payloads: a line, or a string of the JSON it answered with). ``ordinal`` numbers a
+    conversation's delegations in the order it issued them, across its calls."""
+
+    ordinal: int
+    texts: frozenset[str]
+    in_text: bool
+    """Found in the reply's text, not a tool call: only a caller with no identity at all
+    is bound by it (a named caller's conversation says who its parent is by header)."""
+
+
 def argument_strings(arguments: str) -> frozenset[str]:
     """The string values inside a tool call's JSON arguments (a delegating call's prompt),
     stripped; arguments that are no JSON are one string."""
@@ -270,6 +287,50 @@ def argument_strings(arguments: str) -> frozenset[str]:
     return frozenset(found)
 
 
+def _text_payloads(text: str) -> list[str]:
+    """The pieces of a reply's text another conversation may start with: the whole text,
+    each non-empty line, and — when the text is JSON (fenced or not) — its strings."""
+    pieces = [text.strip()]
+    pieces.extend(line.strip() for line in text.splitlines())
+    body = text.strip()
+    if body.startswith("```"):
+        body = body.split("\n", 1)[1] if "\n" in body else ""
+        body = body.rsplit("```", 1)[0]
+    if body[:1] in ("{", "["):
+        pieces.extend(sorted(argument_strings(body)))
+    return [piece for piece in dict.fromkeys(pieces) if piece]
+
+
+def delegations(
+    chunks: Iterable[Chunk], start: int = 0, mask: Callable[[str], str] | None = None
+) -> list[Delegation]:
+    """The delegations in one reply's chunks, numbered from ``start`` in the order the
+    reply issued them (each text block's payloads, each tool call); ``mask`` is the request
+    masking (replay compares masked requests with masked replies)."""
+    found: list[Delegation] = []
+
+    def add(texts: Iterable[str], in_text: bool) -> None:
+        masked = frozenset(mask(t).strip() if mask is not None else t for t in texts)
+        found.append(Delegation(start + len(found), masked, in_text))
+
+    for chunk in chunks:
+        if not isinstance(chunk, BlockEnd):
+            continue
+        if isinstance(chunk.block, ToolCallPart):
+            add(argument_strings(chunk.block.arguments), False)
+        elif isinstance(chunk.block, TextPart):
+            for piece in _text_payloads(chunk.block.text):
+                add((piece,), True)
+    return found
+
+
+def first_user_text(messages: Sequence[Message]) -> str | None:
+    """The whole text of the first user message, stripped, or None when there is none."""
+    first = next((m for m in messages if m.role == "user"), None)
+    text = first.text.strip() if first is not None else ""
+    return text or None
+
+
 def first_user_texts(messages: Sequence[Message]) -> frozenset[str]:
     """What a child's first user message may hold of its delegating call's prompt: the
     message's whole text and each of its text parts, stripped (Claude Code puts a
@@ -281,3 +342,28 @@ def first_user_texts(messages: Sequence[Message]) -> frozenset[str]:
     said.update(part.text.strip() for part in first.content if isinstance(part, TextPart))
     said.discard("")
     return frozenset(said)
+
+
+def restates(messages: Sequence[Message], delegator_first: str | None) -> bool:
+    """Whether a request is a side call *about* the conversation that would delegate to it
+    (Qwen Code's auto-mode classifier: the conversation's own user messages, then the action
+    it judges): its first user message is that conversation's first user message and more
+    user messages follow. Such a request is a lane of that conversation, never its child —
+    even when the conversation delegated its own first message verbatim."""
+    if delegator_first is None or first_user_text(messages) != delegator_first:
+        return False
+    return sum(1 for m in messages if m.role == "user") > 1
+
+
+def delegated_by(
+    said: frozenset[str], issued: Sequence[Delegation], claimed: set[int], *, anonymous: bool
+) -> Delegation | None:
+    """The first of ``issued`` not yet ``claimed`` whose texts hold one of ``said`` (a new
+    conversation's first user message, ``first_user_texts``); text payloads only for an
+    ``anonymous`` caller."""
+    for delegation in issued:
+        if delegation.ordinal in claimed or (delegation.in_text and not anonymous):
+            continue
+        if not said.isdisjoint(delegation.texts):
+            return delegation
+    return None
