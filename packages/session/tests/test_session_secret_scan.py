@@ -138,3 +138,26 @@ def test_redact_hides_every_refused_value_as_written_and_json_escaped() -> None:
     allowed = SecretScan(allow=[secret_sha256(KEYS["aws"])]).redact(shown)
     assert _leaked(allowed) == ["aws"]  # an allowed fake key is shown as it is
     assert SecretScan().redact("nothing here") == "nothing here"
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        '"x-goog-api-key": "{key}"',
+        "GET https://generativelanguage.googleapis.com/v1beta/models?key={key}&pageSize=50",
+        "GEMINI_API_KEY={key}",
+        "the keys I found:\n{key}\tend",  # after a JSON escape
+    ],
+)
+def test_a_google_api_key_is_refused_as_gemini_sends_it(shape: str) -> None:
+    """Gemini's key (``AIza`` + 35) as the header and query Gemini clients send it, or
+    echoed as an agent read it from its environment; an ``AIza`` run of another length or
+    inside a longer token (a base64 signature) is not a key."""
+    key = KEYS["google"]
+    line = json.dumps({"text": shape.format(key=key)}) + "\n"
+    (hit,) = SecretScan().scan("session.jsonl", line.encode())
+    assert (hit.line, hit.rule, hit.sha256) == (1, "Google API Key", secret_sha256(key))
+    assert _leaked(hit.describe()) == []
+    near_misses = [key[:-1], key + "x", "Zm9v" + key, key[:20] + "+/" + key[20:]]
+    text = " ".join(near_misses)
+    assert SecretScan().scan("s.jsonl", (json.dumps({"text": text}) + "\n").encode()) == []

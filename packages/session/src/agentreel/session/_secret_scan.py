@@ -13,9 +13,9 @@ and ``agentreel check-secrets`` runs it over committed fixtures. It refuses:
   Azure storage, Square) plus the shapes it lacks, written as its plugins are (a
   ``secret_type`` and a denylist): Anthropic ``sk-ant-…``, OpenAI ``sk-proj-…`` /
   ``sk-svcacct-…`` / ``sk-admin-…`` and 48-character ``sk-…`` keys, GitHub
-  ``github_pat_…``. High-entropy strings alone are not refused (ids and hashes are in
-  every recording), nor keyword guesses (``password = …``) whose false hits would refuse
-  ordinary answers.
+  ``github_pat_…``, Google ``AIza…`` (Gemini's ``x-goog-api-key`` / ``?key=``).
+  High-entropy strings alone are not refused (ids and hashes are in every recording), nor
+  keyword guesses (``password = …``) whose false hits would refuse ordinary answers.
 
 A hit names the file, the line, the event (session, turn and step, seq, chunk type) and
 the rule — never the value; for a known shape it also gives the value's sha256, which a
@@ -82,6 +82,13 @@ _OWN_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
         (r"sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}", r"\bsk-[A-Za-z0-9]{48}\b"),
     ),
     ("GitHub Token", (r"github_pat_[A-Za-z0-9_]{22,}",)),
+    # Gemini and every Google API: AIza + 35, sent as x-goog-api-key or ?key= (the proxy
+    # never writes either; an agent may echo the key it was given). Not inside a longer
+    # token (a base64 signature), but right after a JSON escape (\n, \t, \r) it is a key.
+    (
+        "Google API Key",
+        (r"(?:(?<![A-Za-z0-9_-])|(?<=\\[nrt]))AIza[A-Za-z0-9_-]{35}(?![A-Za-z0-9_-])",),
+    ),
 )
 
 # A lookaround RE2 cannot run: dropped from the one-pass prefilter (which then matches a

@@ -20,6 +20,7 @@ FAKE_CREDENTIAL_RULES = {
     "github": "GitHub Token",
     "github-fine-grained": "GitHub Token",
     "private-key": "Private Key",
+    "google": "Google API Key",
 }
 """Each fake credential's kind → the scan's rule that names it."""
 
@@ -49,4 +50,5 @@ def fake_credentials(seed: int = 29) -> dict[str, str]:
         + " KEY-----\n"
         + body
         + "\n-----END RSA PRIVATE KEY-----",
+        "google": "AI" + "za" + chars(35, _ALNUM + "_-"),
     }
