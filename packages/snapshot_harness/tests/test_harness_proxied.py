@@ -320,3 +320,18 @@ def test_a_drift_in_a_real_agent_sized_request_is_short_and_shows_the_text(
     assert "the word of the day is alpha" in Path(recorded_file).read_text()
     assert "the word of the day is omega" in Path(live_file).read_text()
     assert len(Path(live_file).read_text()) > 50_000
+    assert Path(live_file).parent == runs / "drift"  # kept beside the run's files
+
+    # Without --keep-runs the run's folder is removed after the run: the files it names
+    # are kept outside it, and still hold both sides.
+    with pytest.raises(ReplayConsumptionError) as caught:
+        check_scenario(load_scenario(directory), "replay")
+    head = str(caught.value).split("--- agent stderr (tail) ---")[0]
+    named = re.findall(r"(\S+\.call-1\.(?:recorded|live)\.txt)", head)
+    assert len(named) == 2, head
+    try:
+        recorded_text, live_text = (Path(name).read_text() for name in named)
+        assert "line 1200: the word of the day is alpha" in recorded_text
+        assert "line 1200: the word of the day is omega" in live_text
+    finally:
+        shutil.rmtree(Path(named[0]).parent, ignore_errors=True)

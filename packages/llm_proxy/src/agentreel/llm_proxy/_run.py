@@ -147,6 +147,7 @@ class ProxyRun(RecordSide, ReplaySide):
                 live_cwd=settings.cwd,
                 drift=settings.drift,
                 report_path=settings.report,
+                drift_dir=settings.drift_dir,
                 scenario=settings.scenario,
                 content_binding=True,
                 partial_lanes=settings.partial_lanes,

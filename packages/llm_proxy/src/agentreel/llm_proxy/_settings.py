@@ -41,6 +41,9 @@ class ProxySettings:
     sessions_root: Path | None = None
     fixture: Path | None = None
     report: Path | None = None
+    drift_dir: Path | None = None
+    """Replay: where a drifted call's full requests are written (default: ``drift/``
+    beside the report; ``agentreel.llm_replay.ReplayProvider``'s ``drift_dir``)."""
     host: str = "127.0.0.1"
     port: int = 0
     masks: tuple[str, ...] = ()

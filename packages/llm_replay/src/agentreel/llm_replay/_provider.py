@@ -94,6 +94,10 @@ class ReplayProvider:
     - ``pacing_ms``: delay before each chunk, for watching streaming in a UI (default 0).
     - ``report_path``: where to write the consumption report (``close()``, at interpreter
       exit, and right after every replay error); ``None`` writes nothing.
+    - ``drift_dir``: where a drifted call's full masked recorded and live requests are
+      written (``<file>.call-<n>.{recorded,live}.txt``, named in the error; created on the
+      first drift); default ``drift/`` beside the report, none without a report. A harness
+      whose run folder is removed after the run passes a folder it keeps.
     - ``scenario``: the scenario name used in re-record commands (default: the fixture
       directory's name).
     - ``content_binding``: lanes and binding by what a request is (``_binding``; the
@@ -129,6 +133,7 @@ class ReplayProvider:
         drift: DriftMode = "error",
         pacing_ms: float = 0,
         report_path: str | os.PathLike[str] | None = None,
+        drift_dir: str | os.PathLike[str] | None = None,
         scenario: str | None = None,
         lineage_binding: bool = True,
         content_binding: bool = False,
@@ -154,6 +159,13 @@ class ReplayProvider:
         # Whole message texts (the proxy keeps each once per log) serve a drift's excerpt.
         self._recording, self._texts = message_texts(self._recording)
         self._report_path = Path(report_path) if report_path is not None else None
+        self._drift_dir = (
+            Path(drift_dir)
+            if drift_dir is not None
+            else self._report_path.parent / "drift"
+            if self._report_path is not None
+            else None
+        )
         self.scenario = scenario or self._recording.scenario
         self.live_cwd = os.fspath(live_cwd) if live_cwd is not None else os.getcwd()
         self.drift: DriftMode = drift
@@ -328,10 +340,10 @@ class ReplayProvider:
         live: RequestHeaderData,
     ) -> tuple[Path, Path] | None:
         """The full masked recorded and live requests of a drifted call, as two text files
-        in ``drift/`` beside the report (the run's folder); ``None`` without a report."""
-        if self._report_path is None:
+        in ``drift_dir`` (default: ``drift/`` beside the report); ``None`` without one."""
+        folder = self._drift_dir
+        if folder is None:
             return None
-        folder = self._report_path.parent / "drift"
         stem = f"{script.path.stem}.call-{call.number}"
         paths = (folder / f"{stem}.recorded.txt", folder / f"{stem}.live.txt")
         try:
@@ -504,6 +516,7 @@ def create_replay_provider(*, live_cwd: str | None = None, **settings: Any) -> R
         "drift",
         "pacing_ms",
         "report_path",
+        "drift_dir",
         "scenario",
         "lineage_binding",
         "content_binding",
@@ -537,7 +550,7 @@ def create_replay_provider(*, live_cwd: str | None = None, **settings: Any) -> R
         settings["partial_lanes"] = tuple(
             line for line in settings["partial_lanes"].splitlines() if line.strip()
         )
-    for optional in ("live_cwd", "report_path", "scenario"):
+    for optional in ("live_cwd", "report_path", "drift_dir", "scenario"):
         if settings.get(optional) == "":
             settings[optional] = None
     try:

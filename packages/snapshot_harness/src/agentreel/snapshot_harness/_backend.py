@@ -58,8 +58,11 @@ def record_backend(config: RecordConfig) -> Iterator[dict[str, str]]:
         yield env
 
 
-def replay_backend(scenario: Scenario, cwd: Path, report: Path) -> dict[str, str]:
-    """Replay and refresh: the replay provider, no key, proxies at a closed port."""
+def replay_backend(
+    scenario: Scenario, cwd: Path, report: Path, drift_dir: Path | None = None
+) -> dict[str, str]:
+    """Replay and refresh: the replay provider, no key, proxies at a closed port; a drift's
+    full requests written to ``drift_dir`` (``None``: beside the report)."""
     env = envvars.offline_proxies()
     contract = AgentEnvironment(
         provider="replay",
@@ -67,6 +70,7 @@ def replay_backend(scenario: Scenario, cwd: Path, report: Path) -> dict[str, str
         settings={
             "fixture_dir": str(scenario.directory.resolve()),
             "report_path": str(report),
+            **({"drift_dir": str(drift_dir)} if drift_dir is not None else {}),
             **scenario.replay.settings(),
         },
         live_cwd=str(cwd),

@@ -196,6 +196,7 @@ def proxy_backend(
     cwd: Path,
     home: Path,
     report: Path,
+    drift_dir: Path | None = None,
 ) -> Iterator[ProxiedRun]:
     """Run the proxy for the block and build the agent's environment around it."""
     model = scenario.model
@@ -220,6 +221,7 @@ def proxy_backend(
         else:
             settings["fixture"] = scenario.directory.resolve()
             settings["report"] = report
+            settings["drift_dir"] = drift_dir
             settings["schedule"] = scenario.replay.schedule
             settings["schedule_timeout"] = scenario.replay.schedule_timeout
             settings["schedule_divergence"] = scenario.replay.schedule_divergence

@@ -138,13 +138,25 @@ def run_scenario(
     keep_raw = mode == "record" if keep_raw_logs is None else keep_raw_logs
     if work_dir is not None:
         work_dir.mkdir(parents=True, exist_ok=True)
-        return _run_in(scenario, mode, record, work_dir.resolve(), keep_raw)
-    with tempfile.TemporaryDirectory(prefix=f"agentreel-{scenario.name}-") as tmp:
-        return _run_in(scenario, mode, record, Path(tmp).resolve(), keep_raw)
+        # A drift's full requests go beside the report there (the replay provider's default).
+        return _run_in(scenario, mode, record, work_dir.resolve(), keep_raw, None)
+    # A drift names the full requests it wrote: they must outlive the run's folder.
+    drift_dir = Path(tempfile.mkdtemp(prefix=f"agentreel-{scenario.name}-drift-")).resolve()
+    try:
+        with tempfile.TemporaryDirectory(prefix=f"agentreel-{scenario.name}-") as tmp:
+            return _run_in(scenario, mode, record, Path(tmp).resolve(), keep_raw, drift_dir)
+    finally:
+        with contextlib.suppress(OSError):
+            drift_dir.rmdir()  # kept only when a drift wrote into it
 
 
 def _run_in(
-    scenario: Scenario, mode: Mode, record: RecordConfig | None, run_dir: Path, keep_raw: bool
+    scenario: Scenario,
+    mode: Mode,
+    record: RecordConfig | None,
+    run_dir: Path,
+    keep_raw: bool,
+    drift_dir: Path | None,
 ) -> RunResult:
     cwd = run_dir / "cwd"
     sessions_root = run_dir / "sessions"
@@ -172,6 +184,7 @@ def _run_in(
                         cwd=cwd,
                         home=Path(env["HOME"]),
                         report=report,
+                        drift_dir=drift_dir,
                     )
                 )
             except ReplayError as error:
@@ -183,7 +196,7 @@ def _run_in(
         elif mode == "record":
             env.update(stack.enter_context(record_backend(record or scenario.record)))
         else:
-            env.update(replay_backend(scenario, cwd, report))
+            env.update(replay_backend(scenario, cwd, report, drift_dir))
         env.update(scenario.env)
         started = time.monotonic()
         try:
