@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -62,6 +63,8 @@ from agentreel.snapshot_harness.exceptions import (
     RunError,
     StepError,
 )
+
+logger = logging.getLogger("agentreel.snapshot_harness")
 
 _READ_SIZE = 1 << 16
 # Exit codes of a process ended by SIGTERM: killed by it, or exiting 128 + 15 on purpose.
@@ -142,12 +145,83 @@ def run_scenario(
         return _run_in(scenario, mode, record, work_dir.resolve(), keep_raw, None)
     # A drift names the full requests it wrote: they must outlive the run's folder.
     drift_dir = Path(tempfile.mkdtemp(prefix=f"agentreel-{scenario.name}-drift-")).resolve()
+    run_dir = Path(tempfile.mkdtemp(prefix=f"agentreel-{scenario.name}-")).resolve()
     try:
-        with tempfile.TemporaryDirectory(prefix=f"agentreel-{scenario.name}-") as tmp:
-            return _run_in(scenario, mode, record, Path(tmp).resolve(), keep_raw, drift_dir)
+        return _run_in(scenario, mode, record, run_dir, keep_raw, drift_dir)
     finally:
+        _remove_run_dir(scenario, run_dir)
         with contextlib.suppress(OSError):
             drift_dir.rmdir()  # kept only when a drift wrote into it
+
+
+def _remove_run_dir(scenario: Scenario, run_dir: Path) -> None:
+    """Remove a finished run's temp folder, whatever the agent left running in it.
+
+    The agent's process group is killed when its run ends, but a process it detached (its
+    own session: Codex's sandbox child) can still be writing there, and removing a folder
+    that gains files fails (``Directory not empty``). Such a process is the run's: one
+    working in this private folder is killed first (a cheap look at each process's
+    working directory); if the removal still fails, so is any with a file open there, and
+    the removal is tried again. What still cannot be removed is left in place and named in
+    a warning; the run's own outcome stands (no failure of the scenario, nor of agentreel).
+    """
+    killed = _kill_all(_processes_using(run_dir, open_files=False))
+    last: OSError | None = None
+    for attempt in range(6):
+        try:
+            shutil.rmtree(run_dir)
+            return
+        except FileNotFoundError:
+            return
+        except OSError as error:
+            last = error
+        killed += _kill_all(_processes_using(run_dir, open_files=True))
+        time.sleep(0.05 * (attempt + 1))
+    left = sorted(str(path.relative_to(run_dir)) for path in run_dir.rglob("*"))[:5]
+    logger.warning(
+        "agentreel: %s: the run's temp folder %s could not be removed (%s)%s; left in it: %s. "
+        "Remove it by hand; a process the agent started outside its process group may "
+        "still be writing there",
+        scenario.name,
+        run_dir,
+        last,
+        f" after killing {', '.join(killed)}" if killed else "",
+        ", ".join(left) or "nothing",
+    )
+
+
+def _kill_all(processes: list[tuple[int, str]]) -> list[str]:
+    killed: list[str] = []
+    for pid, command in processes:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+            killed.append(f"pid {pid} ({command[:120]})")
+    return killed
+
+
+def _processes_using(folder: Path, *, open_files: bool) -> list[tuple[int, str]]:
+    """Other processes whose working directory (and with ``open_files`` an open file) lies
+    in ``folder``, with their command lines: from ``/proc``, none where there is none."""
+    prefix = str(folder)
+    found: list[tuple[int, str]] = []
+    try:
+        pids = [int(entry.name) for entry in os.scandir("/proc") if entry.name.isdigit()]
+    except OSError:
+        return found
+    for pid in pids:
+        if pid == os.getpid():
+            continue
+        try:
+            links = [os.readlink(f"/proc/{pid}/cwd")]
+            if open_files:
+                links += [os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()]
+            if not any(link == prefix or link.startswith(prefix + "/") for link in links):
+                continue
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        found.append((pid, command.decode("utf-8", "replace").strip()))
+    return found
 
 
 def _run_in(
