@@ -13,6 +13,12 @@ order already matches the recorded one):
   ``ReplayProvider`` (as ``concurrency``), recorded with the children started in the order
   the live tasks start and ended in the order they finish when each yields after every
   chunk — the live order matches — CPU time of the children's streams.
+- **the proxy's 64 HTTP sessions**: the ``proxy`` bench's 64 concurrent sessions (identity
+  headers, 50 chunks each, the stub upstream) recorded once through the recording proxy,
+  then replayed over HTTP by the same 64 concurrent clients from a proxy with
+  ``schedule = "recorded"`` and from one without, alternating; wall time per chunk, every
+  session checked for its own answer, and the schedule divergences counted (a wait past
+  the timeout: where the live order did not match the recorded one).
 """
 
 from __future__ import annotations
@@ -146,6 +152,41 @@ async def _concurrent(fixture: Path, order: list[int], schedule: ScheduleMode) -
     return elapsed
 
 
+def _proxy_rows(result: BenchResult, tmp: Path, repeats: int) -> None:
+    """The proxy's own 64 HTTP sessions, replayed with the recorded schedule and free."""
+    from agentreel.llm.stub import StubServer
+    from agentreel.llm_proxy import ProxySettings
+    from bench.proxy import SESSION_RULES, SESSIONS, _proxy_thread, _run, _sessions
+
+    tmp.mkdir()
+    numbers = list(range(SESSIONS))
+    fixture = tmp / "sessions"
+    with StubServer.from_toml(SESSION_RULES, source="bench session rules") as stub:
+        record = ProxySettings(mode="record", upstream=stub.base_url, fixture=fixture, cwd=str(tmp))
+        with _proxy_thread(record) as proxy:
+            _run(partial(_sessions, proxy.base_url, numbers))
+    per_chunk: dict[ScheduleMode, list[float]] = {"free": [], "recorded": []}
+    divergences = misrouted = 0
+    for _ in range(repeats):
+        for schedule in ("free", "recorded"):
+            replay = ProxySettings(mode="replay", fixture=fixture, cwd=str(tmp), schedule=schedule)
+            with _proxy_thread(replay) as proxy:
+                elapsed, chunks, wrong = _run(partial(_sessions, proxy.base_url, numbers))
+                assert proxy.provider is not None
+                divergences += len(proxy.provider.consumption_report().errors)
+            misrouted += wrong
+            per_chunk[schedule].append(elapsed / chunks)
+    free = result.median("proxy 64 sessions free_s per chunk", per_chunk["free"])
+    recorded = result.median("proxy 64 sessions recorded_s per chunk", per_chunk["recorded"])
+    result.figure(f"proxy, {SESSIONS} HTTP sessions, per chunk, free", free, "s")
+    result.figure(f"proxy, {SESSIONS} HTTP sessions, per chunk, recorded", recorded, "s")
+    result.target(
+        f"proxy, {SESSIONS} HTTP sessions: recorded / free, per chunk", recorded / free, 1.1
+    )
+    result.target("proxy, 64 HTTP sessions: misrouted sessions", float(misrouted), 0.0, unit="")
+    result.figure("proxy, 64 HTTP sessions: schedule divergences (all runs)", divergences, "count")
+
+
 def run(settings: Settings) -> BenchResult:
     result = BenchResult("schedule", '13. The recorded schedule: schedule = "recorded" vs free')
     order = list(range(CHILDREN))
@@ -164,6 +205,8 @@ def run(settings: Settings) -> BenchResult:
         result.figure(f"per chunk, {CHILDREN} sessions, free", free, "s")
         result.figure(f"per chunk, {CHILDREN} sessions, recorded", recorded, "s")
         result.target(f"{CHILDREN} sessions: recorded / free, per chunk", recorded / free, 1.1)
+
+        _proxy_rows(result, tmp / "proxy", settings.scaled(5, 2))
 
         free_dirs, scheduled_dirs, failing = _suite_copies(tmp / "suite")
         suite_repeats = settings.scaled(3, 1)
