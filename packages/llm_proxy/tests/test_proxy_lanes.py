@@ -565,3 +565,93 @@ async def test_a_deleted_shared_identity_child_is_unrecorded_naming_it_and_its_p
     assert "Read notes.txt." in line, line
     assert "the Agent call toolu_task that session.jsonl" in line, line
     assert len(first.message.splitlines()) <= 20, first.message
+
+
+VIBE_RULES = """
+[[rule]]
+match.lane = "title"
+text = "Notes via subagent"
+[[rule]]
+match = { last_user = "delegate", tool_offered = "run_typescript" }
+call_subagent = { prompt = "Read 'notes.txt' and say what it says.", agent = "reader" }
+[[rule]]
+match.last_user = "Read 'notes.txt'"
+text = "It says tangerine."
+[[rule]]
+match.last_tool_result = "success"
+text = "The child says tangerine."
+"""
+VIBE_TOOLS: Any = [
+    {
+        "type": "function",
+        "function": {
+            "name": "run_typescript",
+            "description": "Executes TypeScript code in a sandbox environment.",
+            "parameters": {
+                "type": "object",
+                "properties": {"code": {"type": "string"}},
+                "required": ["code"],
+            },
+        },
+    }
+]
+
+
+async def _vibe_session(base_url: str) -> list[str]:
+    """mistral-vibe 3.0's shape: parent, child and title calls all send the parent's
+    ``x-affinity``; the parent spawns its child from code (``run_typescript`` calling
+    ``tools.agents.spawn({name, message})``), and the child's first message is that
+    ``message`` — a literal inside the call's ``code`` argument, not an argument of its own."""
+    client = openai.AsyncOpenAI(
+        base_url=base_url,
+        api_key="sk-vibe-shape",
+        max_retries=0,
+        default_headers={"x-affinity": "vibe-session-1"},
+    )
+    system: Any = {"role": "system", "content": "You help users get complex tasks done."}
+    messages: Any = [system, {"role": "user", "content": "delegate the read"}]
+    spawn = await client.chat.completions.create(model="m", messages=messages, tools=VIBE_TOOLS)
+    (call,) = spawn.choices[0].message.tool_calls or []
+    code = json.loads(call.function.arguments)["code"]  # type: ignore[union-attr]
+    prompt = json.loads(code[code.index("{") : code.rindex("}") + 1])["message"]
+    child = await client.chat.completions.create(
+        model="m", messages=[system, {"role": "user", "content": prompt}], tools=VIBE_TOOLS
+    )
+    title = await client.chat.completions.create(
+        model="m",
+        messages=[
+            {"role": "system", "content": "Reply with a short title for the session."},
+            {"role": "user", "content": f"user: {prompt}"},
+        ],
+    )
+    messages.append(spawn.choices[0].message.model_dump(exclude_none=True))
+    messages.append({"role": "tool", "tool_call_id": call.id, "content": '{"type":"success"}'})
+    final = await client.chat.completions.create(model="m", messages=messages, tools=VIBE_TOOLS)
+    await client.close()
+    return [str(reply.choices[0].message.content) for reply in (child, title, final)]
+
+
+@pytest.mark.asyncio
+async def test_a_child_spawned_from_code_under_its_parents_identity_is_its_child(
+    tmp_path: Path,
+) -> None:
+    """mistral-vibe's child shares its parent's x-affinity and its prompt is a string
+    literal inside the parent's run_typescript code: it is the parent's child, spawn index
+    0 (it was a side lane: the delegating call's only argument is the whole code), and the
+    title call stays a side lane. Replay binds each request to its own script."""
+    expected = ["It says tangerine.", "Notes via subagent", "The child says tangerine."]
+    fixture = tmp_path / "fixture"
+    with StubServer.from_toml(VIBE_RULES) as stub:
+        async with start_proxy("record", upstream=stub.base_url, fixture=fixture) as proxy:
+            assert await _vibe_session(proxy.openai_base_url) == expected
+    assert _structure(_fixture_logs(fixture)) == [
+        ("main", None, None, "m", 2),
+        ("spawn", 0, 0, "m", 1),
+        ("spawn", 0, None, "m", 1),
+    ]
+    report = tmp_path / "report.json"
+    async with start_proxy("replay", fixture=fixture, report=report) as proxy:
+        assert await _vibe_session(proxy.openai_base_url) == expected
+    replayed = read_report(report)
+    assert replayed.errors == []
+    assert sorted((s.calls, s.consumed) for s in replayed.scripts) == [(1, 1), (1, 1), (2, 2)]

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from enum import IntEnum
 from typing import NamedTuple
 
@@ -246,6 +246,26 @@ def message_digests(header: RequestHeaderData) -> tuple[str, ...]:
     return tuple(message.digest for message in header.messages)
 
 
+# A quoted string literal in code: "..." (JSON / JavaScript) or '...' (JavaScript).
+_CODE_LITERAL = re.compile(r'"((?:[^"\\\n]|\\.)*)"|\'((?:[^\'\\\n]|\\.)*)\'')
+
+
+def _code_literals(text: str) -> Iterator[str]:
+    """The string literals quoted inside ``text``, decoded and stripped: a delegating call
+    whose argument is code — mistral-vibe's ``run_typescript`` spawning its child with
+    ``tools.agents.spawn({"name": ..., "message": "<prompt>"})`` — hands its child a
+    literal of that code, not a whole argument."""
+    for match in _CODE_LITERAL.finditer(text):
+        double, single = match.groups()
+        body = double if double is not None else single.replace("\\'", "'").replace('"', '\\"')
+        try:
+            value = json.loads(f'"{body}"')
+        except ValueError:
+            continue
+        if isinstance(value, str) and value.strip():
+            yield value.strip()
+
+
 # -- delegation: who a headerless caller's first message comes from (SPEC 11, 13) --------
 
 
@@ -264,8 +284,9 @@ class Delegation(NamedTuple):
 
 
 def argument_strings(arguments: str) -> frozenset[str]:
-    """The string values inside a tool call's JSON arguments (a delegating call's prompt),
-    stripped; arguments that are no JSON are one string."""
+    """The string values inside a tool call's JSON arguments (a delegating call's prompt)
+    and the string literals quoted inside them (a prompt inside code), stripped; arguments
+    that are no JSON are one string."""
     try:
         value = json.loads(arguments)
     except ValueError:
@@ -276,6 +297,7 @@ def argument_strings(arguments: str) -> frozenset[str]:
         if isinstance(item, str):
             if item.strip():
                 found.add(item.strip())
+                found.update(_code_literals(item))
         elif isinstance(item, dict):
             for inner in item.values():
                 walk(inner)
