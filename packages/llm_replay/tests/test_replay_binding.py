@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -222,6 +223,49 @@ async def test_unindexed_child_is_not_given_a_lineage_child_script(
 
     with pytest.raises(UnrecordedSessionError, match="without a spawn index"):
         provider.stream(options_for(new_session_id(), parent=parent))
+
+
+def _as_proxied(fixture_dir: Path) -> None:
+    """Rewrite a recording as the proxy writes one: each request names its wire API."""
+    for log in fixture_dir.glob("session*.jsonl"):
+        events = [json.loads(line) for line in log.read_text().splitlines()]
+        for event in events:
+            if event["type"] == "request/header":
+                event["data"]["api"] = "chat"
+        log.write_text("".join(json.dumps(event) + "\n" for event in events))
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("proxied", [True, False])
+async def test_a_proxied_parents_side_lane_is_never_served_to_a_child(
+    recorder: FixtureRecorder, fixture_dir: Path, proxied: bool
+) -> None:
+    """The proxy records each child with its spawn index, and a side call racing a
+    conversation (a title, Qwen Code's security classifier) as a script under it without
+    one. With the only child's recording gone, a caller naming the parent and spawn index 0
+    is unrecorded — it was served the classifier's answer. A recording made in process
+    without spawn indexes (no wire API on its requests) still binds such a caller by first
+    call."""
+    main = recorder.main()
+    recorder.call(main, text_call("parent delegates"), options=options_for("p"))
+    lane = recorder.child_without_index(main)
+    recorder.call(lane, text_call('{"shouldBlock": false}'), options=options_for("p"))
+    recorder.save(fixture_dir)
+    if proxied:
+        _as_proxied(fixture_dir)
+    provider = ReplayProvider(fixture_dir)
+    parent, child = new_session_id(), new_session_id()
+    await collect(provider.stream(options_for(parent)))
+
+    if not proxied:
+        served = await collect(provider.stream(options_for(child, parent=parent, spawn_index=0)))
+        assert _text(served) == '{"shouldBlock": false}'
+        return
+    with pytest.raises(UnrecordedSessionError) as caught:
+        provider.stream(options_for(child, parent=parent, spawn_index=0))
+    first = str(caught.value).splitlines()[0]
+    assert first.startswith(f"live session {child} (parent {parent}, spawn index 0)"), first
+    assert "no unclaimed script recorded as a child of session.jsonl" in first
 
 
 @pytest.mark.asyncio

@@ -10,7 +10,9 @@
 4. otherwise first-call order: the next unclaimed script in session order. Scripts that
    rule 3 can reach (children recorded with a spawn index) are left to rule 3, scripts
    without a model call are skipped, and when the caller names a bound parent only that
-   parent's recorded children qualify — each restriction only ever prevents misrouting.
+   parent's recorded children qualify (not, for a caller naming a spawn index, a proxied
+   parent's side lanes: scripts under it without one) — each restriction only ever
+   prevents misrouting.
 
 ``Binder.bind`` never awaits, so concurrent tasks bind in the order they call:
 deterministic for a given interleaving of calls, whatever the interleaving of reads.
@@ -485,6 +487,16 @@ class Binder:
                 continue
             if parent_id is not None and self._scripts[number].header.parent_session != parent_id:
                 continue
+            # The proxy records every child with its spawn index: a script under a proxied
+            # parent without one is a side lane of that parent (title, classifier), never
+            # the child a caller naming its spawn index is.
+            if (
+                parent_number is not None
+                and options.spawn_index is not None
+                and self._scripts[number].header.spawn_index is None
+                and self._proxied(parent_number)
+            ):
+                continue
             # Content binding found no script starting with this request; one that starts
             # with another recorded request is someone else's, never this one's.
             if (
@@ -514,6 +526,13 @@ class Binder:
         else:
             reason = "every recorded script with model calls is already bound"
         raise self._unrecorded(options, reason)
+
+    def _proxied(self, number: int) -> bool:
+        """The script was recorded by the proxy: its requests name their wire API."""
+        return any(
+            call.request is not None and call.request.api is not None
+            for call in self._scripts[number].calls
+        )
 
     def _drifted_main(self, parent_number: int | None) -> int | None:
         """The main script, for the run's first caller when it is the only top-level one.
