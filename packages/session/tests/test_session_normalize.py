@@ -35,6 +35,7 @@ from agentreel.session import (
     encode_record,
     is_time_key,
     load_session_log,
+    merge_kinds_checked,
     unordered_kinds_checked,
 )
 
@@ -595,3 +596,76 @@ def test_unordered_kinds_are_checked() -> None:
         unordered_kinds_checked(["plan", "plan"])
     with pytest.raises(ValueError, match="expected an array"):
         unordered_kinds_checked("plan")
+
+
+# -- [transcript] merge: consecutive updates of one tool call (Codex 2.6) -----------------
+
+
+def _codex_read(*, split: bool, between: dict[str, Any] | None = None) -> bytes:
+    """A command's output delta and its completion as Codex 2.6 sends them, as one
+    ``tool_call_update`` or as two (``between``: another session's notification between)."""
+    call = _update("tool_call", toolCallId="call_1", title="Read notes.txt", status="in_progress")
+    delta = {"terminal_output_delta": {"data": "alpha beta\n", "terminal_id": "call_1"}}
+    output = _update("tool_call_update", toolCallId="call_1", _meta=delta)
+    done = _update("tool_call_update", toolCallId="call_1", status="completed", rawOutput={"a": 0})
+    response = {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}
+    if not split:
+        one = _update("tool_call_update", toolCallId="call_1", status="completed")
+        one["params"]["update"] |= {"rawOutput": {"a": 0}, "_meta": delta}
+        return _stdout(call, one, response)
+    return _stdout(call, output, *([between] if between else []), done, response)
+
+
+def test_merged_updates_of_one_tool_call_read_alike_sent_as_one_or_two() -> None:
+    merge = ["tool_call_update"]
+    one = Normalizer(None, [MAIN], merge=merge).transcript(_codex_read(split=False))
+    two = Normalizer(None, [MAIN], merge=merge).transcript(_codex_read(split=True))
+    assert one == two
+    update = json.loads(one.splitlines()[1])["params"]["update"]
+    assert list(update) == sorted(update)  # one canonical key order
+    assert update["status"] == "completed"
+    assert update["_meta"]["terminal_output_delta"]["data"] == "alpha beta\n"
+    # Without the setting they are two lines against one.
+    assert Normalizer(None, [MAIN]).transcript(_codex_read(split=True)) != Normalizer(
+        None, [MAIN]
+    ).transcript(_codex_read(split=False))
+
+
+def test_merging_appends_deltas_and_stops_at_another_message_of_the_session() -> None:
+    merge = ["tool_call_update"]
+
+    def lines(*messages: dict[str, Any]) -> list[dict[str, Any]]:
+        text = Normalizer(None, [MAIN], merge=merge).transcript(_stdout(*messages))
+        return [json.loads(line)["params"]["update"] for line in text.splitlines()]
+
+    def output(call: str, data: str) -> dict[str, Any]:
+        return _update("tool_call_update", toolCallId=call, _meta={"x_delta": {"data": data}})
+
+    # Two output deltas of one call: the text is appended to, not replaced.
+    assert lines(output("c1", "alpha "), output("c1", "beta"))[0]["_meta"] == {
+        "x_delta": {"data": "alpha beta"}
+    }
+    # Another call's update, or another kind in the same session, ends the run.
+    assert len(lines(output("c1", "a"), output("c2", "b"), output("c1", "c"))) == 3
+    chunk = _update("agent_message_chunk", content={"type": "text", "text": "hi"})
+    assert len(lines(output("c1", "a"), chunk, output("c1", "b"))) == 3
+    # Another session's notification between them does not.
+    other = _update("agent_message_chunk", content={"type": "text", "text": "child"})
+    other["params"]["sessionId"] = str(uuid.uuid4())
+    merged = Normalizer(None, [MAIN], merge=merge).transcript(
+        _codex_read(split=True, between=other)
+    )
+    assert merged.count('"tool_call_update"') == 1
+    assert merged.index('"tool_call_update"') < merged.index('"text":"child"')
+
+
+def test_merge_kinds_are_checked() -> None:
+    assert merge_kinds_checked(["tool_call_update"]) == ("tool_call_update",)
+    with pytest.raises(
+        ValueError, match=r"can be merged; mergeable kinds: tool_call_update \(by toolCallId\)"
+    ):
+        merge_kinds_checked(["agent_message_chunk"])
+    with pytest.raises(ValueError, match="listed twice"):
+        merge_kinds_checked(["tool_call_update", "tool_call_update"])
+    with pytest.raises(ValueError, match="expected an array"):
+        merge_kinds_checked("tool_call_update")

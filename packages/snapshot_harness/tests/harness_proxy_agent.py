@@ -17,7 +17,8 @@ real agent's count differs. ``TINY_RACE=title-first`` / ``commands-first`` sends
 ``session_info_update`` and an ``available_commands_update`` in that order, as a title lane
 racing the editor notifications does in either order. ``TINY_PAD=WORD`` makes the request
 real-agent sized (some 60 KB, as Claude Code sends): 2,000 lines of context after the
-prompt, line 1200 naming WORD.
+prompt, line 1200 naming WORD. ``TINY_SPLIT=one`` / ``two`` reports a command's output and
+its completion as one ``tool_call_update`` or as two, as Codex 2.6 does depending on timing.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import acp
-from acp import PROTOCOL_VERSION, start_tool_call, update_agent_message_text
+from acp import PROTOCOL_VERSION, start_tool_call, update_agent_message_text, update_tool_call
 from acp.schema import (
     AvailableCommand,
     AvailableCommandsUpdate,
@@ -111,6 +112,21 @@ class TinyAgent:
                 session_id,
                 start_tool_call("count-1", "Count tokens", status="completed", raw_output=usage),
             )
+        if split := os.environ.get("TINY_SPLIT"):
+            await self.client.session_update(
+                session_id, start_tool_call("cat-1", "Read notes.txt", status="in_progress")
+            )
+            delta = {"terminal_output_delta": {"data": "alpha beta\n", "terminal_id": "cat-1"}}
+            output = update_tool_call("cat-1")
+            output.field_meta = delta
+            done = update_tool_call("cat-1", status="completed", raw_output={"exit_code": 0})
+            if split == "one":
+                done.field_meta = delta
+                updates = [done]
+            else:
+                updates = [output, done]
+            for update in updates:
+                await self.client.session_update(session_id, update)
         if race := os.environ.get("TINY_RACE"):
             racing: list[Any] = [
                 SessionInfoUpdate(session_update="session_info_update", title="A greeting"),

@@ -295,6 +295,30 @@ def test_unordered_notifications_may_race_within_a_turn(tmp_path: Path) -> None:
     assert "transcript.jsonl" in str(caught.value)
 
 
+MERGE = """
+[transcript]
+merge = ["tool_call_update"]
+"""
+
+
+def test_updates_of_one_tool_call_merge_sent_as_one_or_two(tmp_path: Path) -> None:
+    # Recorded with a command's output and completion as two tool_call_updates, replayed
+    # with them as one (Codex 2.6 does either, by timing): [transcript] merge writes both
+    # as one line; without the setting the same replay fails on the transcript.
+    directory = _scenario(tmp_path, extra=MERGE, env='TINY_SPLIT = "two"')
+    check_scenario(load_scenario(directory), "record")
+    golden = (directory / "golden" / "transcript.jsonl").read_text()
+    assert golden.count('"tool_call_update"') == 1
+    assert '"data":"alpha beta\\n"' in golden and '"status":"completed"' in golden
+    _set_env(directory, 'TINY_SPLIT = "two"', 'TINY_SPLIT = "one"')
+    assert check_scenario(load_scenario(directory), "replay").sessions == 1
+
+    _set_env(directory, MERGE, "")
+    with pytest.raises(GoldenMismatchError) as caught:
+        check_scenario(load_scenario(directory), "replay")
+    assert "transcript.jsonl" in str(caught.value)
+
+
 def test_a_drift_in_a_real_agent_sized_request_is_short_and_shows_the_text(
     tmp_path: Path,
 ) -> None:

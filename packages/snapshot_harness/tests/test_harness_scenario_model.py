@@ -273,12 +273,15 @@ def test_key_masks_and_unordered_kinds_load(tmp_path: Path) -> None:
         write(
             tmp_path,
             '[[golden_masks]]\nkey = "totalDurationMs"\ntoken = "duration"\n'
-            '[transcript]\nunordered = ["session_info_update", "available_commands_update"]\n',
+            '[transcript]\nunordered = ["session_info_update", "available_commands_update"]\n'
+            'merge = ["tool_call_update"]\n',
         )
     )
     assert scenario.golden_masks == (KeyMask("totalDurationMs", "duration"),)
     assert scenario.unordered == ("session_info_update", "available_commands_update")
+    assert scenario.merge == ("tool_call_update",)
     assert load_scenario(write(tmp_path, "", "plain")).unordered == ()
+    assert load_scenario(write(tmp_path, "", "plainer")).merge == ()
 
 
 @pytest.mark.parametrize(
@@ -303,6 +306,8 @@ def test_key_masks_and_unordered_kinds_load(tmp_path: Path) -> None:
         ('[transcript]\nordered = ["plan"]', r"transcript\.ordered", "unknown key"),
         ('[transcript]\nunordered = ["title"]', r"transcript\.unordered", "sessionUpdate kind"),
         ('[transcript]\nunordered = "plan"', r"transcript\.unordered", "expected an array"),
+        ('[transcript]\nmerge = ["plan"]', r"transcript\.merge", "can be merged"),
+        ('[transcript]\nmerge = "tool_call_update"', r"transcript\.merge", "expected an array"),
         ('[[golden_masks]]\nregex = "x"', r"golden_masks\[0\]\.token", "required"),
         ('[[golden_masks]]\nregex = "(x"\ntoken = "t"', r"golden_masks\[0\]", "not a valid"),
         ('[[golden_masks]]\nregex = "x?"\ntoken = "t"', r"golden_masks\[0\]", "empty string"),

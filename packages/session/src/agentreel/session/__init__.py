@@ -67,11 +67,13 @@ from agentreel.session._loader import (
 )
 from agentreel.session._normalize import (
     MAIN_SESSION_TOKEN,
+    MERGE_KEYS,
     SESSION_UPDATE_KINDS,
     KeyMask,
     Mask,
     Normalizer,
     is_time_key,
+    merge_kinds_checked,
     session_token,
     unordered_kinds_checked,
 )
@@ -110,6 +112,7 @@ __all__ = [
     "HEADER_VERSION",
     "MAIN_SESSION_FILE",
     "MAIN_SESSION_TOKEN",
+    "MERGE_KEYS",
     "OVERRIDE_FILE",
     "REFRESH_COMMAND_ENV",
     "RERECORD_COMMAND_ENV",
@@ -183,6 +186,7 @@ __all__ = [
     "harvest_session_logs",
     "is_time_key",
     "load_session_log",
+    "merge_kinds_checked",
     "now_ms",
     "open_session_log",
     "order_headers",

@@ -37,6 +37,17 @@ Rules, applied to every string (dict keys included) of a JSON value:
   turn: ``transcript`` holds each back and writes the ones of a turn together, in one
   canonical order, right before the turn's end (the next JSON-RPC response on stdout, or
   the end of stdout), so the order in which they arrived never changes a golden.
+- notifications of the ``merge`` ``sessionUpdate`` kinds (``MERGE_KEYS``: today
+  ``tool_call_update``, keyed by ``toolCallId``) that follow each other in one session
+  about the same thing are written as one, before any other rule: an agent may send a
+  command's output and its completion as one ``tool_call_update`` or as two, depending on
+  timing (Codex 2.6). Only another message of the same session (a notification of another
+  kind or thing, a request it makes) or a JSON-RPC response (a turn's end) breaks such a
+  run; other sessions' notifications may come between. Merged as ACP reads updates: a
+  later field replaces an earlier one, objects merge key by key, and a string inside a
+  ``*delta`` object (``_meta.terminal_output_delta.data``) is appended to. Every
+  notification of a merged kind, merged or alone, is written with its ``update``'s keys
+  sorted at every depth, so one message and two merged ones give the same line.
 
 Numbering state (UUIDs, JSON-RPC ids) lives in the instance, so the order in which a caller
 feeds inputs decides the numbers: the harness normalizes the transcript first, then the
@@ -67,11 +78,13 @@ from agentreel.session.exceptions import NotJsonLineError
 __all__ = [
     "CWD_TOKEN",
     "MAIN_SESSION_TOKEN",
+    "MERGE_KEYS",
     "SESSION_UPDATE_KINDS",
     "KeyMask",
     "Mask",
     "Normalizer",
     "is_time_key",
+    "merge_kinds_checked",
     "session_token",
     "unordered_kinds_checked",
 ]
@@ -240,6 +253,32 @@ def unordered_kinds_checked(kinds: object) -> tuple[str, ...]:
     return tuple(seen)
 
 
+MERGE_KEYS: Mapping[str, str] = {"tool_call_update": "toolCallId"}
+"""The ``sessionUpdate`` kinds a transcript may merge (``[transcript] merge``), each with
+the field naming what its notifications are about: only updates of one thing merge."""
+
+
+def merge_kinds_checked(kinds: object) -> tuple[str, ...]:
+    """``kinds`` as the ``merge`` setting of a ``Normalizer``, or ``ValueError`` saying what
+    is wrong: a list of distinct kinds of ``MERGE_KEYS``."""
+    if not isinstance(kinds, list | tuple):
+        raise ValueError(
+            f"expected an array of sessionUpdate kinds, got {type(kinds).__name__}, e.g. "
+            'merge = ["tool_call_update"]'
+        )
+    seen: list[str] = []
+    for kind in kinds:
+        if not isinstance(kind, str) or kind not in MERGE_KEYS:
+            known = ", ".join(f"{name} (by {key})" for name, key in sorted(MERGE_KEYS.items()))
+            raise ValueError(
+                f"{kind!r} is not a sessionUpdate kind that can be merged; mergeable kinds: {known}"
+            )
+        if kind in seen:
+            raise ValueError(f"{kind!r} is listed twice; list each kind once")
+        seen.append(kind)
+    return tuple(seen)
+
+
 def _check_token(token: str) -> None:
     if not _MASK_TOKEN.match(token):
         raise ValueError(
@@ -352,7 +391,8 @@ class Normalizer:
     ``{"/tmp/x/sessions": "{{sessions}}"}`` (same matching rules as the cwd). ``masks``: a
     scenario's own rules (``Mask`` by regex, ``KeyMask`` by JSON key), applied before the
     built-in ones. ``unordered``: the ``sessionUpdate`` kinds a transcript compares as a
-    multiset per prompt turn (``unordered_kinds_checked``).
+    multiset per prompt turn (``unordered_kinds_checked``). ``merge``: the kinds whose
+    consecutive updates of one thing a transcript writes as one (``merge_kinds_checked``).
     """
 
     def __init__(
@@ -363,8 +403,10 @@ class Normalizer:
         extra_paths: Mapping[str, str] | None = None,
         masks: Sequence[Mask | KeyMask] = (),
         unordered: Sequence[str] = (),
+        merge: Sequence[str] = (),
     ) -> None:
         self._unordered = frozenset(unordered)
+        self._merge = {kind: MERGE_KEYS[kind] for kind in merge}
         self._key_masks = {
             mask.key: mask.placeholder
             for mask in reversed(masks)  # the first mask of a key wins
@@ -443,6 +485,7 @@ class Normalizer:
         extra_paths: Mapping[str, str] | None = None,
         masks: Sequence[Mask | KeyMask] = (),
         unordered: Sequence[str] = (),
+        merge: Sequence[str] = (),
     ) -> Normalizer:
         """A normalizer whose session tokens follow the session order of ``logs``."""
         ordered = order_sessions(logs, lambda log: log.header)
@@ -452,6 +495,7 @@ class Normalizer:
             extra_paths=extra_paths,
             masks=masks,
             unordered=unordered,
+            merge=merge,
         )
 
     def _apply_masks(self, text: str) -> str:
@@ -563,13 +607,18 @@ class Normalizer:
         """``transcript`` as UTF-8 bytes, built without a text copy (what goldens hold)."""
         out = io.BytesIO()
         held: list[dict[str, Any]] = []  # unordered notifications of the current turn
-        for number, line in enumerate(_lines(stdout), start=1):
-            message = _decode_object(
+        messages: Iterable[dict[str, Any]] = (
+            _decode_object(
                 line,
                 source,
                 number,
                 "Only protocol frames may go to stdout: send logs and prints to stderr",
             )
+            for number, line in enumerate(_lines(stdout), start=1)
+        )
+        if self._merge:
+            messages = _merged(messages, self._merge)
+        for message in messages:
             if self._unordered:
                 if _update_kind(message) in self._unordered:
                     held.append(message)
@@ -749,6 +798,66 @@ def _update_kind(message: Mapping[str, Any]) -> str | None:
     update = params.get("update") if isinstance(params, dict) else None
     kind = update.get("sessionUpdate") if isinstance(update, dict) else None
     return kind if isinstance(kind, str) else None
+
+
+def _merged(messages: Iterable[dict[str, Any]], kinds: Mapping[str, str]) -> list[dict[str, Any]]:
+    """``messages`` with each run of updates of one thing merged (module docstring)."""
+    out: list[dict[str, Any]] = []
+    last: dict[str, int] = {}  # session id -> position in out of its open mergeable update
+    for message in messages:
+        if _is_response(message):
+            last.clear()  # a turn ended: nothing merges across it
+            out.append(message)
+            continue
+        params = message.get("params")
+        session = params.get("sessionId") if isinstance(params, dict) else None
+        kind = _update_kind(message)
+        if kind is None or kind not in kinds or not isinstance(session, str):
+            if isinstance(session, str):
+                last.pop(session, None)
+            out.append(message)
+            continue
+        update = message["params"]["update"]
+        thing = update.get(kinds[kind])
+        at = last.get(session)
+        if at is not None and thing is not None:
+            earlier = out[at]["params"]["update"]
+            if earlier.get("sessionUpdate") == kind and earlier.get(kinds[kind]) == thing:
+                merged = _merge_value(earlier, update, in_delta=False)
+                out[at] = {**out[at], "params": {**out[at]["params"], "update": merged}}
+                continue
+        last[session] = len(out)
+        out.append({**message, "params": {**params, "update": _sorted_keys(update)}})
+    return out
+
+
+def _merge_value(earlier: Any, later: Any, *, in_delta: bool) -> Any:
+    """``later`` over ``earlier``: objects key by key, a string of a ``*delta`` object
+    appended, anything else replaced; keys sorted at every depth."""
+    if isinstance(earlier, dict) and isinstance(later, dict):
+        out = dict(earlier)
+        for key, value in later.items():
+            out[key] = (
+                _merge_value(earlier[key], value, in_delta=in_delta or _is_delta(key))
+                if key in earlier
+                else value
+            )
+        return _sorted_keys(out)
+    if in_delta and isinstance(earlier, str) and isinstance(later, str):
+        return earlier + later
+    return _sorted_keys(later)
+
+
+def _is_delta(key: str) -> bool:
+    return key.lower().endswith("delta")
+
+
+def _sorted_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _sorted_keys(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted_keys(item) for item in value]
+    return value
 
 
 def _is_response(message: Mapping[str, Any]) -> bool:

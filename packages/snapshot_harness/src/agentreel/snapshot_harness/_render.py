@@ -52,6 +52,7 @@ def render_goldens(result: RunResult) -> dict[str, bytes]:
         extra_paths=extra,
         masks=result.scenario.golden_masks,
         unordered=result.scenario.unordered,
+        merge=result.scenario.merge,
     )
     goldens: dict[str, bytes] = {
         TRANSCRIPT_FILE: normalizer.transcript_bytes(

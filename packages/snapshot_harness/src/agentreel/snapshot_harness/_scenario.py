@@ -31,6 +31,7 @@ from agentreel.session import (
     KeyMask,
     Mask,
     checked_allowlist,
+    merge_kinds_checked,
     unordered_kinds_checked,
 )
 from agentreel.snapshot_harness.exceptions import ScenarioError, UnreadableFixtureError
@@ -319,6 +320,9 @@ class Scenario:
     # ``[transcript] unordered``: sessionUpdate kinds compared as a multiset per prompt turn
     # (notifications that race each other: a title lane's session_info_update).
     unordered: tuple[str, ...] = ()
+    # ``[transcript] merge``: sessionUpdate kinds whose consecutive updates of one thing are
+    # written as one (a command's output and completion, sent as one update or two).
+    merge: tuple[str, ...] = ()
     # Where the agent command's relative paths point: the scenario's own directory, also
     # when a run uses a scratch copy of it (record's trial replay).
     agent_root: Path | None = None
@@ -470,7 +474,7 @@ _TOP_KEYS = {
     "replay",
 }
 _GOLDEN_MASK_KEYS = {"regex", "key", "token"}
-_TRANSCRIPT_KEYS = {"unordered"}
+_TRANSCRIPT_KEYS = {"unordered", "merge"}
 _REPLAY_KEYS = {"schedule", "schedule_timeout", "schedule_divergence"}
 _FORK_SERVER_KEYS = {"enabled", "preload"}
 _STEP_KEYS: dict[str, set[str]] = {
@@ -563,7 +567,7 @@ def load_scenario(directory: Path | str) -> Scenario:
         )
     fork_server = _fork_server(reader, data.get("fork_server"), _directory_fork_server(directory))
     golden_masks = _golden_masks(reader, data.get("golden_masks"))
-    unordered = _transcript(reader, data.get("transcript"))
+    unordered, merge = _transcript(reader, data.get("transcript"))
     replay = _replay(reader, data.get("replay"))
     scenario = Scenario(
         name=name,
@@ -581,6 +585,7 @@ def load_scenario(directory: Path | str) -> Scenario:
         fork_server=fork_server,
         golden_masks=golden_masks,
         unordered=unordered,
+        merge=merge,
         replay=replay,
     )
     check_workspace(scenario)
@@ -704,18 +709,24 @@ def _golden_masks(reader: _Reader, value: object) -> tuple[Mask | KeyMask, ...]:
     return tuple(masks)
 
 
-def _transcript(reader: _Reader, value: object) -> tuple[str, ...]:
+def _transcript(reader: _Reader, value: object) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """``[transcript]``: ``unordered``, the sessionUpdate kinds compared as a multiset per
-    prompt turn (validated by the normalizer's ``unordered_kinds_checked``)."""
+    prompt turn, and ``merge``, the kinds whose consecutive updates of one thing are one
+    (validated by the normalizer's ``unordered_kinds_checked`` / ``merge_kinds_checked``)."""
     if value is None:
-        return ()
+        return (), ()
     if not isinstance(value, dict):
         raise reader.fail("transcript", f"expected a table, got {_kind(value)}")
     reader.check_keys(value, _TRANSCRIPT_KEYS, "transcript.")
     try:
-        return unordered_kinds_checked(value.get("unordered", []))
+        unordered = unordered_kinds_checked(value.get("unordered", []))
     except ValueError as exc:
         raise reader.fail("transcript.unordered", str(exc)) from None
+    try:
+        merge = merge_kinds_checked(value.get("merge", []))
+    except ValueError as exc:
+        raise reader.fail("transcript.merge", str(exc)) from None
+    return unordered, merge
 
 
 def _permissions(reader: _Reader, value: object) -> tuple[PermissionKind, ...]:
