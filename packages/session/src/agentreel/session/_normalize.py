@@ -827,7 +827,7 @@ def _merged(messages: Iterable[dict[str, Any]], kinds: Mapping[str, str]) -> lis
                 out[at] = {**out[at], "params": {**out[at]["params"], "update": merged}}
                 continue
         last[session] = len(out)
-        out.append({**message, "params": {**params, "update": _sorted_keys(update)}})
+        out.append({**message, "params": {**message["params"], "update": _sorted_keys(update)}})
     return out
 
 
