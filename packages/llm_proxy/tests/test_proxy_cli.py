@@ -76,6 +76,27 @@ def test_usage_errors_exit_2_naming_the_problem(tmp_path: Path) -> None:
     assert "does not exist" in done.stderr.decode()
 
 
+@pytest.mark.parametrize(
+    ("capture", "problem"),
+    [("agent-id", "is not TOKEN=REGEX"), ("uuid=x", "built-in normalizer token")],
+)
+def test_a_bad_capture_is_a_usage_error_naming_it(
+    tmp_path: Path, capture: str, problem: str
+) -> None:
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "agentreel.llm_proxy", "replay", "--fixture", str(tmp_path)),
+            *("--capture", capture),
+        ],
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert f"argument --capture: '{capture}'" in done.stderr.decode()
+    assert problem in done.stderr.decode()
+
+
 def _exports(process: subprocess.Popen[bytes]) -> dict[str, str]:
     """The ``export NAME=value`` lines the proxy printed on start (read while it runs)."""
     assert process.stdout is not None

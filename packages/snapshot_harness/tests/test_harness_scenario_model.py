@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agentreel.llm_replay import ConsumptionReport, ScriptReport
+from agentreel.llm_replay import Capture, ConsumptionReport, ScriptReport
 from agentreel.session import KeyMask, Mask
 from agentreel.snapshot_harness import (
     HomeFile,
@@ -78,6 +78,10 @@ key_env = "MY_KEY"
 masks = ["turn-[0-9a-f]+", "(?i)date: \\\\S+"]
 partial_lanes = ["title"]
 
+[[model.captures]]
+regex = '"agent_id":"([0-9a-f-]{36})"'
+token = "agent-id"
+
 [model.env]
 OPENCODE_CONFIG_CONTENT = '{"provider":{"p":{"options":{"baseURL":"{base_url}","apiKey":"{key}"}}}}'
 WORKDIR = "{cwd}"
@@ -97,6 +101,7 @@ text = '{"home": "{home}", "proxy": "{proxy_url}", "scenario": "{scenario}"}'
     assert model.key_env == ("MY_KEY",)
     assert model.masks == ("turn-[0-9a-f]+", "(?i)date: \\S+")
     assert model.partial_lanes == ("title",)
+    assert model.captures == (Capture.checked('"agent_id":"([0-9a-f-]{36})"', "agent-id"),)
     assert model.files == (
         HomeFile(
             path=".config/agent/config.toml",
@@ -146,6 +151,27 @@ text = '{"home": "{home}", "proxy": "{proxy_url}", "scenario": "{scenario}"}'
             '[model]\nvia = "proxy"\npartial_lanes = ["ok", "[title"]',
             "model.partial_lanes[1]",
             "not a valid regex",
+        ),
+        ('[model]\nvia = "proxy"\ncaptures = "x"', "model.captures", "array of tables"),
+        (
+            '[model]\nvia = "proxy"\n[[model.captures]]\nregex = "(a)(b)"\ntoken = "t"',
+            "model.captures[0]",
+            "2 groups",
+        ),
+        (
+            '[model]\nvia = "proxy"\n[[model.captures]]\nregex = "a"\ntoken = "cwd"',
+            "model.captures[0]",
+            "built-in",
+        ),
+        (
+            '[model]\nvia = "proxy"\n[[model.captures]]\nregex = "a"',
+            "model.captures[0].token",
+            "required",
+        ),
+        (
+            '[model]\nvia = "proxy"\n[[model.captures]]\nregex = "a"\ntoken = "t"\nkey = "k"',
+            "model.captures[0].key",
+            "unknown key",
         ),
         ('[model]\nvia = "proxy"\nenv = { A = 1 }', "model.env.A", "expected a string"),
         (

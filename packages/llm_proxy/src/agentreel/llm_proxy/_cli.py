@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agentreel.llm_proxy.exceptions import ProxyError
-from agentreel.llm_replay import DEFAULT_SCHEDULE_TIMEOUT, ReplayError
+from agentreel.llm_replay import DEFAULT_SCHEDULE_TIMEOUT, Capture, ReplayError
 from agentreel.session import RERECORD_COMMAND_ENV
 
 _RECORD_EXAMPLE = """\
@@ -127,9 +127,32 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument(
             "--mask", action="append", default=[], metavar="REGEX", help="volatile request text"
         )
+        sub.add_argument(
+            "--capture",
+            action="append",
+            default=[],
+            type=_capture,
+            metavar="TOKEN=REGEX",
+            help="a live value the model names back (a child's agent id): its regex's group "
+            "(or whole match) in requests, recorded as {{TOKEN:N}}, served as the live "
+            "request's N-th value",
+        )
         sub.add_argument("--max-body-bytes", type=int, default=32 * 1024 * 1024)
         sub.add_argument("-v", "--verbose", action="store_true", help="log every request")
     return parser
+
+
+def _capture(text: str) -> Capture:
+    """``--capture TOKEN=REGEX`` as a ``Capture`` (argparse reports the ``ValueError``)."""
+    token, equals, regex = text.partition("=")
+    if not equals:
+        raise argparse.ArgumentTypeError(
+            f'{text!r} is not TOKEN=REGEX, e.g. agent-id=\'"agent_id":"([0-9a-f-]{{36}})"\''
+        )
+    try:
+        return Capture.checked(regex, token)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"{text!r}: {error}") from None
 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
@@ -224,6 +247,7 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     options: dict[str, Any] = {
         "port": args.port,
         "masks": tuple(args.mask),
+        "captures": tuple(args.capture),
         "cwd": args.cwd,
         "max_body_bytes": args.max_body_bytes,
     }

@@ -33,7 +33,7 @@ import json
 import logging
 import os
 import shutil
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +42,16 @@ from typing import Any, Literal
 import msgspec
 
 from agentreel.brand import new_session_id
-from agentreel.llm import SPAWN_INDEX_HEADER, BlockEnd, Chunk, Finish, ToolCallPart
+from agentreel.llm import (
+    SPAWN_INDEX_HEADER,
+    BlockEnd,
+    Chunk,
+    Finish,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallPart,
+)
 from agentreel.llm_proxy._errors import CUT_CODE, HTTP_CODE_PREFIX, STREAM_ERROR_CODE
 from agentreel.llm_proxy._identity import Identity
 from agentreel.llm_proxy._requests import ParsedRequest
@@ -50,11 +59,13 @@ from agentreel.llm_proxy._routes import GEMINI_KEY_HEADER
 from agentreel.llm_proxy._verbatim import VERBATIM_FILE, VerbatimCall, encode_line
 from agentreel.llm_proxy.exceptions import SecretInRecordingError
 from agentreel.llm_replay import (
+    Capture,
     Chain,
     Delegation,
     LaneSignature,
     Reply,
     Script,
+    captured_values,
     chain,
     delegated_by,
     delegations,
@@ -63,7 +74,9 @@ from agentreel.llm_replay import (
     lane_signature,
     message_digests,
     recorded_reply,
+    request_strings,
     restates,
+    tokenized_chunks,
 )
 from agentreel.session import (
     AssistantChunkData,
@@ -189,6 +202,11 @@ class CallRecording:
         self.written = 0
         self._chunks: list[Chunk] = []
         self._call: CallRecorder | None = None
+        self.values: dict[str, str] = {}
+        """The captured live values of its request (``{placeholder: value}``): written as
+        their placeholders; deltas are held until their block ends, as a value may be split
+        across them."""
+        self._held: list[Chunk] = []
 
     def _open(self, header: RequestHeaderData) -> None:
         """Write the call's ``request/header`` (``CallRecorder`` does, through the scan),
@@ -208,11 +226,23 @@ class CallRecording:
     def chunk(self, chunk: Chunk) -> None:
         if self.finished or self._call is None:
             return
-        try:
-            self._call.chunk(chunk)
-        except SecretInRecordingError:
-            self.refuse()
-            return
+        if self.values:
+            if isinstance(chunk, TextDelta | ReasoningDelta | ToolCallDelta):
+                self._held.append(chunk)
+            else:
+                held, self._held = [*self._held, chunk], []
+                for written in tokenized_chunks(held, self.values):
+                    try:
+                        self._call.chunk(written)
+                    except SecretInRecordingError:
+                        self.refuse()
+                        return
+        else:
+            try:
+                self._call.chunk(chunk)
+            except SecretInRecordingError:
+                self.refuse()
+                return
         self.written += 1
         self._chunks.append(chunk)
         if isinstance(chunk, BlockEnd):
@@ -245,6 +275,10 @@ class CallRecording:
     def cut(self, detail: str) -> None:
         """The upstream stream ended without finishing: replay cuts it at the same place."""
         self.chunk(Finish(reason="error", code=CUT_CODE, message=detail))
+
+    def holds_value(self, text: str) -> bool:
+        """Whether ``text`` holds one of the request's captured values."""
+        return any(value in text for value in self.values.values())
 
     def abandon(self) -> None:
         """Close the call without a finish (only when the proxy itself failed)."""
@@ -315,8 +349,11 @@ class Recorder:
         cwd: str,
         mask: Callable[[str], str] | None = None,
         allow_secrets: Iterable[str] = (),
+        captures: Sequence[Capture] = (),
     ) -> None:
         self.sessions_root = sessions_root
+        self.captures = tuple(captures)
+        """Live values each call's request holds, recorded as ``{{<token>:N}}``."""
         self.cwd = cwd
         self.mask = mask
         """The request masking, applied to recorded replies before chaining compares them."""
@@ -384,6 +421,10 @@ class Recorder:
         line = encode_line(answer)
         if self.scan.value_in(line.decode("utf-8", "replace")) is not None:
             return  # the call's own records say it: the chunks hold the same text
+        if call.values and call.holds_value(line.decode("utf-8", "replace")):
+            # It carries a captured live value, perhaps split across frames: replay
+            # re-encodes it from its chunks, where the value is its placeholder.
+            return
         self.verbatim.append((lane, answer))
         with (self.sessions_root / VERBATIM_FILE).open("ab") as out:
             out.write(line)
@@ -414,7 +455,10 @@ class Recorder:
             lane.tools = bool(header.tools)
             lanes.append(lane)
         lane.previous = digests
-        return self._start_call(lane, header)
+        call = self._start_call(lane, header)
+        if self.captures:
+            call.values = captured_values(self.captures, request_strings(request.options()))
+        return call
 
     def _start_call(self, lane: Lane, header: RequestHeaderData) -> CallRecording:
         """Open the lane's next call: its ``turn/start`` and its ``request/header``."""
@@ -489,9 +533,10 @@ class Recorder:
             parent_key = identity.parent
             if parent is not None and spawn_index is None:
                 # A native header names the parent, not the child's ordinal: the parent's
-                # pending delegating call whose prompt is the child's first message does.
+                # pending delegating call whose prompt is one of the child's user messages
+                # does (Codex's child sends its environment context first, then the prompt).
                 _, ordinal = self._delegating_parent(
-                    request, self._lanes[identity.parent], anonymous=False
+                    request, self._lanes[identity.parent], anonymous=False, any_user=True
                 )
                 spawn_index = ordinal
                 if ordinal is None:
@@ -585,28 +630,40 @@ class Recorder:
         return parent.tool_calls + parent.children
 
     def _delegating_parent(
-        self, request: ParsedRequest, among: Iterable[Lane] | None = None, *, anonymous: bool
+        self,
+        request: ParsedRequest,
+        among: Iterable[Lane] | None = None,
+        *,
+        anonymous: bool,
+        any_user: bool = False,
     ) -> tuple[Lane | None, int | None]:
         """The lane (of ``among``, else of any caller) with a delegation not yet claimed by
         a child whose text is the request's first user message, and that delegation's
         ordinal among the lane's; claims it (``agentreel.llm_replay.delegated_by``: the rule
         replay binds by). The first user message counts whole or by one of its text parts
-        (Claude Code puts a ``<system-reminder>`` part before a Task child's prompt). A
+        (Claude Code puts a ``<system-reminder>`` part before a Task child's prompt);
+        ``any_user``: any of its user messages, the first that matches wins (a child whose
+        parent a header names: Codex's child sends its environment context first). A
         request that restates the delegating lane's own conversation (a classifier of its
         action) is that lane's side call, not its child."""
-        said = first_user_texts(request.messages)
-        if not said:
-            return None, None
-        lanes = (
+        said_each = (
+            [first_user_texts([m]) for m in request.messages if m.role == "user"]
+            if any_user
+            else [first_user_texts(request.messages)]
+        )
+        lanes = list(
             among if among is not None else (ln for group in self._lanes.values() for ln in group)
         )
-        for lane in lanes:
-            if restates(request.messages, lane.first_user):
+        for said in said_each:
+            if not said:
                 continue
-            found = delegated_by(said, lane.delegations, lane.claimed, anonymous=anonymous)
-            if found is not None:
-                lane.claimed.add(found.ordinal)
-                return lane, found.ordinal
+            for lane in lanes:
+                if restates(request.messages, lane.first_user):
+                    continue
+                found = delegated_by(said, lane.delegations, lane.claimed, anonymous=anonymous)
+                if found is not None:
+                    lane.claimed.add(found.ordinal)
+                    return lane, found.ordinal
         return None, None
 
     # -- shutdown ------------------------------------------------------------------------

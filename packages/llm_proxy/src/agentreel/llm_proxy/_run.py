@@ -136,7 +136,11 @@ class ProxyRun(RecordSide, ReplaySide):
                 self._temp_root = Path(tempfile.mkdtemp(prefix="agentreel-proxy-"))
                 root = self._temp_root
             self.recorder = Recorder(
-                root, settings.cwd, self.masks.text, allow_secrets=settings.allow_secrets
+                root,
+                settings.cwd,
+                self.masks.text,
+                allow_secrets=settings.allow_secrets,
+                captures=settings.captures,
             )
         else:
             assert settings.fixture is not None
@@ -155,6 +159,7 @@ class ProxyRun(RecordSide, ReplaySide):
                 schedule=settings.schedule,
                 schedule_timeout=settings.schedule_timeout,
                 schedule_divergence=settings.schedule_divergence,
+                captures=settings.captures,
             )
             self._recorded_apis = any(
                 call.request is not None and call.request.api is not None

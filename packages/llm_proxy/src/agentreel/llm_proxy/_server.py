@@ -33,6 +33,7 @@ from agentreel.llm_proxy._run import _SERVING, ProxyRun
 from agentreel.llm_proxy._settings import DEFAULT_MAX_BODY, SHUTDOWN_GRACE, Mode, ProxySettings
 from agentreel.llm_replay import (
     DEFAULT_SCHEDULE_TIMEOUT,
+    Capture,
     DivergenceMode,
     DriftMode,
     ScheduleMode,
@@ -217,6 +218,7 @@ async def start_proxy(
     schedule_timeout: float = DEFAULT_SCHEDULE_TIMEOUT,
     schedule_divergence: DivergenceMode = "error",
     allow_secrets: tuple[str, ...] = (),
+    captures: Sequence[Capture] = (),
 ) -> AsyncIterator[Proxy]:
     """Run a proxy for the ``async with`` block; on exit every log, fixture and report is written.
 
@@ -226,7 +228,10 @@ async def start_proxy(
     ``sessions_root`` it also writes the session logs of what it served there, as record
     mode would (what a harness compares with its goldens). ``schedule="recorded"``: calls
     of different sessions and lanes keep their recorded order (``agentreel.llm_replay``'s
-    schedule; ``schedule_timeout``, ``schedule_divergence`` as there).
+    schedule; ``schedule_timeout``, ``schedule_divergence`` as there). ``captures``: live
+    values carried into served answers (``agentreel.llm_replay.Capture``): written as
+    ``{{<token>:N}}`` in what record mode records, made the live request's values again
+    in what replay serves.
     """
     proxy = Proxy(
         ProxySettings(
@@ -247,6 +252,7 @@ async def start_proxy(
             schedule_timeout=schedule_timeout,
             schedule_divergence=schedule_divergence,
             allow_secrets=allow_secrets,
+            captures=tuple(captures),
         )
     )
     await proxy.start()

@@ -10,6 +10,7 @@ from typing import Literal
 from agentreel.llm_proxy.exceptions import ProxyConfigError
 from agentreel.llm_replay import (
     DEFAULT_SCHEDULE_TIMEOUT,
+    Capture,
     DivergenceMode,
     DriftMode,
     PartialLanes,
@@ -59,6 +60,9 @@ class ProxySettings:
     and lanes (``agentreel.llm_replay``'s schedule, SPEC 13)."""
     schedule_timeout: float = DEFAULT_SCHEDULE_TIMEOUT
     schedule_divergence: DivergenceMode = "error"
+    captures: tuple[Capture, ...] = ()
+    """Live values carried into served answers (``agentreel.llm_replay.Capture``): record
+    writes them as ``{{<token>:N}}``, replay serves the live request's values."""
 
     def check(self) -> None:
         if self.mode not in MODES:

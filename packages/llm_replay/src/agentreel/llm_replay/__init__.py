@@ -6,6 +6,12 @@ directory, and fails loudly on anything the recording lacks. ``read_report`` loa
 consumption report a replaying agent process writes, so a harness can check it.
 """
 
+from agentreel.llm_replay._captures import (
+    Capture,
+    captured_values,
+    request_strings,
+    tokenized_chunks,
+)
 from agentreel.llm_replay._failures import ANONYMOUS
 from agentreel.llm_replay._fixture import RecordedCall, Recording, Script, load_recording
 from agentreel.llm_replay._lanes import (
@@ -78,6 +84,7 @@ __all__ = [
     "SCHEDULE_MODES",
     "BoundCall",
     "CallGates",
+    "Capture",
     "Chain",
     "ConsumptionReport",
     "Delegation",
@@ -109,6 +116,7 @@ __all__ = [
     "UnconsumedScriptError",
     "UnrecordedSessionError",
     "argument_strings",
+    "captured_values",
     "chain",
     "check_schedule_settings",
     "create_replay_provider",
@@ -121,7 +129,9 @@ __all__ = [
     "message_digests",
     "read_report",
     "recorded_reply",
+    "request_strings",
     "restates",
     "session_file_name",
+    "tokenized_chunks",
     "write_report",
 ]

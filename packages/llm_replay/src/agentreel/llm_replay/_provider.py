@@ -20,6 +20,13 @@ from typing import Any, Literal, NamedTuple
 
 from agentreel.llm import Chunk, Finish, GenerateOptions, LlmError
 from agentreel.llm_replay._binding import Binder
+from agentreel.llm_replay._captures import (
+    Capture,
+    captured_values,
+    has_capture_token,
+    request_strings,
+    substitute_chunk,
+)
 from agentreel.llm_replay._failures import drift_message, exhausted_error
 from agentreel.llm_replay._fixture import (
     RecordedCall,
@@ -118,6 +125,9 @@ class ReplayProvider:
       10); the wait is a schedule divergence naming both calls.
     - ``schedule_divergence``: ``"error"`` (default: a replay error in the report, the
       call still served) or ``"allow"`` (listed as a warning in the report).
+    - ``captures``: live values a served answer carries (``_captures.Capture``): a
+      ``{{<token>:N}}`` in a recorded call's chunks becomes the N-th value the capture
+      finds in the live request (a child's agent id that Codex's ``wait_agent`` names).
 
     Test hooks, not for normal use (the scenario suite flips them to prove each mechanism
     matters): ``lineage_binding=False`` disables binding rule 3 (and the reservation of
@@ -143,6 +153,7 @@ class ReplayProvider:
         schedule: ScheduleMode = "free",
         schedule_timeout: float = DEFAULT_SCHEDULE_TIMEOUT,
         schedule_divergence: DivergenceMode = "error",
+        captures: Sequence[Capture] = (),
     ) -> None:
         if drift not in _DRIFT_MODES:
             raise ValueError(f"drift must be one of {', '.join(_DRIFT_MODES)}; got {drift!r}")
@@ -178,6 +189,8 @@ class ReplayProvider:
             [self._prepare(call, cwd_in_json) for call in script.calls] for script in scripts
         ]
         self._cursor = [0] * len(scripts)
+        self._captures = tuple(captures)
+        self._capture_tokens = frozenset(capture.token for capture in self._captures)
         self._interrupted: list[list[int]] = [[] for _ in scripts]
         partial = PartialLanes(partial_lanes)
         self._partial = [
@@ -267,6 +280,11 @@ class ReplayProvider:
             self._note_error(error)
             raise
         chunks = self._prepared[number][position]
+        if self._captures and any(has_capture_token(c, self._capture_tokens) for c in chunks):
+            values = captured_values(self._captures, request_strings(options))
+            chunks = tuple(substitute_chunk(chunk, values) for chunk in chunks)
+            # What was served: conversation chaining compares the next request with it.
+            self._prepared[number][position] = chunks
         stream: AsyncIterator[Chunk] | None = None
         if self._overrides:
             override = self._overrides.get((number, call.number))

@@ -207,6 +207,7 @@ def proxy_backend(
         "sessions_root": logs_root,
         "masks": model.masks,
         "partial_lanes": model.partial_lanes,
+        "captures": model.captures,
         "cwd": str(cwd),
         "scenario": scenario.name,
     }

@@ -23,6 +23,7 @@ from agentreel.llm_replay import (
     DEFAULT_SCHEDULE_TIMEOUT,
     DIVERGENCE_MODES,
     SCHEDULE_MODES,
+    Capture,
     DivergenceMode,
     ScheduleMode,
 )
@@ -183,6 +184,10 @@ class ModelConfig:
     regexes naming the lanes (side calls that vary with timing) that may be consumed partly
     or not at all: one names a lane when found in its model, system prompt or first
     message (``agentreel.llm_replay.PartialLanes``); such a lane is left out of the goldens.
+    ``captures`` (``[[model.captures]]``, ``regex`` and ``token``) are live values a served
+    answer carries (``agentreel.llm_replay.Capture``: a child's agent id handed to the
+    model in one tool result and named by a later tool call): recorded as
+    ``{{<token>:N}}``, served as the live request's N-th value.
     """
 
     via: Via = "provider"
@@ -193,6 +198,7 @@ class ModelConfig:
     files: tuple[HomeFile, ...] = ()
     masks: tuple[str, ...] = ()
     partial_lanes: tuple[str, ...] = ()
+    captures: tuple[Capture, ...] = ()
 
     @property
     def proxied(self) -> bool:
@@ -494,6 +500,7 @@ _MODEL_KEYS = {
     "files",
     "masks",
     "partial_lanes",
+    "captures",
 }
 _FILE_KEYS = {"path", "template", "text"}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -895,6 +902,7 @@ def _model(reader: _Reader, value: object, directory: Path) -> ModelConfig:
     files = _files(reader, value.get("files", []), directory)
     masks = _regexes(reader, value, "masks")
     partial_lanes = _regexes(reader, value, "partial_lanes")
+    captures = _captures(reader, value.get("captures", []))
     return ModelConfig(
         via="proxy",
         api=api,
@@ -904,7 +912,35 @@ def _model(reader: _Reader, value: object, directory: Path) -> ModelConfig:
         files=files,
         masks=masks,
         partial_lanes=partial_lanes,
+        captures=captures,
     )
+
+
+def _captures(reader: _Reader, value: object) -> tuple[Capture, ...]:
+    """``[[model.captures]]`` tables: ``regex`` (one group, or none: the whole match) and
+    ``token`` (validated by ``Capture.checked``)."""
+    if not isinstance(value, list):
+        raise reader.fail(
+            "model.captures",
+            f"expected an array of tables, got {_kind(value)}, e.g. [[model.captures]] "
+            'regex = \'"agent_id":"([0-9a-f-]{36})"\' token = "agent-id"',
+        )
+    captures: list[Capture] = []
+    for index, item in enumerate(value):
+        key = f"model.captures[{index}]"
+        if not isinstance(item, dict):
+            raise reader.fail(key, f"expected a table, got {_kind(item)}")
+        reader.check_keys(item, {"regex", "token"}, f"{key}.")
+        regex, token = item.get("regex"), item.get("token")
+        if not isinstance(regex, str) or not regex:
+            raise reader.fail(f"{key}.regex", "required: a non-empty string")
+        if not isinstance(token, str) or not token:
+            raise reader.fail(f"{key}.token", "required: a non-empty string")
+        try:
+            captures.append(Capture.checked(regex, token))
+        except ValueError as exc:
+            raise reader.fail(key, str(exc)) from None
+    return tuple(captures)
 
 
 def _strings(reader: _Reader, table: Mapping[str, object], key: str) -> tuple[str, ...]:
