@@ -71,8 +71,9 @@ from agentreel.llm.wire import (
     responses_chunk_frames,
 )
 from agentreel.llm_proxy import Proxy, ProxySettings, start_proxy
-from agentreel.llm_proxy._verbatim import VERBATIM_FILE, VerbatimCall, read_verbatim
+from agentreel.llm_proxy._verbatim import VerbatimCall, read_verbatim
 from agentreel.llm_replay import load_recording
+from agentreel.session import VERBATIM_FILE
 from agentreel.snapshot_harness import Scenario, check_scenario, load_scenario
 from agentreel.snapshot_harness._proxied import proxy_backend
 from bench._common import FIXTURES, BenchResult, Settings

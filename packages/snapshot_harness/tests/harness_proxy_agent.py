@@ -19,6 +19,10 @@ racing the editor notifications does in either order. ``TINY_PAD=WORD`` makes th
 real-agent sized (some 60 KB, as Claude Code sends): 2,000 lines of context after the
 prompt, line 1200 naming WORD. ``TINY_SPLIT=one`` / ``two`` reports a command's output and
 its completion as one ``tool_call_update`` or as two, as Codex 2.6 does depending on timing.
+``TINY_RAW_LOG=DIR`` lists the models first and reads the
+streamed answer as bytes, writing both as the SDK received them into DIR, one numbered file
+each per run (the text is still sent to the editor), so a test can compare what replay
+served with what the upstream sent.
 """
 
 from __future__ import annotations
@@ -92,20 +96,22 @@ class TinyAgent:
             relative = self.cwd.lstrip("/") + "/notes.txt"
             await self.client.session_update(session_id, update_agent_message_text(relative))
         where = f" Working directory: {self.cwd}" if self.cwd_in_system else ""
-        stream = await self.openai.chat.completions.create(
-            model="tiny-model",
-            stream=True,
-            messages=[
-                {"role": "system", "content": f"{self.system} Today is {today}.{where}"},
-                {"role": "user", "content": text},
-            ],
-        )
-        async for chunk in stream:
-            for choice in chunk.choices:
-                if choice.delta.content:
-                    await self.client.session_update(
-                        session_id, update_agent_message_text(choice.delta.content)
-                    )
+        messages: Any = [
+            {"role": "system", "content": f"{self.system} Today is {today}.{where}"},
+            {"role": "user", "content": text},
+        ]
+        if raw_log := os.environ.get("TINY_RAW_LOG"):
+            await self._raw_stream(session_id, messages, Path(raw_log))
+        else:
+            stream = await self.openai.chat.completions.create(
+                model="tiny-model", stream=True, messages=messages
+            )
+            async for chunk in stream:
+                for choice in chunk.choices:
+                    if choice.delta.content:
+                        await self.client.session_update(
+                            session_id, update_agent_message_text(choice.delta.content)
+                        )
         if tokens := os.environ.get("TINY_TOKENS"):
             usage = {"usage": {"model": "tiny-model", "outputTokens": int(tokens)}}
             await self.client.session_update(
@@ -140,6 +146,26 @@ class TinyAgent:
             for update in racing:
                 await self.client.session_update(session_id, update)
         return PromptResponse(stop_reason="end_turn")
+
+    async def _raw_stream(self, session_id: str, messages: Any, raw_log: Path) -> None:
+        """The listing and the streamed call read as bytes (kept in ``raw_log``), the
+        answer's text parsed from them."""
+        run = sum(1 for name in os.listdir(raw_log) if name.endswith(".sse"))
+        listing = await self.openai.models.with_raw_response.list()
+        (raw_log / f"{run:03d}.models.json").write_bytes(listing.http_response.content)
+        received = bytearray()
+        async with self.openai.chat.completions.with_streaming_response.create(
+            model="tiny-model", stream=True, messages=messages
+        ) as response:
+            async for piece in response.iter_bytes():
+                received += piece
+        (raw_log / f"{run:03d}.sse").write_bytes(bytes(received))
+        for line in bytes(received).decode().splitlines():
+            if not line.startswith("data: {"):
+                continue
+            for choice in json.loads(line[len("data: ") :]).get("choices", []):
+                if content := (choice.get("delta") or {}).get("content"):
+                    await self.client.session_update(session_id, update_agent_message_text(content))
 
 
 async def main() -> None:

@@ -23,6 +23,7 @@ from agentreel.snapshot_harness import (
     GoldenMismatchError,
     RecordError,
     ReplayConsumptionError,
+    SecretLeakError,
     check_scenario,
     load_scenario,
 )
@@ -88,6 +89,51 @@ def test_a_proxied_agent_records_and_replays_with_goldens(tmp_path: Path) -> Non
     assert "agentreel-proxy-not-a-secret" not in recording
     replayed = check_scenario(load_scenario(directory), "replay")
     assert replayed.sessions == 1
+
+
+def test_a_recorded_answer_replays_byte_for_byte(tmp_path: Path) -> None:
+    # The agent keeps the bytes of its models listing and its streamed answer on every run:
+    # record (what the stub upstream sent, passed through), record's trial replay, and a
+    # replay must all be the same bytes, because the fixture carries the answers as sent
+    # (wire.ndjson) and the listing (models.json), not only the chunks re-encoded.
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    directory = _scenario(tmp_path, env=f'TINY_RAW_LOG = "{raw}"')
+    check_scenario(load_scenario(directory), "record")
+    assert (directory / "wire.ndjson").is_file()
+    assert (directory / "models.json").is_file()
+    # The fixture holds no machine path: the run's cwd is the token, as in the logs.
+    assert str(tmp_path) not in (directory / "wire.ndjson").read_text()
+    assert check_scenario(load_scenario(directory), "replay").sessions == 1
+    answers = [p.read_bytes() for p in sorted(raw.glob("*.sse"))]
+    listings = [p.read_bytes() for p in sorted(raw.glob("*.models.json"))]
+    assert len(answers) == len(listings) == 3  # record, its trial replay, the replay
+    upstream, *replayed = answers
+    assert upstream.startswith(b"data: {")
+    assert replayed == [upstream, upstream]
+    assert listings[1:] == [listings[0], listings[0]]
+
+
+def test_a_key_in_a_recorded_answer_is_refused_by_the_harness_scan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A key of the user's environment that the proxy cannot know (the agent never sent it)
+    # streamed by the upstream: the harness's own scan (issue 29) finds it in every file of
+    # the recording — the answers as sent among them — and writes nothing.
+    key = "tiny-service-" + "q7w2" * 6  # no known key shape: only the environment names it
+    monkeypatch.setenv("TINY_SERVICE_TOKEN", key)
+    directory = _scenario(tmp_path)
+    rules = directory / "stub-rules.toml"
+    rules.write_text(
+        rules.read_text().replace('"hello from the stub"', f'"the key: {key}"\nchunk_size = 64')
+    )
+    with pytest.raises(SecretLeakError) as caught:
+        check_scenario(load_scenario(directory), "record")
+    message = str(caught.value)
+    assert "\n  wire.ndjson:1: the value of $TINY_SERVICE_TOKEN" in message
+    assert key not in message
+    assert not (directory / "wire.ndjson").exists()
+    assert not (directory / "session.jsonl").exists()
 
 
 def test_an_agent_serving_past_eof_needs_shutdown_sigterm(tmp_path: Path) -> None:

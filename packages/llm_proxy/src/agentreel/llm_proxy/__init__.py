@@ -32,7 +32,7 @@ from agentreel.llm_proxy._identity import (
     resolve_identity,
 )
 from agentreel.llm_proxy._masks import Masks
-from agentreel.llm_proxy._record import write_fixture
+from agentreel.llm_proxy._record import recorded_files, write_fixture
 from agentreel.llm_proxy._routes import SUPPORTED_PATHS
 from agentreel.llm_proxy._run import ProxyRun, RunLogFilter
 from agentreel.llm_proxy._server import Proxy, ProxyServer, start_proxy
@@ -66,6 +66,7 @@ __all__ = [
     "RunLogFilter",
     "SecretInRecordingError",
     "main",
+    "recorded_files",
     "resolve_identity",
     "start_proxy",
     "write_fixture",

@@ -19,10 +19,7 @@ from agentreel.llm.wire import gemini_models_body, models_listing_body
 from agentreel.llm_proxy._routes import GEMINI_KEY_HEADER, Route, without_key
 from agentreel.llm_proxy.exceptions import ProxyConfigError
 from agentreel.llm_replay import Recording
-from agentreel.session import rerecord_command
-
-MODELS_FILE = "models.json"
-"""The recorded ``GET /v1/models`` answers, in the sessions root and in the fixture."""
+from agentreel.session import MODELS_FILE, rerecord_command
 
 
 class ModelsListing(msgspec.Struct, frozen=True, kw_only=True):

@@ -56,7 +56,11 @@ from agentreel.llm_proxy._errors import CUT_CODE, HTTP_CODE_PREFIX, STREAM_ERROR
 from agentreel.llm_proxy._identity import Identity
 from agentreel.llm_proxy._requests import ParsedRequest
 from agentreel.llm_proxy._routes import GEMINI_KEY_HEADER
-from agentreel.llm_proxy._verbatim import VERBATIM_FILE, VerbatimCall, encode_line
+from agentreel.llm_proxy._verbatim import (
+    VerbatimCall,
+    encode_line,
+    recorded_verbatim,
+)
 from agentreel.llm_proxy.exceptions import SecretInRecordingError
 from agentreel.llm_replay import (
     Capture,
@@ -79,6 +83,8 @@ from agentreel.llm_replay import (
     tokenized_chunks,
 )
 from agentreel.session import (
+    MODELS_FILE,
+    VERBATIM_FILE,
     AssistantChunkData,
     CallRecorder,
     RequestHeaderData,
@@ -885,6 +891,22 @@ def write_fixture(
         os.replace(tmp, target)
         written.append(target)
     return written
+
+
+def recorded_files(sessions_root: Path, cwd: str) -> dict[str, bytes]:
+    """What a record run kept beside its session logs in ``sessions_root`` that a fixture
+    holds too, file name → bytes: ``wire.ndjson`` (the answers as sent, the cwd as
+    ``{{cwd}}``) and ``models.json``, each only if the run kept one. For a writer of
+    fixtures other than the proxy's own ``--fixture`` (the snapshot harness); scan the
+    bytes before writing them, as ``write_fixture`` does the logs."""
+    files: dict[str, bytes] = {}
+    answers = recorded_verbatim(sessions_root, cwd)
+    if answers:
+        files[VERBATIM_FILE] = answers
+    listings = sessions_root / MODELS_FILE
+    if listings.is_file():
+        files[MODELS_FILE] = listings.read_bytes()
+    return files
 
 
 def remove_tree(path: Path) -> None:

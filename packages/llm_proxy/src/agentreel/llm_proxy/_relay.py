@@ -24,7 +24,6 @@ from agentreel.llm_proxy._codecs import (
 from agentreel.llm_proxy._http import HOP_BY_HOP, RESPONSE_DROP, abort, unreachable
 from agentreel.llm_proxy._identity import Identity
 from agentreel.llm_proxy._models import (
-    MODELS_FILE,
     ModelsListing,
     listing_key,
     write_models,
@@ -35,7 +34,7 @@ from agentreel.llm_proxy._routes import Route, shown_url
 from agentreel.llm_proxy._settings import ProxySettings
 from agentreel.llm_proxy._verbatim import VerbatimCall
 from agentreel.llm_proxy.exceptions import RequestError
-from agentreel.session import build_request_header
+from agentreel.session import MODELS_FILE, build_request_header
 
 logger = logging.getLogger("agentreel.llm_proxy")
 

@@ -25,7 +25,6 @@ from agentreel.llm_proxy._http import json_response
 from agentreel.llm_proxy._identity import resolve_identity
 from agentreel.llm_proxy._masks import Masks
 from agentreel.llm_proxy._models import (
-    MODELS_FILE,
     ModelsListing,
     listing_key,
     read_models,
@@ -53,7 +52,6 @@ from agentreel.llm_proxy._settings import (
     ProxySettings,
 )
 from agentreel.llm_proxy._verbatim import (
-    VERBATIM_FILE,
     VerbatimCall,
     read_verbatim,
     verbatim_file,
@@ -65,7 +63,7 @@ from agentreel.llm_replay import (
     ReplayProvider,
     UnconsumedScriptError,
 )
-from agentreel.session import SecretFoundError
+from agentreel.session import MODELS_FILE, VERBATIM_FILE, SecretFoundError
 
 if TYPE_CHECKING:
     from agentreel.llm_proxy._server import ProxyServer

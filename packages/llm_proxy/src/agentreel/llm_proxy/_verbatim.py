@@ -28,10 +28,7 @@ from pathlib import Path
 import msgspec
 
 from agentreel.llm_proxy.exceptions import ProxyConfigError
-
-VERBATIM_FILE = "wire.ndjson"
-"""The upstream's answers as sent, one call a line, in the sessions root and the fixture."""
-CWD_TOKEN = "{{cwd}}"
+from agentreel.session import CWD_TOKEN, VERBATIM_FILE
 
 
 class VerbatimCall(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -120,6 +117,13 @@ def read_verbatim(directory: Path) -> dict[tuple[str, int], VerbatimCall]:
 def verbatim_file(calls: Iterable[VerbatimCall], cwd: str) -> bytes:
     """``wire.ndjson``'s bytes for ``calls``, the cwd tokenized (scan them before writing)."""
     return b"".join(encode_line(tokenized(call, cwd)) for call in calls)
+
+
+def recorded_verbatim(sessions_root: Path, cwd: str) -> bytes:
+    """``wire.ndjson``'s bytes for a fixture from the one a record run kept beside its logs
+    in ``sessions_root`` (the cwd tokenized; empty: it kept none). What the harness writes
+    into a scenario it recorded through the proxy; scan them before writing."""
+    return verbatim_file(read_verbatim(sessions_root).values(), cwd)
 
 
 def write_verbatim(directory: Path, data: bytes) -> None:

@@ -7,6 +7,9 @@ harness writes recordings, ``agentreel.llm_replay`` reads them, the proxy writes
 - the main session's log is ``session.jsonl``; its children (everything else, in session
   order) are ``session.<n>.jsonl`` for n = 1..k, contiguous, no leading zeros;
 - ``replay.override.json`` beside them patches recorded calls (throw / hang);
+- a recording made through the proxy also holds ``wire.ndjson`` (each call's answer as the
+  upstream sent it, which replay serves byte for byte) and ``models.json`` (the upstream's
+  ``GET /v1/models`` answers), when the run had any;
 - the live cwd is written ``{{cwd}}`` in a recording, and replay turns it back.
 
 The numbering rule is the session order of ``order_sessions``: the n-th log of a harvest
@@ -29,10 +32,14 @@ __all__ = [
     "DEFAULT_REFRESH_COMMAND",
     "DEFAULT_RERECORD_COMMAND",
     "MAIN_SESSION_FILE",
+    "MODELS_FILE",
     "OVERRIDE_FILE",
+    "PROXY_RECORDING_FILES",
+    "RECORDING_FILE_PATTERN",
     "REFRESH_COMMAND_ENV",
     "RERECORD_COMMAND_ENV",
     "SESSION_FILE_PATTERN",
+    "VERBATIM_FILE",
     "recording_names",
     "refresh_command",
     "rerecord_command",
@@ -46,6 +53,18 @@ MAIN_SESSION_FILE = "session.jsonl"
 OVERRIDE_FILE = "replay.override.json"
 # ``session.jsonl`` (group 1 empty) or ``session.<n>.jsonl`` with n >= 1, no leading zero.
 SESSION_FILE_PATTERN = re.compile(r"session(?:\.([1-9][0-9]*))?\.jsonl")
+VERBATIM_FILE = "wire.ndjson"
+"""A proxy recording's answers as the upstream sent them, one call a line (not ``.jsonl``:
+every ``*.jsonl`` under a sessions root is read as a session log)."""
+MODELS_FILE = "models.json"
+"""A proxy recording's ``GET /v1/models`` answers, by query string."""
+PROXY_RECORDING_FILES = (VERBATIM_FILE, MODELS_FILE)
+"""What a recording made through the proxy holds beside its session logs."""
+RECORDING_FILE_PATTERN = re.compile(
+    "|".join([SESSION_FILE_PATTERN.pattern, *map(re.escape, PROXY_RECORDING_FILES)])
+)
+"""Every file a recording consists of: what a writer of recordings replaces (a file an
+earlier recording had and the new one lacks goes)."""
 
 
 def session_file_name(number: int) -> str:

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentreel.session import SESSION_FILE_PATTERN, refresh_command, rerecord_command
+from agentreel.session import RECORDING_FILE_PATTERN, refresh_command, rerecord_command
 from agentreel.snapshot_harness import _environment as envvars
 from agentreel.snapshot_harness._consumption import verify_consumption
 from agentreel.snapshot_harness._diff import compare_goldens
@@ -172,7 +172,7 @@ def _record(
                 shutil.copy2(scenario.directory / name, copy / name)
         if scenario.workspace is not None:
             shutil.copytree(scenario.workspace, copy / WORKSPACE_DIR, symlinks=True)
-        write_files(copy, recordings, keep_pattern=SESSION_FILE_PATTERN)
+        write_files(copy, recordings, keep_pattern=RECORDING_FILE_PATTERN)
         trial = dataclasses.replace(
             scenario, directory=copy, agent_root=scenario.agent_root or scenario.directory
         )
@@ -199,7 +199,7 @@ def _record(
     scan_for_secrets(
         {f"{GOLDEN_DIR}/{k}": v for k, v in goldens.items()}, secrets, scenario.name, allow=allow
     )
-    write_files(scenario.directory, recordings, keep_pattern=SESSION_FILE_PATTERN)
+    write_files(scenario.directory, recordings, keep_pattern=RECORDING_FILE_PATTERN)
     write_files(scenario.directory / GOLDEN_DIR, goldens, keep_pattern=GOLDEN_FILE_PATTERN)
     written = [*recordings, *(f"{GOLDEN_DIR}/{name}" for name in goldens)]
     return Outcome(

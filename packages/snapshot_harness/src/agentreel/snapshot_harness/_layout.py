@@ -10,6 +10,10 @@ Layout (``fixtures/<name>/``)::
     session.jsonl             recording of the main session   } what the replay provider
     session.<n>.jsonl         recordings of children, n = 1..k } reads (raw ids and times,
                                                                  cwd as ``{{cwd}}``)
+    wire.ndjson               a proxied scenario's answers as the upstream sent them, one
+                              call a line (replay serves a call bound as recorded from it,
+                              byte for byte); only if the record run kept any
+    models.json               a proxied scenario's GET /v1/models answers, if it listed any
     golden/transcript.jsonl   normalized agent stdout          } what a replay is
     golden/session.jsonl      normalized main session log      } compared with
     golden/session.<n>.jsonl  normalized child logs            }
@@ -41,6 +45,7 @@ from agentreel.llm import Finish
 from agentreel.llm_replay import PartialLanes
 from agentreel.session import (
     OVERRIDE_FILE,
+    PROXY_RECORDING_FILES,
     SESSION_FILE_PATTERN,
     AssistantChunk,
     RequestHeader,
@@ -106,6 +111,8 @@ def take_inventory(scenario: Scenario) -> Inventory:
     """
     directory = scenario.directory
     allowed_inputs = {SCENARIO_FILE, README_FILE, OVERRIDE_FILE, *scenario.own_files()}
+    if scenario.model.proxied:
+        allowed_inputs.update(PROXY_RECORDING_FILES)
     if scenario.record.rules is not None:
         allowed_inputs.add(scenario.record.rules.name)
     recordings: list[str] = []

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentreel.session import RERECORD_COMMAND_ENV, SESSION_FILE_PATTERN
+from agentreel.session import RECORDING_FILE_PATTERN, RERECORD_COMMAND_ENV
 from agentreel.snapshot_harness import _environment as envvars
 from agentreel.snapshot_harness._pending import CI_ENV
 from agentreel.snapshot_harness._scenario import DEFAULT_STUB_RULES
@@ -42,7 +42,7 @@ RECORD_OPTION = "--agentreel-record"
 UPSTREAM_OPTION = "--agentreel-upstream"
 RECORDINGS_DIR = "recordings"
 # What the proxy writes into a recording folder (a user's stub-rules.toml stays untouched).
-_RECORDED = re.compile(rf"{SESSION_FILE_PATTERN.pattern}|models\.json")
+_RECORDED = RECORDING_FILE_PATTERN
 _UNSAFE = re.compile(r"[^A-Za-z0-9._\[\]-]+")
 # agentreel_config / marker keys: the fixture's own, and those passed to the proxy as they
 # are (ProxySettings' fields of the same name; what the installed proxy knows decides).

@@ -65,7 +65,8 @@ def render_goldens(result: RunResult) -> dict[str, bytes]:
 
 
 def render_recordings(result: RunResult) -> dict[str, bytes]:
-    """A run's recordings, file name → raw log bytes with the cwd as ``{{cwd}}``.
+    """A run's recordings, file name → raw log bytes with the cwd as ``{{cwd}}``, plus what
+    a record run through the proxy kept beside its logs (``RunResult.proxy_files``).
 
     Needs the raw logs: a record run keeps them, another only with ``keep_raw_logs=True``.
     """
@@ -76,7 +77,9 @@ def render_recordings(result: RunResult) -> dict[str, bytes]:
             f"a {result.mode} run keeps raw logs only when asked: "
             "run_scenario(..., keep_raw_logs=True)"
         )
-    return {
+    recordings = {
         session_file_name(number): tokenize_cwd(raw, result.cwd)
         for number, raw in enumerate(result.session_log_bytes)
     }
+    recordings.update(result.proxy_files)
+    return recordings

@@ -31,7 +31,10 @@ class RunResult:
     ``work_dir`` was given); ``replay_report`` is what the replay provider reported from
     inside the agent process (``None`` outside replay or when it was never loaded);
     ``started_by`` says whether the agent was spawned or forked by a fork server, and
-    ``fork_fallback`` why a scenario asking for the fork server was spawned instead.
+    ``fork_fallback`` why a scenario asking for the fork server was spawned instead;
+    ``proxy_files`` is what a record run through the proxy kept beside its logs for the
+    fixture (``wire.ndjson``, the answers replay serves byte for byte, and ``models.json``;
+    name → bytes, the cwd already ``{{cwd}}``; empty otherwise).
     """
 
     scenario: Scenario
@@ -48,6 +51,7 @@ class RunResult:
     stop_reasons: list[str] = field(default_factory=list)
     started_by: StartMethod = "spawn"
     fork_fallback: str | None = None
+    proxy_files: dict[str, bytes] = field(default_factory=dict)
 
     def stderr_tail(self, lines: int = STDERR_TAIL_LINES) -> str:
         return tail(self.stderr, lines)

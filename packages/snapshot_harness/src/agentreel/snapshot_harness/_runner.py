@@ -300,6 +300,11 @@ def _run_in(
 
     stderr = stderr_path.read_text(encoding="utf-8", errors="replace")
     logs = harvest_session_logs(logs_root)
+    proxy_files: dict[str, bytes] = {}
+    if scenario.model.proxied and mode == "record":
+        from agentreel.llm_proxy import recorded_files
+
+        proxy_files = recorded_files(logs_root, str(cwd))
     replay_report = read_run_report(scenario, report, stderr) if mode != "record" else None
     return RunResult(
         scenario=scenario,
@@ -316,6 +321,7 @@ def _run_in(
         stop_reasons=driven.stop_reasons,
         started_by=driven.started_by,
         fork_fallback=driven.fork_fallback,
+        proxy_files=proxy_files,
     )
 
 

@@ -28,6 +28,7 @@ from agentreel.llm_replay import (
     ScheduleMode,
 )
 from agentreel.session import (
+    PROXY_RECORDING_FILES,
     SESSION_FILE_PATTERN,
     KeyMask,
     Mask,
@@ -267,7 +268,7 @@ def _used_by(directory: Path, names: set[str]) -> set[str]:
     entries = {
         name
         for name in entries
-        if name not in (SCENARIO_FILE, WORKSPACE_DIR, "golden")
+        if name not in (SCENARIO_FILE, WORKSPACE_DIR, "golden", *PROXY_RECORDING_FILES)
         and not SESSION_FILE_PATTERN.fullmatch(name)
     }
     found: set[str] = set()
