@@ -62,14 +62,19 @@ def _without_child(scenario: Path, child: Path, tmp_path: Path) -> tuple[Path, i
     assert _header(scenario / "session.jsonl")["id"] == header["parent_session"]
     fixture = tmp_path / scenario.name
     shutil.copytree(scenario, fixture, ignore=shutil.ignore_patterns("golden", "workspace"))
-    # The recording without that child: the logs after it renumbered, so the fixture is
-    # whole (a gap is its own error, FixtureError "missing session.N.jsonl").
-    (fixture / child.name).unlink()
-    number = int(child.name.split(".")[1])
-    later = sorted(fixture.glob("session.*.jsonl"), key=lambda p: int(p.name.split(".")[1]))
-    for log in later:
-        if int(log.name.split(".")[1]) > number:
-            log.rename(fixture / f"session.{int(log.name.split('.')[1]) - 1}.jsonl")
+    # The recording without that child — its own side lanes with it (Gemini CLI's child
+    # routes each turn: a router lane under the child) — and the logs after them
+    # renumbered, so the fixture is whole (a gap is its own error, FixtureError "missing
+    # session.N.jsonl").
+    gone = {header["id"]}
+    logs = sorted(fixture.glob("session.*.jsonl"), key=lambda p: int(p.name.split(".")[1]))
+    for log in logs:
+        if log.name == child.name or _header(log).get("parent_session") in gone:
+            gone.add(str(_header(log)["id"]))
+            log.unlink()
+    left = sorted(fixture.glob("session.*.jsonl"), key=lambda p: int(p.name.split(".")[1]))
+    for number, log in enumerate(left, 1):
+        log.rename(fixture / f"session.{number}.jsonl")
     return fixture, spawn_index
 
 
