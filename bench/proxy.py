@@ -67,6 +67,7 @@ from agentreel.llm import Chunk, Finish, GenerateOptions, Message, TextDelta, lo
 from agentreel.llm.stub import StubServer
 from agentreel.llm.wire import (
     chat_chunk_frames,
+    gemini_chunk_frames,
     messages_chunk_frames,
     responses_chunk_frames,
 )
@@ -624,6 +625,17 @@ _CORPUS_PATHS = {
     "messages": "/v1/messages",
     "responses": "/v1/responses",
 }
+_GEMINI_REQUEST = {"contents": [{"role": "user", "parts": [{"text": "Hello there"}]}]}
+
+
+def _corpus_request(case: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The path and body a client sends for ``case``'s API (Gemini: model and streaming in
+    the path)."""
+    if case["api"] == "gemini":
+        method = "streamGenerateContent?alt=sse" if case["stream"] else "generateContent"
+        return f"/v1beta/models/{case['model']}:{method}", dict(_GEMINI_REQUEST)
+    body = {"model": case["model"], "stream": case["stream"], **_CORPUS_REQUESTS[case["api"]]}
+    return _CORPUS_PATHS[case["api"]], body
 
 
 async def _record_corpus(fixture: Path) -> int:
@@ -659,12 +671,9 @@ async def _record_corpus(fixture: Path) -> int:
             httpx2.AsyncClient(timeout=60) as http,
         ):
             for number, (name, case) in enumerate(cases.items()):
-                body = {"model": case["model"], "stream": case["stream"]}
-                body.update(_CORPUS_REQUESTS[case["api"]])
+                path, body = _corpus_request(case)
                 headers = {"x-corpus-case": name, "x-agentreel-session-id": f"corpus-{number}"}
-                await http.post(
-                    proxy.base_url + _CORPUS_PATHS[case["api"]], json=body, headers=headers
-                )
+                await http.post(proxy.base_url + path, json=body, headers=headers)
     finally:
         await runner.cleanup()
     return len(cases)
@@ -679,6 +688,8 @@ def _reencoded(answer: VerbatimCall, chunks: tuple[Chunk, ...]) -> list[str]:
         frames = chat_chunk_frames(chunks, model=model, response_id="r", include_usage=True)
     elif answer.api == "messages":
         frames = messages_chunk_frames(chunks, model=model, message_id="r")
+    elif answer.api == "gemini":
+        frames = gemini_chunk_frames(chunks, model=model, response_id="r")
     else:
         frames = responses_chunk_frames(chunks, model=model, response_id="r")
     return [frame.decode() for frame in frames]
