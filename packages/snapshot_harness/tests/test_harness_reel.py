@@ -286,10 +286,12 @@ def test_example_records_once_replays_offline_and_names_what_broke(
     run(pytester, "--agentreel-record=once").assert_outcomes(passed=1)
     recordings = pytester.path / "recordings"
     recorded = recordings / module / test
+    # The logs, and the answers as the upstream sent them (replay serves them byte for byte).
     assert sorted(p.name for p in recorded.iterdir()) == [
         "session.1.jsonl",
         "session.2.jsonl",
         "session.jsonl",
+        "wire.ndjson",
     ]
 
     text = (pytester.path / f"{module}.py").read_text()
