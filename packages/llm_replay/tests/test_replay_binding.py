@@ -12,6 +12,7 @@ from agentreel.brand import new_session_id
 from agentreel.llm import Chunk, TextDelta
 from agentreel.llm_replay import (
     ReplayProvider,
+    RequestDriftError,
     ScriptExhaustedError,
     UnconsumedScriptError,
     UnrecordedSessionError,
@@ -266,6 +267,56 @@ async def test_a_proxied_parents_side_lane_is_never_served_to_a_child(
     first = str(caught.value).splitlines()[0]
     assert first.startswith(f"live session {child} (parent {parent}, spawn index 0)"), first
     assert "no unclaimed script recorded as a child of session.jsonl" in first
+
+
+# Claude Code 0.101's shape (interop/fixtures/claude-code-101-async): one identity sends a
+# title call and its conversation, racing; the proxy records the conversation as the
+# session and the title as a side lane under it (no spawn index), whatever came first.
+_CODING, _NAMING, _HELPING = "You are a coding agent.", "Name this session.", "You help."
+_ASK = "Delegate: read notes.txt."
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("order", ["title-first", "conversation-first"])
+async def test_a_callers_conversation_is_never_bound_to_its_side_lane_that_came_first(
+    recorder: FixtureRecorder, fixture_dir: Path, order: str
+) -> None:
+    """The title arrives first and the conversation's first request is not the recorded one
+    (another system prompt): it is the recorded conversation, changed — a RequestDriftError
+    on session.jsonl, as when it comes first. It was bound to the title lane, the caller's
+    first, and asked for the title's second call (ScriptExhaustedError naming the side
+    lane; the conversation's and its child's recordings never used). The caller's child,
+    named by its parent and spawn index, is the parent's recorded child (rule 3), changed
+    too — it was unrecorded: its parent was taken to be the title lane."""
+    main = recorder.main()
+    recorder.call(
+        main, text_call("A helper reads it."), options=options_for("p", system=_CODING, prompt=_ASK)
+    )
+    title = recorder.child_without_index(main)
+    naming = options_for("p", system=_NAMING, prompt=f"<session>{_ASK}</session>")
+    recorder.call(title, text_call('{"title": "Delegated read"}'), options=naming)
+    child = recorder.spawn(main, 0)
+    helping = options_for("c", parent="p", spawn_index=0, system=_HELPING, prompt="Read notes.txt.")
+    recorder.call(child, text_call("alpha beta"), options=helping)
+    recorder.save(fixture_dir)
+    _as_proxied(fixture_dir)
+    provider = ReplayProvider(fixture_dir, content_binding=True)
+    live, live_child = new_session_id(), new_session_id()
+    title_request = options_for(live, system=_NAMING, prompt=f"<session>{_ASK}</session>")
+
+    if order == "title-first":
+        assert _text(await collect(provider.stream(title_request))) == '{"title": "Delegated read"}'
+    with pytest.raises(RequestDriftError) as drifted:
+        provider.stream(options_for(live, system=f"{_CODING} Today is Tuesday.", prompt=_ASK))
+    assert "call 1 of session.jsonl" in str(drifted.value).splitlines()[0], drifted.value
+    if order == "conversation-first":
+        assert _text(await collect(provider.stream(title_request))) == '{"title": "Delegated read"}'
+    changed_child = options_for(
+        live_child, parent=live, spawn_index=0, system=_HELPING, prompt="Read notes.txt, please."
+    )
+    with pytest.raises(RequestDriftError) as child_drifted:
+        provider.stream(changed_child)
+    assert "call 1 of session.1.jsonl" in str(child_drifted.value).splitlines()[0]
 
 
 @pytest.mark.asyncio

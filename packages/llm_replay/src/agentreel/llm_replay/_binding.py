@@ -28,8 +28,17 @@ bound by what it is, never by when it arrived. A caller's request goes, in this 
 2. a new lane: the unclaimed script whose first recorded request is exactly this one;
 3. the one lane it extends without the recorded reply (the drift check says what changed);
 4. its lane of the same signature (model, system prompt, tools, first message), then a new
-   lane by signature, then its first lane — each a drift or exhaustion error to come, never
-   another conversation's answer.
+   lane by signature, then its conversation — each a drift or exhaustion error to come,
+   never another conversation's answer.
+
+A named caller's **conversation** is the script its first request bound — unless that is a
+side lane the proxy recorded (a script under a conversation, without a spawn index): then
+it is the conversation that lane hangs under. The recorder elects a caller's conversation
+among its lanes and hangs its side calls under it whatever arrived first, so a title call
+racing ahead of the conversation's first request in replay does not make the title lane the
+caller's conversation — not the script a changed first request of the conversation falls
+back to (a ScriptExhaustedError on the title lane instead of the conversation's drift), nor
+the parent its children name.
 
 A new caller is bound by content first — to the unclaimed script whose first recorded
 request is this one (exactly, else by signature) — before rules 3 and 4. Several unclaimed
@@ -114,6 +123,7 @@ class Binder:
         self._first_call_candidates = [
             s.number for s in self._scripts if s.calls and s.number not in reserved
         ]
+        self._numbers = {s.header.id: s.number for s in self._scripts}
         self._index = LaneIndex(self._scripts) if content_binding else None
         # Per live caller: its lanes (content binding only).
         self._lanes: dict[str, list[_Lane]] = {}
@@ -163,9 +173,9 @@ class Binder:
         digests = message_digests(live)
         lanes = self._lanes.get(key)
         if lanes is not None:
-            lane = self._lane_for(options, lanes, live, signature)
+            lane = self._lane_for(options, key, lanes, live, signature)
             if lane is None:
-                owner = self._scripts[lanes[0].number]
+                owner = self._scripts[self._bound[key]]
                 # A caller without identity is only what its requests are (SPEC 13): a
                 # conversation no recording starts with is an unrecorded session, never a
                 # drift of another lane's next call (a headerless worker whose recording is
@@ -181,8 +191,11 @@ class Binder:
                 if number is None and live.tools:
                     self._refuse_shared_identity_child(options, lanes)
                 if number is None:
-                    lane = lanes[0]
-                else:
+                    number = self._bound[key]
+                    lane = next((held for held in lanes if held.number == number), None)
+                    if lane is None and self.bound_to[number] is not None:
+                        lane = lanes[0]
+                if lane is None:
                     lane = _Lane(number, signature, digests)
                     lanes.append(lane)
                     self.bound_to[number] = key
@@ -212,7 +225,9 @@ class Binder:
             number = self._by_content(options, live, parent_id)
             if number is None:
                 number = self._by_first_call(options, parent_number, signature)
-        self._bound[key] = number
+        self._bound[key] = (
+            self._conversation_of(number) if options.session_id is not None else number
+        )
         self._lanes[key] = [_Lane(number, signature, digests)]
         self.bound_to[number] = key
         self._first_user[number] = first_user_text(options.messages)
@@ -221,12 +236,13 @@ class Binder:
     def _lane_for(
         self,
         options: GenerateOptions,
+        key: str,
         lanes: list[_Lane],
         live: RequestHeaderData,
         signature: LaneSignature,
     ) -> _Lane | None:
         """The caller's lane this request goes to (steps 1-4 of the module docstring), or
-        None for a new lane by signature (then the first lane)."""
+        None for a new lane by signature (then the caller's conversation)."""
         continued: list[_Lane] = []
         extended: list[_Lane] = []
         # A lane's requests share its signature: a request with another model, system
@@ -239,7 +255,7 @@ class Binder:
                 extended.append(lane)
         if continued:
             return self._one_continued(options, continued, live)
-        owner = self._scripts[lanes[0].number].header.id
+        owner = self._scripts[self._bound[key]].header.id
         delegator = self._delegator(options) if options.session_id is None else None
         if delegator is not None:
             # A headerless conversation whose first message a bound conversation handed
@@ -413,7 +429,7 @@ class Binder:
 
         Scripts whose first request is exactly this one come first, then those whose first
         request has its signature (unless ``exact_only``). ``near`` (a recorded session id:
-        the caller's own first lane, or its parent) narrows several candidates to those
+        the caller's conversation, or its parent) narrows several candidates to those
         recorded under it.
         """
         assert self._index is not None
@@ -526,6 +542,18 @@ class Binder:
         else:
             reason = "every recorded script with model calls is already bound"
         raise self._unrecorded(options, reason)
+
+    def _conversation_of(self, number: int) -> int:
+        """The script a named caller whose first request bound script ``number`` is (module
+        docstring): for a side lane the proxy recorded, the conversation it hangs under, while
+        no one holds that; otherwise ``number``."""
+        header = self._scripts[number].header
+        if header.spawn_index is not None or header.parent_session is None:
+            return number
+        conversation = self._numbers.get(header.parent_session)
+        if conversation is None or self.bound_to[conversation] is not None:
+            return number
+        return conversation if self._proxied(number) else number
 
     def _proxied(self, number: int) -> bool:
         """The script was recorded by the proxy: its requests name their wire API."""
