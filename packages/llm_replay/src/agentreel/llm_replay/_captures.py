@@ -42,6 +42,7 @@ from agentreel.llm import (
     ToolCallPart,
     ToolResultPart,
 )
+from agentreel.llm_replay._deltas import delta_streams, delta_text, regrouped, with_delta_text
 from agentreel.session import Mask
 
 __all__ = [
@@ -165,12 +166,8 @@ def tokenized_chunks(chunks: Sequence[Chunk], values: Mapping[str, str]) -> list
         return value
 
     result = [_mapped(chunk, text, arguments) for chunk in chunks]
-    streams: dict[tuple[str, int], list[int]] = {}
-    for position, chunk in enumerate(chunks):
-        if isinstance(chunk, TextDelta | ReasoningDelta | ToolCallDelta):
-            streams.setdefault((type(chunk).__name__, chunk.index), []).append(position)
-    for positions in streams.values():
-        pieces = [_delta(chunks[p]) for p in positions]
+    for positions in delta_streams(chunks):
+        pieces = [delta_text(chunks[p]) or "" for p in positions]
         full = "".join(pieces)
         is_json = isinstance(chunks[positions[0]], ToolCallDelta)
         pairs = spellings if is_json else by_value
@@ -179,22 +176,9 @@ def tokenized_chunks(chunks: Sequence[Chunk], values: Mapping[str, str]) -> list
         )
         if not spans or all(_inside_one(pieces, span) for span in spans):
             continue  # every value lies inside one delta: replaced there already
-        ends: list[int] = []
-        offset = 0
-        for piece in pieces:
-            offset += len(piece)
-            end = offset
-            for start, stop in spans:
-                if start < end < stop:
-                    end = stop
-                    break
-            ends.append(max(end, ends[-1]) if ends else end)
-        previous = 0
-        for position, end in zip(positions, ends, strict=True):
-            piece = full[previous:end]
+        for position, piece in zip(positions, regrouped(pieces, spans), strict=True):
             tokenized = arguments(piece) if is_json else text(piece)
-            result[position] = _with_delta(chunks[position], tokenized)
-            previous = end
+            result[position] = with_delta_text(chunks[position], tokenized)
     return result
 
 
@@ -205,20 +189,6 @@ def _inside_one(pieces: list[str], span: tuple[int, int]) -> bool:
             return True
         offset += len(piece)
     return False
-
-
-def _delta(chunk: Chunk) -> str:
-    if isinstance(chunk, TextDelta | ReasoningDelta):
-        return chunk.text
-    assert isinstance(chunk, ToolCallDelta)
-    return chunk.arguments_delta
-
-
-def _with_delta(chunk: Chunk, text: str) -> Chunk:
-    if isinstance(chunk, TextDelta | ReasoningDelta):
-        return msgspec.structs.replace(chunk, text=text)
-    assert isinstance(chunk, ToolCallDelta)
-    return msgspec.structs.replace(chunk, arguments_delta=text)
 
 
 def _texts(chunk: Chunk) -> str:
@@ -237,9 +207,9 @@ def _texts(chunk: Chunk) -> str:
 def _mapped(chunk: Chunk, text: Callable[[str], str], arguments: Callable[[str], str]) -> Chunk:
     """``chunk`` with ``text`` applied to its text and ``arguments`` to tool arguments."""
     if isinstance(chunk, TextDelta | ReasoningDelta):
-        return _with_delta(chunk, text(chunk.text))
+        return with_delta_text(chunk, text(chunk.text))
     if isinstance(chunk, ToolCallDelta):
-        return _with_delta(chunk, arguments(chunk.arguments_delta))
+        return with_delta_text(chunk, arguments(chunk.arguments_delta))
     if isinstance(chunk, BlockEnd):
         block = chunk.block
         if isinstance(block, ToolCallPart):

@@ -31,6 +31,7 @@ from agentreel.llm import (
     ToolCallDelta,
     ToolCallPart,
 )
+from agentreel.llm_replay._deltas import delta_streams, delta_text, regrouped, with_delta_text
 from agentreel.llm_replay._overrides import Override, load_overrides
 from agentreel.llm_replay.exceptions import FixtureError, IncompleteCallError
 from agentreel.session import (
@@ -518,54 +519,19 @@ def _make_call(
     )
 
 
-def _delta_text(chunk: Chunk) -> str | None:
-    if isinstance(chunk, (TextDelta, ReasoningDelta)):
-        return chunk.text
-    if isinstance(chunk, ToolCallDelta):
-        return chunk.arguments_delta
-    return None
-
-
-def _with_delta_text(chunk: Chunk, text: str) -> Chunk:
-    if isinstance(chunk, TextDelta):
-        return TextDelta(index=chunk.index, text=text)
-    if isinstance(chunk, ReasoningDelta):
-        return ReasoningDelta(index=chunk.index, text=text)
-    assert isinstance(chunk, ToolCallDelta)
-    return ToolCallDelta(index=chunk.index, id=chunk.id, name=chunk.name, arguments_delta=text)
-
-
 def _heal_split_tokens(chunks: list[Chunk]) -> list[Chunk]:
     """Move a ``{{cwd}}`` token split across deltas of one block into the delta where it
     starts, so per-chunk substitution sees whole tokens. Chunk count is unchanged."""
-    streams: dict[tuple[str, int], list[int]] = {}
-    for position, chunk in enumerate(chunks):
-        if _delta_text(chunk) is not None:
-            key = (type(chunk).__name__, getattr(chunk, "index", 0))
-            streams.setdefault(key, []).append(position)
     result = list(chunks)
-    for positions in streams.values():
-        pieces = [_delta_text(chunks[p]) or "" for p in positions]
+    for positions in delta_streams(chunks):
+        pieces = [delta_text(chunks[p]) or "" for p in positions]
         full = "".join(pieces)
         if CWD_TOKEN not in full:
             continue
         spans = [m.span() for m in re.finditer(re.escape(CWD_TOKEN), full)]
-        ends: list[int] = []
-        offset = 0
-        for piece in pieces:
-            offset += len(piece)
-            end = offset
-            for start, stop in spans:
-                if start < end < stop:
-                    end = stop
-                    break
-            ends.append(max(end, ends[-1]) if ends else end)
-        previous = 0
-        for position, end in zip(positions, ends, strict=True):
-            text = full[previous:end]
-            if text != _delta_text(chunks[position]):
-                result[position] = _with_delta_text(chunks[position], text)
-            previous = end
+        for position, text in zip(positions, regrouped(pieces, spans), strict=True):
+            if text != delta_text(chunks[position]):
+                result[position] = with_delta_text(chunks[position], text)
     return result
 
 
