@@ -63,7 +63,7 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -235,22 +235,15 @@ SESSION_UPDATE_KINDS = frozenset(
 def unordered_kinds_checked(kinds: object) -> tuple[str, ...]:
     """``kinds`` as the ``unordered`` setting of a ``Normalizer``, or ``ValueError`` saying
     what is wrong: a list of distinct ACP ``sessionUpdate`` kinds."""
-    if not isinstance(kinds, list | tuple):
-        raise ValueError(
-            f"expected an array of sessionUpdate kinds, got {type(kinds).__name__}, e.g. "
-            'unordered = ["session_info_update", "available_commands_update"]'
-        )
-    seen: list[str] = []
-    for kind in kinds:
-        if not isinstance(kind, str) or kind not in SESSION_UPDATE_KINDS:
-            raise ValueError(
-                f"{kind!r} is not an ACP sessionUpdate kind; known kinds: "
-                f"{', '.join(sorted(SESSION_UPDATE_KINDS))}"
-            )
-        if kind in seen:
-            raise ValueError(f"{kind!r} is listed twice; list each kind once")
-        seen.append(kind)
-    return tuple(seen)
+    return _distinct_kinds(
+        kinds,
+        'unordered = ["session_info_update", "available_commands_update"]',
+        SESSION_UPDATE_KINDS,
+        lambda kind: (
+            f"{kind!r} is not an ACP sessionUpdate kind; known kinds: "
+            f"{', '.join(sorted(SESSION_UPDATE_KINDS))}"
+        ),
+    )
 
 
 MERGE_KEYS: Mapping[str, str] = {"tool_call_update": "toolCallId"}
@@ -261,18 +254,30 @@ the field naming what its notifications are about: only updates of one thing mer
 def merge_kinds_checked(kinds: object) -> tuple[str, ...]:
     """``kinds`` as the ``merge`` setting of a ``Normalizer``, or ``ValueError`` saying what
     is wrong: a list of distinct kinds of ``MERGE_KEYS``."""
+    known = ", ".join(f"{name} (by {key})" for name, key in sorted(MERGE_KEYS.items()))
+    return _distinct_kinds(
+        kinds,
+        'merge = ["tool_call_update"]',
+        MERGE_KEYS,
+        lambda kind: (
+            f"{kind!r} is not a sessionUpdate kind that can be merged; mergeable kinds: {known}"
+        ),
+    )
+
+
+def _distinct_kinds(
+    kinds: object, example: str, known: Container[str], unknown: Callable[[object], str]
+) -> tuple[str, ...]:
+    """``kinds`` as a tuple of distinct known kinds, or ``ValueError``: not an array (with
+    ``example``), a kind not in ``known`` (``unknown(kind)`` says so), a kind listed twice."""
     if not isinstance(kinds, list | tuple):
         raise ValueError(
-            f"expected an array of sessionUpdate kinds, got {type(kinds).__name__}, e.g. "
-            'merge = ["tool_call_update"]'
+            f"expected an array of sessionUpdate kinds, got {type(kinds).__name__}, e.g. {example}"
         )
     seen: list[str] = []
     for kind in kinds:
-        if not isinstance(kind, str) or kind not in MERGE_KEYS:
-            known = ", ".join(f"{name} (by {key})" for name, key in sorted(MERGE_KEYS.items()))
-            raise ValueError(
-                f"{kind!r} is not a sessionUpdate kind that can be merged; mergeable kinds: {known}"
-            )
+        if not isinstance(kind, str) or kind not in known:
+            raise ValueError(unknown(kind))
         if kind in seen:
             raise ValueError(f"{kind!r} is listed twice; list each kind once")
         seen.append(kind)
