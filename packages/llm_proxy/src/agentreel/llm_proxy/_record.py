@@ -58,6 +58,7 @@ from agentreel.llm_proxy._requests import ParsedRequest
 from agentreel.llm_proxy._routes import GEMINI_KEY_HEADER
 from agentreel.llm_proxy._verbatim import (
     VerbatimCall,
+    cuts_the_cwd,
     encode_line,
     recorded_verbatim,
 )
@@ -282,6 +283,14 @@ class CallRecording:
         """The upstream stream ended without finishing: replay cuts it at the same place."""
         self.chunk(Finish(reason="error", code=CUT_CODE, message=detail))
 
+    def streamed_text(self) -> str:
+        """The text its deltas streamed so far (text, reasoning, tool arguments), joined."""
+        return "".join(
+            chunk.arguments_delta if isinstance(chunk, ToolCallDelta) else chunk.text
+            for chunk in self._chunks
+            if isinstance(chunk, TextDelta | ReasoningDelta | ToolCallDelta)
+        )
+
     def holds_value(self, text: str) -> bool:
         """Whether ``text`` holds one of the request's captured values."""
         return any(value in text for value in self.values.values())
@@ -431,6 +440,8 @@ class Recorder:
             # It carries a captured live value, perhaps split across frames: replay
             # re-encodes it from its chunks, where the value is its placeholder.
             return
+        if cuts_the_cwd(answer, call.streamed_text(), self.cwd):
+            return  # the same for the cwd cut between frames: {{cwd}} is whole in chunks
         self.verbatim.append((lane, answer))
         with (self.sessions_root / VERBATIM_FILE).open("ab") as out:
             out.write(line)

@@ -62,6 +62,19 @@ def _cwd_forms(cwd: str) -> tuple[str, ...]:
     return (escaped, cwd) if escaped != cwd else (cwd,)
 
 
+def cuts_the_cwd(call: VerbatimCall, streamed: str, cwd: str) -> bool:
+    """Whether the answer streams the cwd (``streamed``: its deltas' text, joined) more
+    often than its frames hold it whole. A cwd cut between two frames cannot be written as
+    ``{{cwd}}`` there, so the frames would keep the recording machine's path (a fixture
+    holds none) and serve it on replay: such a call is served re-encoded from its chunks,
+    where the token is whole."""
+    if not cwd or cwd == "/":
+        return False
+    texts = call.frames if call.frames is not None else [call.body or ""]
+    whole = sum(text.count(form) for text in texts for form in _cwd_forms(cwd))
+    return sum(streamed.count(form) for form in _cwd_forms(cwd)) > whole
+
+
 def tokenized(call: VerbatimCall, cwd: str) -> VerbatimCall:
     """``call`` with the cwd written as ``{{cwd}}`` (a fixture holds no machine path)."""
     if not cwd or cwd == "/":
