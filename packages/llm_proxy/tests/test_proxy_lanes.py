@@ -477,6 +477,13 @@ async def _shared_identity_session(base_url: str) -> list[str]:
     ``<system-reminder>`` part, then the Agent call's prompt; a title call (another model,
     no tools) asks the same prompt."""
     client = anthropic.AsyncAnthropic(base_url=base_url, api_key="sk-shared-id", max_retries=0)
+    # Closed even when a request fails (the deleted-child test expects one to): an open
+    # connection would be collected during a later test and fail it as unraisable.
+    async with client:
+        return await _shared_identity_turns(client)
+
+
+async def _shared_identity_turns(client: anthropic.AsyncAnthropic) -> list[str]:
     metadata: Any = {"user_id": json.dumps({"device_id": "d", "session_id": str(uuid.uuid4())})}
 
     async def ask(system: str, messages: Any, *, model: str = "claude-test") -> Any:
@@ -508,7 +515,6 @@ async def _shared_identity_session(base_url: str) -> list[str]:
         },
     ]
     final = await ask("You are Claude Code.", history)
-    await client.close()
     texts = [b.text for b in [*title.content, *final.content] if b.type == "text"]
     return [found, *texts]
 
