@@ -292,18 +292,24 @@ def _interop_python(session: nox.Session) -> str:
     raise AssertionError("unreachable")
 
 
-def _interop_timed(session: nox.Session, timings: list[tuple[str, float]], step: str) -> Any:
-    """A context manager logging and keeping the wall time of one step of the session."""
+def _interop_timed(
+    session: nox.Session, timings: list[tuple[str, float]], step: str, progress: str = ""
+) -> Any:
+    """A context manager logging one step's start (``progress``: e.g. ``3 of 15``) and its
+    wall time, which it keeps for the table at the end (a failed step's too)."""
 
     @contextlib.contextmanager
     def timed() -> Any:
+        session.log(f"[interop] {step}" + (f" ({progress})" if progress else "") + " ...")
         started = time.monotonic()
+        ok = False
         try:
             yield
+            ok = True
         finally:
             elapsed = time.monotonic() - started
-            timings.append((step, elapsed))
-            session.log(f"[interop timing] {step}: {elapsed:.1f} s")
+            timings.append((step if ok else f"{step} (FAILED)", elapsed))
+            session.log(f"[interop timing] {step}: {elapsed:.1f} s" + ("" if ok else ", failed"))
 
     return timed()
 
@@ -404,28 +410,40 @@ def interop(session: nox.Session) -> None:
     }
     env = {"PATH": path, **hints}
     names = args or [p.parent.name for p in sorted(fixtures.glob("*/scenario.toml"))]
-    if repeat:
-        for name in names:
-            with _interop_timed(session, timings, f"replay {name} x{repeat}"):
-                for attempt in range(1, repeat + 1):
-                    session.log(f"{name}: replay {attempt} of {repeat}")
-                    session.run("agentreel", "replay", "--fixtures", str(fixtures), name, env=env)
-            session.log(f"{name}: {repeat} of {repeat} replays passed")
+    count = len(names)
+    try:
+        if repeat:
+            for i, name in enumerate(names, 1):
+                with _interop_timed(
+                    session, timings, f"replay {name} x{repeat}", f"{i} of {count}"
+                ):
+                    for attempt in range(1, repeat + 1):
+                        session.log(f"{name}: replay {attempt} of {repeat} ...")
+                        started = time.monotonic()
+                        session.run(
+                            "agentreel", "replay", "--fixtures", str(fixtures), name, env=env
+                        )
+                        session.log(
+                            f"[interop timing] {name}: replay {attempt} of {repeat} passed in "
+                            f"{time.monotonic() - started:.1f} s"
+                        )
+                session.log(f"{name}: {repeat} of {repeat} replays passed")
+            return
+        for i, name in enumerate(names, 1):
+            with _interop_timed(session, timings, f"replay committed {name}", f"{i} of {count}"):
+                session.run("agentreel", "replay", "--fixtures", str(fixtures), name, env=env)
+        scratch = ROOT / ".nox" / "interop-rerecord"
+        shutil.rmtree(scratch, ignore_errors=True)
+        shutil.copytree(fixtures, scratch)
+        for i, name in enumerate(names, 1):
+            with _interop_timed(session, timings, f"re-record {name}", f"{i} of {count}"):
+                session.run("agentreel", "record", "--fixtures", str(scratch), name, env=env)
+        for i, name in enumerate(names, 1):
+            with _interop_timed(session, timings, f"replay re-recorded {name}", f"{i} of {count}"):
+                session.run("agentreel", "replay", "--fixtures", str(scratch), name, env=env)
+    finally:
+        # The table of every step so far, also when one failed (its row says so).
         _interop_report(session, timings)
-        return
-    for name in names:
-        with _interop_timed(session, timings, f"replay committed {name}"):
-            session.run("agentreel", "replay", "--fixtures", str(fixtures), name, env=env)
-    scratch = ROOT / ".nox" / "interop-rerecord"
-    shutil.rmtree(scratch, ignore_errors=True)
-    shutil.copytree(fixtures, scratch)
-    for name in names:
-        with _interop_timed(session, timings, f"re-record {name}"):
-            session.run("agentreel", "record", "--fixtures", str(scratch), name, env=env)
-    for name in names:
-        with _interop_timed(session, timings, f"replay re-recorded {name}"):
-            session.run("agentreel", "replay", "--fixtures", str(scratch), name, env=env)
-    _interop_report(session, timings)
     # A fresh recording must give the committed goldens: the agent behaves the same
     # today as when it was recorded, and everything volatile is masked.
     changed: list[str] = []
