@@ -324,10 +324,11 @@ def interop(session: nox.Session) -> None:
     each in its own venv under ``.nox/interop-py``, on a Python >= 3.12 found here), puts
     their commands on ``PATH``, replays every committed scenario in ``interop/fixtures/``,
     then re-records each into a scratch copy through the proxy and the stub server,
-    replays that copy and requires the committed goldens. ``nox -s interop -- opencode-read``
-    runs one; ``-- --repeat 20 [scenario ...]`` replays each committed scenario 20 times in
-    a row and stops at the first divergence. Each step's wall time is logged
-    (``[interop timing]``). Not a default session. See ``interop/README.md``.
+    replays that copy and requires the committed goldens; a scenario failing a step skips its
+    later ones, the others go on, and the session fails at the end naming each failure.
+    ``nox -s interop -- opencode-read`` runs one; ``-- --repeat 20 [scenario ...]`` replays
+    each committed scenario 20 times in a row and stops at the first divergence. Each step's
+    wall time is logged (``[interop timing]``). Not a default session. See ``interop/README.md``.
     """
     if shutil.which("npm") is None:
         session.error("nox -s interop needs node and npm on PATH (e.g. apt-get install npm)")
@@ -429,18 +430,27 @@ def interop(session: nox.Session) -> None:
                         )
                 session.log(f"{name}: {repeat} of {repeat} replays passed")
             return
-        for i, name in enumerate(names, 1):
-            with _interop_timed(session, timings, f"replay committed {name}", f"{i} of {count}"):
-                session.run("agentreel", "replay", "--fixtures", str(fixtures), name, env=env)
         scratch = ROOT / ".nox" / "interop-rerecord"
         shutil.rmtree(scratch, ignore_errors=True)
         shutil.copytree(fixtures, scratch)
-        for i, name in enumerate(names, 1):
-            with _interop_timed(session, timings, f"re-record {name}", f"{i} of {count}"):
-                session.run("agentreel", "record", "--fixtures", str(scratch), name, env=env)
-        for i, name in enumerate(names, 1):
-            with _interop_timed(session, timings, f"replay re-recorded {name}", f"{i} of {count}"):
-                session.run("agentreel", "replay", "--fixtures", str(scratch), name, env=env)
+        # One scenario's failure does not stop the others (the run takes most of an hour):
+        # its later steps are skipped, and the session fails at the end naming each one.
+        failed: dict[str, str] = {}
+        steps = (
+            ("replay committed", "replay", fixtures),
+            ("re-record", "record", scratch),
+            ("replay re-recorded", "replay", scratch),
+        )
+        for step, verb, where in steps:
+            for i, name in enumerate(names, 1):
+                if name in failed:
+                    session.log(f"[interop] {step} {name}: skipped ({failed[name]} failed)")
+                    continue
+                try:
+                    with _interop_timed(session, timings, f"{step} {name}", f"{i} of {count}"):
+                        session.run("agentreel", verb, "--fixtures", str(where), name, env=env)
+                except nox.command.CommandFailed:
+                    failed[name] = step
     finally:
         # The table of every step so far, also when one failed (its row says so).
         _interop_report(session, timings)
@@ -448,6 +458,8 @@ def interop(session: nox.Session) -> None:
     # today as when it was recorded, and everything volatile is masked.
     changed: list[str] = []
     for name in names:
+        if name in failed:
+            continue
         committed, fresh = fixtures / name / "golden", scratch / name / "golden"
         for file in sorted(
             {p.name for p in committed.glob("*")} | {p.name for p in fresh.glob("*")}
@@ -457,11 +469,17 @@ def interop(session: nox.Session) -> None:
                 before.is_file() and after.is_file() and filecmp.cmp(before, after, shallow=False)
             ):
                 changed.append(f"{name}/golden/{file}")
+    problems = [f"{name}: {step} failed (its output above)" for name, step in failed.items()]
     if changed:
-        session.error(
+        problems.append(
             "re-recorded goldens differ from the committed ones: "
             + ", ".join(changed)
             + f" (compare with {scratch}; re-record if the agent changed on purpose)"
+        )
+    if problems:
+        session.error(
+            f"nox -s interop: {len(names) - len(failed)} of {len(names)} scenarios passed "
+            "their steps; " + "; ".join(problems)
         )
 
 
