@@ -15,10 +15,13 @@ URL it was given to FILE, so a test can see which proxy served which scenario.
 under a key no built-in rule knows (``outputTokens``): a test sets another N per run, as a
 real agent's count differs. ``TINY_RACE=title-first`` / ``commands-first`` sends a
 ``session_info_update`` and an ``available_commands_update`` in that order, as a title lane
-racing the editor notifications does in either order. ``TINY_PAD=WORD`` makes the request
-real-agent sized (some 60 KB, as Claude Code sends): 2,000 lines of context after the
-prompt, line 1200 naming WORD. ``TINY_SPLIT=one`` / ``two`` reports a command's output and
-its completion as one ``tool_call_update`` or as two, as Codex 2.6 does depending on timing.
+racing the editor notifications does in either order. ``TINY_SET_UP=before`` / ``after``
+sends an ``available_commands_update`` before its ``session/new`` response or after it
+(first thing in the first prompt turn), as mistral-vibe 3.0 does either by timing.
+``TINY_PAD=WORD`` makes the request real-agent sized (some 60 KB, as Claude Code sends):
+2,000 lines of context after the prompt, line 1200 naming WORD. ``TINY_SPLIT=one`` /
+``two`` reports a command's output and its completion as one ``tool_call_update`` or as
+two, as Codex 2.6 does depending on timing.
 ``TINY_RAW_LOG=DIR`` lists the models first and reads the
 streamed answer as bytes, writing both as the SDK received them into DIR, one numbered file
 each per run (the text is still sent to the editor), so a test can compare what replay
@@ -63,6 +66,7 @@ class TinyAgent:
         self.own_ids = os.environ.get("TINY_OWN_IDS") == "1"
         self.cwd_in_system = os.environ.get("TINY_CWD_IN_SYSTEM") == "1"
         self.cwd = ""
+        self.commands_pending = False
 
     def on_connect(self, conn: Any) -> None:
         self.client = conn
@@ -75,9 +79,26 @@ class TinyAgent:
         if self.own_ids:
             alphabet = string.ascii_letters + string.digits
             return NewSessionResponse(session_id="ses_" + "".join(random.choices(alphabet, k=26)))
-        return NewSessionResponse(session_id=str(uuid.uuid4()))
+        session_id = str(uuid.uuid4())
+        set_up = os.environ.get("TINY_SET_UP")
+        if set_up == "before":
+            await self._send_commands(session_id)
+        self.commands_pending = set_up == "after"
+        return NewSessionResponse(session_id=session_id)
+
+    async def _send_commands(self, session_id: str) -> None:
+        commands = [AvailableCommand(name="plan", description="Plan it")]
+        await self.client.session_update(
+            session_id,
+            AvailableCommandsUpdate(
+                session_update="available_commands_update", available_commands=commands
+            ),
+        )
 
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
+        if self.commands_pending:
+            self.commands_pending = False
+            await self._send_commands(session_id)
         today = datetime.date.today().isoformat()
         text = "".join(b.text for b in prompt)
         if pad := os.environ.get("TINY_PAD"):

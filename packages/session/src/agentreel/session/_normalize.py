@@ -35,8 +35,15 @@ Rules, applied to every string (dict keys included) of a JSON value:
 - notifications of the ``unordered`` ``sessionUpdate`` kinds (``session/update`` whose
   ``params.update.sessionUpdate`` is one of them) are compared as a multiset per prompt
   turn: ``transcript`` holds each back and writes the ones of a turn together, in one
-  canonical order, right before the turn's end (the next JSON-RPC response on stdout, or
-  the end of stdout), so the order in which they arrived never changes a golden.
+  canonical order, right before the turn's end, so the order in which they arrived never
+  changes a golden. A prompt turn ends at the agent's response to ``session/prompt`` (a
+  result with a ``stopReason``, which no other ACP response has, or an error response),
+  or at the end of stdout. The responses to ``initialize``, ``session/new``,
+  ``session/load``, ``session/fork`` or ``session/set_mode`` end no turn: what an agent
+  announces around them (its commands, modes, a title) races their response (mistral-vibe
+  3.0 sends ``available_commands_update`` before or after ``session/new``'s), so it
+  belongs to the next prompt turn's multiset, written at that turn's end (or at the end
+  of stdout when no prompt follows).
 - notifications of the ``merge`` ``sessionUpdate`` kinds (``MERGE_KEYS``: today
   ``tool_call_update``, keyed by ``toolCallId``) that follow each other in one session
   about the same thing are written as one, before any other rule: an agent may send a
@@ -628,7 +635,7 @@ class Normalizer:
                 if _update_kind(message) in self._unordered:
                     held.append(message)
                     continue
-                if held and _is_response(message):
+                if held and _ends_prompt_turn(message):
                     self._write_held(out, held)
             out.write(_ENCODER.encode(self.jsonrpc_line(message)))
             out.write(b"\n")
@@ -868,6 +875,16 @@ def _sorted_keys(value: Any) -> Any:
 def _is_response(message: Mapping[str, Any]) -> bool:
     """A JSON-RPC response (the end of the request it answers: a prompt turn's end)."""
     return "method" not in message and ("result" in message or "error" in message)
+
+
+def _ends_prompt_turn(message: Mapping[str, Any]) -> bool:
+    """The agent's response to ``session/prompt``: a result with a ``stopReason`` (ACP's
+    ``PromptResponse``; no other response has one), or an error, which may be a failed
+    prompt's (stdout alone does not say which request an error answers)."""
+    if not _is_response(message):
+        return False
+    result = message.get("result")
+    return "error" in message or (isinstance(result, dict) and "stopReason" in result)
 
 
 _REPAIR_LOG = "Restore the log or re-record the scenario"
