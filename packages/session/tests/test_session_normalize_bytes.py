@@ -63,6 +63,14 @@ _FRAGMENTS = [
     uuid.UUID(OTHER_B).hex,
     "0123456789abcdef0123456789abcdef",
     "deadbeef",
+    # Install paths (read in decoded text: a slice holding one is walked, not scanned).
+    "/usr/lib/node_modules",
+    "/node_modules/p",
+    "C:\\npm\\node_modules\\",
+    "/v/.venv/bin/x",
+    "/lib/python3.12/site-packages",
+    "<location>",
+    "</location>",
 ]
 _TEXTS = st.lists(
     st.builds(

@@ -13,7 +13,8 @@ linux``, ``Shell: unknown``; Codex's ``<shell>bash</shell>``; opencode's ``Platf
 linux``; Gemini CLI's ``My operating system is: linux`` — and any other machine's spelling
 of the same fact: OS name and kernel version, platform, architecture, shell, hostname, user
 name, home directory, time zone, runtime versions (Node.js, Python, ...), and the agent's
-own install path (an npm ``node_modules`` or Python ``site-packages`` folder). Each becomes
+own install path (an npm ``node_modules`` folder, a Python ``site-packages`` or venv one:
+``agentreel.session``'s rules, which the golden normalizer shares). Each becomes
 ``{{<fact>}}``, so a recording replays on any machine. Every rule is idempotent (masking
 masked text changes nothing), also where a path continues a token (``{{cwd}}/home/…`` with
 HOME inside the cwd: the token wins, as the cwd did in the live text; no path rule starts
@@ -33,6 +34,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from agentreel.llm_proxy.exceptions import ProxyConfigError
+from agentreel.session import install_path_rules
 
 _BUILT_IN: tuple[tuple[str, str], ...] = (
     # Claude Code's first system block: x-anthropic-billing-header: cc_version=...; ...
@@ -162,16 +164,6 @@ def _tag_token(found: re.Match[str]) -> str:
 _NOT_AFTER_TOKEN = r"(?<!\}\})"
 
 
-def _install_rules(not_cwd: str) -> list[tuple[str, str]]:
-    """The agent's own install path: everything up to an npm ``node_modules`` folder or a
-    Python ``site-packages`` one (Qwen Code prints its npm folder), on any machine."""
-    prefix = rf"{not_cwd}(?<![\w.-]){_NOT_AFTER_TOKEN}(?:[A-Za-z]:)?(?:[/\\]{_PATH_CHAR}+)*?[/\\]"
-    return [
-        (prefix + r"node_modules(?=[/\\\s\"'`]|$)", "{{node-modules}}"),
-        (prefix + r"(?:site|dist)-packages(?=[/\\\s\"'`]|$)", "{{site-packages}}"),
-    ]
-
-
 def _home_rules(not_cwd: str) -> list[tuple[str, str]]:
     """Home directories in every machine's shape: /home/<user>, /Users/<user>, /root,
     C:\\Users\\<user> (the user name with them)."""
@@ -257,7 +249,7 @@ class Masks:
         # agent's install, wherever HOME is); labelled facts before the unlabelled ones.
         not_cwd = _not_the_cwd(cwd)
         built_in = (
-            *_install_rules(not_cwd),
+            *install_path_rules(not_cwd),
             *_path_rules(cwd),
             *_home_rules(not_cwd),
             *_this_machine(),

@@ -62,6 +62,12 @@ from agentreel.session._fixture_layout import (
     tokenize_cwd,
 )
 from agentreel.session._harvest import harvest_session_logs
+from agentreel.session._install_paths import (
+    INSTALL_PATH_ANCHORS,
+    INSTALL_PATH_TOKENS,
+    install_path_rules,
+    mask_install_paths,
+)
 from agentreel.session._loader import (
     SessionLog,
     SessionLogReader,
@@ -114,6 +120,8 @@ __all__ = [
     "DEFAULT_REFRESH_COMMAND",
     "DEFAULT_RERECORD_COMMAND",
     "HEADER_VERSION",
+    "INSTALL_PATH_ANCHORS",
+    "INSTALL_PATH_TOKENS",
     "MAIN_SESSION_FILE",
     "MAIN_SESSION_TOKEN",
     "MERGE_KEYS",
@@ -192,8 +200,10 @@ __all__ = [
     "encode_record",
     "epoch_ms",
     "harvest_session_logs",
+    "install_path_rules",
     "is_time_key",
     "load_session_log",
+    "mask_install_paths",
     "merge_kinds_checked",
     "now_ms",
     "open_session_log",

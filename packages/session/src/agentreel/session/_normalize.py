@@ -24,6 +24,11 @@ Rules, applied to every string (dict keys included) of a JSON value:
   ``apiDuration``, ``wallElapsed``).
 - JSON-RPC messages additionally get their top-level ``id`` renumbered 0, 1, 2, ... by first
   appearance (one mapping per instance; ``1`` and ``"1"`` are different ids).
+- the agent's own install path, a machine fact (``_install_paths``, shared with the proxy's
+  request masks), after the cwd and extra paths became tokens: up to a path's last
+  ``node_modules`` → ``{{node-modules}}``, last ``site-packages`` → ``{{site-packages}}``, a
+  Python environment's ``bin`` → ``{{venv}}``; never right after a token, so the
+  workspace's ``{{cwd}}/node_modules/…`` stays.
 - a scenario's own masks (``Mask``: a regex and a token name), for what a third-party agent
   prints that no built-in rule knows (opencode's ``ses_…`` ids, its cwd shown relative to
   ``/``), run first: each distinct match becomes ``{{<token>:N}}``, N by first appearance
@@ -78,6 +83,11 @@ from typing import Any
 import msgspec
 
 from agentreel.session._fixture_layout import CWD_TOKEN
+from agentreel.session._install_paths import (
+    INSTALL_PATH_ANCHORS,
+    INSTALL_PATH_TOKENS,
+    mask_install_paths,
+)
 from agentreel.session._loader import SessionLog
 from agentreel.session._order import order_sessions
 from agentreel.session.exceptions import NotJsonLineError
@@ -140,6 +150,10 @@ _HEX_RUN = b"x" * 32
 _MASKED_HEX = re.compile(rb"x*")
 
 _ENCODER = msgspec.json.Encoder()
+# An install path's anchors as they appear in encoded JSON (a backslash doubled).
+_ENCODED_INSTALL_ANCHORS = tuple(
+    anchor.replace("\\", "\\\\").encode() for anchor in INSTALL_PATH_ANCHORS
+)
 # Records encoded and scanned per call when normalizing a loaded log: big enough that the
 # per-call cost vanishes, small enough that a slice's bytes are nothing next to the log.
 _RECORDS_PER_SLICE = 1024
@@ -149,7 +163,9 @@ _decode_json = msgspec.json.decode
 # A mask's token names a family of placeholders: ``{{<token>:N}}``. The built-in families are
 # not available, so a mask never makes a token that reads like a cwd, session or UUID.
 _MASK_TOKEN = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
-_RESERVED_TOKENS = frozenset({"cwd", "session", "uuid", "sessions", "home", "tmp"})
+_RESERVED_TOKENS = frozenset(
+    {"cwd", "session", "uuid", "sessions", "home", "tmp", *INSTALL_PATH_TOKENS}
+)
 _MASK_PLACEHOLDER = "{cwd_from_root}"
 
 
@@ -462,13 +478,19 @@ class Normalizer:
         )
         self._mask_tokens: dict[tuple[str, str], str] = {}
         self._mask_counts: dict[str, int] = {}
+        rules = self._pattern.sub
         if self._masks:
-            rules = self._pattern.sub
 
             def masked_then_rules(replace: Callable[[re.Match[str]], str], text: str) -> str:
-                return rules(replace, self._apply_masks(text))
+                return mask_install_paths(rules(replace, self._apply_masks(text)))
 
             self._sub = masked_then_rules
+        else:
+
+            def rules_then_installs(replace: Callable[[re.Match[str]], str], text: str) -> str:
+                return mask_install_paths(rules(replace, text))
+
+            self._sub = rules_then_installs
         # The same spellings as they appear inside encoded JSON (UTF-8), for the scanner
         # that normalizes a whole encoded log at once (``session_log`` of a SessionLog).
         encoded: dict[bytes, str] = {}
@@ -737,14 +759,26 @@ class Normalizer:
         # so UUIDs are numbered by first appearance as in one whole-log scan.
         replace = msgspec.structs.replace
         out = io.BytesIO()
-        out.write(self._encoded_tokens(_ENCODER.encode_lines([replace(log.header, created_at=0)])))
+        out.write(self._encoded_slice(_ENCODER.encode_lines([replace(log.header, created_at=0)])))
         events = log.events
         for start in range(0, len(events), _RECORDS_PER_SLICE):
             records = [
                 replace(event, time=0) for event in events[start : start + _RECORDS_PER_SLICE]
             ]
-            out.write(self._encoded_tokens(_ENCODER.encode_lines(records)))
+            out.write(self._encoded_slice(_ENCODER.encode_lines(records)))
         return out.getvalue()  # hands over the buffer: no copy
+
+    def _encoded_slice(self, data: bytes) -> bytes:
+        """A slice of encoded records normalized: by the byte scan, or — when it may hold
+        an install path, whose rules read decoded text (``_install_paths``) — line by
+        line through the value walk (the same result)."""
+        if not any(anchor in data for anchor in _ENCODED_INSTALL_ANCHORS):
+            return self._encoded_tokens(data)
+        out = io.BytesIO()
+        for line in _lines(data):
+            out.write(_ENCODER.encode(self.value(_decode_json(line))))
+            out.write(b"\n")
+        return out.getvalue()
 
     def _encoded_tokens(self, data: bytes) -> bytes:
         """``data`` (encoded JSON) with every rule of ``text`` applied inside its strings.

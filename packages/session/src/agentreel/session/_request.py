@@ -30,6 +30,7 @@ from agentreel.session._events import (
     ToolHeader,
     WireApi,
 )
+from agentreel.session._install_paths import INSTALL_PATH_ANCHORS
 from agentreel.session._normalize import Normalizer
 
 __all__ = ["build_request_header", "diff_request_headers", "request_text", "without_texts"]
@@ -71,8 +72,9 @@ def _fast_normalizer(cwd: str | os.PathLike[str] | None) -> Callable[[str], str]
     """``Normalizer(cwd).text`` that skips texts which cannot contain a match.
 
     A text needs the full normalizer only if it holds 8 hex digits in a row (a possible
-    UUID) or the cwd's last path component; the Normalizer itself (one per header, as its
-    UUID numbering is per instance) is built only when some text needs it.
+    UUID), the cwd's last path component or an install path's anchor (``node_modules``,
+    ...); the Normalizer itself (one per header, as its UUID numbering is per instance) is
+    built only when some text needs it.
     """
     names = _cwd_hints(os.fspath(cwd) if cwd is not None else None)
     normalizer: Normalizer | None = None
@@ -86,9 +88,10 @@ def _fast_normalizer(cwd: str | os.PathLike[str] | None) -> Callable[[str], str]
     if names is None:
         return full
     search = _UUID_HINT.search
+    hints = (*names, *INSTALL_PATH_ANCHORS)
 
     def text(value: str) -> str:
-        if search(value) is not None or any(name in value for name in names):
+        if search(value) is not None or any(hint in value for hint in hints):
             return full(value)
         return value
 
