@@ -5,9 +5,12 @@ machine.
 
 The committed interop recordings are the evidence of the shapes real agents use: every
 one of them (``interop/fixtures/*``, whatever scenarios are added later) has each machine
-fact in its request text rewritten to another machine's, and the masked requests must still
-compare equal. A Python client through the proxy, recorded with one machine's facts and
-replayed with another's, must replay.
+fact in the full request text of every call (system prompt and every message whole, not
+just the previews: Qwen Code's operating system line lies beyond its message's preview)
+rewritten to other machines' — a raw fact the masks missed at record, and each fact the
+recording holds as its token — and the masked requests must give the recorded text back.
+A Python client through the proxy, recorded with one machine's facts and replayed with
+another's, must replay.
 """
 
 from __future__ import annotations
@@ -48,10 +51,65 @@ OTHER_MACHINE: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
 )
 
 
-MASKED_FACT = re.compile(
-    r"\{\{(?:os-version|platform|arch|shell|hostname|user|home|timezone|runtime-version"
-    r"|node-modules|site-packages)\}\}"
-)
+# Each machine-fact token a recording holds, as other machines write the fact there: a
+# recording made with the masks has its facts as tokens, so replaying it on another machine
+# means these spellings in the live requests, in every context the real agents put them.
+ANOTHER_MACHINES_FACTS: dict[str, dict[str, str]] = {
+    "macos": {
+        "{{os-version}}": "Darwin 24.1.0",
+        "{{platform}}": "darwin",
+        "{{arch}}": "arm64",
+        "{{shell}}": "zsh",
+        "{{hostname}}": "grace-mbp.local",
+        "{{user}}": "grace",
+        "{{home}}": "/Users/grace",
+        "{{timezone}}": "America/Los_Angeles",
+        "{{runtime-version}}": "Python 3.13.1",
+        "{{node-modules}}": "/opt/homebrew/lib/node_modules",
+        "{{site-packages}}": "/Users/grace/.venv/lib/python3.13/site-packages",
+        "{{venv}}": "/Users/grace/.local/pipx/venvs/agent",
+    },
+    "another-linux": {
+        "{{os-version}}": "Linux 5.15.0-91-generic",
+        "{{platform}}": "linux",
+        "{{arch}}": "x86_64",
+        "{{shell}}": "/usr/bin/fish",
+        "{{hostname}}": "build-07",
+        "{{user}}": "ada",
+        "{{home}}": "/home/ada",
+        "{{timezone}}": "Asia/Tokyo",
+        "{{runtime-version}}": "Python 3.11.7",
+        "{{node-modules}}": "/home/ada/.nvm/versions/node/v22.3.0/lib/node_modules",
+        "{{site-packages}}": "/usr/lib/python3/dist-packages",
+        "{{venv}}": "/work/wt-other/.nox/interop-py/agent",
+    },
+    "windows": {
+        "{{os-version}}": "Windows_NT 10.0.22631",
+        "{{platform}}": "win32",
+        "{{arch}}": "x64",
+        "{{shell}}": "powershell",
+        "{{hostname}}": "GRACE-PC",
+        "{{user}}": "grace",
+        "{{home}}": "C:\\Users\\grace",
+        "{{timezone}}": "Europe/Berlin",
+        "{{runtime-version}}": "Node.js v22.3.0",
+        "{{node-modules}}": "C:\\Users\\grace\\AppData\\Roaming\\npm\\node_modules",
+        "{{site-packages}}": "C:\\Python313\\Lib\\site-packages",
+        "{{venv}}": "C:\\Users\\grace\\agent\\.venv",
+    },
+}
+MASKED_FACT = re.compile("|".join(re.escape(token) for token in ANOTHER_MACHINES_FACTS["macos"]))
+
+# Recorded before the proxy kept whole message texts: these messages exist as their
+# 80-character previews only (tool results, a skills reminder, a delegation), so only the
+# previews can be checked. A new recording keeps every text whole.
+PREVIEW_ONLY = {
+    "claude-code-read": 3,
+    "fast-agent-tools": 1,
+    "opencode-read": 1,
+    "opencode-run": 1,
+    "opencode-subagents": 8,
+}
 
 
 def _other_machine(text: str) -> tuple[str, int]:
@@ -73,8 +131,33 @@ def _headers(path: Path) -> list[RequestHeaderData]:
     ]
 
 
-def _texts(header: RequestHeaderData) -> list[str]:
-    return [header.system or "", *(message.preview for message in header.messages)]
+def _calls(path: Path) -> tuple[list[list[str]], int]:
+    """Every call's request text — its system prompt and each message whole (a log keeps a
+    message's text once, at the first call holding it) — and how many messages had only
+    their preview."""
+    known: dict[str, str] = {}
+    calls: list[list[str]] = []
+    preview_only = 0
+    for header in _headers(path):
+        texts = [header.system or ""]
+        for message in header.messages:
+            if message.text is not None:
+                known.setdefault(message.digest, message.text)
+            whole = message.text or known.get(message.digest)
+            if whole is None and message.preview.endswith("…"):
+                preview_only += 1
+            texts.append(whole if whole is not None else message.preview)
+        calls.append(texts)
+    return calls, preview_only
+
+
+def _written_as(text: str, facts: dict[str, str]) -> str:
+    """``text`` with each fact token as ``facts`` spell it."""
+
+    def fact(found: re.Match[str]) -> str:
+        return facts[found[0]]
+
+    return MASKED_FACT.sub(fact, text)
 
 
 def test_the_interop_recordings_exist() -> None:
@@ -86,24 +169,57 @@ def test_the_interop_recordings_exist() -> None:
 def test_every_machine_fact_of_an_interop_recording_is_masked(fixture: Path) -> None:
     masks = Masks(cwd="/work/somewhere/else")
     rewritten = 0
+    preview_only = 0
     for path in sorted(fixture.glob("session*.jsonl")):
-        for header in _headers(path):
-            for text in _texts(header):
+        calls, previews = _calls(path)
+        preview_only += previews
+        for number, texts in enumerate(calls):
+            for text in texts:
+                where = f"{path}, call {number}"
+                # The masks leave a recording made with them as it is.
+                assert masks.text(text) == text, f"{where}: the masks change a recorded text"
+                # A fact the masks missed at record, as another machine writes it.
                 other, count = _other_machine(text)
                 rewritten += count
-                # A recording made with the masks holds the fact as its token already.
-                rewritten += len(MASKED_FACT.findall(text))
                 if count:
                     assert masks.text(other) == masks.text(text), (
-                        f"{path}: a machine fact survives the masks"
+                        f"{where}: a machine fact survives the masks"
                     )
                     assert masks.text(other) != other  # the facts are hidden, not just equal
-    # The agents recorded first each write facts about their machine (Claude Code its OS
-    # Version, Platform and Shell; Codex its <shell>; opencode its Platform; Gemini CLI its
-    # operating system): the rewrite must find them. A scenario added later is checked for
-    # whatever facts it holds.
-    if fixture.name in {"claude-code-read", "codex-read", "opencode-read", "gemini-cli-read"}:
+                # Each fact recorded as its token, written back as another machine's.
+                tokens = MASKED_FACT.findall(text)
+                rewritten += len(tokens)
+                for machine, facts in ANOTHER_MACHINES_FACTS.items() if tokens else ():
+                    live = _written_as(text, facts)
+                    assert masks.text(live) == text, (
+                        f"{where}: {machine}'s {sorted(set(tokens))} read differently:\n"
+                        + _first_difference(masks.text(live), text)
+                    )
+    assert preview_only == PREVIEW_ONLY.get(fixture.name, 0), (
+        f"{fixture}: {preview_only} messages kept as previews only"
+    )
+    # The agents write facts about their machine (Claude Code its OS Version, Platform and
+    # Shell; Codex its <shell> and <timezone>; opencode its Platform; Gemini CLI and Qwen
+    # Code their operating system, Qwen beyond its message's preview; Gemini CLI its
+    # skills' npm folder): the rewrite must find them. A scenario added later is checked
+    # for whatever facts it holds.
+    if fixture.name in {
+        "claude-code-read",
+        "codex-read",
+        "opencode-read",
+        "gemini-cli-read",
+        "qwen-code-read",
+    }:
         assert rewritten > 0, f"{fixture}: no machine fact found in a real agent's requests"
+
+
+def _first_difference(live: str, recorded: str) -> str:
+    at = next(
+        (i for i, (a, b) in enumerate(zip(live, recorded, strict=False)) if a != b),
+        min(len(live), len(recorded)),
+    )
+    start = max(0, at - 60)
+    return f"live     …{live[start : at + 60]!r}\nrecorded …{recorded[start : at + 60]!r}"
 
 
 def test_claude_code_read_replays_after_its_os_version_is_rewritten(tmp_path: Path) -> None:
@@ -137,18 +253,23 @@ def test_claude_code_read_replays_after_its_os_version_is_rewritten(tmp_path: Pa
 
 
 MACHINE_A = (
-    "You are a coding agent.\n - Platform: linux\n - Shell: /bin/bash\n"
-    " - OS Version: Linux 6.18.44-fc-v1045\n - Home: /home/ada\n"
-    "My operating system is: linux\n"
-    "Installed at /usr/lib/node_modules/@qwen-code/qwen-code. Node.js v22.3.0, time zone "
-    "Europe/Berlin."
+    "You are a coding agent.\n - Platform: linux\n - Arch: x64\n - Shell: /bin/bash\n"
+    " - OS Version: Linux 6.18.44-fc-v1045\n - Home: /home/ada\n - Hostname: ada-laptop-01\n"
+    " - Username: ada\nMy operating system is: linux\n"
+    "Installed at /usr/lib/node_modules/@qwen-code/qwen-code. Node.js v22.3.0, Python "
+    "3.12.1, time zone Europe/Berlin.\n"
+    "<location>/home/ada/.nvm/versions/node/v22.3.0/lib/node_modules/@google/gemini-cli/"
+    "SKILL.md</location>\nScripts in /home/ada/.local/share/uv/tools/agent/bin/agent"
 )
 MACHINE_B = (
-    "You are a coding agent.\n - Platform: darwin\n - Shell: /bin/zsh\n"
-    " - OS Version: Darwin 24.1.0\n - Home: /Users/grace\n"
-    "My operating system is: darwin\n"
+    "You are a coding agent.\n - Platform: darwin\n - Arch: arm64\n - Shell: /bin/zsh\n"
+    " - OS Version: Darwin 24.1.0\n - Home: /Users/grace\n - Hostname: grace-mbp.local\n"
+    " - Username: grace\nMy operating system is: darwin\n"
     "Installed at /Users/grace/.npm-global/lib/node_modules/@qwen-code/qwen-code. Node.js "
-    "v18.19.1, time zone America/New_York."
+    "v18.19.1, Python 3.13.1, time zone America/New_York.\n"
+    "<location>/opt/homebrew/lib/node_modules/.pnpm/@google+gemini-cli@0.61.0/node_modules/"
+    "@google/gemini-cli/SKILL.md</location>\nScripts in /Users/grace/.local/pipx/venvs/agent/"
+    "bin/agent"
 )
 
 
@@ -173,7 +294,18 @@ async def test_a_recording_replays_on_another_machine(fixture_dir: Path, tmp_pat
         async with start_proxy("record", upstream=stub.base_url, fixture=fixture_dir) as proxy:
             assert await _ask(proxy.base_url, MACHINE_A) == "on a machine"
     recording = (fixture_dir / "session.jsonl").read_text()
-    for fact in ("6.18.44", "/home/ada", "Europe/Berlin", "v22.3.0", "/usr/lib/node_modules"):
+    for fact in (
+        "6.18.44",
+        "/home/ada",
+        "ada-laptop-01",
+        "Username: ada",
+        "x64",
+        "Europe/Berlin",
+        "v22.3.0",
+        "3.12.1",
+        "/usr/lib/node_modules",
+        "uv/tools",
+    ):
         assert fact not in recording, fact
     header = json.loads(next(line for line in recording.splitlines() if "request/header" in line))
     assert "OS Version: {{os-version}}" in header["data"]["system"]
