@@ -47,9 +47,6 @@ from agentreel.llm import (
     BlockEnd,
     Chunk,
     Finish,
-    ReasoningDelta,
-    TextDelta,
-    ToolCallDelta,
     ToolCallPart,
 )
 from agentreel.llm_proxy._errors import CUT_CODE, HTTP_CODE_PREFIX, STREAM_ERROR_CODE
@@ -74,6 +71,7 @@ from agentreel.llm_replay import (
     chain,
     delegated_by,
     delegations,
+    delta_text,
     first_user_text,
     first_user_texts,
     lane_signature,
@@ -234,7 +232,7 @@ class CallRecording:
         if self.finished or self._call is None:
             return
         if self.values:
-            if isinstance(chunk, TextDelta | ReasoningDelta | ToolCallDelta):
+            if delta_text(chunk) is not None:
                 self._held.append(chunk)
             else:
                 held, self._held = [*self._held, chunk], []
@@ -285,11 +283,7 @@ class CallRecording:
 
     def streamed_text(self) -> str:
         """The text its deltas streamed so far (text, reasoning, tool arguments), joined."""
-        return "".join(
-            chunk.arguments_delta if isinstance(chunk, ToolCallDelta) else chunk.text
-            for chunk in self._chunks
-            if isinstance(chunk, TextDelta | ReasoningDelta | ToolCallDelta)
-        )
+        return "".join(delta_text(chunk) or "" for chunk in self._chunks)
 
     def holds_value(self, text: str) -> bool:
         """Whether ``text`` holds one of the request's captured values."""

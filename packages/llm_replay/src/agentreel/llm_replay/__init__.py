@@ -12,6 +12,7 @@ from agentreel.llm_replay._captures import (
     request_strings,
     tokenized_chunks,
 )
+from agentreel.llm_replay._deltas import delta_text
 from agentreel.llm_replay._failures import ANONYMOUS
 from agentreel.llm_replay._fixture import RecordedCall, Recording, Script, load_recording
 from agentreel.llm_replay._lanes import (
@@ -122,6 +123,7 @@ __all__ = [
     "create_replay_provider",
     "delegated_by",
     "delegations",
+    "delta_text",
     "first_user_text",
     "first_user_texts",
     "lane_signature",

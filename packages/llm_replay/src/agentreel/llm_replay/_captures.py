@@ -192,10 +192,9 @@ def _inside_one(pieces: list[str], span: tuple[int, int]) -> bool:
 
 
 def _texts(chunk: Chunk) -> str:
-    if isinstance(chunk, TextDelta | ReasoningDelta):
-        return chunk.text
-    if isinstance(chunk, ToolCallDelta):
-        return chunk.arguments_delta
+    text = delta_text(chunk)
+    if text is not None:
+        return text
     if isinstance(chunk, BlockEnd):
         block = chunk.block
         return block.arguments if isinstance(block, ToolCallPart) else block.text

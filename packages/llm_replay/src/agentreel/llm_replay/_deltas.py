@@ -4,7 +4,8 @@ A recorded block's text or tool-call arguments may arrive in many deltas, and a 
 replay substitutes (``{{cwd}}``, a captured ``{{agent-id:1}}``) can be cut between two of
 them. Both substitutions regroup the block's pieces so that every token lies whole in the
 delta where it starts; the chunk count never changes. This module is that regrouping's one
-owner.
+owner, and of which text a delta adds (``delta_text``, public: the proxy's recorder joins a
+call's streamed text with it).
 """
 
 from __future__ import annotations
