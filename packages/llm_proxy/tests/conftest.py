@@ -1,4 +1,5 @@
-"""Shared setup of the proxy tests: stub rules, SDK clients, what an SDK parsed.
+"""Shared setup of the proxy tests: stub rules, SDK clients, what an SDK parsed, the
+recorded session tree.
 
 Every test starts the stub server and the proxy on 127.0.0.1 itself and stops them;
 replay runs with the stub stopped (nothing listens upstream), keyless, and every test runs
@@ -21,6 +22,7 @@ import pytest_asyncio
 from aiohttp import web
 
 from agentreel.llm.stub import StubServer
+from agentreel.session import RequestHeader, RequestHeaderData, load_session_log, recording_names
 
 WEATHER_RULES = """
 [[rule]]
@@ -157,3 +159,35 @@ def proxy_cli(tmp_path: Path) -> Iterator[ProxyCli]:
         for pipe in (process.stdin, process.stdout, process.stderr):
             if pipe is not None:
                 pipe.close()
+
+
+RecordingTree = Callable[
+    [Path, Callable[[RequestHeaderData], object]], list[tuple[object, object, int | None]]
+]
+
+
+@pytest.fixture
+def recording_tree() -> RecordingTree:
+    """``tree(fixture, name)``: each recording of ``fixture`` in session order as (its name,
+    its parent's name or None, its spawn index), a recording named by ``name`` of its first
+    request (its system prompt, its first user message, ...): the lineage the proxy
+    recorded, free of ids."""
+
+    def tree(
+        fixture: Path, name: Callable[[RequestHeaderData], object]
+    ) -> list[tuple[object, object, int | None]]:
+        logs = [load_session_log(fixture / file) for file in recording_names(fixture)]
+        names = {
+            log.header.id: name(next(e.data for e in log.events if isinstance(e, RequestHeader)))
+            for log in logs
+        }
+        return [
+            (
+                names[log.header.id],
+                names[log.header.parent_session] if log.header.parent_session else None,
+                log.header.spawn_index,
+            )
+            for log in logs
+        ]
+
+    return tree

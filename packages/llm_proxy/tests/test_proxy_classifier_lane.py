@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,12 @@ import pytest
 from agentreel.llm.stub import StubServer
 from agentreel.llm_proxy import start_proxy
 from agentreel.llm_replay import read_report
-from agentreel.session import RequestHeader, load_session_log, recording_names
+from agentreel.session import RequestHeaderData
+
+# conftest.py's recording_tree fixture (test modules cannot import conftest under importlib mode).
+RecordingTree = Callable[
+    [Path, Callable[[RequestHeaderData], object]], list[tuple[object, object, int | None]]
+]
 
 REQUEST = "Read notes.txt and tell me its first line."
 MAIN = "You are Qwen Code, an interactive CLI agent."
@@ -144,27 +150,9 @@ def _recorded(fixture: Path) -> None:
     asyncio.run(record())
 
 
-def _tree(fixture: Path) -> list[tuple[str | None, str | None, int | None]]:
-    """Each recording as (its system prompt, its parent's system prompt, spawn index), in
-    session order."""
-    logs = [load_session_log(fixture / name) for name in recording_names(fixture)]
-    systems = {
-        log.header.id: next(e.data for e in log.events if isinstance(e, RequestHeader)).system
-        for log in logs
-    }
-    return [
-        (
-            systems[log.header.id],
-            systems[log.header.parent_session] if log.header.parent_session else None,
-            log.header.spawn_index,
-        )
-        for log in logs
-    ]
-
-
 @pytest.mark.asyncio
 async def test_the_classifier_is_a_lane_of_what_it_classifies_not_a_child(
-    tmp_path: Path,
+    tmp_path: Path, recording_tree: RecordingTree
 ) -> None:
     """The subagent is main's child 0; the classifier judging main's ``agent`` call is a
     lane of main, the one judging the subagent's ``read_file`` a lane of the subagent.
@@ -172,7 +160,7 @@ async def test_the_classifier_is_a_lane_of_what_it_classifies_not_a_child(
     side lane of main."""
     fixture = tmp_path / "fixture"
     await asyncio.to_thread(_recorded, fixture)
-    tree = _tree(fixture)
+    tree = recording_tree(fixture, lambda request: request.system)
     assert tree[0] == (MAIN, None, None)
     assert sorted(tree, key=str) == sorted(
         [

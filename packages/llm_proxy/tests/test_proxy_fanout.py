@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,12 @@ import pytest
 from agentreel.llm.stub import StubServer
 from agentreel.llm_proxy import start_proxy
 from agentreel.llm_replay import read_report
-from agentreel.session import RequestHeader, load_session_log, recording_names
+from agentreel.session import RequestHeaderData, recording_names
+
+# conftest.py's recording_tree fixture (test modules cannot import conftest under importlib mode).
+RecordingTree = Callable[
+    [Path, Callable[[RequestHeaderData], object]], list[tuple[object, object, int | None]]
+]
 
 LEAD = "You are the lead. Split the question into research tasks, one a line."
 RESEARCHER = "You are a researcher. Answer your task in one sentence."
@@ -136,21 +142,8 @@ def _recorded(fixture: Path, *, deliberate: bool = False) -> None:
     assert len(recording_names(fixture)) == 4
 
 
-def _tree(fixture: Path) -> list[tuple[str, str | None, int | None]]:
-    """Each recording as (first message, its parent's first message, spawn index)."""
-    logs = [load_session_log(fixture / name) for name in recording_names(fixture)]
-    first = {}
-    for log in logs:
-        request = next(e.data for e in log.events if isinstance(e, RequestHeader))
-        first[log.header.id] = next(m.preview for m in request.messages if m.role == "user")
-    return [
-        (
-            first[log.header.id],
-            first[log.header.parent_session] if log.header.parent_session else None,
-            log.header.spawn_index,
-        )
-        for log in logs
-    ]
+def _first_message(request: RequestHeaderData) -> str:
+    return next(m.preview for m in request.messages if m.role == "user")
 
 
 def _remove_worker(fixture: Path, task: str) -> None:
@@ -222,7 +215,7 @@ async def test_the_fan_out_replays_as_recorded(tmp_path: Path) -> None:
 @pytest.mark.asyncio
 @pytest.mark.parametrize("deliberate", [False, True], ids=["one-call", "two-calls"])
 async def test_the_supervisor_is_recorded_as_its_workers_parent(
-    tmp_path: Path, deliberate: bool
+    tmp_path: Path, deliberate: bool, recording_tree: RecordingTree
 ) -> None:
     """The supervisor, whose reply holds the workers' tasks, is the main session; each
     worker is its child, spawn index = where its task stood in that reply (the workers
@@ -231,19 +224,23 @@ async def test_the_supervisor_is_recorded_as_its_workers_parent(
     fixture = tmp_path / "fixture"
     await asyncio.to_thread(_recorded, fixture, deliberate=deliberate)
     question = "Compare the fruit."
-    assert sorted(_tree(fixture), key=str) == sorted(
+    tree = recording_tree(fixture, _first_message)
+    assert sorted(tree, key=str) == sorted(
         [(question, None, None), *((task, question, n) for n, task in enumerate(TASKS))], key=str
     )
-    assert _tree(fixture)[0] == (question, None, None)  # session.jsonl is the supervisor's
+    assert tree[0] == (question, None, None)  # session.jsonl is the supervisor's
 
 
 @pytest.mark.asyncio
-async def test_a_deleted_worker_names_its_supervisor_as_parent(tmp_path: Path) -> None:
+async def test_a_deleted_worker_names_its_supervisor_as_parent(
+    tmp_path: Path, recording_tree: RecordingTree
+) -> None:
     """Workers that outrank the supervisor by calls and tools: deleting one's recording
     names that worker and the supervisor's recorded session as its parent."""
     fixture = tmp_path / "fixture"
     await asyncio.to_thread(_recorded, fixture, deliberate=True)
-    assert _tree(fixture)[0][0] == "Compare the fruit."  # the supervisor is the main session
+    supervisor = recording_tree(fixture, _first_message)[0][0]
+    assert supervisor == "Compare the fruit."  # the supervisor is the main session
     _remove_worker(fixture, "Research pears.")
     report = tmp_path / "report.json"
     message = await _replay_failure(fixture, report, TASKS, deliberate=True)

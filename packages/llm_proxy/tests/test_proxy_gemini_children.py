@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -31,10 +31,16 @@ from agentreel.llm_proxy import start_proxy
 from agentreel.llm_replay import read_report
 from agentreel.session import (
     RequestHeader,
+    RequestHeaderData,
     load_session_log,
     recording_names,
     session_file_name,
 )
+
+# conftest.py's recording_tree fixture (test modules cannot import conftest under importlib mode).
+RecordingTree = Callable[
+    [Path, Callable[[RequestHeaderData], object]], list[tuple[object, object, int | None]]
+]
 
 KEY = "gemini-children-test-key-0123456789"
 QUESTION = "Investigate what notes.txt says."
@@ -170,32 +176,20 @@ def _system(log: Any) -> str | None:
     return next(e.data for e in log.events if isinstance(e, RequestHeader)).system
 
 
-def _tree(fixture: Path) -> dict[Name, tuple[Name | None, int | None]]:
-    """Each recording by (system prompt, first user message): its parent's, and its spawn
-    index."""
-    logs = [load_session_log(fixture / name) for name in recording_names(fixture)]
-    names: dict[str, Name] = {}
-    for log in logs:
-        request = next(e.data for e in log.events if isinstance(e, RequestHeader))
-        first = next(m.preview for m in request.messages if m.role == "user")
-        names[log.header.id] = (request.system, first)
-    return {
-        names[log.header.id]: (
-            names[log.header.parent_session] if log.header.parent_session else None,
-            log.header.spawn_index,
-        )
-        for log in logs
-    }
+def _name(request: RequestHeaderData) -> Name:
+    """A recording by its first request's system prompt and first user message."""
+    return request.system, next(m.preview for m in request.messages if m.role == "user")
 
 
 @pytest.mark.asyncio
 async def test_an_invoke_agent_child_is_recorded_as_child_0_and_routers_as_lanes(
-    tmp_path: Path,
+    tmp_path: Path, recording_tree: RecordingTree
 ) -> None:
     fixture = tmp_path / "fixture"
     await asyncio.to_thread(_recorded, fixture)
     parent, child = (MAIN, QUESTION), (INVESTIGATOR, PROMPT)
-    assert _tree(fixture) == {
+    tree = {name: (parent, index) for name, parent, index in recording_tree(fixture, _name)}
+    assert tree == {
         parent: (None, None),
         child: (parent, 0),
         (ROUTER, QUESTION): (parent, None),  # the parent's router: its side lane
