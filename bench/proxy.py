@@ -5,16 +5,24 @@ Every row is a ratio of two things measured side by side here, through the real
 
 - replay per call: the calls of SPEC 9's vcrpy comparison (1,000 recorded calls of 20
   chunks) streamed from the proxy in replay mode with a user's defaults (drift is an
-  error), against the stub server streaming the same chunks to the same adapter (target
-  ≤ 1.3×), and against vcrpy replaying the same calls from its cassette (target ≥ 10×
-  faster). vcrpy matches the body too (``VCR_MATCH_ON_BODY``): with its default matchers
-  every model call matches every recorded one and it answers in recorded order, the
-  misrouting this package exists to prevent; that configuration is shown as a figure.
-  vcrpy's cost per call grows with its cassette (it compares a request with every recorded
-  one) and the proxy's does not, so the ratio holds only at a stated size: a 100-call
-  recording is measured beside it, and each side's growth shown. Both sides pay the
-  client's own work per call, so the row also measures that floor — the same adapter
-  reading the same SSE bytes from an in-memory transport — and each side's cost above it;
+  error), served as the upstream sent them (``wire.ndjson``) against the stub server
+  streaming the same chunks to the same adapter (target ≤ 1.0×) and re-encoded from the
+  chunks (the file removed: target ≤ 1.3×), and against vcrpy replaying the same calls
+  from its cassette (target ≥ 10× faster). vcrpy matches the body too
+  (``VCR_MATCH_ON_BODY``): with its default matchers every model call matches every
+  recorded one and it answers in recorded order, the misrouting this package exists to
+  prevent; that configuration is shown as a figure. On a shared, noisy machine the sides
+  are measured in pairs: every round serves all the calls on each side (fresh replaying
+  proxies, the cassette opened afresh) in ``BLOCKS_PER_ROUND`` blocks that take turns — a
+  block of the stub, then the same questions from each other side, the order rotating
+  per block — so load that comes and goes lands on neighbouring blocks alike. A side's
+  cost per call is the median of its blocks; a ratio, the median over blocks of the
+  side's block against the other side's block of the same questions. vcrpy's cost per
+  call grows with its cassette (it compares a request with every recorded one) and the
+  proxy's does not, so the ratio holds only at a stated size: a 100-call recording is
+  measured beside it, and each side's growth shown. Both sides pay the client's own work
+  per call, so the row also measures that floor — the same adapter reading the same SSE
+  bytes from an in-memory transport — and each side's cost above it;
 - record time to first chunk: the stub paces its frames 50 ms apart; the adapter reads
   through the proxy in record mode and directly (target ≤ live + 5 ms);
 - concurrency: 64 sessions (identity headers) stream 50 chunks each through one replaying
@@ -45,11 +53,12 @@ import json
 import logging
 import shutil
 import socket
+import statistics
 import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -90,6 +99,11 @@ from bench._openai_vcr import (
 )
 
 PACING_MS = 50
+# Blocks per round of the paired replay rounds (a block: at least ``MIN_BLOCK_CALLS``
+# calls): short enough that load changes little between a block and its neighbours, long
+# enough that a block's time is not timer noise.
+BLOCKS_PER_ROUND = 20
+MIN_BLOCK_CALLS = 5
 # A small recording beside the SPEC 9 size, to show how each side's cost per call grows.
 GROWTH_FROM_CALLS = 100
 PROXIED_SCENARIO = FIXTURES / "example-openai-sdk"
@@ -334,15 +348,88 @@ def _record_calls(upstream: StubServer, tmp: Path, calls: int) -> tuple[Path, Pa
     return fixture, cassette
 
 
-def _proxy_replays(fixture: Path, tmp: Path, calls: int, repeats: int) -> list[float]:
-    """Seconds per run of ``calls`` calls, each run on a fresh proxy replaying ``fixture``
-    with the defaults a user gets (drift is an error)."""
-    replay = ProxySettings(mode="replay", fixture=fixture, cwd=str(tmp))
-    replayed: list[float] = []
-    for _ in range(repeats):
-        with _proxy_thread(replay) as proxy:
-            replayed.append(_run(lambda: _calls(proxy.base_url, calls)))
-    return replayed
+async def _timed_block(provider: Any, numbers: range, cassette: Path | None = None) -> float:
+    """Seconds for ``provider`` to stream the questions ``numbers``, one after the other;
+    with a ``cassette``, vcrpy answers them from it (opened before the clock starts: while
+    it is open vcrpy answers every side's requests, so it is open for its own block only)."""
+    with ExitStack() as stack:
+        if cassette is not None:
+            stack.enter_context(
+                vcr.use_cassette(
+                    str(cassette),
+                    record_mode="none",
+                    allow_playback_repeats=False,
+                    match_on=VCR_MATCH_ON_BODY,
+                )
+            )
+        started = time.perf_counter()
+        for number in numbers:
+            chunks = await drain(provider.stream(question(number)))
+            assert len(chunks) == CHUNKS_PER_CALL, len(chunks)
+        return time.perf_counter() - started
+
+
+async def _paired_round(
+    stub: StubServer, replays: dict[str, str], cassette: Path | None, calls: int
+) -> dict[str, list[float]]:
+    """One round: all ``calls`` questions on every side, in blocks that take turns (the
+    order rotating per block). Sides: ``stub`` (the live server), each of ``replays`` (a
+    replaying proxy's base URL by name), and ``vcrpy`` when a ``cassette`` is given
+    (matching the body). Returns each side's seconds per call, per block."""
+    providers: dict[str, Any] = {"stub": load_provider("stub", base_url=stub.base_url)}
+    for name, url in replays.items():
+        providers[name] = load_provider("stub", base_url=url)
+    cassettes: dict[str, Path | None] = dict.fromkeys(providers)
+    if cassette is not None:
+        providers["vcrpy"] = VcrVisibleOpenAI(
+            base_url=stub.openai_base_url, api_key="bench-not-a-secret"
+        )
+        cassettes["vcrpy"] = cassette
+    names = list(providers)
+    for name in names:  # warm-up: connection, first request
+        await _timed_block(providers[name], range(1), cassettes[name])
+    per_call: dict[str, list[float]] = {name: [] for name in names}
+    size = max(MIN_BLOCK_CALLS, calls // BLOCKS_PER_ROUND)
+    for block, start in enumerate(range(0, calls, size)):
+        numbers = range(start, min(calls, start + size))
+        turn = block % len(names)
+        for name in names[turn:] + names[:turn]:
+            seconds = await _timed_block(providers[name], numbers, cassettes[name])
+            per_call[name].append(seconds / len(numbers))
+    for provider in providers.values():
+        await provider.aclose()
+    return per_call
+
+
+def _paired_replays(
+    stub: StubServer,
+    fixtures: dict[str, Path],
+    cassette: Path | None,
+    tmp: Path,
+    calls: int,
+    rounds: int,
+) -> dict[str, list[float]]:
+    """``rounds`` paired rounds (``_paired_round``), each on fresh proxies replaying
+    ``fixtures`` (by side name) with the defaults a user gets (drift is an error); each
+    side's seconds per call, per block, over all rounds."""
+    samples: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        with ExitStack() as stack:
+            urls = {
+                name: stack.enter_context(
+                    _proxy_thread(ProxySettings(mode="replay", fixture=fixture, cwd=str(tmp)))
+                ).base_url
+                for name, fixture in fixtures.items()
+            }
+            got = _run(lambda: _paired_round(stub, urls, cassette, calls))  # noqa: B023
+        for name, values in got.items():
+            samples.setdefault(name, []).extend(values)
+    return samples
+
+
+def _paired_ratio(samples: dict[str, list[float]], side: str, floor: str = "stub") -> float:
+    """The median over blocks of ``side``'s time per call over ``floor``'s in that block."""
+    return statistics.median(a / b for a, b in zip(samples[side], samples[floor], strict=True))
 
 
 def run(settings: Settings) -> BenchResult:
@@ -359,20 +446,27 @@ def run(settings: Settings) -> BenchResult:
             fixture, cassette = _record_calls(stub, tmp, calls)
             small_fixture, small_cassette = _record_calls(stub, tmp, small)
             recorded_url = stub.openai_base_url
-            live = [_run(lambda: _calls(stub.base_url, calls)) for _ in range(call_repeats)]
-        # The stub server is stopped from here on: every replay answers from its recording.
-        replayed = _proxy_replays(fixture, tmp, calls, call_repeats)
-        replayed_small = _proxy_replays(small_fixture, tmp, small, call_repeats)
-        vcrpy_in_order: list[float] = []
-        vcrpy: list[float] = []
-        for _ in range(vcr_repeats):
-            vcrpy_in_order.append(_run(lambda: _vcr_replay(recorded_url, cassette, calls)))
-            vcrpy.append(
-                _run(lambda: _vcr_replay(recorded_url, cassette, calls, VCR_MATCH_ON_BODY))
+            # Every call of ``fixture`` is served from its kept answer (wire.ndjson):
+            # verbatim. Without the file the same calls are re-encoded from their chunks.
+            assert read_verbatim(fixture), "the recording kept no answers as sent"
+            reencoded_fixture = tmp / "fixture-reencoded"
+            shutil.copytree(fixture, reencoded_fixture)
+            (reencoded_fixture / VERBATIM_FILE).unlink()
+            # The replaying proxies have no upstream: the stub serves only its own blocks.
+            paired = _paired_replays(
+                stub,
+                {"verbatim": fixture, "reencoded": reencoded_fixture},
+                cassette,
+                tmp,
+                calls,
+                call_repeats,
             )
-        vcrpy_small = [
-            _run(lambda: _vcr_replay(recorded_url, small_cassette, small, VCR_MATCH_ON_BODY))
-            for _ in range(vcr_repeats)
+            paired_small = _paired_replays(
+                stub, {"verbatim": small_fixture}, small_cassette, tmp, small, call_repeats
+            )
+        # The stub server is stopped from here on.
+        vcrpy_in_order = [
+            _run(lambda: _vcr_replay(recorded_url, cassette, calls)) for _ in range(vcr_repeats)
         ]
 
         frames = _replayed_frames(fixture)
@@ -385,21 +479,28 @@ def run(settings: Settings) -> BenchResult:
             with _uvicorn_server(frames) as url:
                 on_uvicorn.append(_run(lambda: _calls(url, library_calls)))
 
-        stub_call = result.median("stub_per_call_s", [t / calls for t in live])
-        proxy_call = result.median("proxy_replay_per_call_s", [t / calls for t in replayed])
-        vcr_call = result.median("vcrpy_per_call_s", [t / calls for t in vcrpy])
+        stub_call = result.median("stub_per_call_s", paired["stub"])
+        proxy_call = result.median("proxy_replay_per_call_s", paired["verbatim"])
+        reencoded_call = result.median("proxy_reencoded_per_call_s", paired["reencoded"])
+        vcr_call = result.median("vcrpy_per_call_s", paired["vcrpy"])
         vcr_in_order_call = result.median(
             "vcrpy_in_order_per_call_s", [t / calls for t in vcrpy_in_order]
         )
         floor_call = result.median("client_floor_per_call_s", [t / calls for t in in_memory])
+        stub_small_call = result.median(f"stub_{small}_per_call_s", paired_small["stub"])
         proxy_small_call = result.median(
-            f"proxy_replay_{small}_per_call_s", [t / small for t in replayed_small]
+            f"proxy_replay_{small}_per_call_s", paired_small["verbatim"]
         )
-        vcr_small_call = result.median(
-            f"vcrpy_{small}_per_call_s", [t / small for t in vcrpy_small]
+        vcr_small_call = result.median(f"vcrpy_{small}_per_call_s", paired_small["vcrpy"])
+        blocks = len(paired["stub"])
+        result.figure(
+            f"stub server, per call ({calls} calls)",
+            stub_call,
+            "s",
+            note=f"median of {blocks} blocks, each beside the other sides' blocks",
         )
-        result.figure(f"stub server, per call ({calls} calls)", stub_call, "s")
-        result.figure("proxy replay, per call", proxy_call, "s")
+        result.figure("proxy replay (verbatim, wire.ndjson), per call", proxy_call, "s")
+        result.figure("proxy replay re-encoded from chunks, per call", reencoded_call, "s")
         result.figure("vcrpy replay (matching the body), per call", vcr_call, "s")
         result.figure(
             "vcrpy replay (default matchers: recorded order), per call", vcr_in_order_call, "s"
@@ -410,6 +511,7 @@ def run(settings: Settings) -> BenchResult:
         result.figure("proxy replay above the client floor, per call", proxy_call - floor_call, "s")
         result.figure("vcrpy (body) above the client floor, per call", vcr_call - floor_call, "s")
         result.figure("client floor's share of a proxied call", floor_call / proxy_call, "x")
+        result.figure(f"stub server, per call ({small} calls)", stub_small_call, "s")
         result.figure(f"proxy replay, per call ({small} calls)", proxy_small_call, "s")
         result.figure(f"vcrpy replay (body), per call ({small} calls)", vcr_small_call, "s")
         result.figure(
@@ -419,28 +521,27 @@ def run(settings: Settings) -> BenchResult:
             f"vcrpy (body) per call, {calls} / {small} calls", vcr_call / vcr_small_call, "x"
         )
         result.figure(
-            f"vcrpy (body) / proxy replay, per call ({small} calls)",
-            vcr_small_call / proxy_small_call,
+            f"proxy replay / stub server, per call ({small} calls)",
+            _paired_ratio(paired_small, "verbatim"),
             "x",
         )
-        result.target("proxy replay / stub server, per call", proxy_call / stub_call, 1.3)
-        # Every call of ``fixture`` is served from its kept answer (wire.ndjson): verbatim.
-        assert read_verbatim(fixture), "the recording kept no answers as sent"
-        result.target("proxy verbatim replay / stub server, per call", proxy_call / stub_call, 1.0)
-        reencoded_fixture = tmp / "fixture-reencoded"
-        shutil.copytree(fixture, reencoded_fixture)
-        (reencoded_fixture / VERBATIM_FILE).unlink()
-        reencoded = _proxy_replays(reencoded_fixture, tmp, calls, call_repeats)
-        reencoded_call = result.median("proxy_reencoded_per_call_s", [t / calls for t in reencoded])
         result.figure(
-            "proxy replay re-encoded from chunks (no wire.ndjson) / stub server, per call",
-            reencoded_call / stub_call,
+            f"vcrpy (body) / proxy replay, per call ({small} calls)",
+            _paired_ratio(paired_small, "vcrpy", "verbatim"),
             "x",
+        )
+        result.target(
+            "proxy replay re-encoded from chunks / stub server, per call",
+            _paired_ratio(paired, "reencoded"),
+            1.3,
+        )
+        result.target(
+            "proxy verbatim replay / stub server, per call", _paired_ratio(paired, "verbatim"), 1.0
         )
         _corpus_rows(result, tmp, settings.scaled(20, 3))
         result.target(
             f"vcrpy / proxy replay, per call ({calls} calls)",
-            vcr_call / proxy_call,
+            _paired_ratio(paired, "vcrpy", "verbatim"),
             10.0,
             op=">=",
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,8 @@ from agentreel.llm_replay import (
     ScriptExhaustedError,
     UnconsumedScriptError,
     UnrecordedSessionError,
+    _binding,
+    _lanes,
 )
 from agentreel.llm_replay.testing import FixtureRecorder, collect, options_for, text_call
 from agentreel.session import rerecord_command
@@ -450,3 +453,36 @@ async def test_child_whose_log_is_missing_is_named_by_the_parents_subagent_start
         f"which spawned child {ids[2]} with spawn index 1, but the fixture holds no log for "
         "that child"
     ) in str(caught.value)
+
+
+@pytest.mark.asyncio
+async def test_a_headerless_request_reads_no_reply_that_did_not_hand_on_its_message(
+    recorder: FixtureRecorder, fixture_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A headerless request asks which bound conversation handed on its first message (its
+    parent, if any). That was answered by reading the served replies of every conversation
+    bound so far, for every request: n headerless conversations cost n²/2 reads, and a
+    proxy replaying 1,000 of them spent 2 ms a call on it (``bench/proxy.py``). Served
+    replies are indexed by what they hand on: a request none of them handed on reads none,
+    and each conversation still gets its own answer."""
+    conversations = 40
+    main = recorder.main()
+    for number in range(conversations):
+        lane = main if number == 0 else recorder.child_without_index(main)
+        asked = options_for(None, prompt=f"question {number}")
+        recorder.call(lane, text_call(f"answer {number}"), options=asked)
+    recorder.save(fixture_dir)
+    _as_proxied(fixture_dir)
+    provider = ReplayProvider(fixture_dir, content_binding=True)
+    reads: list[int] = []
+    read = _lanes.delegated_by
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        reads.append(1)
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(_binding, "delegated_by", counted)
+    for number in range(conversations):
+        served = await collect(provider.stream(options_for(None, prompt=f"question {number}")))
+        assert _text(served) == f"answer {number}"
+    assert len(reads) == 0

@@ -50,7 +50,7 @@ otherwise they fail loudly: the request cannot tell them apart, so any pick coul
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import msgspec
 
@@ -86,6 +86,25 @@ class _Lane:
     number: int
     signature: LaneSignature
     previous: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class _CallerLanes:
+    """A live caller's lanes in the order it opened them, and by signature (a headerless
+    run's every conversation is a lane of one caller: looking a request's signature up
+    keeps its cost per request from growing with the recording)."""
+
+    lanes: list[_Lane] = field(default_factory=list)
+    by_signature: dict[LaneSignature, list[_Lane]] = field(default_factory=dict)
+
+    def add(self, lane: _Lane) -> _Lane:
+        self.lanes.append(lane)
+        self.by_signature.setdefault(lane.signature, []).append(lane)
+        return lane
+
+    def alike(self, signature: LaneSignature) -> list[_Lane]:
+        """The lanes of ``signature``, in the order they were opened (do not modify)."""
+        return self.by_signature.get(signature, [])
 
 
 class Binder:
@@ -126,7 +145,7 @@ class Binder:
         self._numbers = {s.header.id: s.number for s in self._scripts}
         self._index = LaneIndex(self._scripts) if content_binding else None
         # Per live caller: its lanes (content binding only).
-        self._lanes: dict[str, list[_Lane]] = {}
+        self._lanes: dict[str, _CallerLanes] = {}
         self._cursors = cursors
         self._replies = replies
         self._mask = mask
@@ -136,6 +155,13 @@ class Binder:
         # of the live request that bound it (content binding only).
         self._issued: dict[int, tuple[int, list[Delegation]]] = {}
         self._claimed: dict[int, set[int]] = {}
+        # Per text a served delegation holds: the scripts that issued it. A headerless
+        # request looks its first message up here instead of reading every bound script's
+        # replies (a cost per request that grew with the recording). A script's replies are
+        # served only after ``bind`` returns it, so the scripts bound since the index was
+        # last brought up to date are the only ones that may have issued more.
+        self._issuers: dict[str, set[int]] = {}
+        self._since_indexed: set[int] = set()
         self._first_user: dict[int, str | None] = {}
 
     def bind(self, options: GenerateOptions, live: RequestHeaderData | None = None) -> int:
@@ -146,7 +172,9 @@ class Binder:
         """
         key = options.session_id if options.session_id is not None else ANONYMOUS
         if self._index is not None and live is not None:
-            return self._bind_lane(options, key, live)
+            number = self._bind_lane(options, key, live)
+            self._since_indexed.add(number)
+            return number
         bound = self._bound.get(key)
         if bound is not None:
             return bound
@@ -171,9 +199,10 @@ class Binder:
     def _bind_lane(self, options: GenerateOptions, key: str, live: RequestHeaderData) -> int:
         signature = lane_signature(live)
         digests = message_digests(live)
-        lanes = self._lanes.get(key)
-        if lanes is not None:
-            lane = self._lane_for(options, key, lanes, live, signature)
+        caller = self._lanes.get(key)
+        if caller is not None:
+            lanes = caller.lanes
+            lane = self._lane_for(options, key, caller, live, signature)
             if lane is None:
                 owner = self._scripts[self._bound[key]]
                 # A caller without identity is only what its requests are (SPEC 13): a
@@ -196,8 +225,7 @@ class Binder:
                     if lane is None and self.bound_to[number] is not None:
                         lane = lanes[0]
                 if lane is None:
-                    lane = _Lane(number, signature, digests)
-                    lanes.append(lane)
+                    lane = caller.add(_Lane(number, signature, digests))
                     self.bound_to[number] = key
                     self._first_user[number] = first_user_text(options.messages)
             lane.previous = digests
@@ -228,7 +256,8 @@ class Binder:
         self._bound[key] = (
             self._conversation_of(number) if options.session_id is not None else number
         )
-        self._lanes[key] = [_Lane(number, signature, digests)]
+        self._lanes[key] = _CallerLanes()
+        self._lanes[key].add(_Lane(number, signature, digests))
         self.bound_to[number] = key
         self._first_user[number] = first_user_text(options.messages)
         return number
@@ -237,7 +266,7 @@ class Binder:
         self,
         options: GenerateOptions,
         key: str,
-        lanes: list[_Lane],
+        caller: _CallerLanes,
         live: RequestHeaderData,
         signature: LaneSignature,
     ) -> _Lane | None:
@@ -247,7 +276,8 @@ class Binder:
         extended: list[_Lane] = []
         # A lane's requests share its signature: a request with another model, system
         # prompt or tool set (a handoff to another agent) is a lane of its own.
-        for lane in (lane for lane in lanes if lane.signature == signature):
+        alike = caller.alike(signature)
+        for lane in alike:
             strength = chain(lane.previous, self._last_reply(lane.number), live, options.messages)
             if strength is Chain.CONTINUES:
                 continued.append(lane)
@@ -266,14 +296,12 @@ class Binder:
         if exact is None and delegator is not None:
             raise self._unrecorded_child(options, delegator)
         if exact is not None:
-            lane = _Lane(exact, signature, message_digests(live))
-            lanes.append(lane)
-            self.bound_to[exact] = self.bound_to[lanes[0].number]
+            lane = caller.add(_Lane(exact, signature, message_digests(live)))
+            self.bound_to[exact] = self.bound_to[caller.lanes[0].number]
             self._first_user[exact] = first_user_text(options.messages)
             return lane
         if len(extended) == 1:
             return extended[0]
-        alike = [lane for lane in lanes if lane.signature == signature]
         if len(extended) > 1 or len(alike) > 1:
             several = extended or alike
             labels = ", ".join(self._scripts[lane.number].label for lane in several)
@@ -330,8 +358,12 @@ class Binder:
         said = first_user_texts(options.messages)
         if not said:
             return None
-        for number, holder in enumerate(self.bound_to):
-            if holder is None or restates(options.messages, self._first_user.get(number)):
+        self._index_delegations()
+        issuers = set[int]().union(*(self._issuers.get(text, ()) for text in said))
+        for number in sorted(issuers):
+            if self.bound_to[number] is None or restates(
+                options.messages, self._first_user.get(number)
+            ):
                 continue
             claimed = self._claimed.setdefault(number, set())
             found = delegated_by(
@@ -364,6 +396,15 @@ class Binder:
             issued = issued + delegations(replies[position], len(issued), self._mask)
         self._issued[number] = (served, issued)
         return issued
+
+    def _index_delegations(self) -> None:
+        """Bring ``_issuers`` up to date with the replies served since it last was."""
+        for number in self._since_indexed:
+            done = len(self._issued.get(number, (0, []))[1])
+            for delegation in self._delegations(number)[done:]:
+                for text in delegation.texts:
+                    self._issuers.setdefault(text, set()).add(number)
+        self._since_indexed.clear()
 
     def _refuse_shared_identity_child(self, options: GenerateOptions, lanes: list[_Lane]) -> None:
         """A named caller's new conversation that no recording starts with, whose first
