@@ -79,6 +79,8 @@ def test_the_corpus_covers_what_the_issue_names() -> None:
         '"functionCall"',
         '"thought": true',
         "usageMetadata",
+        '"tool_calls":[{"index":1,',  # streamed parallel tool calls
+        "event: response.failed",  # a Responses stream's in-stream error
     ):
         assert needle in text, needle
     assert {case["response"]["status"] for case in cases} >= {200, 400, 429}
