@@ -10,6 +10,7 @@ import asyncio
 import dataclasses
 import json
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,13 @@ import openai
 import pytest
 
 from agentreel.llm.stub import StubServer
-from agentreel.llm_proxy import PARENT_HEADER, SESSION_HEADER, SPAWN_INDEX_HEADER, start_proxy
+from agentreel.llm_proxy import (
+    PARENT_HEADER,
+    SESSION_HEADER,
+    SPAWN_INDEX_HEADER,
+    Proxy,
+    start_proxy,
+)
 from agentreel.llm_replay import read_report
 from agentreel.session import (
     Normalizer,
@@ -519,6 +526,35 @@ async def _shared_identity_turns(client: anthropic.AsyncAnthropic) -> list[str]:
     return [found, *texts]
 
 
+async def _a_child_and_a_side_lane_recorded_and_replayed(
+    tmp_path: Path,
+    rules: str,
+    session: Callable[[Proxy], Awaitable[list[str]]],
+    expected: list[str],
+    *,
+    models: tuple[str, str, str],
+) -> None:
+    """Record ``session`` through the stub: main (two calls), its child (spawn index 0) and
+    its side lane (no spawn index), of these ``models``; replay it: each request bound to
+    its own script, every script consumed."""
+    fixture = tmp_path / "fixture"
+    with StubServer.from_toml(rules) as stub:
+        async with start_proxy("record", upstream=stub.base_url, fixture=fixture) as proxy:
+            assert await session(proxy) == expected
+    main, child, side = models
+    assert _structure(_fixture_logs(fixture)) == [
+        ("main", None, None, main, 2),
+        ("spawn", 0, 0, child, 1),
+        ("spawn", 0, None, side, 1),
+    ]
+    report = tmp_path / "report.json"
+    async with start_proxy("replay", fixture=fixture, report=report) as proxy:
+        assert await session(proxy) == expected
+    replayed = read_report(report)
+    assert replayed.errors == []
+    assert sorted((s.calls, s.consumed) for s in replayed.scripts) == [(1, 1), (1, 1), (2, 2)]
+
+
 @pytest.mark.asyncio
 async def test_a_child_sharing_its_parents_identity_is_its_child_not_a_side_lane(
     tmp_path: Path,
@@ -528,22 +564,13 @@ async def test_a_child_sharing_its_parents_identity_is_its_child_not_a_side_lane
     prompt of the parent's pending Agent call is the parent's child, spawn index 0 — it was
     recorded as a side lane — while the title call asking the same prompt stays a side lane.
     Replay binds each request to its own script."""
-    expected = ["alpha beta", "Reading notes", "The notes say alpha beta."]
-    fixture = tmp_path / "fixture"
-    with StubServer.from_toml(SHARED_RULES) as stub:
-        async with start_proxy("record", upstream=stub.base_url, fixture=fixture) as proxy:
-            assert await _shared_identity_session(proxy.base_url) == expected
-    assert _structure(_fixture_logs(fixture)) == [
-        ("main", None, None, "claude-test", 2),
-        ("spawn", 0, 0, "claude-test", 1),
-        ("spawn", 0, None, "small-model", 1),
-    ]
-    report = tmp_path / "report.json"
-    async with start_proxy("replay", fixture=fixture, report=report) as proxy:
-        assert await _shared_identity_session(proxy.base_url) == expected
-    replayed = read_report(report)
-    assert replayed.errors == []
-    assert sorted((s.calls, s.consumed) for s in replayed.scripts) == [(1, 1), (1, 1), (2, 2)]
+    await _a_child_and_a_side_lane_recorded_and_replayed(
+        tmp_path,
+        SHARED_RULES,
+        lambda proxy: _shared_identity_session(proxy.base_url),
+        ["alpha beta", "Reading notes", "The notes say alpha beta."],
+        models=("claude-test", "claude-test", "small-model"),
+    )
 
 
 @pytest.mark.asyncio
@@ -645,19 +672,10 @@ async def test_a_child_spawned_from_code_under_its_parents_identity_is_its_child
     literal inside the parent's run_typescript code: it is the parent's child, spawn index
     0 (it was a side lane: the delegating call's only argument is the whole code), and the
     title call stays a side lane. Replay binds each request to its own script."""
-    expected = ["It says tangerine.", "Notes via subagent", "The child says tangerine."]
-    fixture = tmp_path / "fixture"
-    with StubServer.from_toml(VIBE_RULES) as stub:
-        async with start_proxy("record", upstream=stub.base_url, fixture=fixture) as proxy:
-            assert await _vibe_session(proxy.openai_base_url) == expected
-    assert _structure(_fixture_logs(fixture)) == [
-        ("main", None, None, "m", 2),
-        ("spawn", 0, 0, "m", 1),
-        ("spawn", 0, None, "m", 1),
-    ]
-    report = tmp_path / "report.json"
-    async with start_proxy("replay", fixture=fixture, report=report) as proxy:
-        assert await _vibe_session(proxy.openai_base_url) == expected
-    replayed = read_report(report)
-    assert replayed.errors == []
-    assert sorted((s.calls, s.consumed) for s in replayed.scripts) == [(1, 1), (1, 1), (2, 2)]
+    await _a_child_and_a_side_lane_recorded_and_replayed(
+        tmp_path,
+        VIBE_RULES,
+        lambda proxy: _vibe_session(proxy.openai_base_url),
+        ["It says tangerine.", "Notes via subagent", "The child says tangerine."],
+        models=("m", "m", "m"),
+    )
