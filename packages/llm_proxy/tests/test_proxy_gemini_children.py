@@ -222,7 +222,7 @@ async def test_a_deleted_invoke_agent_child_names_it_and_its_parent(tmp_path: Pa
     async with start_proxy("replay", fixture=fixture, report=report) as proxy:
         with pytest.raises(errors.ClientError) as refused:
             await _agent(proxy.base_url)
-    message = str(refused.value)
+    message = str(refused.value.message)  # the whole message (str() cuts it)
     assert "UnrecordedSessionError" in json.dumps(
         [error.type for error in read_report(report).errors]
     )

@@ -127,6 +127,24 @@ def test_importing_the_session_package_loads_no_detector() -> None:
     assert out.stdout.strip() == "[]"
 
 
+def test_the_first_scan_leaves_the_processs_warnings_alone() -> None:
+    """detect-secrets turns on logging.captureWarnings at import: a replay's first drift file
+    (redacted by the scan) sent the RequestDriftWarning it then raised to logging, and
+    pytest.warns saw none. A fresh process: the detector loads inside the block."""
+    code = (
+        "import warnings\n"
+        "from agentreel.session import SecretScan\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    SecretScan().redact('nothing to hide')\n"
+        "    warnings.warn('a drift', UserWarning)\n"
+        "print([str(w.message) for w in caught])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['a drift']"
+    assert out.stderr == ""
+
+
 def test_redact_hides_every_refused_value_as_written_and_json_escaped() -> None:
     raw = " and ".join(KEYS.values())
     shown = f"- {json.dumps({'text': raw})}\n+ plain {raw}\n+ token abcdefgh-live-0123\n"

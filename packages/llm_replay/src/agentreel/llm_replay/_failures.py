@@ -72,12 +72,70 @@ def unrecorded_error(
         f"first message {first_message(options)}, made a model call the recording has no "
         f"script for: {reason}. The recording "
         f"{recording.fixture_dir} holds {len(recording.scripts)} session script(s), "
-        f"{bound} already bound.{identity_hint(options, proxied=proxied)} The live run "
-        "started a session the recording does not contain; if that is intended, re-record: "
+        f"{bound} already bound.{identity_hint(options, proxied=proxied)}{_UNRECORDED_NEXT}"
         f"{rerecord_command(scenario)}",
         session_id=options.session_id,
         parent_session_id=options.parent_session_id,
         spawn_index=options.spawn_index,
+    )
+
+
+_UNRECORDED_NEXT = (
+    " The live run started a session the recording does not contain; if that is intended, "
+    "re-record: "
+)
+
+
+# How many lines of differences from the nearest recorded request an error shows: the
+# nearest may be another agent's request altogether (every tool a line).
+_NEAREST_LINES = 8
+
+
+def with_live_request(
+    error: UnrecordedSessionError,
+    files: tuple[Path, Path | None] | None,
+    nearest: tuple[Script, RecordedCall, list[str]] | None,
+) -> UnrecordedSessionError:
+    """``error`` with what the live caller sent (SPEC 13): ``files``, the live caller's full
+    masked request and the nearest recorded one as a replay wrote them, named before what
+    to do next; then, on the lines after, how the live request differs from that nearest
+    one (the script and call it is). Without them a headerless caller's failure says only
+    that nothing matched."""
+    said = ""
+    if files is not None:
+        said = f" Its full masked request: {files[0]}"
+        said += f"; the nearest recorded one: {files[1]}." if files[1] is not None else "."
+    shown_after = ""
+    if nearest is None:
+        said += " The recording has no request left to compare it with."
+    else:
+        # After the first line (what failed and the command to run, as every cause's first
+        # line is read), the lines showing what differs.
+        script, call, differences = nearest
+        shown: list[str] = []
+        lines = 0
+        for difference in differences:
+            lines += difference.count("\n") + 1
+            if lines > _NEAREST_LINES and shown:
+                more = len(differences) - len(shown)
+                shown.append(
+                    f"… and {more} more difference(s)" + (" (both files)" if files else "")
+                )
+                break
+            shown.append(difference)
+        listing = "\n  ".join(shown) if shown else "nothing (the same request)"
+        shown_after = (
+            f"\nThe nearest recorded request (call {call.number} of {script.label}) differs "
+            f"from it in:\n  {listing}"
+        )
+    message = str(error)
+    at = message.rfind(_UNRECORDED_NEXT)
+    at = at if at >= 0 else len(message)
+    return UnrecordedSessionError(
+        message[:at] + said + message[at:] + shown_after,
+        session_id=error.session_id,
+        parent_session_id=error.parent_session_id,
+        spawn_index=error.spawn_index,
     )
 
 

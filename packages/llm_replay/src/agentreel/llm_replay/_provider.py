@@ -27,7 +27,7 @@ from agentreel.llm_replay._captures import (
     request_strings,
     substitute_chunk,
 )
-from agentreel.llm_replay._failures import drift_message, exhausted_error
+from agentreel.llm_replay._failures import drift_message, exhausted_error, with_live_request
 from agentreel.llm_replay._fixture import (
     RecordedCall,
     Recording,
@@ -63,9 +63,11 @@ from agentreel.llm_replay.exceptions import (
     RequestDriftError,
     RequestDriftWarning,
     ScheduleDivergenceError,
+    UnrecordedSessionError,
 )
 from agentreel.session import (
     RequestHeaderData,
+    SecretScan,
     WireApi,
     build_request_header,
     diff_request_headers,
@@ -104,7 +106,11 @@ class ReplayProvider:
     - ``drift_dir``: where a drifted call's full masked recorded and live requests are
       written (``<file>.call-<n>.{recorded,live}.txt``, named in the error; created on the
       first drift); default ``drift/`` beside the report, none without a report. A harness
-      whose run folder is removed after the run passes a folder it keeps.
+      whose run folder is removed after the run passes a folder it keeps. An
+      ``UnrecordedSessionError`` writes there too (``unrecorded-<k>.live.txt``, and
+      ``unrecorded-<k>.recorded.txt``: the recorded request nearest to it, the next call
+      of some script), so a caller with no identity shows what it sent. Known credential
+      shapes in either are written as ``[redacted: rule]``.
     - ``scenario``: the scenario name used in re-record commands (default: the fixture
       directory's name).
     - ``content_binding``: lanes and binding by what a request is (``_binding``; the
@@ -211,6 +217,9 @@ class ReplayProvider:
             mask=content_mask,
         )
         self._errors: list[ReportedError] = []
+        # UnrecordedSessionErrors whose requests were written (their files' numbers).
+        self._unrecorded = 0
+        self._secrets: SecretScan | None = None
         self._drift_warnings: list[str] = []
         self._schedule_warnings: list[str] = []
         self._divergence: DivergenceMode = schedule_divergence
@@ -276,6 +285,10 @@ class ReplayProvider:
                     if gates is not None:
                         gates.ended()  # never served: nothing waits for it
                     raise
+        except UnrecordedSessionError as error:
+            shown = self._with_requests(error, options, api)
+            self._note_error(shown)
+            raise shown from None
         except ReplayError as error:
             self._note_error(error)
             raise
@@ -359,18 +372,94 @@ class ReplayProvider:
     ) -> tuple[Path, Path] | None:
         """The full masked recorded and live requests of a drifted call, as two text files
         in ``drift_dir`` (default: ``drift/`` beside the report); ``None`` without one."""
+        stem = f"{script.path.stem}.call-{call.number}"
+        written = self._write_texts(
+            (f"{stem}.recorded.txt", request_text(recorded, self._texts)),
+            (f"{stem}.live.txt", request_text(live)),
+        )
+        return (written[0], written[1]) if written is not None else None
+
+    def _write_texts(self, *files: tuple[str, str]) -> list[Path] | None:
+        """``(name, text)`` files in ``drift_dir``, each through the secret scan's
+        redaction (a live request is whatever the agent sent); ``None`` when there is no
+        folder or writing failed (the replay error is what to report, not this)."""
         folder = self._drift_dir
         if folder is None:
             return None
-        stem = f"{script.path.stem}.call-{call.number}"
-        paths = (folder / f"{stem}.recorded.txt", folder / f"{stem}.live.txt")
+        if self._secrets is None:
+            self._secrets = SecretScan()
+        paths = [folder / name for name, _ in files]
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            paths[0].write_text(request_text(recorded, self._texts), encoding="utf-8")
-            paths[1].write_text(request_text(live), encoding="utf-8")
+            for path, (_, text) in zip(paths, files, strict=True):
+                path.write_text(self._secrets.redact(text), encoding="utf-8")
         except OSError:
-            return None  # the drift itself is the error to report, not this
+            return None
         return paths
+
+    def _with_requests(
+        self, error: UnrecordedSessionError, options: GenerateOptions, api: WireApi | None
+    ) -> UnrecordedSessionError:
+        """``error`` showing what the live caller sent (SPEC 13): how its request differs
+        from the nearest recorded one, and both in full in ``drift_dir`` when there is one."""
+        live = build_request_header(
+            options, turn=0, step=0, cwd=self.live_cwd, api=api, full_text=True
+        )
+        nearest = self._nearest_call(live)
+        if self._secrets is None:
+            self._secrets = SecretScan()
+        files: tuple[Path, Path | None] | None = None
+        if self._drift_dir is not None:
+            self._unrecorded += 1
+            stem = f"unrecorded-{self._unrecorded}"
+            texts = [(f"{stem}.live.txt", request_text(live))]
+            if nearest is not None:
+                assert nearest[1].request is not None
+                texts.append(
+                    (f"{stem}.recorded.txt", request_text(nearest[1].request, self._texts))
+                )
+            written = self._write_texts(*texts)
+            if written is not None:
+                files = (written[0], written[1] if len(written) > 1 else None)
+        if nearest is None:
+            return with_live_request(error, files, None)
+        script, call = nearest
+        assert call.request is not None
+        differences = [
+            self._secrets.redact(line)
+            for line in diff_request_headers(call.request, live, texts=self._texts)
+        ]
+        return with_live_request(error, files, (script, call, differences))
+
+    def _nearest_call(self, live: RequestHeaderData) -> tuple[Script, RecordedCall] | None:
+        """Of every script's next recorded call, the one whose request is most like
+        ``live``: the same wire API, model, system prompt and tools first, then the most
+        leading messages alike, then the closest message count."""
+        best: tuple[tuple[bool, bool, bool, bool, int, int], Script, RecordedCall] | None = None
+        for script in self._scripts:
+            position = self._cursor[script.number]
+            if position >= len(script.calls):
+                continue
+            call = script.calls[position]
+            recorded = call.request
+            if recorded is None:
+                continue
+            alike = 0
+            for ours, theirs in zip(recorded.messages, live.messages, strict=False):
+                if ours.digest != theirs.digest:
+                    break
+                alike += 1
+            score = (
+                recorded.api == live.api,
+                recorded.model == live.model,
+                recorded.system == live.system,
+                recorded.tools_digest == live.tools_digest,
+                alike,
+                -abs(len(recorded.messages) - len(live.messages)),
+            )
+            if best is None or score > best[0]:
+                best = (score, script, call)
+        return (best[1], best[2]) if best is not None else None
 
     def _note_error(self, error: ReplayError) -> None:
         self._errors.append(ReportedError(type=type(error).__name__, message=str(error)))

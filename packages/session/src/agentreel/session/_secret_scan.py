@@ -36,6 +36,7 @@ import hashlib
 import importlib
 import json
 import re
+import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -171,8 +172,19 @@ class _Detector:
 @cache
 def _detector() -> _Detector:
     rules: list[_Rule] = []
-    for module_name, class_name, only in _DETECT_SECRETS_PLUGINS:
-        plugin = getattr(importlib.import_module(module_name), class_name)
+    # Importing detect-secrets calls logging.captureWarnings(True) (its get_logger, at
+    # import): every warning of the process, a replay's RequestDriftWarning included, would
+    # then go to logging instead of the warnings machinery (pytest.warns saw none after a
+    # first scan). Its plugins' rules are all the scan takes from it.
+    showwarning = warnings.showwarning
+    try:
+        plugins = [
+            (getattr(importlib.import_module(module_name), class_name), only)
+            for module_name, class_name, only in _DETECT_SECRETS_PLUGINS
+        ]
+    finally:
+        warnings.showwarning = showwarning
+    for plugin, only in plugins:
         patterns = list(plugin.denylist)
         if only is not None:
             patterns = patterns[:only]
