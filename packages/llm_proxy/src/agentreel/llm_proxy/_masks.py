@@ -15,7 +15,11 @@ of the same fact: OS name and kernel version, platform, architecture, shell, hos
 name, home directory, time zone, runtime versions (Node.js, Python, ...), and the agent's
 own install path (an npm ``node_modules`` folder, a Python ``site-packages`` or venv one:
 ``agentreel.session``'s rules, which the golden normalizer shares). Each becomes
-``{{<fact>}}``, so a recording replays on any machine. Every rule is idempotent (masking
+``{{<fact>}}``, so a recording replays on any machine.
+
+Listings in no fixed order: Gemini CLI lists its skills in the order a directory glob
+returned them (the system prompt's ``<available_skills>``, its ``activate_skill`` tool's
+description and ``enum``); each is sorted. Every rule is idempotent (masking
 masked text changes nothing), also where a path continues a token (``{{cwd}}/home/…`` with
 HOME inside the cwd: the token wins, as the cwd did in the live text; no path rule starts
 inside another path), so replay applies them to recorded headers too: a recording made
@@ -132,6 +136,59 @@ _MACHINE: tuple[tuple[str, str], ...] = (
     (rf"\b(?:{_IANA_AREAS})/[A-Z][A-Za-z_+-]*(?:/[A-Z][A-Za-z_-]*)?", "{{timezone}}"),
     (r"\bGMT[+-]\d{4} \([A-Z][A-Za-z .'-]*\)", "{{timezone}}"),
 )
+
+
+# -- listings in no fixed order ------------------------------------------------------------
+
+# Gemini CLI lists its skills in the order its directory glob found them (``glob`` over
+# ``bundle/builtin/*/SKILL.md``: node-glob returns files in no fixed order), which changes
+# from run to run: in the system prompt's ``<available_skills>`` and in its
+# ``activate_skill`` tool — the description's ``(Available: 'a', 'b')`` and the ``enum``
+# of its ``name`` parameter. Each is put in order. Only Gemini CLI's shapes: Qwen Code
+# writes its listing in another shape, already in its own order, and a recorded digest
+# taken from any other text must stay what it was.
+_SKILL = re.compile(r"<skill>\n[ \t]*<name>[^<\n]*</name>.*?</skill>", re.S)
+_SKILL_LISTING = r"(?s)<available_skills>\n.*?</available_skills>"
+_AVAILABLE_HINT = r"\(Available: '[^'\n]*'(?:, '[^'\n]*')+\)"
+_UNORDERED_ENUMS = frozenset({"activate_skill"})
+"""Tools whose ``enum`` values are what the agent found on disk, in no fixed order."""
+
+
+def _sorted_skills(found: re.Match[str]) -> str:
+    """An ``<available_skills>`` listing of Gemini CLI's shape with its skills sorted;
+    any other listing as it is."""
+    listing = found.group(0)
+    skills = _SKILL.findall(listing)
+    inner = listing[len("<available_skills>") : -len("</available_skills>")]
+    if len(skills) < 2 or _SKILL.sub("", inner).strip():
+        return listing
+    ordered = iter(sorted(skills))
+    return _SKILL.sub(lambda _: next(ordered), listing)
+
+
+def _sorted_hint(found: re.Match[str]) -> str:
+    names = re.findall(r"'[^'\n]*'", found.group(0))
+    return f"(Available: {', '.join(sorted(names))})"
+
+
+_UNORDERED: tuple[tuple[str, Callable[[re.Match[str]], str]], ...] = (
+    (_SKILL_LISTING, _sorted_skills),
+    (_AVAILABLE_HINT, _sorted_hint),
+)
+
+
+def _sorted_enums(value: Any) -> Any:
+    """``value`` (a tool declaration) with every ``enum`` of strings in it sorted."""
+    if isinstance(value, dict):
+        return {
+            key: sorted(item)
+            if key == "enum" and isinstance(item, list) and all(isinstance(v, str) for v in item)
+            else _sorted_enums(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_sorted_enums(item) for item in value]
+    return value
 
 
 def _labelled_rules() -> list[tuple[str, str]]:
@@ -260,6 +317,7 @@ class Masks:
         for pattern, replacement in built_in:
             compiled = re.compile(pattern)
             rules.append((compiled, _tag_token if replacement == "TAG" else replacement))
+        rules += [(re.compile(pattern), order) for pattern, order in _UNORDERED]
         self._rules = tuple(rules)
         self.extra = tuple(extra)
 
@@ -273,7 +331,10 @@ class Masks:
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
-            return {key: self.value(item) for key, item in value.items()}
+            masked = {key: self.value(item) for key, item in value.items()}
+            name = masked.get("name")
+            unordered = isinstance(name, str) and name in _UNORDERED_ENUMS
+            return _sorted_enums(masked) if unordered else masked
         if isinstance(value, list):
             return [self.value(item) for item in value]
         return value
