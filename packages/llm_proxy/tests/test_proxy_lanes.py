@@ -381,6 +381,78 @@ async def test_native_header_children_are_numbered_by_their_delegating_calls_not
     assert _goldens(recorded["apples-first"]) == _goldens(recorded["pears-first"])
 
 
+async def _codex_subagents(base_url: str, order: str) -> list[str]:
+    """Codex 2.6's headers: each conversation's own ``thread-id``, a child's
+    ``x-codex-parent-thread-id`` naming its parent; every conversation, the children's too,
+    starts with the same ``<environment_context>`` user message, the prompt comes second."""
+    environment = "<environment_context>\n  <cwd>/work/project</cwd>\n</environment_context>"
+    parent_id = str(uuid.uuid4())
+
+    def client(**headers: str) -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(
+            base_url=base_url, api_key="sk-codex-subagents", max_retries=0, default_headers=headers
+        )
+
+    parent = client(**{"thread-id": parent_id})
+    plan = await parent.messages.create(
+        model="codex-test",
+        max_tokens=64,
+        system="You delegate counting.",
+        messages=[
+            {"role": "user", "content": environment},
+            {"role": "user", "content": "apples and pears"},
+        ],
+        tools=[
+            {"name": "Task", "description": "Spawn an agent", "input_schema": {"type": "object"}}
+        ],
+    )
+    prompts = [str(block.input["prompt"]) for block in plan.content if block.type == "tool_use"]
+    answers: dict[str, str] = {}
+    for prompt in prompts if order == "apples-first" else reversed(prompts):
+        child = client(**{"thread-id": str(uuid.uuid4()), "x-codex-parent-thread-id": parent_id})
+        reply = await child.messages.create(
+            model="codex-test",
+            max_tokens=64,
+            system="You count one fruit.",
+            messages=[
+                {"role": "user", "content": environment},
+                {"role": "user", "content": prompt},
+            ],
+        )
+        answers[prompt] = "".join(b.text for b in reply.content if b.type == "text")
+        await child.close()
+    await parent.close()
+    return [answers[prompt] for prompt in prompts]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("order", FRUIT_ORDERS)
+async def test_a_header_named_child_starting_as_its_parent_did_is_numbered_by_its_call(
+    order: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A child whose header names its parent and whose first user message is the parent's
+    own first (Codex's environment context) is no side call restating the parent: it is
+    numbered by the delegating call its prompt comes from. codex-subagent re-recorded on
+    a97f67b's rule came out spawn index 1 under a parent with one child (the golden check
+    of nox -s interop), as the arrival fallback numbers it."""
+    fixture = tmp_path / "fixture"
+    with StubServer.from_toml(FRUIT_RULES) as stub:
+        async with start_proxy("record", upstream=stub.base_url, fixture=fixture) as proxy:
+            assert await _codex_subagents(proxy.base_url, order) == ["7 apples", "3 pears"]
+    logs = _fixture_logs(fixture)
+    assert _structure(logs) == [
+        ("main", None, None, "codex-test", 1),
+        ("spawn", 0, 0, "codex-test", 1),
+        ("spawn", 0, 1, "codex-test", 1),
+    ]
+    prompts = [
+        next(e.data for e in log.events if isinstance(e, RequestHeader)).messages[1].preview
+        for log in logs[1:]
+    ]
+    assert prompts == ["count the apples", "count the pears"]
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
 @pytest.mark.asyncio
 async def test_a_native_child_without_a_delegating_call_falls_back_to_arrival_and_says_why(
     tmp_path: Path, caplog: pytest.LogCaptureFixture

@@ -656,7 +656,10 @@ class Recorder:
         ``any_user``: any of its user messages, the first that matches wins (a child whose
         parent a header names: Codex's child sends its environment context first). A
         request that restates the delegating lane's own conversation (a classifier of its
-        action) is that lane's side call, not its child."""
+        action) is that lane's side call, not its child — unless a header names the parent
+        (``any_user``): such a caller has an identity of its own, so it is no side call of
+        the parent, and Codex's child starts with the very environment context its parent
+        started with."""
         said_each = (
             [first_user_texts([m]) for m in request.messages if m.role == "user"]
             if any_user
@@ -669,7 +672,7 @@ class Recorder:
             if not said:
                 continue
             for lane in lanes:
-                if restates(request.messages, lane.first_user):
+                if not any_user and restates(request.messages, lane.first_user):
                     continue
                 found = delegated_by(said, lane.delegations, lane.claimed, anonymous=anonymous)
                 if found is not None:
