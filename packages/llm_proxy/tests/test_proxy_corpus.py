@@ -38,7 +38,13 @@ from openai.types.chat import ChatCompletionMessageParam
 from agentreel.llm import Finish
 from agentreel.llm.wire import split_frames
 from agentreel.llm_proxy import SESSION_HEADER, start_proxy
-from agentreel.session import AssistantChunk, SessionLog, load_session_log, recording_names
+from agentreel.session import (
+    VERBATIM_FILE,
+    AssistantChunk,
+    SessionLog,
+    load_session_log,
+    recording_names,
+)
 
 CORPUS = Path(__file__).parent / "corpus"
 CASES = sorted(path.stem for path in CORPUS.glob("*.json"))
@@ -477,3 +483,21 @@ async def test_an_overridden_corpus_call_streams_its_prefix_and_raises(tmp_path:
     assert reasoning
     assert recorded_reasoning.startswith(reasoning)
     assert len([d for d in deltas if d.get("reasoning_content")]) == 3
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("name", [name for name in CASES if "stream-error" in name])
+async def test_an_in_stream_error_re_encoded_from_the_chunks_is_the_same_error(
+    name: str, tmp_path: Path
+) -> None:
+    """Without the answers as sent (a recording from before ``wire.ndjson``, or a call an
+    override re-encodes) an in-stream error frame is served from the chunks: the SDK
+    raises the same error (class, message, status, body)."""
+    case = load(name)
+    fixture = tmp_path / "fixture"
+    direct, _, _, _ = await _record_and_replay(case, case["response"]["body"], fixture)
+    (fixture / VERBATIM_FILE).unlink()
+    async with start_proxy("replay", fixture=fixture, report=tmp_path / "r.json") as proxy:
+        replayed, _ = await parse(case, proxy.base_url)
+    assert "raised" in direct[0][-1], direct[0][-1]
+    assert replayed[-1] == direct[0][-1]

@@ -22,6 +22,7 @@ import pytest
 from agentreel.llm.stub import StubServer
 from agentreel.llm_proxy import PARENT_HEADER, SESSION_HEADER, SPAWN_INDEX_HEADER, start_proxy
 from agentreel.llm_replay import read_report
+from agentreel.session import VERBATIM_FILE
 
 Kind = Literal["child", "title"]
 KEY = "sk-schedule-test-key"
@@ -160,8 +161,16 @@ async def _record(tmp_path: Path, kind: Kind) -> tuple[Path, int]:
 @pytest.mark.slow
 @pytest.mark.asyncio
 @pytest.mark.parametrize("kind", ["child", "title"])
-async def test_async_answer_lands_where_recorded_20_times(kind: Kind, tmp_path: Path) -> None:
+@pytest.mark.parametrize("answers", ["as-sent", "re-encoded"])
+async def test_async_answer_lands_where_recorded_20_times(
+    kind: Kind, answers: str, tmp_path: Path
+) -> None:
+    """Whether the proxy serves the upstream's frames as kept or re-encodes them from the
+    chunks (a recording without ``wire.ndjson``), the hold before the final frames is the
+    same, so the answer lands where it did."""
     fixture, landed = await _record(tmp_path, kind)
+    if answers == "re-encoded":
+        (fixture / VERBATIM_FILE).unlink()
     for run in range(20):
         report = tmp_path / f"report-{run}.json"
         async with start_proxy(

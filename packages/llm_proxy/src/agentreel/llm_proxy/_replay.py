@@ -215,24 +215,29 @@ class ReplaySide:
         frames = encode_stream(parsed, chunks[:-1] if special else chunks, wire_id, meta)
         if special or failure is not None:
             frames = without_ending(parsed.api, frames)
-        split = len(frames)
-        if before_final is not None and not special and failure is None:
-            split = len(without_ending(parsed.api, frames))
+        # What may go out before the hold, then the rest: one write each, the body's end
+        # in the last (as ``_send_verbatim``). Without a hold all of it is the rest.
+        split = sent
+        if before_final is not None:
+            split = len(frames)
+            if not special and failure is None:
+                split = len(without_ending(parsed.api, frames))
         try:
-            for frame in frames[sent:split]:
-                await response.write(frame)
+            if split > sent:
+                await response.write(b"".join(frames[sent:split]))
             if before_final is not None:
                 await before_final()
-            for frame in frames[max(sent, split) :]:
-                await response.write(frame)
+            rest = b"".join(frames[max(sent, split) :])
             if finish is not None and finish.code == STREAM_ERROR_CODE:
                 # Chat Completions and Gemini send a bare data frame; the others name it.
                 name = b"event: error\n" if parsed.api not in ("chat", "gemini") else b""
-                await response.write(name + b"data: " + (finish.message or "").encode() + b"\n\n")
+                rest += name + b"data: " + (finish.message or "").encode() + b"\n\n"
             elif (finish is not None and finish.code == CUT_CODE) or failure is not None:
+                if rest:
+                    await response.write(rest)
                 abort(request)
                 return response
-            await response.write_eof()
+            await response.write_eof(rest)
         except ConnectionResetError:
             logger.info("the client of %s left mid-stream", identity.describe())
         return response
@@ -255,9 +260,15 @@ async def _send_verbatim(
     *,
     before_final: Callable[[], Awaitable[None]] | None = None,
 ) -> web.StreamResponse:
-    """Serve a recorded answer byte for byte: its status and kept headers, then its body,
-    or its frames one write each; a stream the upstream broke off is broken off again.
-    ``before_final``: awaited before the last frame (a body: before it)."""
+    """Serve a recorded answer byte for byte: its status and kept headers, then its body
+    or its frames; a stream the upstream broke off is broken off again. ``before_final``:
+    awaited before the last frame (a body: before it).
+
+    The frames go out in as few writes as the schedule allows — all at once, or all but
+    the last, then the last after ``before_final`` — with the headers and the chunked
+    body's end in the same write: the bytes are the upstream's either way, and a write per
+    frame cost a replayed call more than everything else the proxy does for it (a send
+    and a wake-up of the client per frame)."""
     if answer.frames is None:
         if before_final is not None:
             await before_final()
@@ -265,16 +276,21 @@ async def _send_verbatim(
         return web.Response(status=answer.status, body=body, headers=answer.headers)
     response = web.StreamResponse(status=answer.status, headers=answer.headers)
     await response.prepare(request)
-    last = len(answer.frames) - 1
+    # The cwd per frame, as it was tokenized: a token never spans two frames.
+    frames = [with_cwd(frame, cwd).encode() for frame in answer.frames]
+    held = frames.pop() if before_final is not None and frames else b""
     try:
-        for position, frame in enumerate(answer.frames):
-            if position == last and before_final is not None:
-                await before_final()
-            await response.write(with_cwd(frame, cwd).encode())
+        if before_final is not None:
+            if frames:
+                await response.write(b"".join(frames))
+            await before_final()
+            frames = [held]
         if answer.cut:
+            if any(frames):
+                await response.write(b"".join(frames))
             abort(request)
             return response
-        await response.write_eof()
+        await response.write_eof(b"".join(frames))
     except ConnectionResetError:
         logger.info("the client of %s left mid-stream", identity.describe())
     return response
