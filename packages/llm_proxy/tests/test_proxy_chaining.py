@@ -7,6 +7,8 @@ the requests cannot tell them apart at all, replay fails loudly instead of guess
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -14,11 +16,12 @@ from typing import Any
 import anthropic
 import openai
 import pytest
+from aiohttp import web
 
 from agentreel.llm.stub import StubServer
 from agentreel.llm_proxy import start_proxy
 from agentreel.llm_replay import read_report
-from agentreel.session import recording_names
+from agentreel.session import VERBATIM_FILE, TurnEnd, load_session_log, recording_names
 
 KEY = "sk-proxy-chaining-0123456789"
 SYSTEM = "You are a helper. Wait for your task, then do it."
@@ -160,3 +163,128 @@ async def test_identical_openings_with_different_recorded_replies_fail_loudly(
     assert "cannot be told from the request" in str(refused.value)
     (error,) = read_report(report).errors
     assert error.type == "UnrecordedSessionError"
+
+
+def _chat_frames(text: str) -> list[bytes]:
+    """A Chat Completions stream answering ``text``, through ``data: [DONE]``."""
+    chunks: list[dict[str, Any]] = [
+        {"delta": {"role": "assistant", "content": text}, "finish_reason": None},
+        {"delta": {}, "finish_reason": "stop"},
+    ]
+    frames = [
+        b"data: "
+        + json.dumps(
+            {
+                "id": "chatcmpl-held",
+                "object": "chat.completion.chunk",
+                "created": 1,
+                "model": "helper-model",
+                "choices": [{"index": 0, **chunk}],
+            }
+        ).encode()
+        + b"\n\n"
+        for chunk in chunks
+    ]
+    return [*frames, b"data: [DONE]\n\n"]
+
+
+@pytest.mark.asyncio
+async def test_a_stream_ended_by_done_is_chained_before_its_body_ends(fixture_dir: Path) -> None:
+    """The openai SDK is done with a stream at ``data: [DONE]``: it waits at most 0.1 s for
+    the body's end, then sends its next request. An upstream whose body ends later (a
+    loaded stub thread, a slow network) must not make that next request a conversation of
+    its own: the call is recorded as finished at ``[DONE]``, so the next request continues
+    its lane. Before, the lane was still busy until the body's end, and the conversation's
+    second call was recorded as a lane (session file) of its own."""
+    replies = ["Ready. What is the task?", "alpha.txt is about the first letter."]
+    requests: list[int] = []
+    next_request = asyncio.Event()
+    held_until_next: list[bool] = []
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        turn = len(requests)
+        requests.append(turn)
+        next_request.set()
+        next_request.clear()
+        response = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(b"".join(_chat_frames(replies[turn])))
+        if turn == 0:
+            # The body's end is held until the conversation's next request has arrived
+            # (bounded, so a client that waits for the end fails the test, not hangs it).
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(next_request.wait(), 60)
+            held_until_next.append(len(requests) > 1)
+        await response.write_eof()
+        return response
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", answer)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    upstream = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    try:
+        async with start_proxy("record", upstream=upstream, fixture=fixture_dir) as proxy:
+            ask, client = _asker("openai", proxy.base_url)
+            try:
+                first = await ask([{"role": "user", "content": "ready?"}])
+                second = await ask(_second_turn(first, TASKS[0]))
+            finally:
+                await client.close()
+    finally:
+        await runner.cleanup()
+    assert [first, second] == replies
+    assert held_until_next == [True]  # the second request came while the first body was open
+    assert recording_names(fixture_dir) == ["session.jsonl"]
+    log = load_session_log(fixture_dir / "session.jsonl")
+    ends = [event.data.reason for event in log.events if isinstance(event, TurnEnd)]
+    assert ends == ["completed", "completed"]
+
+
+@pytest.mark.asyncio
+async def test_a_body_broken_after_done_is_kept_as_a_complete_call(
+    fixture_dir: Path, tmp_path: Path
+) -> None:
+    """The upstream's connection breaks after ``data: [DONE]`` (no end of the chunked
+    body): the call finished at ``[DONE]``, so its answer is kept whole (``wire.ndjson``
+    not marked cut, which would make replay break the stream off) and replays as sent."""
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(b"".join(_chat_frames("Ready. What is the task?")))
+        assert request.transport is not None
+        request.transport.close()
+        return response
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", answer)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    upstream = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    try:
+        async with start_proxy("record", upstream=upstream, fixture=fixture_dir) as proxy:
+            ask, client = _asker("openai", proxy.base_url)
+            try:
+                recorded = await ask([{"role": "user", "content": "ready?"}])
+            finally:
+                await client.close()
+    finally:
+        await runner.cleanup()
+    assert recorded == "Ready. What is the task?"
+    log = load_session_log(fixture_dir / "session.jsonl")
+    assert [e.data.reason for e in log.events if isinstance(e, TurnEnd)] == ["completed"]
+    (kept,) = (fixture_dir / VERBATIM_FILE).read_text().splitlines()
+    assert json.loads(kept).get("cut") in (None, False), kept
+    report = tmp_path / "report.json"
+    async with start_proxy("replay", fixture=fixture_dir, report=report) as proxy:
+        ask, client = _asker("openai", proxy.base_url)
+        try:
+            assert await ask([{"role": "user", "content": "ready?"}]) == recorded
+        finally:
+            await client.close()
+    assert read_report(report).ok

@@ -17,7 +17,7 @@ import aiohttp
 from aiohttp import web
 
 from agentreel.llm.exceptions import StreamInterruptedError
-from agentreel.llm.wire import SseSplitter, UpstreamStreamError, split_frames
+from agentreel.llm.wire import SseSplitter, UpstreamStreamError, WireDecoder, split_frames
 from agentreel.llm_proxy._codecs import (
     decoder,
 )
@@ -191,6 +191,8 @@ class RecordSide:
         splitter = SseSplitter()
         client_gone = False
         decoding = True
+        cut: str | None = None  # why the stream counts as cut, once it is judged so
+        done = False  # its ``data: [DONE]`` arrived and finished the call
         sent = bytearray()  # every byte forwarded, kept as the upstream sent it
         try:
             async for data in upstream.content.iter_any():
@@ -206,23 +208,31 @@ class RecordSide:
                         )
                 if decoding:
                     decoding = _decode(splitter.feed(data), wire, call)
+                    if decoding and wire.ended:
+                        # The terminal event (``data: [DONE]``) went out with this write: the
+                        # call ends here, not at the body's end. The openai SDK waits at most
+                        # 0.1 s for that end, then sends its next request, which must find
+                        # this call's lane idle with its reply (conversation chaining);
+                        # between the write and this line nothing else ran on the loop.
+                        decoding, done = False, True
+                        cut = _finished(wire, call)
         except aiohttp.ClientPayloadError as exc:
-            call.cut(f"the upstream cut the stream: {exc}")
-            self._keep_answer(call, route, upstream, frames=bytes(sent), cut=True)
-            abort(request)
-            return response
+            if not done or cut is not None:
+                call.cut(f"the upstream cut the stream: {exc}")
+                self._keep_answer(call, route, upstream, frames=bytes(sent), cut=True)
+                abort(request)
+                return response
+            # Cut after ``[DONE]``: the call was complete, and is kept and ended as such.
         if decoding:
             # A last frame without its closing blank line is still an event (the SDKs
             # read it): decoded before the stream is judged finished or cut.
             decoding = _decode(splitter.flush(), wire, call)
         if decoding:
-            try:
-                call.chunks(wire.finish())
-            except StreamInterruptedError as exc:
-                call.cut(exc.message)
-                self._keep_answer(call, route, upstream, frames=bytes(sent), cut=True)
-                abort(request)
-                return response
+            cut = _finished(wire, call)
+        if cut is not None:
+            self._keep_answer(call, route, upstream, frames=bytes(sent), cut=True)
+            abort(request)
+            return response
         self._keep_answer(call, route, upstream, frames=bytes(sent))
         if not client_gone:
             with suppress(ConnectionResetError):
@@ -255,6 +265,16 @@ def _answer(
         )
     except UnicodeDecodeError:
         return None
+
+
+def _finished(wire: WireDecoder, call: CallRecording) -> str | None:
+    """Record the stream's closing chunks; the reason it counts as cut, if it does."""
+    try:
+        call.chunks(wire.finish())
+    except StreamInterruptedError as exc:
+        call.cut(exc.message)
+        return exc.message
+    return None
 
 
 def _decode(events: Sequence[Any], wire: Any, call: CallRecording) -> bool:

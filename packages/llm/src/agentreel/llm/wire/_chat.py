@@ -238,6 +238,11 @@ class ChatDecoder:
     def finish(self) -> list[Chunk]:
         return self._meta.onto(self._mapper.finish(self._label))
 
+    @property
+    def ended(self) -> bool:
+        """``data: [DONE]`` arrived (the adapter's watch saw it): the stream is complete."""
+        return self._mapper.wire.done
+
     def body(self, data: dict[str, Any]) -> list[Chunk]:
         choices = []
         for choice in data.get("choices") or []:

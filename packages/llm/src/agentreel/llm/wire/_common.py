@@ -86,6 +86,14 @@ class WireDecoder(Protocol):
         """The closing chunks; raises ``StreamInterruptedError`` when the stream was cut."""
         ...
 
+    @property
+    def ended(self) -> bool:
+        """The stream sent its terminal event (``data: [DONE]``), so a client may be done
+        with the call before the body ends: the ``openai`` SDK stops reading there and waits
+        at most 0.1 s for the rest. ``finish`` may be called at once. False for wire APIs
+        whose clients read to the body's end."""
+        ...
+
     def body(self, data: dict[str, Any]) -> list[Chunk]:
         """Every chunk of a non-streaming response body."""
         ...

@@ -676,5 +676,10 @@ class GeminiDecoder:
             Finish(reason=last.reason, message=last.message, code=last.code, response=meta),
         ]
 
+    @property
+    def ended(self) -> bool:
+        """Never before the body's end: a Gemini stream has no terminal event."""
+        return False
+
     def body(self, data: dict[str, Any]) -> list[Chunk]:
         return self._mapper.feed(data) + self.finish()

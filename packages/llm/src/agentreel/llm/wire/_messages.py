@@ -216,6 +216,11 @@ class MessagesDecoder:
     def finish(self) -> list[Chunk]:
         return self._meta.onto(self._mapper.finish(self._label))
 
+    @property
+    def ended(self) -> bool:
+        """Never before the body's end: the SDKs read a Messages stream to its end."""
+        return False
+
     def body(self, data: dict[str, Any]) -> list[Chunk]:
         feed = self._feed
         message = {k: v for k, v in data.items() if k != "content"}

@@ -343,6 +343,7 @@ class ResponsesDecoder:
         self._meta = MetaWatch()
         self._item_ids: list[str] = []
         self.events = 0
+        self._ended = False
 
     def _watch(self, response: Any) -> None:
         self._meta.take(response, id="id", model="model", created="created_at")
@@ -353,6 +354,7 @@ class ResponsesDecoder:
         # ``data: [DONE]`` after the last event (OpenRouter's Responses API): the openai
         # SDK stops reading there, as it does for Chat Completions.
         if not event.data or event.data.startswith("[DONE]"):
+            self._ended = self._ended or event.data.startswith("[DONE]")
             return []
         self.events += 1
         data = json.loads(event.data)
@@ -476,6 +478,11 @@ class ResponsesDecoder:
             reason = "tool-calls" if self._calls else "stop"
             out.append(Finish(reason=reason))
         return out
+
+    @property
+    def ended(self) -> bool:
+        """``data: [DONE]`` arrived (OpenRouter's): the stream is over, completed or not."""
+        return self._ended
 
     def finish(self) -> list[Chunk]:
         from agentreel.llm.exceptions import StreamInterruptedError
