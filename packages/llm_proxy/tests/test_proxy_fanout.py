@@ -1,8 +1,9 @@
 """Headerless binding names the right session (SPEC 13), for a LangGraph-style fan-out
 through the proxy with the plain ``openai`` SDK and no identity headers: a supervisor with
-no tools whose reply holds its workers' tasks, the workers concurrently (each a
-conversation of its own whose first message is its task, as LangGraph's ``Send`` payloads
-are), then the supervisor again with their findings.
+no tools whose reply holds its workers' tasks, the workers as concurrent tasks started one
+after another in the reverse of the order named (each a conversation of its own whose
+first message is its task, as LangGraph's ``Send`` payloads are), then the supervisor again
+with their findings.
 
 The recording holds the tree as it happened (SPEC 13: the session whose reply a caller's
 first message comes from is its parent): the supervisor is the main session and each
@@ -83,9 +84,23 @@ async def _fan_out(
         )
         return reply.choices[0].message.content or ""
 
-    async def work(task: str, delay: float) -> str:
-        # The workers start in the reverse of the order the supervisor named them.
-        await asyncio.sleep(delay)
+    # The workers start in the reverse of the order the supervisor named them, each once
+    # the worker started before it is done (or failed): every run, not only when the
+    # machine keeps up. Sleeps 50 ms apart made that order likely only; under load the
+    # worker a test deletes came after both others, whose recorded requests were then all
+    # served, so the nearest recorded request its UnrecordedSessionError showed — of the
+    # requests left — was the supervisor's next one.
+    done = [asyncio.Event() for _ in tasks]
+
+    async def work(n: int, task: str) -> str:
+        if n + 1 < len(tasks):
+            await done[n + 1].wait()
+        try:
+            return await think(task)
+        finally:
+            done[n].set()
+
+    async def think(task: str) -> str:
         if not deliberate:
             return await ask(RESEARCHER, [{"role": "user", "content": task}])
         messages: list[Any] = [
@@ -114,9 +129,15 @@ async def _fan_out(
         question = [{"role": "user", "content": "Compare the fruit."}]
         plan = await ask(LEAD, question)
         assert plan.splitlines() == list(TASKS)
-        findings = await asyncio.gather(
-            *(work(task, 0.05 * (len(tasks) - n)) for n, task in enumerate(tasks))
+        # Every worker ends before the client closes (a failed one's error raised then):
+        # none is left mid-request on a closed client.
+        outcomes = await asyncio.gather(
+            *(work(n, task) for n, task in enumerate(tasks)), return_exceptions=True
         )
+        findings = [outcome for outcome in outcomes if isinstance(outcome, str)]
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
         return await ask(
             LEAD,
             [
