@@ -15,7 +15,14 @@ import openai
 import pytest
 
 from agentreel.llm.stub import StubServer
-from agentreel.llm_proxy import DUMMY_KEY, KEY_VARIABLES, start_proxy
+from agentreel.llm_proxy import (
+    DUMMY_KEY,
+    KEY_VARIABLES,
+    PARENT_HEADER,
+    SESSION_HEADER,
+    SPAWN_INDEX_HEADER,
+    start_proxy,
+)
 from agentreel.llm_replay import read_report
 from agentreel.session import RERECORD_COMMAND_ENV
 
@@ -236,3 +243,49 @@ def test_a_standalone_replay_names_the_proxys_own_record_command(
     assert expected in str(raised.value)  # the client's error names it
     assert expected in err.decode()  # and so does the proxy's own stderr
     assert "agentreel record " not in str(raised.value) + err.decode()
+
+
+@pytest.mark.parametrize("sent", ["parent only", "parent and spawn index"])
+def test_a_child_numbered_by_arrival_is_named_once_at_the_end_with_the_header_to_send(
+    sent: str, weather_stub: StubServer, tmp_path: Path, proxy_cli: ProxyCli
+) -> None:
+    """A child whose header names its parent but not its spawn index, with no delegating
+    call of the parent to number it by, is numbered by arrival: the record command still
+    succeeds, and its output ends by naming the child, its parent, the fixture and the
+    header to send — once. With the spawn index sent, no such line."""
+    fixture = tmp_path / "fixture"
+    process, port = proxy_cli(
+        ["record", "--upstream", weather_stub.base_url, "--fixture", str(fixture)]
+    )
+    child_headers = {SESSION_HEADER: "child-1", PARENT_HEADER: "parent-1"}
+    if sent == "parent and spawn index":
+        child_headers[SPAWN_INDEX_HEADER] = "0"
+    for headers in ({SESSION_HEADER: "parent-1"}, child_headers):
+        client = openai.OpenAI(
+            base_url=f"http://127.0.0.1:{port}/v1",
+            api_key="sk-cli-test-key-3",
+            max_retries=0,
+            default_headers=headers,
+        )
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hello"}])
+        client.close()
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=240)
+    text = err.decode()
+    assert process.returncode == 0, text
+    assert (fixture / "session.1.jsonl").is_file()
+    guesses = [line for line in text.splitlines() if "numbered by arrival" in line]
+    if sent == "parent and spawn index":
+        assert guesses == [], text
+        assert SPAWN_INDEX_HEADER not in text
+        return
+    (guess,) = guesses
+    assert guess.startswith(f"agentreel proxy: warning: record (fixture {fixture}): "), guess
+    assert "session.1.jsonl" in guess  # the child, as the fixture names it
+    assert "'child-1'" in guess
+    assert "parent 'parent-1'" in guess
+    assert "its parent (session.jsonl," in guess
+    assert f"the header {SPAWN_INDEX_HEADER}: N" in guess
+    assert "The recording is kept and replays as recorded" in guess
+    last = text.splitlines()[-1]
+    assert "the recording is written and valid (exit status 0)" in last, text

@@ -9,7 +9,9 @@ fixture that could not be written (the logs are kept, and said where), or no mod
 received (nothing is written, not even an empty fixture folder); replay: a replay
 error (unrecorded session, exhausted script, drift, a schedule divergence under
 ``--schedule recorded``) or recorded calls never made outside
-the partial lanes, with the report written all the same; 2 on usage errors.
+the partial lanes, with the report written all the same; 2 on usage errors. A record run
+that had to guess (a child numbered by arrival: ``Recorder.warnings``) still succeeds —
+the recording is valid — and ends by naming each guess and the header that fixes it.
 """
 
 from __future__ import annotations
@@ -292,6 +294,15 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     for error in errors:
         print(f"agentreel proxy: {error}", file=sys.stderr)
     failed = bool(errors)
+    for warning in proxy.warnings:
+        print(f"agentreel proxy: warning: {warning}", file=sys.stderr)
+    if proxy.warnings and not failed:
+        print(
+            f"agentreel proxy: recorded, with {len(proxy.warnings)} guess(es) named above: "
+            "the recording is written and valid (exit status 0), but not reproducible when "
+            "children start at the same time until each is fixed",
+            file=sys.stderr,
+        )
     if proxy.provider is not None:
         consumption = proxy.provider.consumption_report()
         if not consumption.ok:

@@ -8,17 +8,18 @@ its parent (explicit or native headers, or — without headers — the conversat
 handed on its first message: a pending tool call's argument, or for a caller with no
 identity a payload of the reply's text, ``agentreel.llm_replay.delegated_by``). A child's
 spawn index is the one its header gives, else the order in which its parent issued the
-delegation it was found by (numbered 0, 1, … at close; SPEC 4), else — logged — its arrival
-order. A conversation's lanes are it and, under it without a spawn index, its side calls
-(title, router, classifier; a headerless one goes with the conversation whose first user
-message it restates): which
-lane is which is decided from what each lane is — the one with more calls, then the one
-with tools, then a content key (``session_rank``) — when the recorder closes, never by
-arrival (SPEC 11). Until then each lane's log is flushed as it was opened (a killed proxy
-loses nothing); ``close`` rewrites the headers that the rule changes. Replay's served
-logs (``ServedLogs``) are written as the recorded scripts they were bound to. Upstream
-errors are recorded as a call ending in an ``error`` finish that carries the raw status,
-headers and body, so replay answers them the same way.
+delegation it was found by (numbered 0, 1, … at close; SPEC 4), else its arrival order: a
+guess, kept in ``Recorder.warnings`` for the record command to print at its end (the
+recording is valid, only not reproducible when children start at once). A conversation's
+lanes are it and, under it without a spawn index, its side calls (title, router,
+classifier; a headerless one goes with the conversation whose first user message it
+restates): which lane is which is decided from what each lane is — the one with more
+calls, then the one with tools, then a content key (``session_rank``) — when the recorder
+closes, never by arrival (SPEC 11). Until then each lane's log is flushed as it was
+opened (a killed proxy loses nothing); ``close`` rewrites the headers that the rule
+changes. Replay's served logs (``ServedLogs``) are written as the recorded scripts they
+were bound to. Upstream errors are recorded as a call ending in an ``error`` finish that
+carries the raw status, headers and body, so replay answers them the same way.
 Nothing written may hold a credential (``agentreel.session.SecretScan``, the one scan):
 each record as it is written is checked for the keys clients sent (``SecretInRecordingError``
 stops that call's recording at once), and at close each lane's whole log — every line, so
@@ -98,6 +99,7 @@ from agentreel.session import (
     epoch_ms,
     harvest_session_logs,
     now_ms,
+    order_sessions,
     recording_names,
     session_file_name,
     tokenize_cwd,
@@ -176,6 +178,10 @@ class Lane:
     """For a child found by its parent's delegation: that delegation's ordinal among the
     parent lane's. Closing numbers a parent's such children 0, 1, … in this order — the
     order the parent issued them (SPEC 4), whatever order they arrived in."""
+    by_arrival: str | None = None
+    """For a child whose header names its parent but not its spawn index, and whose
+    delegating call was not found: its caller as described (``Identity.describe``) — its
+    spawn index is its arrival order, a guess ``Recorder.warnings`` says at close."""
 
 
 def _texts_once(header: RequestHeaderData, written: set[str]) -> RequestHeaderData:
@@ -372,6 +378,12 @@ class Recorder:
         """The run's secret scan: the keys clients sent (``note_secrets``), auth headers and
         known key shapes less the allowed sha256 digests (``allow_secrets``)."""
         self.errors: list[str] = []
+        self.warnings: list[str] = []
+        """What the recorder had to guess, one sentence each naming the session, its
+        parent, the file and what to send instead (filled at ``close``): the recording is
+        kept — it is valid and replays — but recorded again it may come out otherwise. The
+        run's ``warnings`` carry them to whoever runs the recording, which prints them at
+        its end (``agentreel proxy record``, ``agentreel record``)."""
         self.verbatim: list[tuple[Lane, VerbatimCall]] = []
         """Each answered call's bytes as the upstream sent them (``_verbatim``), in order;
         also appended to ``wire.ndjson`` beside the logs as each call ends."""
@@ -537,6 +549,7 @@ class Recorder:
         kind: LaneKind = "session"
         parent_key: str | None = None
         ordinal: int | None = None
+        by_arrival: str | None = None
         anonymous = identity.session is None
         if first and identity.parent is not None:
             parent = self._main_lane(identity.parent)
@@ -551,13 +564,14 @@ class Recorder:
                 )
                 spawn_index = ordinal
                 if ordinal is None:
-                    logger.warning(
-                        "%s: no pending delegating tool call of parent %r has this child's "
-                        "first user message as its prompt, so its spawn index %d is its "
-                        "arrival order among the parent's children — children that start "
-                        "concurrently may swap session files between recordings; send "
-                        "%s to fix it",
-                        identity.describe(),
+                    # A guess: said once, at the end of the record command
+                    # (``warnings``, built at close with the final ids and files).
+                    by_arrival = identity.describe()
+                    logger.info(
+                        "%s: no pending delegating tool call of parent %r has one of this "
+                        "child's user messages as its prompt, so its spawn index %d is its "
+                        "arrival order (%s would give it)",
+                        by_arrival,
                         identity.parent,
                         self._next_child_index(parent),
                         SPAWN_INDEX_HEADER,
@@ -617,6 +631,7 @@ class Recorder:
             ordinal=ordinal,
             owner=owner,
             parent_lane=parent if kind != "side" else None,
+            by_arrival=by_arrival,
         )
 
     def _main_lane(self, key: str) -> Lane | None:
@@ -708,11 +723,47 @@ class Recorder:
         self._scan_logs()
         try:
             self._arrange()
+            self.warnings += self._arrival_warnings()
         finally:
             for lanes in self._lanes.values():
                 for lane in lanes:
                     if lane.refused:
                         lane.session.path.unlink(missing_ok=True)
+
+    def _arrival_warnings(self) -> list[str]:
+        """One sentence per kept child numbered by arrival (``Lane.by_arrival``), naming
+        it as the recording has it after ``_arrange`` — its file in session order, session
+        id, caller and spawn index, and its parent's — and the header that fixes it."""
+        kept = [lane for group in self._lanes.values() for lane in group if not lane.refused]
+        guessed = [lane for lane in kept if lane.by_arrival is not None]
+        if not guessed:
+            return []
+        files: dict[str, str] = {
+            lane.session.id: session_file_name(number)
+            for number, lane in enumerate(order_sessions(kept, lambda ln: ln.session.header))
+        }
+        by_id: dict[str, Lane] = {lane.session.id: lane for lane in kept}
+        warnings = []
+        for lane in guessed:
+            header = lane.session.header
+            if header.spawn_index is None and header.parent_session in by_id:
+                # Ranked a side lane of its own caller: the elected lane is the child.
+                header = by_id[header.parent_session].session.header
+            parent = header.parent_session
+            parent_file = f"{files[parent]}, " if parent in files else ""
+            warnings.append(
+                f"{files[header.id]} (recorded session {header.id}; the caller "
+                f"{lane.by_arrival}) is numbered by arrival: its spawn index "
+                f"{header.spawn_index} is the order it started in among the children of its "
+                f"parent ({parent_file}recorded session {parent}), because "
+                "no pending delegating tool call of that parent had one of its user "
+                "messages as its prompt. The recording is kept and replays as recorded, but "
+                "recorded again, children that start at the same time may arrive in another "
+                "order and swap session files (and goldens). To fix it, have the child send "
+                f"the header {SPAWN_INDEX_HEADER}: N with its requests (N: its ordinal "
+                "among its parent's children, 0, 1, …), then record again"
+            )
+        return warnings
 
     def _scan_logs(self) -> None:
         """The whole scan over each closed lane's log (known shapes, auth headers, the keys

@@ -122,6 +122,10 @@ class ProxyRun(RecordSide, ReplaySide):
         # whether and how far they ran is not part of what a harness compares.
         self._partial = PartialLanes(settings.partial_lanes)
         self.errors: list[str] = []
+        self.warnings: list[str] = []
+        """Record: what the recorder had to guess (``Recorder.warnings``), each naming the
+        run's scenario or fixture — filled at close, beside ``errors``. Not a failure: the
+        recording is kept; whoever ran it prints them at its end."""
         self._closed = False
         self._wire: asyncio.Future[ModuleType] | None = None
         # GET /v1/models answers: passed through and kept (record), or as recorded (replay).
@@ -232,6 +236,8 @@ class ProxyRun(RecordSide, ReplaySide):
         stage = "closing the recorded session logs"
         try:
             recorder.close()
+            where = self._recording_named()
+            self.warnings += [f"record ({where}): {warning}" for warning in recorder.warnings]
             self._scan_listings(recorder)
             if fixture is not None and not recorder.recorded_any and not recorder.errors:
                 # A record run nobody called: an empty fixture folder (and the earlier
@@ -263,6 +269,16 @@ class ProxyRun(RecordSide, ReplaySide):
         self.errors += recorder.errors
         if self._temp_root is not None:
             remove_tree(self._temp_root)
+
+    def _recording_named(self) -> str:
+        """The recording as its user knows it: the harness's scenario, else the fixture,
+        else the sessions root the logs are under."""
+        if self.settings.scenario is not None:
+            return f"scenario {self.settings.scenario}"
+        if self.settings.fixture is not None:
+            return f"fixture {self.settings.fixture}"
+        assert self.recorder is not None
+        return f"session logs under {self.recorder.sessions_root}"
 
     def _scan_listings(self, recorder: Recorder) -> None:
         """The recorded ``GET /v1/models`` answers through the run's secret scan: a hit is
