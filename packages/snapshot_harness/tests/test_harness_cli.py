@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import io
+import json
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -11,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from agentreel.llm import SPAWN_INDEX_HEADER
 from agentreel.snapshot_harness import _cli
 from agentreel.snapshot_harness._cli import main
 from agentreel.snapshot_harness._scenario import MODES
@@ -178,3 +181,52 @@ def test_every_commands_help_ends_with_an_example_of_it(command: str) -> None:
     examples = re.split(r"\n(?:examples?):\n", shown.stdout)
     assert len(examples) >= 2, shown.stdout
     assert f"  agentreel {command} " in "\n".join(examples[1:]), shown.stdout
+
+
+SDK_SCRIPT = Path(__file__).resolve().parents[3] / "fixtures" / "command-sdk-script"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sent", ["parent only", "parent and spawn index"])
+def test_a_child_numbered_by_arrival_is_named_at_the_end_of_agentreel_record(
+    sent: str, tmp_path: Path
+) -> None:
+    """`agentreel record` of a proxied scenario whose reviewer child names its parent by
+    header but not its spawn index (and the writer issued no delegating call): the scenario
+    is recorded (exit 0), and the output ends by naming the child, its parent, the scenario
+    and the header to send, once. Sending the spawn index: no such line."""
+    directory = tmp_path / "fixtures" / "reviewed"
+    directory.mkdir(parents=True)
+    shutil.copy2(SDK_SCRIPT / "stub-rules.toml", directory)
+    script = (SDK_SCRIPT / "script.py").read_text()
+    spawn_index = '                "x-agentreel-spawn-index": "0",\n'
+    assert spawn_index in script
+    if sent == "parent only":
+        script = script.replace(spawn_index, "")
+    (directory / "script.py").write_text(script)
+    (directory / "scenario.toml").write_text(
+        'protocol = "command"\nagent = ["{python}", "./script.py", "{prompt}"]\n'
+        'timeout = 240\n[[steps]]\ntype = "prompt"\ntext = "How do I brew tea?"\n'
+        '[model]\nvia = "proxy"\napi = "openai"\nenv = { EXAMPLE_MODEL = "stub-model" }\n'
+    )
+    done = agentreel("record", "reviewed", "--fixtures", str(directory.parent))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (directory / "session.1.jsonl").is_file()
+    lines = done.stdout.splitlines()
+    guesses = [line for line in lines if "numbered by arrival" in line]
+    if sent == "parent and spawn index":
+        assert guesses == [], done.stdout
+        assert SPAWN_INDEX_HEADER not in done.stdout + done.stderr
+        assert lines[-1].startswith("1 recorded, 0 failed in ")
+        return
+    (guess,) = guesses
+    assert guess.startswith("- record (scenario reviewed): session.1.jsonl "), guess
+    assert "x-agentreel-session-id" in guess  # the child's caller, as its header named it
+    parent = json.loads((directory / "session.jsonl").read_text().splitlines()[0])["id"]
+    assert f"its parent (session.jsonl, recorded session {parent})" in guess
+    assert f"the header {SPAWN_INDEX_HEADER}: N" in guess
+    assert "=== reviewed: recorded with 1 guess(es) ===" in done.stdout
+    assert "The recording was written and is valid" in done.stdout
+    assert lines[-1].startswith("1 recorded, 0 failed in "), lines[-1]
+    assert lines[-1].endswith("; 1 recorded with a guess (named above)"), lines[-1]
+    assert "numbered by arrival" not in done.stderr  # said once, in the output's end

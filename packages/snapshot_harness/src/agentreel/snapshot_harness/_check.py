@@ -68,6 +68,14 @@ class Outcome:
     written: list[str] = field(default_factory=list)
     result: RunResult | None = None
 
+    @property
+    def warnings(self) -> list[str]:
+        """What the recording had to guess (record through the proxy: a child numbered by
+        arrival), each saying what to do; the scenario was written all the same."""
+        if self.mode != "record" or self.result is None:
+            return []
+        return self.result.proxy_warnings
+
 
 def check_scenario(
     scenario: Scenario | Path | str,

@@ -7,8 +7,10 @@ first word to their module. ``agentreel --help`` (or no arguments) lists every c
 one line each — the modes, each module of ``_COMMANDS`` (its ``SUMMARY``) and ``proxy`` —
 and every command's own ``--help`` ends with examples.
 
-One progress line per scenario (status, name, sessions, time), the failures in full, then
-a summary. Exit status 0 when every scenario passed, 1 when any failed, 2 on usage errors.
+One progress line per scenario (status, name, sessions, time), the failures in full, what
+a recording had to guess (a child numbered by arrival: written all the same, with what to
+do), then a summary. Exit status 0 when every scenario passed (a recording with a guess
+passed), 1 when any failed, 2 on usage errors.
 """
 
 from __future__ import annotations
@@ -254,32 +256,54 @@ def _dispatch(argv: list[str], out: TextIO) -> int:
 
     started = time.monotonic()
     failures: list[tuple[str, str]] = []
+    guessed: list[tuple[str, list[str]]] = []
     done = 0
     width = max(len(d.name) for d in directories)
     try:
         for directory in directories:
-            failure = _run_one(directory, mode, args, width, out)
+            failure = _run_one(directory, mode, args, width, out, guessed)
             done += 1
             if failure is not None:
                 failures.append((directory.name, failure))
     finally:
-        # Always the failures in full and the summary line, even when interrupted.
+        # Always the failures in full, the guesses and the summary line, even when
+        # interrupted: what to act on, once, at the end.
         for name, message in failures:
             print(f"\n=== {name} ===\n{message}", file=out)
+        for name, warnings in guessed:
+            print(_guesses_message(name, warnings), file=out)
         total = time.monotonic() - started
         passed = done - len(failures)
         verb = {"replay": "passed", "record": "recorded", "refresh": "refreshed"}[mode]
         summary = f"{passed} {verb}, {len(failures)} failed in {total:.2f}s ({mode})"
+        if guessed:
+            summary += f"; {len(guessed)} recorded with a guess (named above)"
         if done < len(directories):
             summary += f"; interrupted, {len(directories) - done} not run"
         print(f"\n{summary}", file=out, flush=True)
     return 1 if failures else 0
 
 
+def _guesses_message(name: str, warnings: list[str]) -> str:
+    """What a scenario recorded with a guess gets at the end of the output: that it was
+    written, and each guess with what to do."""
+    return (
+        f"\n=== {name}: recorded with {len(warnings)} guess(es) ===\n"
+        "The recording was written and is valid (it replays), but recording it again may "
+        "not give the same files:\n" + "\n".join(f"- {warning}" for warning in warnings)
+    )
+
+
 def _run_one(
-    directory: Path, mode: Mode, args: argparse.Namespace, width: int, out: TextIO
+    directory: Path,
+    mode: Mode,
+    args: argparse.Namespace,
+    width: int,
+    out: TextIO,
+    guessed: list[tuple[str, list[str]]],
 ) -> str | None:
     """Check one scenario and print its progress line; the failure message, if it failed.
+    A recording made with a guess (``Outcome.warnings``) is added to ``guessed``.
 
     A scenario's failure never stops the run: a ``HarnessError`` is reported as it says;
     anything else is a bug in agentreel or the agent command, reported with its traceback.
@@ -315,6 +339,8 @@ def _run_one(
     if outcome.written:
         # record and refresh say what they changed, so the user knows what to review.
         print(f"      wrote {', '.join(outcome.written)}", file=out, flush=True)
+    if outcome.warnings:
+        guessed.append((name, outcome.warnings))
     return None
 
 

@@ -28,7 +28,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -49,11 +49,14 @@ PROXY_LOG_FILE = "proxy.log"
 
 @dataclass(frozen=True, slots=True)
 class ProxiedRun:
-    """What a proxied run hands the runner: the agent's environment and the logs' root."""
+    """What a proxied run hands the runner: the agent's environment and the logs' root;
+    once the block has ended, ``warnings``: what the recording proxy had to guess (its
+    run's ``warnings``, each naming the scenario and what to do) — not a failure."""
 
     env: dict[str, str]
     sessions_root: Path
     base_url: str
+    warnings: list[str] = field(default_factory=list)
 
 
 class WorkerProxy:
@@ -254,7 +257,9 @@ def proxy_backend(
             target = home / file.path
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(model.render(file.text, values), encoding="utf-8")
-        yield ProxiedRun(env=env, sessions_root=logs_root, base_url=proxy.base_url)
+        proxied = ProxiedRun(env=env, sessions_root=logs_root, base_url=proxy.base_url)
+        yield proxied
+    proxied.warnings.extend(proxy.warnings)  # the run is closed: its warnings are final
     if mode == "record" and proxy.errors:
         # The proxy refused to write part of the recording (a live key in it) or could not
         # keep it: harvesting what is left would commit a recording that lacks a session.

@@ -34,7 +34,9 @@ class RunResult:
     ``fork_fallback`` why a scenario asking for the fork server was spawned instead;
     ``proxy_files`` is what a record run through the proxy kept beside its logs for the
     fixture (``wire.ndjson``, the answers replay serves byte for byte, and ``models.json``;
-    name → bytes, the cwd already ``{{cwd}}``; empty otherwise).
+    name → bytes, the cwd already ``{{cwd}}``; empty otherwise); ``proxy_warnings`` what
+    the recording proxy had to guess (a child numbered by arrival), each a sentence naming
+    the scenario, the session and what to send — the recording stands, the CLI prints them.
     """
 
     scenario: Scenario
@@ -52,6 +54,7 @@ class RunResult:
     started_by: StartMethod = "spawn"
     fork_fallback: str | None = None
     proxy_files: dict[str, bytes] = field(default_factory=dict)
+    proxy_warnings: list[str] = field(default_factory=list)
 
     def stderr_tail(self, lines: int = STDERR_TAIL_LINES) -> str:
         return tail(self.stderr, lines)

@@ -245,6 +245,7 @@ def _run_in(
     env = envvars.base_environment(run_dir)
     env.update(AgentEnvironment(sessions_root=str(sessions_root)).to_environ())
     logs_root = sessions_root
+    proxy_warnings: list[str] = []
     with contextlib.ExitStack() as stack:
         if scenario.model.proxied:
             # The proxy's logs are the run's: whatever the agent writes itself is not.
@@ -267,6 +268,7 @@ def _run_in(
                 raise replay_error_failure(scenario, error) from None
             env.update(proxied.env)
             logs_root = proxied.sessions_root
+            proxy_warnings = proxied.warnings  # filled when the proxy's run closes
         elif mode == "record":
             env.update(stack.enter_context(record_backend(record or scenario.record)))
         else:
@@ -322,6 +324,7 @@ def _run_in(
         started_by=driven.started_by,
         fork_fallback=driven.fork_fallback,
         proxy_files=proxy_files,
+        proxy_warnings=list(proxy_warnings),
     )
 
 
