@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from agentreel.llm_proxy import DUMMY_KEY
+from agentreel.session import RERECORD_COMMAND_ENV
 from agentreel.snapshot_harness import (
     GoldenMismatchError,
     RecordError,
@@ -142,7 +143,11 @@ def test_an_agent_serving_past_eof_needs_shutdown_sigterm(tmp_path: Path) -> Non
     assert check_scenario(load_scenario(directory), "replay").sessions == 1
 
 
-def test_a_drifted_system_prompt_fails_with_the_readable_masked_diff(tmp_path: Path) -> None:
+def test_a_drifted_system_prompt_fails_with_the_readable_masked_diff(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The re-record hint as nox sets it, so the test holds however pytest is run.
+    monkeypatch.setenv(RERECORD_COMMAND_ENV, "nox -s record -- {scenario}")
     directory = _scenario(tmp_path)
     check_scenario(load_scenario(directory), "record")
     toml = directory / "scenario.toml"
