@@ -13,7 +13,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,10 @@ match.last_user = "hello"
 text = "Hello! How can I help?"
 """
 
+
+UpstreamHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+UpstreamAnswer = list[bytes] | dict[str, Any] | UpstreamHandler
+"""What ``scripted_upstream`` answers a path with: SSE frames, a JSON body, or a handler."""
 
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
 LOOPBACK = "127.0.0.1,localhost"
@@ -86,12 +90,16 @@ def weather_stub() -> Iterator[StubServer]:
 async def scripted_upstream() -> AsyncIterator[Callable[..., Any]]:
     """Start a hand-written upstream on 127.0.0.1 that answers each ``POST <path>`` with
     the given SSE frames (a list of bytes) or JSON body (a dict) — what a real provider
-    sends, unlike the stub; returns ``(base_url, stop)``. Stopped at teardown too."""
+    sends, unlike the stub — or, for an upstream that must misbehave in time (hold its
+    body's end, break the connection), with an aiohttp handler; returns
+    ``(base_url, stop)``. Stopped at teardown too."""
     runners: list[web.AppRunner] = []
 
-    async def start(answers: dict[str, list[bytes] | dict[str, Any]]) -> tuple[str, Any]:
+    async def start(answers: dict[str, UpstreamAnswer]) -> tuple[str, Any]:
         async def answer(request: web.Request) -> web.StreamResponse:
             script = answers[request.path]
+            if callable(script):
+                return await script(request)
             if isinstance(script, dict):
                 return web.json_response(script)
             response = web.StreamResponse(headers={"content-type": "text/event-stream"})

@@ -189,7 +189,9 @@ def _chat_frames(text: str) -> list[bytes]:
 
 
 @pytest.mark.asyncio
-async def test_a_stream_ended_by_done_is_chained_before_its_body_ends(fixture_dir: Path) -> None:
+async def test_a_stream_ended_by_done_is_chained_before_its_body_ends(
+    fixture_dir: Path, scripted_upstream: Callable[..., Any]
+) -> None:
     """The openai SDK is done with a stream at ``data: [DONE]``: it waits at most 0.1 s for
     the body's end, then sends its next request. An upstream whose body ends later (a
     loaded stub thread, a slow network) must not make that next request a conversation of
@@ -218,23 +220,14 @@ async def test_a_stream_ended_by_done_is_chained_before_its_body_ends(fixture_di
         await response.write_eof()
         return response
 
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", answer)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    upstream = f"http://127.0.0.1:{runner.addresses[0][1]}"
-    try:
-        async with start_proxy("record", upstream=upstream, fixture=fixture_dir) as proxy:
-            ask, client = _asker("openai", proxy.base_url)
-            try:
-                first = await ask([{"role": "user", "content": "ready?"}])
-                second = await ask(_second_turn(first, TASKS[0]))
-            finally:
-                await client.close()
-    finally:
-        await runner.cleanup()
+    upstream, _ = await scripted_upstream({"/v1/chat/completions": answer})  # stopped at teardown
+    async with start_proxy("record", upstream=upstream, fixture=fixture_dir) as proxy:
+        ask, client = _asker("openai", proxy.base_url)
+        try:
+            first = await ask([{"role": "user", "content": "ready?"}])
+            second = await ask(_second_turn(first, TASKS[0]))
+        finally:
+            await client.close()
     assert [first, second] == replies
     assert held_until_next == [True]  # the second request came while the first body was open
     assert recording_names(fixture_dir) == ["session.jsonl"]
@@ -245,7 +238,7 @@ async def test_a_stream_ended_by_done_is_chained_before_its_body_ends(fixture_di
 
 @pytest.mark.asyncio
 async def test_a_body_broken_after_done_is_kept_as_a_complete_call(
-    fixture_dir: Path, tmp_path: Path
+    fixture_dir: Path, tmp_path: Path, scripted_upstream: Callable[..., Any]
 ) -> None:
     """The upstream's connection breaks after ``data: [DONE]`` (no end of the chunked
     body): the call finished at ``[DONE]``, so its answer is kept whole (``wire.ndjson``
@@ -259,22 +252,14 @@ async def test_a_body_broken_after_done_is_kept_as_a_complete_call(
         request.transport.close()
         return response
 
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", answer)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    upstream = f"http://127.0.0.1:{runner.addresses[0][1]}"
-    try:
-        async with start_proxy("record", upstream=upstream, fixture=fixture_dir) as proxy:
-            ask, client = _asker("openai", proxy.base_url)
-            try:
-                recorded = await ask([{"role": "user", "content": "ready?"}])
-            finally:
-                await client.close()
-    finally:
-        await runner.cleanup()
+    upstream, stop = await scripted_upstream({"/v1/chat/completions": answer})
+    async with start_proxy("record", upstream=upstream, fixture=fixture_dir) as proxy:
+        ask, client = _asker("openai", proxy.base_url)
+        try:
+            recorded = await ask([{"role": "user", "content": "ready?"}])
+        finally:
+            await client.close()
+    await stop()  # replay below runs with nothing listening upstream
     assert recorded == "Ready. What is the task?"
     log = load_session_log(fixture_dir / "session.jsonl")
     assert [e.data.reason for e in log.events if isinstance(e, TurnEnd)] == ["completed"]
