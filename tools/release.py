@@ -21,6 +21,7 @@ import it into nox's own interpreter.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import tarfile
@@ -226,6 +227,7 @@ def check_sources(root: Path = ROOT) -> list[str]:
         if (member.directory / "README.md").is_file():
             problems.extend(_check_index_links(member.directory / "README.md", root))
     problems.extend(check_scenario_mentions(root))
+    problems.extend(check_spec_citations(root))
     return problems
 
 
@@ -372,6 +374,107 @@ def check_scenario_mentions(root: Path = ROOT) -> list[str]:
                 f"{SCENARIO_TABLE}: the table lists {name!r}, which is no folder with a "
                 "scenario.toml under fixtures/; remove the row"
             )
+    return problems
+
+
+SPEC_DOCUMENT = "docs/spec.md"
+"""The behaviour contract; "SPEC n" in code and docs cites its section n."""
+# "## 11. llm_proxy ..." is section 11; "### 11.2 ..." would be section 11.2.
+_SPEC_HEADING = re.compile(r"^#{2,4}\s+(\d+(?:\.\d+)*)\.?\s", re.MULTILINE)
+_SECTION_LIST = r"(\d+(?:\.\d+)*(?:(?:\s*,\s*|\s+and\s+)\d+(?:\.\d+)*)*)"
+# "SPEC 13", "SPEC section 4", "SPEC sections 4, 5", "SPEC 11 and 13", "(SPEC\n11)",
+# "SPEC 9's"; also "spec.md section 9". What follows a list ("SPEC 11, issue 18",
+# "SPEC 11, identity rule 4") is no section.
+_SPEC_CITATION = re.compile(
+    r"(?:\bSPEC|\bspec\.md)(?:'s)?[\s#]+(?:sections?\s+|§\s*)?" + _SECTION_LIST
+)
+# The table of docs/architecture.md under a "(SPEC section)" header: "(3, 11)" in a row's
+# first cell names sections too.
+_ARCHITECTURE = "docs/architecture.md"
+_SECTION_GROUP = re.compile(r"\((\d+(?:\.\d+)?(?:, \d+(?:\.\d+)?)*)\)")
+_CITING_SUFFIXES = {".py", ".md", ".toml", ".txt", ".cfg", ".ini", ".yml", ".yaml", ".sh"}
+_SKIPPED_FOLDERS = {"node_modules", "dist", "build", "__pycache__", "site-packages"}
+
+
+def spec_sections(root: Path = ROOT) -> set[str]:
+    """The section numbers ``docs/spec.md`` has (``"11"``, ``"11.2"``); empty without it."""
+    path = root / SPEC_DOCUMENT
+    if not path.is_file():
+        return set()
+    return set(_SPEC_HEADING.findall(path.read_text(encoding="utf-8")))
+
+
+def _citing_files(root: Path) -> Iterator[Path]:
+    """Every text file that may cite the contract: sources, docs, configuration — not
+    hidden folders (``.git``, ``.nox``, virtual environments) nor built or vendored ones."""
+    for folder, subfolders, files in os.walk(root):
+        subfolders[:] = sorted(
+            d for d in subfolders if not d.startswith(".") and d not in _SKIPPED_FOLDERS
+        )
+        for name in sorted(files):
+            if Path(name).suffix in _CITING_SUFFIXES:
+                yield Path(folder) / name
+
+
+def spec_citations(root: Path = ROOT) -> Iterator[tuple[Path, int, str]]:
+    """``(file, line, section)`` for every citation of the contract under ``root``."""
+    for path in _citing_files(root):
+        if path == root / SPEC_DOCUMENT:
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        for match in _SPEC_CITATION.finditer(text):
+            line = text.count("\n", 0, match.start()) + 1
+            for section in re.split(r"\s*,\s*|\s+and\s+", match.group(1)):
+                yield path, line, section
+        if path == root / _ARCHITECTURE:
+            yield from _architecture_citations(path, text)
+
+
+def _architecture_citations(path: Path, text: str) -> Iterator[tuple[Path, int, str]]:
+    in_table = False
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.startswith("|"):
+            in_table = False
+            continue
+        if "(SPEC section)" in line:
+            in_table = True
+            continue
+        if in_table:
+            first_cell = line.split("|")[1]
+            for group in _SECTION_GROUP.findall(first_cell):
+                for section in group.split(", "):
+                    yield path, number, section
+
+
+def check_spec_citations(root: Path = ROOT) -> list[str]:
+    """Every citation of a section ``docs/spec.md`` does not have, named by file and line.
+
+    A citation is "SPEC n" (also "SPEC section n", "SPEC sections n, m", "SPEC n and m",
+    "SPEC n.m" for a sub-section headed ``### n.m``) or "spec.md section n" in any source,
+    doc or configuration file, and a section list "(n, m)" in the first cell of
+    ``docs/architecture.md``'s table of rules. Without ``docs/spec.md`` every citation is
+    a problem."""
+    sections = spec_sections(root)
+    problems: list[str] = []
+    for path, line, section in spec_citations(root):
+        if section in sections:
+            continue
+        where = f"{path.relative_to(root)}:{line}"
+        if not sections:
+            problems.append(
+                f"{where}: cites SPEC {section}, but there is no {SPEC_DOCUMENT}; the contract "
+                "the code cites must be in the repository"
+            )
+            continue
+        known = ", ".join(sorted(sections, key=lambda s: [int(p) for p in s.split(".")]))
+        problems.append(
+            f"{where}: cites SPEC {section}, but {SPEC_DOCUMENT} has no section {section} "
+            f"(it has {known}); cite the section that holds the rule, or add it to "
+            f"{SPEC_DOCUMENT}"
+        )
     return problems
 
 

@@ -15,7 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from tools.release import sibling_closure
+from tools.release import (
+    check_spec_citations,
+    sibling_closure,
+    spec_citations,
+    spec_sections,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -411,3 +416,97 @@ def test_sibling_closure_follows_dependencies_and_the_extras_asked_for(workspace
         "agentreel-core",
         "agentreel-plugin",
     }
+
+
+SPEC_TEXT = """\
+# the contract
+
+## 0. What it is
+
+## 4. session
+
+## 11. proxy
+
+### 11.1 identity
+
+## 13. timing
+"""
+
+
+def write_spec_and_citations(workspace: Path, citing: str) -> None:
+    (workspace / "docs").mkdir(exist_ok=True)
+    (workspace / "docs" / "spec.md").write_text(SPEC_TEXT)
+    module = workspace / "packages" / "core" / "src" / "agentreel" / "core" / "_x.py"
+    module.write_text(citing)
+
+
+# Built, not written out: this file is itself checked as a citing file by the test below
+# that runs the check on the repository.
+MISSING = "SPEC " + "21"
+
+
+@pytest.mark.parametrize(
+    ("citing", "line", "section"),
+    [
+        (f'"""The rule.\n\nHeld since ({MISSING})."""\n', 3, "21"),
+        (f"# two rules (SPEC sections 4, {MISSING[5:]})\n", 1, "21"),
+        (f"# two rules (SPEC 13 and {MISSING[5:]})\n", 1, "21"),
+        (f'"""A rule cited over a line break (SPEC\n{MISSING[5:]})."""\n', 1, "21"),
+        ("# a sub-section (SPEC 11." + "2)\n", 1, "11.2"),
+        ("# " + "spec.md section " + "5\n", 1, "5"),
+    ],
+)
+def test_a_citation_of_a_section_the_spec_lacks_is_named(
+    workspace: Path, citing: str, line: int, section: str
+) -> None:
+    write_spec_and_citations(workspace, citing)
+    result = run("check", root=workspace)
+    assert result.returncode == 1, result.stderr
+    where = f"packages/core/src/agentreel/core/_x.py:{line}: "
+    assert f"{where}cites SPEC {section}, but docs/spec.md has no section {section}" in (
+        result.stderr
+    )
+    assert "(it has 0, 4, 11, 11.1, 13)" in result.stderr
+
+
+def test_citations_of_sections_the_spec_has_pass(workspace: Path) -> None:
+    write_spec_and_citations(
+        workspace,
+        '"""Bound by lineage (SPEC 4), lanes (SPEC section 11, identity rule 9), the '
+        "schedule\n(SPEC 11 and 13; SPEC 11, issue 18; SPEC 11"
+        ".1; SPEC 13's holds; "
+        'spec.md section 0)."""\n',
+    )
+    result = run("check", root=workspace)
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_citation_without_the_spec_in_the_repository_is_named(workspace: Path) -> None:
+    write_spec_and_citations(workspace, "# bound by lineage (SPEC 4)\n")
+    (workspace / "docs" / "spec.md").unlink()
+    result = run("check", root=workspace)
+    assert result.returncode == 1
+    assert "_x.py:1: cites SPEC 4, but there is no docs/spec.md" in result.stderr
+
+
+def test_the_architecture_table_cites_sections_in_its_first_cells(workspace: Path) -> None:
+    write_spec_and_citations(workspace, "")
+    (workspace / "docs" / "architecture.md").write_text(
+        "| rule (SPEC section) | module |\n| --- | --- |\n"
+        "| binding (4, 11) | `_binding` (1,000 calls) |\n"
+        f"| schedule (13, {MISSING[5:]}) | `_schedule` (7) |\n\n| other | (9) |\n"
+    )
+    result = run("check", root=workspace)
+    assert result.returncode == 1
+    problems = [line for line in result.stderr.splitlines() if "cites SPEC" in line]
+    assert problems == [
+        f"docs/architecture.md:4: cites {MISSING}, but docs/spec.md has no section 21 (it has "
+        "0, 4, 11, 11.1, 13); cite the section that holds the rule, or add it to docs/spec.md"
+    ]
+
+
+def test_every_citation_in_this_repository_names_a_section_of_its_spec() -> None:
+    citations = list(spec_citations(REPO))
+    assert len({path for path, _, _ in citations}) > 30
+    assert {section for _, _, section in citations} <= spec_sections(REPO)
+    assert check_spec_citations(REPO) == []

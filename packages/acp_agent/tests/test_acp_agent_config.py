@@ -190,8 +190,10 @@ def test_workspace_confines_paths(tmp_path: Path) -> None:
 
 def test_the_entry_point_imports_nothing_before_stdout_is_secured() -> None:
     """``python -m agentreel.acp_agent`` reaches ``main`` with only the configuration
-    loaded: the ACP SDK, the loop, llm/session and any provider SDK come after ``main`` has
-    taken stdout, so nothing they print at import can reach the protocol stream."""
+    loaded (and ``agentreel.brand``, where its errors' base ``AgentreelError`` lives: no
+    dependencies, nothing printed): the ACP SDK, the loop, llm/session and any provider SDK
+    come after ``main`` has taken stdout, so nothing they print at import can reach the
+    protocol stream."""
     probe = (
         "import json, sys\n"
         "import agentreel.acp_agent.__main__\n"
@@ -214,4 +216,7 @@ def test_the_entry_point_imports_nothing_before_stdout_is_secured() -> None:
         "agentreel.acp_agent._config",
         "agentreel.acp_agent._main",
         "agentreel.acp_agent.exceptions",
+        "agentreel.brand",
+        "agentreel.brand._ids",
+        "agentreel.brand.exceptions",
     ]

@@ -20,11 +20,11 @@ from agentreel.snapshot_harness import (
     AgentCrashError,
     AgentOutputError,
     AgentTimeoutError,
-    FixtureError,
     FixtureInventoryError,
     GoldenMismatchError,
     RecordError,
     ReplayConsumptionError,
+    ScenarioFilesError,
     SecretLeakError,
     StepError,
     check_scenario,
@@ -296,7 +296,7 @@ def test_a_corrupt_recording_fails_naming_file_and_line(
     lines = recording.read_text().splitlines(keepends=True)
     lines[2] = '{"type": "turn/start", "seq": oops}\n'
     recording.write_text("".join(lines))
-    with pytest.raises(FixtureError) as caught:
+    with pytest.raises(ScenarioFilesError) as caught:
         check_scenario(directory, "replay")
     assert f"{recording}:3" in str(caught.value)
     assert rerecord_command("echo-turn") in str(caught.value)
@@ -309,7 +309,7 @@ def test_a_truncated_recording_fails_naming_the_file(
     directory = recorded_echo_turn
     recording = directory / "session.jsonl"
     recording.write_bytes(recording.read_bytes()[:-25])
-    with pytest.raises(FixtureError) as caught:
+    with pytest.raises(ScenarioFilesError) as caught:
         check_scenario(directory, "replay")
     assert str(recording) in str(caught.value)
     assert rerecord_command("echo-turn") in str(caught.value)

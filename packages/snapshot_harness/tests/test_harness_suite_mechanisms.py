@@ -22,7 +22,6 @@ import pytest
 from agentreel.session import RequestHeader, rerecord_command
 from agentreel.snapshot_harness import (
     AgentTimeoutError,
-    FixtureError,
     GoldenMismatchError,
     HarnessError,
     Initialize,
@@ -32,6 +31,7 @@ from agentreel.snapshot_harness import (
     PromptAndCancel,
     ReplayConsumptionError,
     Scenario,
+    ScenarioFilesError,
     check_scenario,
     load_scenario,
 )
@@ -177,7 +177,7 @@ def test_cancel_needs_its_hang_override(tmp_path: Path) -> None:
     copy = tmp_path / scenario.name
     shutil.copytree(scenario.directory, copy)
     (copy / "replay.override.json").unlink()
-    with pytest.raises(FixtureError) as caught:
+    with pytest.raises(ScenarioFilesError) as caught:
         check_scenario(copy, "replay")
     message = str(caught.value)
     assert "session.jsonl call 1 ended aborted when recorded" in message
@@ -194,7 +194,7 @@ def test_a_hang_override_elsewhere_does_not_stand_in_for_the_cancelled_call(
     (copy / "replay.override.json").write_text(
         '{"overrides": [{"action": "hang", "session": 0, "call": 2, "chunks": 1}]}'
     )
-    with pytest.raises(FixtureError, match=r"session\.jsonl call 1 ended aborted"):
+    with pytest.raises(ScenarioFilesError, match=r"session\.jsonl call 1 ended aborted"):
         check_scenario(copy, "replay")
 
 

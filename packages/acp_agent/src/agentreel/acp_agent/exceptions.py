@@ -2,22 +2,26 @@
 
 Hierarchy::
 
-    AcpAgentError                 base of everything this package raises
-    ├── ConfigError               a flag or AGENTREEL_* variable is missing or malformed
-    ├── ClientDisconnectedError   the editor's connection closed while a turn was running
-    │                             (the turn ends ``interrupted``)
-    └── ToolError                 a tool call cannot be carried out (the model sees it
-        │                         as an ``is_error`` tool result, the agent never crashes)
-        └── PathEscapeError       a tool path leaves the session cwd (``..``, absolute
-                                  path elsewhere, or a symlink pointing outside)
+    AgentreelError (agentreel.brand)  base of every agentreel error
+    └── AcpAgentError                 base of everything this package raises
+        ├── ConfigError               a flag or AGENTREEL_* variable is missing or malformed
+        ├── ClientDisconnectedError   the editor's connection closed while a turn was running
+        │                             (the turn ends ``interrupted``)
+        └── ToolError                 a tool call cannot be carried out (the model sees it
+            │                         as an ``is_error`` tool result, the agent never crashes)
+            └── PathEscapeError       a tool path leaves the session cwd (``..``, absolute
+                                      path elsewhere, or a symlink pointing outside)
 
 This module imports nothing from the rest of the package.
 """
 
 from __future__ import annotations
 
+from agentreel.brand.exceptions import AgentreelError
+
 __all__ = [
     "AcpAgentError",
+    "AgentreelError",
     "ClientDisconnectedError",
     "ConfigError",
     "PathEscapeError",
@@ -25,7 +29,7 @@ __all__ = [
 ]
 
 
-class AcpAgentError(Exception):
+class AcpAgentError(AgentreelError):
     """Base class of every error raised by ``agentreel.acp_agent``."""
 
 

@@ -7,9 +7,10 @@ from agentreel.brand._ids import (
     new_session_id,
     parse_session_id,
 )
-from agentreel.brand.exceptions import InvalidIdError
+from agentreel.brand.exceptions import AgentreelError, InvalidIdError
 
 __all__ = [
+    "AgentreelError",
     "InvalidIdError",
     "RequestId",
     "SessionId",

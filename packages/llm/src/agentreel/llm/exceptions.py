@@ -2,27 +2,34 @@
 
 Hierarchy::
 
-    AgentreelLlmError                  base of everything this package raises
-    ├── LlmError(code, status, msg)    a model call failed (what providers raise)
-    │   ├── AuthenticationError        401/403: the key is missing or wrong
-    │   ├── BadRequestError            400/404/422: the request itself is wrong
-    │   ├── RateLimitError             429 after the retry budget was spent
-    │   ├── ServerError                5xx after the retry budget was spent
-    │   ├── ProviderTimeoutError       no answer within the configured time
-    │   └── StreamInterruptedError     the stream ended before its finish event
-    ├── ChunkDecodeError               a chunk line is not valid chunk JSON
-    ├── StreamContractError            a chunk stream breaks the stream contract
-    ├── ProviderNotFoundError          no provider registered under that name
-    ├── AgentEnvironmentError          the AGENTREEL_* environment cannot be read
-    └── StubRulesError                 a stub model server rules file is invalid
+    AgentreelError (agentreel.brand)  base of every agentreel error
+    └── AgentreelLlmError                  base of everything this package raises
+        ├── LlmError(code, status, msg)    a model call failed (what providers raise)
+        │   ├── AuthenticationError        401/403: the key is missing or wrong
+        │   ├── BadRequestError            400/404/422: the request itself is wrong
+        │   ├── RateLimitError             429 after the retry budget was spent
+        │   ├── ServerError                5xx after the retry budget was spent
+        │   ├── ProviderTimeoutError       no answer within the configured time
+        │   └── StreamInterruptedError     the stream ended before its finish event
+        ├── ChunkDecodeError               a chunk line is not valid chunk JSON
+        ├── StreamContractError            a chunk stream breaks the stream contract
+        ├── ProviderNotFoundError          no provider registered under that name
+        ├── AgentEnvironmentError          the AGENTREEL_* environment cannot be read
+        ├── StubRulesError                 a stub model server rules file is invalid
+        └── UpstreamStreamError            an upstream sent an error event inside a stream
+                                           (defined and exported by ``agentreel.llm.wire``,
+                                           whose decoders raise it)
 
 This module imports nothing from the rest of the package so any layer may import it.
 """
 
 from __future__ import annotations
 
+from agentreel.brand.exceptions import AgentreelError
+
 __all__ = [
     "AgentEnvironmentError",
+    "AgentreelError",
     "AgentreelLlmError",
     "AuthenticationError",
     "BadRequestError",
@@ -38,7 +45,7 @@ __all__ = [
 ]
 
 
-class AgentreelLlmError(Exception):
+class AgentreelLlmError(AgentreelError):
     """Base class of every error raised by ``agentreel.llm``."""
 
 

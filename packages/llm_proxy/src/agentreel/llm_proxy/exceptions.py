@@ -2,11 +2,12 @@
 
 Hierarchy::
 
-    ProxyError                      base of everything the proxy raises
-    ├── ProxyConfigError            bad settings (mode, upstream, fixture, masks, port)
-    ├── RequestError                an HTTP request the proxy cannot serve (answered as an
-    │                               HTTP error in the request's own API format; carries status)
-    └── SecretInRecordingError      record mode refused to write a live key into a log
+    AgentreelError (agentreel.brand)  base of every agentreel error
+    └── ProxyError                      base of everything the proxy raises
+        ├── ProxyConfigError            bad settings (mode, upstream, fixture, masks, port)
+        ├── RequestError                an HTTP request the proxy cannot serve (answered as an
+        │                               HTTP error in the request's own API format; carries status)
+        └── SecretInRecordingError      record mode refused to write a live key into a log
 
 Replay errors (unrecorded session, exhausted script, drift) are ``agentreel.llm_replay``'s
 own exceptions; the proxy answers them as HTTP errors and reports them, it never wraps them.
@@ -14,8 +15,18 @@ own exceptions; the proxy answers them as HTTP errors and reports them, it never
 
 from __future__ import annotations
 
+from agentreel.brand.exceptions import AgentreelError
 
-class ProxyError(Exception):
+__all__ = [
+    "AgentreelError",
+    "ProxyConfigError",
+    "ProxyError",
+    "RequestError",
+    "SecretInRecordingError",
+]
+
+
+class ProxyError(AgentreelError):
     """Base class of the proxy's errors."""
 
 

@@ -2,14 +2,18 @@
 
 Hierarchy::
 
-    ReplayError                     base of everything this package raises
-    ├── FixtureError                the fixture directory is unusable: names the file
-    │   ├── IncompleteCallError     a recorded call has no ``finish``: names session/turn/step
-    │   └── OverrideError           ``replay.override.json`` is invalid: names file and key
-    ├── UnrecordedSessionError      a live caller the recording has no script for
-    ├── ScriptExhaustedError        call k+1 of a k-call script
-    ├── UnconsumedScriptError       ``assert_consumed()``: recorded calls never made
-    └── RequestDriftError           the live request differs from the recorded one
+    AgentreelError (agentreel.brand)  base of every agentreel error
+    └── ReplayError                     base of everything this package raises
+        ├── FixtureError                a recording that cannot be replayed: names the file
+        │   ├── IncompleteCallError     a recorded call has no ``finish``: names session/turn/step
+        │   └── OverrideError           ``replay.override.json`` is invalid: names file and key
+        ├── UnrecordedSessionError      a live caller the recording has no script for
+        ├── ScriptExhaustedError        call k+1 of a k-call script
+        ├── UnconsumedScriptError       ``assert_consumed()``: recorded calls never made
+        ├── RequestDriftError           the live request differs from the recorded one
+        └── ScheduleDivergenceError     ``schedule = "recorded"``: a call waited past the
+                                        timeout for one the recording put before it
+                                        (reported, never raised into the agent)
 
     RequestDriftWarning (UserWarning)  the same drift, when drift checking is set to warn
 
@@ -24,20 +28,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agentreel.brand.exceptions import AgentreelError
+
 __all__ = [
+    "AgentreelError",
     "FixtureError",
     "IncompleteCallError",
     "OverrideError",
     "ReplayError",
     "RequestDriftError",
     "RequestDriftWarning",
+    "ScheduleDivergenceError",
     "ScriptExhaustedError",
     "UnconsumedScriptError",
     "UnrecordedSessionError",
 ]
 
 
-class ReplayError(Exception):
+class ReplayError(AgentreelError):
     """Base class of every error raised by ``agentreel.llm_replay``."""
 
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from agentreel.session.exceptions import SecretFoundError
+from agentreel.session.exceptions import SecretFoundError, SecretHit
 
 __all__ = ["SecretHit", "SecretScan", "checked_allowlist", "secret_sha256"]
 
@@ -130,26 +130,6 @@ def checked_allowlist(entries: object) -> tuple[str, ...]:
             )
         checked.append(entry)
     return tuple(checked)
-
-
-@dataclass(frozen=True, slots=True)
-class SecretHit:
-    """One refused value: where it is and which rule found it — never the value itself.
-
-    ``sha256`` is the value's digest for a known shape or an auth header (what an allowlist
-    names), ``None`` for the run's own credential (never allowed).
-    """
-
-    file: str
-    line: int
-    rule: str
-    event: str = ""
-    sha256: str | None = None
-
-    def describe(self) -> str:
-        event = f" ({self.event})" if self.event else ""
-        digest = f" [sha256 {self.sha256}]" if self.sha256 else ""
-        return f"{self.file}:{self.line}{event}: {self.rule}{digest}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,34 +2,38 @@
 
 Hierarchy::
 
-    SessionError                    base of everything this package raises
-    ├── SessionLogError             a log file is unreadable: names file and line
-    │   ├── CorruptLineError        a line (not the last) is not a valid record
-    │   ├── UnsupportedVersionError the header's version is not one we read
-    │   └── SeedLengthError         seed_length does not fit the log (see the class)
-    ├── DuplicateSessionError       two logs under one root claim the same session id
-    ├── ForkError                   a fork was asked for that cannot be made
-    ├── SessionClosedError          an append to a closed session
-    ├── NotJsonLineError            normalizer input has a line that is not a JSON object
-    └── SecretFoundError            what a writer would write holds a credential (the scan)
+    AgentreelError (agentreel.brand)  base of every agentreel error
+    └── SessionError                    base of everything this package raises
+        ├── SessionLogError             a log file is unreadable: names file and line
+        │   ├── CorruptLineError        a line (not the last) is not a valid record
+        │   ├── UnsupportedVersionError the header's version is not one we read
+        │   └── SeedLengthError         seed_length does not fit the log (see the class)
+        ├── DuplicateSessionError       two logs under one root claim the same session id
+        ├── ForkError                   a fork was asked for that cannot be made
+        ├── SessionClosedError          an append to a closed session
+        ├── NotJsonLineError            normalizer input has a line that is not a JSON object
+        └── SecretFoundError            what a writer would write holds a credential (the scan)
 
+``SecretFoundError.hits`` are ``SecretHit`` records, defined here beside the error that
+carries them: the scan (``_secret_scan``) imports this module, never the other way round.
 This module imports nothing from the rest of the package.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # the scan's record of a hit; the module imports nothing at run time
-    from agentreel.session._secret_scan import SecretHit
+from agentreel.brand.exceptions import AgentreelError
 
 __all__ = [
+    "AgentreelError",
     "CorruptLineError",
     "DuplicateSessionError",
     "ForkError",
     "NotJsonLineError",
     "SecretFoundError",
+    "SecretHit",
     "SeedLengthError",
     "SessionClosedError",
     "SessionError",
@@ -38,7 +42,7 @@ __all__ = [
 ]
 
 
-class SessionError(Exception):
+class SessionError(AgentreelError):
     """Base class of every error raised by ``agentreel.session``."""
 
 
@@ -104,6 +108,28 @@ class NotJsonLineError(SessionError):
         shown = text[:200].decode("utf-8", "replace")
         more = f" ... ({len(text)} bytes)" if len(text) > 200 else ""
         super().__init__(f"{source}:{line}: {problem}: {shown!r}{more}. {advice}")
+
+
+@dataclass(frozen=True, slots=True)
+class SecretHit:
+    """One refused value, as ``SecretFoundError.hits`` lists it (the scan,
+    ``agentreel.session._secret_scan``, makes them): where it is and which rule found it —
+    never the value itself.
+
+    ``sha256`` is the value's digest for a known shape or an auth header (what an allowlist
+    names), ``None`` for the run's own credential (never allowed).
+    """
+
+    file: str
+    line: int
+    rule: str
+    event: str = ""
+    sha256: str | None = None
+
+    def describe(self) -> str:
+        event = f" ({self.event})" if self.event else ""
+        digest = f" [sha256 {self.sha256}]" if self.sha256 else ""
+        return f"{self.file}:{self.line}{event}: {self.rule}{digest}"
 
 
 class SecretFoundError(SessionError):

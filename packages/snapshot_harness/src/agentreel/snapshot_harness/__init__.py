@@ -38,8 +38,8 @@ from agentreel.snapshot_harness._scenario import (
 from agentreel.snapshot_harness.exceptions import (
     AgentCrashError,
     AgentOutputError,
+    AgentreelError,
     AgentTimeoutError,
-    FixtureError,
     FixtureInventoryError,
     GoldenMismatchError,
     HarnessError,
@@ -48,8 +48,10 @@ from agentreel.snapshot_harness.exceptions import (
     ReplayConsumptionError,
     RunError,
     ScenarioError,
+    ScenarioFilesError,
     SecretLeakError,
     StepError,
+    _deprecated_name,
 )
 
 if TYPE_CHECKING:
@@ -98,7 +100,7 @@ _LAZY = {
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        return _deprecated_name(__name__, name)  # FixtureError, or AttributeError
     value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
     globals()[name] = value
     return value
@@ -113,8 +115,8 @@ __all__ = [
     "AgentCrashError",
     "AgentOutputError",
     "AgentTimeoutError",
+    "AgentreelError",
     "ExpectError",
-    "FixtureError",
     "FixtureInventoryError",
     "ForkServerConfig",
     "GoldenMismatchError",
@@ -137,6 +139,7 @@ __all__ = [
     "RunResult",
     "Scenario",
     "ScenarioError",
+    "ScenarioFilesError",
     "SecretLeakError",
     "Step",
     "StepError",

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from agentreel.brand.exceptions import AgentreelError
 from agentreel.snapshot_harness import _forkserver_main as wire
 from agentreel.snapshot_harness._result import StartMethod
 from agentreel.snapshot_harness.exceptions import AgentCrashError
@@ -116,8 +117,10 @@ def startup_environment(env: Mapping[str, str]) -> dict[str, str]:
     }
 
 
-class ForkServerError(Exception):
-    """The fork server cannot run this agent; the message is the fallback reason."""
+class ForkServerError(AgentreelError):
+    """The fork server cannot run this agent; the message is the fallback reason. Internal:
+    always caught here and turned into a spawn, so it is no ``HarnessError`` a run could
+    fail with."""
 
 
 class ForkedProcess:

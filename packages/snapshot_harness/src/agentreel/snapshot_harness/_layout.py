@@ -65,8 +65,8 @@ from agentreel.snapshot_harness._scenario import (
     Scenario,
 )
 from agentreel.snapshot_harness.exceptions import (
-    FixtureError,
     FixtureInventoryError,
+    ScenarioFilesError,
     UnreadableFixtureError,
 )
 
@@ -279,11 +279,11 @@ def _check_recording(path: Path, rerecord: str) -> None:
         log = load_session_log(path)
     except SessionLogError as exc:
         # The session package knows neither the scenario nor the command: rebuilt here.
-        raise FixtureError(
+        raise ScenarioFilesError(
             f"corrupt recording: {exc.path}:{exc.line}: {exc.problem}. {exc.advice}: {rerecord}"
         ) from None
     if log.torn_tail is not None:
-        raise FixtureError(
+        raise ScenarioFilesError(
             f"{path}:{log.torn_tail.line}: the recording's last line is cut short "
             f"({log.torn_tail.problem}); restore it from version control or re-record: "
             f"{rerecord}"
@@ -315,7 +315,7 @@ def _check_cancelled_calls_hang(scenario: Scenario, recordings: list[str]) -> No
                 override = (
                     f'{{"action": "hang", "session": {number}, "call": {call}, "chunks": {chunks}}}'
                 )
-                raise FixtureError(
+                raise ScenarioFilesError(
                     f"{scenario.name}: {name} call {call} ended aborted when recorded (the "
                     "client cancelled it), and the scenario cancels a prompt "
                     "(prompt_and_cancel) — replayed as recorded, the abort would end the turn "

@@ -32,6 +32,7 @@ from agentreel.session import RECORDING_FILE_PATTERN, RERECORD_COMMAND_ENV
 from agentreel.snapshot_harness import _environment as envvars
 from agentreel.snapshot_harness._pending import CI_ENV
 from agentreel.snapshot_harness._scenario import DEFAULT_STUB_RULES
+from agentreel.snapshot_harness.exceptions import HarnessError
 
 if TYPE_CHECKING:
     from agentreel.llm_proxy import ProxyRun
@@ -61,7 +62,7 @@ _PROXY_KEYS = frozenset(
 _START_TIMEOUT = 120.0
 
 
-class ReelError(Exception):
+class ReelError(HarnessError):
     """A misuse of the fixture (unknown config key, refused record mode, no upstream)."""
 
 

@@ -2,44 +2,50 @@
 
 Hierarchy::
 
-    HarnessError                    base of everything this package raises
-    ├── ScenarioError               scenario.toml is invalid: names the file and the key
-    ├── FixtureError                a scenario directory holds the wrong files
-    │   ├── FixtureInventoryError   orphan or missing fixture files, named
-    │   └── UnreadableFixtureError  a fixture file that cannot be read (permissions, a
-    │                               directory in its place, a dangling symlink), named
-    ├── RunError                    the agent run itself failed; carries the stderr tail
-    │   ├── AgentCrashError         the agent exited non-zero or vanished mid-run
-    │   ├── AgentTimeoutError       the run exceeded the scenario timeout (group killed)
-    │   ├── AgentOutputError        agent stdout held a line that is not JSON (line named)
-    │   ├── StepError               a step's outcome was not what the scenario expects
-    │   └── ReplayConsumptionError  the replay report says scripts or calls were unused
-    │       └── NoReplayReportError the agent wrote no report: it never loaded the provider
-    ├── GoldenMismatchError         normalized output differs from the goldens (diffs)
-    ├── SecretLeakError             record mode found a live key in what it would write
-    ├── RecordSetupError            record mode cannot start (provider, stub server, ...)
-    └── RecordError                 the new recording does not replay; nothing written
+    AgentreelError (agentreel.brand)  base of every agentreel error
+    └── HarnessError                    base of everything this package raises
+        ├── ScenarioError               scenario.toml is invalid: names the file and the key
+        ├── ScenarioFilesError          a scenario directory holds the wrong files
+        │   ├── FixtureInventoryError   orphan or missing fixture files, named
+        │   └── UnreadableFixtureError  a fixture file that cannot be read (permissions, a
+        │                               directory in its place, a dangling symlink), named
+        ├── RunError                    the agent run itself failed; carries the stderr tail
+        │   ├── AgentCrashError         the agent exited non-zero or vanished mid-run
+        │   ├── AgentTimeoutError       the run exceeded the scenario timeout (group killed)
+        │   ├── AgentOutputError        agent stdout held a line that is not JSON (line named)
+        │   ├── StepError               a step's outcome was not what the scenario expects
+        │   └── ReplayConsumptionError  the replay report says scripts or calls were unused
+        │       └── NoReplayReportError the agent wrote no report: it never loaded the provider
+        ├── GoldenMismatchError         normalized output differs from the goldens (diffs)
+        ├── SecretLeakError             record mode found a live key in what it would write
+        ├── RecordSetupError            record mode cannot start (provider, stub server, ...)
+        └── RecordError                 the new recording does not replay; nothing written
 
 Every message says what failed, where, and what to do next. This module imports nothing
 from the rest of the package.
+
+``FixtureError`` is a deprecated alias of ``ScenarioFilesError`` (importing it warns).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agentreel.brand.exceptions import AgentreelError
+
 if TYPE_CHECKING:
     from agentreel.session import SecretHit
 
 import os
 import stat
+import warnings
 from pathlib import Path
 
 __all__ = [
     "AgentCrashError",
     "AgentOutputError",
     "AgentTimeoutError",
-    "FixtureError",
+    "AgentreelError",
     "FixtureInventoryError",
     "GoldenMismatchError",
     "HarnessError",
@@ -49,13 +55,14 @@ __all__ = [
     "ReplayConsumptionError",
     "RunError",
     "ScenarioError",
+    "ScenarioFilesError",
     "SecretLeakError",
     "StepError",
     "UnreadableFixtureError",
 ]
 
 
-class HarnessError(Exception):
+class HarnessError(AgentreelError):
     """Base class of every error raised by ``agentreel.snapshot_harness``."""
 
 
@@ -63,11 +70,16 @@ class ScenarioError(HarnessError):
     """A ``scenario.toml`` is invalid or unsafe; the message names file and key."""
 
 
-class FixtureError(HarnessError):
-    """A scenario directory cannot be used as a fixture as it stands."""
+class ScenarioFilesError(HarnessError):
+    """A scenario directory cannot be used as it stands: files missing or in the way, a
+    recording that does not load, an override the scenario needs but lacks.
+
+    Called ``FixtureError`` up to 0.1; that name is a deprecated alias now, because
+    ``agentreel.llm_replay.FixtureError`` — a recording replay cannot use, which the harness
+    reports as the cause of a failed run — is the other meaning of the word."""
 
 
-class FixtureInventoryError(FixtureError):
+class FixtureInventoryError(ScenarioFilesError):
     """Files the mode needs are missing, or files nobody needs are present."""
 
     def __init__(self, message: str, *, missing: list[str], orphans: list[str]) -> None:
@@ -76,7 +88,7 @@ class FixtureInventoryError(FixtureError):
         super().__init__(message)
 
 
-class UnreadableFixtureError(FixtureError):
+class UnreadableFixtureError(ScenarioFilesError):
     """A fixture file is there by name but cannot be read; ``path`` names it and the message
     says why (permissions, a directory in its place, a dangling symlink) and what to do."""
 
@@ -174,3 +186,26 @@ class RecordSetupError(HarnessError):
 
 class RecordError(HarnessError):
     """A fresh recording failed its keyless trial replay; nothing was written."""
+
+
+_DEPRECATED = {"FixtureError": "ScenarioFilesError"}
+
+
+def _deprecated_name(module: str, name: str) -> type[HarnessError]:
+    """The class a deprecated name of ``module`` stands for, with a ``DeprecationWarning``;
+    ``AttributeError`` for any other name (a module's ``__getattr__``)."""
+    new = _DEPRECATED.get(name)
+    if new is None:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    warnings.warn(
+        f"{module}.{name} is renamed {new}: catch {new} (a scenario directory holding the "
+        f"wrong files); agentreel.llm_replay.FixtureError is a recording replay cannot use",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    cls: type[HarnessError] = globals()[new]
+    return cls
+
+
+def __getattr__(name: str) -> type[HarnessError]:
+    return _deprecated_name(__name__, name)

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 import msgspec
 
 from agentreel.llm._chunks import Chunk, Finish, ResponseMeta, ToolCallDelta, Usage
+from agentreel.llm.exceptions import AgentreelLlmError
 from agentreel.llm.wire._sse import SseEvent
 
 CREATED = 1_700_000_000
@@ -99,7 +100,7 @@ class WireDecoder(Protocol):
         ...
 
 
-class UpstreamStreamError(Exception):
+class UpstreamStreamError(AgentreelLlmError):
     """The upstream sent an error event inside a stream; ``raw`` is its SSE data and
     ``salvage`` what the stream still told before it (the usage an error chunk carries)."""
 
