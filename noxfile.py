@@ -1,8 +1,8 @@
 """Everything agentreel runs: tests, lint, build; replay, record, refresh and bench as they land.
 
 Packages are discovered from ``packages/*/pyproject.toml`` (``tools.release``): adding a
-package is creating its folder. ``nox -s tests`` is the README's test command; ``.ci/run``
-runs it, ``lint``, every ``tests-<package>`` and ``build``.
+package is creating its folder. ``nox -s tests`` is the README's test command (every test once,
+each package in a venv of its own); ``.ci/run`` runs it, ``lint`` and ``build``.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ PYTHON = "3.11"
 # measured against. Lint installs them too so mypy can check bench/.
 BENCH_DEPS = ("vcrpy", "openai", "httpx", "starlette", "uvicorn", "httptools")
 TOOLS = ROOT / "tools"
+FIXTURES = ROOT / "fixtures"
 
 
 # How a user of this repository re-records and refreshes a scenario. agentreel's messages
@@ -85,75 +86,260 @@ def _example_requirements() -> list[str]:
     return list(nox.project.dependency_groups(root, "examples"))
 
 
+# The runs of `nox -s tests`: each package's tests in a venv of its own, then the
+# repository's tests in the workspace venv. Each run writes a JUnit report here, which the
+# summary at the end reads (wall time, the slowest tests) and `nox -s bench -- --only suite`
+# reads back (suite wall time per test).
+TEST_REPORTS = ROOT / ".nox" / "test-reports"
+SUITE_REPORT = TEST_REPORTS / "suite.json"
+# Packages with this many test files or fewer run in one process: for them, starting two
+# xdist workers (each importing pytest's plugins) costs more than the second core saves.
+SERIAL_UP_TO_FILES = 2
+# Plugins of third-party packages in the test venvs that no agentreel test uses. Loading
+# them costs every pytest process — each xdist worker and each pytester run — a second or
+# two (langsmith's imports its whole client). The inner pytester runs get the same list
+# through PYTEST_ADDOPTS (packages/snapshot_harness/tests/conftest.py).
+UNUSED_PYTEST_PLUGINS = ("-p", "no:langsmith_plugin")
+
+
+def _test_env() -> dict[str, str | None]:
+    """The environment of every test run: the command hints, and bytecode caching on.
+
+    With PYTHONDONTWRITEBYTECODE set (some images and coding clients set it) every
+    subprocess a test starts — agents, pytester runs, xdist workers — compiles every module
+    it imports from source again: about 40 % of a pytester run's CPU time, measured.
+    """
+    return {**COMMAND_HINTS, "PYTHONDONTWRITEBYTECODE": None}
+
+
+@dataclass(frozen=True)
+class _TestRun:
+    """One pytest run of ``nox -s tests``: a name, the venv it runs in, what it collects."""
+
+    name: str
+    targets: tuple[Path, ...]
+    package_dir: Path | None  # None: the repository's tests, in the workspace venv
+
+    @property
+    def serial(self) -> bool:
+        files = sum(len(list(t.glob("**/test_*.py"))) for t in self.targets if t.is_dir())
+        return files <= SERIAL_UP_TO_FILES
+
+
+def _test_runs() -> list[_TestRun]:
+    """Each package's tests (largest first, so the long pole starts early), then the
+    repository's own: tools/tests, the examples' pytest tests, the committed scenarios."""
+    runs = [_TestRun(p.name, (p / "tests",), p) for p in _package_dirs() if (p / "tests").is_dir()]
+    runs.sort(key=lambda r: -len(list(r.targets[0].glob("test_*.py"))))
+    repository = [TOOLS / "tests"]
+    if any((ROOT / "examples").glob("*/test_*.py")):
+        repository.append(ROOT / "examples")
+    if FIXTURES.is_dir() and any(FIXTURES.glob("*/scenario.toml")):
+        repository.append(FIXTURES)
+    runs.append(_TestRun("repository", tuple(repository), None))
+    return runs
+
+
+def _split_posargs(posargs: list[str]) -> tuple[list[str], list[str]]:
+    """``nox -s tests -- ARGS``: the paths among ARGS (files, folders, node ids) and the rest."""
+    paths: list[str] = []
+    options: list[str] = []
+    for arg in posargs:
+        if not arg.startswith("-") and (ROOT / arg.split("::", 1)[0]).exists():
+            paths.append(arg)
+        else:
+            options.append(arg)
+    return paths, options
+
+
+def _selected(run: _TestRun, paths: list[str]) -> list[str]:
+    """What ``run`` collects: its targets, or the given paths that lie inside them."""
+    if not paths:
+        return [str(t) for t in run.targets]
+    inside = []
+    for arg in paths:
+        file = (ROOT / arg.split("::", 1)[0]).resolve()
+        if any(file.is_relative_to(t.resolve()) for t in run.targets):
+            inside.append(str(ROOT / arg))
+    return inside
+
+
+def _package_venv(session: nox.Session, package_dir: Path) -> Path:
+    """A venv holding the package (not editable), its extras, its test group and only the
+    siblings its metadata brings in; reused across runs, checked every time."""
+    venv = ROOT / ".nox" / f"tests-{package_dir.name}"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        session.run_install("uv", "venv", "--quiet", "--python", PYTHON, str(venv), external=True)
+    requirements = [f"{package_dir}{_extras(package_dir)}", *_test_group(package_dir)]
+    if package_dir.name in RUNS_COMMITTED_FIXTURES:
+        # Third-party only (no agentreel sibling), so the sibling check below still holds.
+        requirements += _example_requirements()
+    session.run_install(
+        "uv", "pip", "install", "--quiet", "--python", str(python), *requirements, external=True
+    )
+    _require_only_declared_siblings(session, package_dir, python)
+    return venv
+
+
+def _run_tests(
+    session: nox.Session, run: _TestRun, venv: Path | None, targets: list[str], options: list[str]
+) -> bool:
+    """One pytest run; its JUnit report goes to TEST_REPORTS. True when it passed."""
+    pytest_command = [str(venv / "bin" / "pytest")] if venv is not None else ["pytest"]
+    workers = ["-p", "no:xdist"] if run.serial else ["-n", "auto"]
+    report = TEST_REPORTS / f"{run.name}.xml"
+    report.unlink(missing_ok=True)
+    try:
+        session.run(
+            *pytest_command,
+            *workers,
+            *UNUSED_PYTEST_PLUGINS,
+            f"--junitxml={report}",
+            *options,
+            *targets,
+            env=_test_env(),
+            external=venv is not None,
+        )
+    except nox.command.CommandFailed:
+        return False
+    return True
+
+
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Every package's tests in one venv with all packages editable, in parallel (xdist).
+    """The README's test command: every test once, each package alone in its venv.
 
-    Extra arguments go to pytest: ``nox -s tests -- -k fork -x``.
+    Each package's tests run in a venv holding only it and its declared dependencies (so an
+    undeclared sibling import fails there), then the repository's tests — tools/, the
+    examples' pytest tests, the committed scenarios — in the workspace venv (every package
+    editable). Each run uses both cores (xdist) unless it is small. A failed run does not
+    stop the others; the session fails at the end naming each. Ends with the wall time of
+    every run and the ten slowest tests.
+
+    Extra arguments go to every run; paths pick the runs that hold them:
+    ``nox -s tests -- packages/llm/tests -k stream -x``, ``nox -s tests -- --durations=0``.
     """
-    _install_workspace(session)
-    targets = [str(p / "tests") for p in _package_dirs() if (p / "tests").is_dir()]
-    targets.append(str(TOOLS / "tests"))
-    # The examples' own pytest tests (the agentreel fixture, replaying their recordings/).
-    if any((ROOT / "examples").glob("*/test_*.py")):
-        targets.append(str(ROOT / "examples"))
-    if (ROOT / "fixtures").is_dir() and any((ROOT / "fixtures").glob("*/scenario.toml")):
-        targets.append("fixtures")
-    session.run("pytest", "-n", "auto", *(session.posargs or targets), env=COMMAND_HINTS)
+    started = time.monotonic()
+    paths, options = _split_posargs(session.posargs)
+    TEST_REPORTS.mkdir(parents=True, exist_ok=True)
+    failed: list[str] = []
+    timings: list[tuple[str, float]] = []
+    for run in _test_runs():
+        targets = _selected(run, paths)
+        if not targets:
+            continue
+        run_started = time.monotonic()
+        if run.package_dir is not None:
+            venv = _package_venv(session, run.package_dir)
+        else:
+            _install_workspace(session)
+            venv = None
+        session.log(f"tests: {run.name} ({', '.join(_shown(t) for t in targets)})")
+        if not _run_tests(session, run, venv, targets, options):
+            failed.append(run.name)
+        timings.append((run.name, time.monotonic() - run_started))
+    if not timings:
+        session.error(
+            f"tests: no test run holds {' '.join(paths)}; the runs collect "
+            + ", ".join(_shown(t) for run in _test_runs() for t in run.targets)
+        )
+    _suite_summary(session, timings, time.monotonic() - started)
+    if failed:
+        session.error(
+            f"tests failed in {len(failed)} of {len(timings)} runs: {', '.join(failed)} "
+            "(each run's failures are printed above it; rerun one: nox -s tests -- "
+            f"{_shown(_test_runs_by_name()[failed[0]].targets[0])})"
+        )
 
 
-def _require_only_declared_siblings(session: nox.Session, package_dir: Path) -> None:
+def _test_runs_by_name() -> dict[str, _TestRun]:
+    return {run.name: run for run in _test_runs()}
+
+
+def _shown(path: str | Path) -> str:
+    """A path as a user of this checkout types it: relative to the repository root."""
+    resolved = Path(path).resolve()
+    return str(resolved.relative_to(ROOT)) if resolved.is_relative_to(ROOT) else str(path)
+
+
+def _test_file(classname: str) -> str:
+    """A JUnit classname (``packages.llm.tests.test_x`` or ``...test_x.TestY``, importlib
+    mode) as the test file's path, the way pytest names it on the command line."""
+    parts = classname.split(".")
+    for end in range(len(parts), 0, -1):
+        candidate = Path(*parts[:end]).with_suffix(".py")
+        if (ROOT / candidate).is_file():
+            return "::".join([str(candidate), *parts[end:]])
+    return classname
+
+
+def _suite_summary(session: nox.Session, timings: list[tuple[str, float]], wall: float) -> None:
+    """The suite's wall time per run and the ten slowest tests, read from the JUnit
+    reports; written to SUITE_REPORT for the bench's suite row."""
+    import json
+    import xml.etree.ElementTree as ET
+
+    tests_run: list[tuple[float, str]] = []
+    for name, _ in timings:
+        report = TEST_REPORTS / f"{name}.xml"
+        if not report.is_file():
+            continue
+        for case in ET.parse(report).iter("testcase"):
+            node = f"{_test_file(case.get('classname', ''))}::{case.get('name', '')}"
+            tests_run.append((float(case.get("time") or 0), node))
+    tests_run.sort(reverse=True)
+    lines = [f"{name:<18} {seconds:7.1f} s" for name, seconds in timings]
+    lines.append(f"{'total':<18} {wall:7.1f} s wall, {len(tests_run)} tests")
+    lines.append("ten slowest tests:")
+    lines += [f"  {seconds:6.1f} s  {node}" for seconds, node in tests_run[:10]]
+    session.log("tests: wall time per run\n" + "\n".join(lines))
+    SUITE_REPORT.write_text(
+        json.dumps(
+            {
+                "wall_seconds": round(wall, 1),
+                "tests": len(tests_run),
+                "runs": {name: round(seconds, 1) for name, seconds in timings},
+                "complete": not session.posargs,
+                "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+
+
+def _require_only_declared_siblings(
+    session: nox.Session, package_dir: Path, python: Path | None = None
+) -> None:
     """The venv holds exactly the agentreel packages the package's metadata brings in.
 
     A sibling installed beyond them (left in a reused venv, or pulled by a test group)
-    would let an undeclared import pass, which is what this session exists to catch.
+    would let an undeclared import pass, which is what the per-package venv exists to catch.
     """
     member = next(m for m in release.members(ROOT) if m.directory == package_dir)
     expected = release.sibling_closure(member.name, member.extras, ROOT)
     listing = session.run(
-        "python", "-c",
+        str(python) if python else "python", "-c",
         "from importlib.metadata import distributions as d; "
         "print(' '.join(x.metadata['Name'] for x in d()))",
-        silent=True,
+        silent=True, external=python is not None,
     )  # fmt: skip
     names = {str(canonicalize_name(n)) for n in str(listing).split()}
     installed = {n for n in names if n.startswith(release.DIST_PREFIX)}
     if installed != expected:
+        venv = python.parent.parent if python else Path(".nox") / session.name
         session.error(
-            f"{session.name}: the venv holds agentreel packages {sorted(installed)}, but "
-            f"{member.name}'s metadata brings in {sorted(expected)}; remove .nox/{session.name} "
-            "and run again (or declare the dependency)"
+            f"tests: the venv of {member.name} holds agentreel packages {sorted(installed)}, "
+            f"but its metadata brings in {sorted(expected)}; remove {_shown(venv)} and run "
+            "again (or declare the dependency)"
         )
-    session.log(f"only declared siblings installed: {', '.join(sorted(expected))}")
+    session.log(f"{package_dir.name}: only declared siblings: {', '.join(sorted(expected))}")
 
 
 # Packages whose tests replay every committed scenario, the examples' among them: their
-# isolated venv also holds what the example agents import (their own tool, not a sibling).
+# venv also holds what the example agents import (their own tool, not a sibling).
 RUNS_COMMITTED_FIXTURES = frozenset({"snapshot_harness"})
-
-
-def _make_isolated_tests_session(package_dir: Path) -> None:
-    name = package_dir.name
-
-    @nox.session(name=f"tests-{name}", python=PYTHON, default=False, tags=["isolated"])
-    def isolated_tests(session: nox.Session) -> None:
-        session.install(f"{package_dir}{_extras(package_dir)}", *_test_group(package_dir))
-        if name in RUNS_COMMITTED_FIXTURES:
-            # Third-party only (no agentreel sibling), so the sibling check below still holds.
-            session.install(*_example_requirements())
-        _require_only_declared_siblings(session, package_dir)
-        session.run(
-            "pytest", "-n", "auto", str(package_dir / "tests"), *session.posargs, env=COMMAND_HINTS
-        )
-
-    isolated_tests.__doc__ = (
-        f"agentreel-{name.replace('_', '-')} tests alone in a fresh venv holding only it and its "
-        "declared dependencies, so an undeclared sibling import fails."
-    )
-
-
-for _package_dir in _package_dirs():
-    _make_isolated_tests_session(_package_dir)
 
 
 @nox.session(python=PYTHON)
@@ -180,9 +366,6 @@ def lint(session: nox.Session) -> None:
     session.run("mypy", *sources, "bench", "tools", "noxfile.py")
     session.run("lint-imports")
     session.run("agentreel", "check-secrets", str(FIXTURES), str(ROOT / "interop" / "fixtures"))
-
-
-FIXTURES = ROOT / "fixtures"
 
 
 @nox.session(python=PYTHON)

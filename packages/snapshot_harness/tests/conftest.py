@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -64,6 +65,21 @@ def scenario_toml(
         lines.append("\n[env]")
         lines += [f"{key} = {_toml_value(value)}" for key, value in env.items()]
     return "\n".join(lines) + "\n"
+
+
+# Plugins of the test venv's third-party packages that no inner pytester run uses: each
+# costs every inner pytest process (and each of its xdist workers) one to two seconds of
+# imports (hypothesis's whole engine, langsmith's client), which summed to about a tenth of
+# the harness suite. The agentreel plugin, xdist and pytester itself still load as a user's
+# pytest loads them: by entry point.
+INNER_PYTEST_ADDOPTS = "-p no:hypothesispytest -p no:langsmith_plugin"
+
+
+@pytest.fixture(autouse=True)
+def _lean_inner_pytest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every pytest a test starts (pytester, a CLI run) skips the unused plugins."""
+    outer = os.environ.get("PYTEST_ADDOPTS", "")
+    monkeypatch.setenv("PYTEST_ADDOPTS", f"{outer} {INNER_PYTEST_ADDOPTS}".strip())
 
 
 @pytest.fixture(scope="session")
