@@ -26,7 +26,7 @@ from packaging.utils import canonicalize_name
 ROOT = Path(__file__).parent
 # `python -m nox` puts the noxfile's folder on sys.path, the `nox` script does not.
 sys.path.insert(0, str(ROOT))
-from tools import readme, release  # noqa: E402
+from tools import readme, release, suite_report  # noqa: E402
 
 nox.needs_version = ">=2025.2.9"
 nox.options.default_venv_backend = "uv|virtualenv"
@@ -86,12 +86,6 @@ def _example_requirements() -> list[str]:
     return list(nox.project.dependency_groups(root, "examples"))
 
 
-# The runs of `nox -s tests`: each package's tests in a venv of its own, then the
-# repository's tests in the workspace venv. Each run writes a JUnit report here, which the
-# summary at the end reads (wall time, the slowest tests) and `nox -s bench -- --only suite`
-# reads back (suite wall time per test).
-TEST_REPORTS = ROOT / ".nox" / "test-reports"
-SUITE_REPORT = TEST_REPORTS / "suite.json"
 # Packages with this many test files or fewer run in one process: for them, starting two
 # xdist workers (each importing pytest's plugins) costs more than the second core saves.
 SERIAL_UP_TO_FILES = 2
@@ -185,10 +179,10 @@ def _package_venv(session: nox.Session, package_dir: Path) -> Path:
 def _run_tests(
     session: nox.Session, run: _TestRun, venv: Path | None, targets: list[str], options: list[str]
 ) -> bool:
-    """One pytest run; its JUnit report goes to TEST_REPORTS. True when it passed."""
+    """One pytest run, writing its JUnit report for the summary. True when it passed."""
     pytest_command = [str(venv / "bin" / "pytest")] if venv is not None else ["pytest"]
     workers = ["-p", "no:xdist"] if run.serial else ["-n", "auto"]
-    report = TEST_REPORTS / f"{run.name}.xml"
+    report = suite_report.junit_report(run.name)
     report.unlink(missing_ok=True)
     try:
         session.run(
@@ -222,7 +216,7 @@ def tests(session: nox.Session) -> None:
     """
     started = time.monotonic()
     paths, options = _split_posargs(session.posargs)
-    TEST_REPORTS.mkdir(parents=True, exist_ok=True)
+    suite_report.REPORTS_DIR.mkdir(parents=True, exist_ok=True)
     failed: list[str] = []
     timings: list[tuple[str, float]] = []
     for run in _test_runs():
@@ -263,50 +257,12 @@ def _shown(path: str | Path) -> str:
     return str(resolved.relative_to(ROOT)) if resolved.is_relative_to(ROOT) else str(path)
 
 
-def _test_file(classname: str) -> str:
-    """A JUnit classname (``packages.llm.tests.test_x`` or ``...test_x.TestY``, importlib
-    mode) as the test file's path, the way pytest names it on the command line."""
-    parts = classname.split(".")
-    for end in range(len(parts), 0, -1):
-        candidate = Path(*parts[:end]).with_suffix(".py")
-        if (ROOT / candidate).is_file():
-            return "::".join([str(candidate), *parts[end:]])
-    return classname
-
-
 def _suite_summary(session: nox.Session, timings: list[tuple[str, float]], wall: float) -> None:
-    """The suite's wall time per run and the ten slowest tests, read from the JUnit
-    reports; written to SUITE_REPORT for the bench's suite row."""
-    import json
-    import xml.etree.ElementTree as ET
-
-    tests_run: list[tuple[float, str]] = []
-    for name, _ in timings:
-        report = TEST_REPORTS / f"{name}.xml"
-        if not report.is_file():
-            continue
-        for case in ET.parse(report).iter("testcase"):
-            node = f"{_test_file(case.get('classname', ''))}::{case.get('name', '')}"
-            tests_run.append((float(case.get("time") or 0), node))
-    tests_run.sort(reverse=True)
-    lines = [f"{name:<18} {seconds:7.1f} s" for name, seconds in timings]
-    lines.append(f"{'total':<18} {wall:7.1f} s wall, {len(tests_run)} tests")
-    lines.append("ten slowest tests:")
-    lines += [f"  {seconds:6.1f} s  {node}" for seconds, node in tests_run[:10]]
+    """Each run's wall time and the ten slowest tests, read from the JUnit reports; the
+    summary is kept for ``nox -s bench -- --only suite`` when the whole suite ran."""
+    lines, summary = suite_report.summarize(timings, wall, complete=not session.posargs)
     session.log("tests: wall time per run\n" + "\n".join(lines))
-    SUITE_REPORT.write_text(
-        json.dumps(
-            {
-                "wall_seconds": round(wall, 1),
-                "tests": len(tests_run),
-                "runs": {name: round(seconds, 1) for name, seconds in timings},
-                "complete": not session.posargs,
-                "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            },
-            indent=2,
-        )
-        + "\n"
-    )
+    suite_report.write_summary(summary)
 
 
 def _require_only_declared_siblings(
