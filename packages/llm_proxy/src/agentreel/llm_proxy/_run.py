@@ -1,6 +1,6 @@
 """One run of the proxy (``ProxyRun``): its lifecycle — opened on a server, closed with
 every log, fixture and report written — and its requests, each read, parsed and handed to
-the record side (``_relay``) or the replay side (``_replay``)."""
+the record side (``_record_side``) or the replay side (``_replay_side``)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ import msgspec
 from aiohttp import web
 
 from agentreel.llm_proxy._errors import error_body
+from agentreel.llm_proxy._fixture_output import remove_tree, write_fixture
 from agentreel.llm_proxy._http import json_response
 from agentreel.llm_proxy._identity import resolve_identity
 from agentreel.llm_proxy._masks import Masks
@@ -30,20 +31,16 @@ from agentreel.llm_proxy._models import (
     read_models,
     write_models,
 )
-from agentreel.llm_proxy._record import (
-    Recorder,
-    ServedLogs,
-    remove_tree,
-    write_fixture,
-)
-from agentreel.llm_proxy._relay import RecordSide
-from agentreel.llm_proxy._replay import ReplaySide
+from agentreel.llm_proxy._record_side import RecordSide
+from agentreel.llm_proxy._recorder import Recorder
+from agentreel.llm_proxy._replay_side import ReplaySide
 from agentreel.llm_proxy._requests import parse_request
 from agentreel.llm_proxy._routes import (
     GEMINI_STREAM,
     RUN_PREFIX,
     Route,
 )
+from agentreel.llm_proxy._served_logs import ServedLogs
 from agentreel.llm_proxy._settings import (
     DUMMY_KEY,
     KEY_VARIABLES,
