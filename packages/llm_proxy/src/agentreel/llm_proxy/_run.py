@@ -14,7 +14,7 @@ import traceback
 from contextlib import suppress
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import aiohttp
 import msgspec
@@ -62,9 +62,6 @@ from agentreel.llm_replay import (
 )
 from agentreel.session import MODELS_FILE, VERBATIM_FILE, SecretFoundError
 
-if TYPE_CHECKING:
-    from agentreel.llm_proxy._server import ProxyServer
-
 logger = logging.getLogger("agentreel.llm_proxy")
 
 
@@ -74,6 +71,20 @@ _SERVING: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 """The run whose request (or close) the current task is serving: what ``RunLogFilter``
 tells the runs' log lines apart by. Each aiohttp request is its own task, so setting it in
 one request's handler is seen by everything that handler calls, and by nothing else."""
+
+
+class RunHost(Protocol):
+    """What a run needs of the server it is served by (``_server.ProxyServer``): where it
+    listens, and closing the run there. A protocol, so the server's module imports the
+    run's and not the other way round."""
+
+    @property
+    def port(self) -> int: ...
+
+    @property
+    def base_url(self) -> str: ...
+
+    async def close_run(self, run: ProxyRun) -> None: ...
 
 
 class RunLogFilter(logging.Filter):
@@ -105,7 +116,7 @@ class ProxyRun(RecordSide, ReplaySide):
         self.masks = Masks(settings.masks, cwd=settings.cwd)
         self.mode: Mode = settings.mode
         self.token: str | None = None
-        self._server: ProxyServer | None = None
+        self._server: RunHost | None = None
         self._client: aiohttp.ClientSession | None = None
         self._temp_root: Path | None = None
         self._in_flight: set[asyncio.Task[Any]] = set()
@@ -170,7 +181,7 @@ class ProxyRun(RecordSide, ReplaySide):
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    async def _open(self, server: ProxyServer, token: str | None) -> None:
+    async def _open(self, server: RunHost, token: str | None) -> None:
         """Made ready to serve on ``server`` (``ProxyServer.open_run`` calls it)."""
         if self.mode == "record":
             # The wire mappers import both provider SDKs (seconds on a loaded machine: most
