@@ -30,7 +30,7 @@ import msgspec
 from agentreel.llm import BlockEnd, Chunk, Finish, ToolCallPart
 from agentreel.llm_proxy._errors import CUT_CODE, HTTP_CODE_PREFIX, STREAM_ERROR_CODE
 from agentreel.llm_proxy.exceptions import SecretInRecordingError
-from agentreel.llm_replay import (
+from agentreel.llm_replay.lanes import (
     Delegation,
     LaneSignature,
     Reply,
@@ -98,7 +98,7 @@ class Lane:
     delegations: list[Delegation] = field(default_factory=list)
     """What this lane's replies hand to other conversations (tool calls' argument strings,
     the reply text's payloads), in the order issued: a headerless child is found by its
-    first message among them (``agentreel.llm_replay.delegated_by``, replay's rule too)."""
+    first message among them (``agentreel.llm_replay.lanes.delegated_by``, replay's rule too)."""
     first_user: str | None = None
     """The text of its first request's first user message (whitespace folded)."""
     owner: Lane | None = None

@@ -6,7 +6,7 @@ model call ``turn/start``, the ``request/header`` built from the HTTP request, e
 ``turn/end`` (flushed there, so a killed proxy keeps every finished call). A child names
 its parent (explicit or native headers, or — without headers — the conversation that
 handed on its first message: a pending tool call's argument, or for a caller with no
-identity a payload of the reply's text, ``agentreel.llm_replay.delegated_by``). A child's
+identity a payload of the reply's text, ``agentreel.llm_replay.lanes.delegated_by``). A child's
 spawn index is the one its header gives, else the order in which its parent issued the
 delegation it was found by (numbered 0, 1, … at close; SPEC 4), else its arrival order: a
 guess, kept in ``Recorder.warnings`` for the record command to print at its end (the
@@ -43,8 +43,8 @@ from agentreel.llm_proxy._lane_logs import CallRecording, Lane, LaneKind, LaneLo
 from agentreel.llm_proxy._requests import ParsedRequest
 from agentreel.llm_proxy._routes import GEMINI_KEY_HEADER
 from agentreel.llm_proxy._verbatim import VerbatimCall, cuts_the_cwd, encode_line
-from agentreel.llm_replay import (
-    Capture,
+from agentreel.llm_replay import Capture
+from agentreel.llm_replay.lanes import (
     Chain,
     LaneSignature,
     captured_values,
@@ -347,7 +347,7 @@ class Recorder(LaneLogs):
     ) -> tuple[Lane | None, int | None]:
         """The lane (of ``among``, else of any caller) with a delegation not yet claimed by
         a child whose text is the request's first user message, and that delegation's
-        ordinal among the lane's; claims it (``agentreel.llm_replay.delegated_by``: the rule
+        ordinal among the lane's; claims it (``agentreel.llm_replay.lanes.delegated_by``: the rule
         replay binds by). The first user message counts whole or by one of its text parts
         (Claude Code puts a ``<system-reminder>`` part before a Task child's prompt);
         ``any_user``: any of its user messages, the first that matches wins (a child whose

@@ -7,7 +7,8 @@ from __future__ import annotations
 import msgspec
 
 from agentreel.llm_proxy._lane_logs import CallRecording, Lane, LaneLogs
-from agentreel.llm_replay import Script, lane_signature
+from agentreel.llm_replay import Script
+from agentreel.llm_replay.lanes import lane_signature
 from agentreel.session import RequestHeaderData, Session, now_ms
 
 
