@@ -166,9 +166,7 @@ class ProxyRun(RecordSide, ReplaySide):
                 content_binding=True,
                 partial_lanes=settings.partial_lanes,
                 content_mask=self.masks.text,
-                schedule=settings.schedule,
-                schedule_timeout=settings.schedule_timeout,
-                schedule_divergence=settings.schedule_divergence,
+                **settings.replay_schedule().keywords(),
                 captures=settings.captures,
             )
             self._recorded_apis = any(

@@ -18,7 +18,6 @@ from agentreel.llm_replay._provider import (
     DriftMode,
     RecordedStream,
     ReplayProvider,
-    check_schedule_settings,
     create_replay_provider,
 )
 from agentreel.llm_replay._report import (
@@ -38,6 +37,7 @@ from agentreel.llm_replay._schedule import (
     DivergenceMode,
     ScheduleDivergence,
     ScheduleMode,
+    ScheduleSettings,
 )
 from agentreel.llm_replay.exceptions import (
     FixtureError,
@@ -86,13 +86,13 @@ __all__ = [
     "ScheduleDivergence",
     "ScheduleDivergenceError",
     "ScheduleMode",
+    "ScheduleSettings",
     "Script",
     "ScriptExhaustedError",
     "ScriptReport",
     "ThrowOverride",
     "UnconsumedScriptError",
     "UnrecordedSessionError",
-    "check_schedule_settings",
     "create_replay_provider",
     "load_recording",
     "read_report",

@@ -20,10 +20,8 @@ from pathlib import Path
 from typing import Literal
 
 from agentreel.llm_replay import (
-    DEFAULT_SCHEDULE_TIMEOUT,
     Capture,
-    DivergenceMode,
-    ScheduleMode,
+    ScheduleSettings,
 )
 from agentreel.session import (
     PROXY_RECORDING_FILES,
@@ -201,31 +199,11 @@ class ModelConfig:
         return TEMPLATE_TOKEN.sub(lambda found: values.get(found.group(1), found.group(0)), text)
 
 
-@dataclass(frozen=True, slots=True)
-class ReplayConfig:
-    """``[replay]``: how a replay serves the recorded calls (SPEC 13).
-
-    ``schedule = "free"`` (default) answers each call as soon as it is asked for;
-    ``"recorded"`` keeps the recorded happens-before between calls of different sessions
-    and lanes (``agentreel.llm_replay``'s schedule), in process and through the proxy alike.
-    ``schedule_timeout``: seconds a held call waits before it goes on; such a wait is a
-    schedule divergence naming both calls — a failure unless ``schedule_divergence =
-    "allow"``.
-    """
-
-    schedule: ScheduleMode = "free"
-    schedule_timeout: float = DEFAULT_SCHEDULE_TIMEOUT
-    schedule_divergence: DivergenceMode = "error"
-
-    def settings(self) -> dict[str, str]:
-        """As the replay provider's and the proxy's settings; empty for the defaults."""
-        if self == ReplayConfig():
-            return {}
-        return {
-            "schedule": self.schedule,
-            "schedule_timeout": repr(self.schedule_timeout),
-            "schedule_divergence": self.schedule_divergence,
-        }
+ReplayConfig = ScheduleSettings
+"""``[replay]``: how a replay serves the recorded calls (SPEC 13) — replay's own settings
+value (``agentreel.llm_replay.ScheduleSettings``: ``schedule``, ``schedule_timeout``,
+``schedule_divergence``), handed as it is to the replay provider (``settings()``, the
+agent's environment) and to the proxy (``keywords()``)."""
 
 
 @dataclass(frozen=True, slots=True)

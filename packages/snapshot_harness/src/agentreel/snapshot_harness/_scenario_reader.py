@@ -11,6 +11,7 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
+from dataclasses import fields
 from pathlib import Path
 
 from agentreel.llm_replay import (
@@ -120,7 +121,7 @@ _TOP_KEYS = {
 }
 _GOLDEN_MASK_KEYS = {"regex", "key", "token"}
 _TRANSCRIPT_KEYS = {"unordered", "merge"}
-_REPLAY_KEYS = {"schedule", "schedule_timeout", "schedule_divergence"}
+_REPLAY_KEYS = {setting.name for setting in fields(ReplayConfig)}
 _FORK_SERVER_KEYS = {"enabled", "preload"}
 _STEP_KEYS: dict[str, set[str]] = {
     "initialize": {"type"},
