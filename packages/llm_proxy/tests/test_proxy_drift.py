@@ -72,3 +72,25 @@ async def test_a_drift_deep_in_a_long_message_shows_the_text_and_writes_both_req
     assert "clause 640: payment is due in thirty days" in recorded.read_text()
     assert "clause 640: payment is due in ninety days" in live.read_text()
     assert "clause 799:" in live.read_text()  # the whole request, not an excerpt
+
+
+@pytest.mark.asyncio
+async def test_start_proxy_writes_a_drifts_requests_to_the_drift_dir_it_is_given(
+    fixture_dir: Path, tmp_path: Path
+) -> None:
+    """``start_proxy(drift_dir=...)``, as ``ProxySettings`` and ``ReplayProvider`` take it:
+    a harness whose run folder goes away keeps a drift's full requests elsewhere."""
+    with StubServer.from_toml(RULES) as stub:
+        async with start_proxy("record", upstream=stub.base_url, fixture=fixture_dir) as proxy:
+            await _two_turns(proxy.base_url, "thirty days")
+    report = tmp_path / "run" / "report.json"
+    report.parent.mkdir()
+    kept = tmp_path / "kept"
+    async with start_proxy("replay", fixture=fixture_dir, report=report, drift_dir=kept) as proxy:
+        with pytest.raises(openai.BadRequestError):
+            await _two_turns(proxy.base_url, "ninety days")
+    (error,) = read_report(report).errors
+    live = kept / "session.call-1.live.txt"
+    assert str(live) in error.message
+    assert "clause 640: payment is due in ninety days" in live.read_text()
+    assert not (report.parent / "drift").exists()

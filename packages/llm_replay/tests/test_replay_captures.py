@@ -19,7 +19,8 @@ from agentreel.llm import (
     ToolCallPart,
     ToolResultPart,
 )
-from agentreel.llm_replay import Capture, ReplayProvider, captured_values, tokenized_chunks
+from agentreel.llm_replay import Capture, ReplayProvider
+from agentreel.llm_replay.lanes import captured_values, tokenized_chunks
 from agentreel.llm_replay.testing import FixtureRecorder, collect, tool_call
 
 AGENT_ID = Capture.checked(r'"agent_id":"([0-9a-f-]{36})"', "agent-id")

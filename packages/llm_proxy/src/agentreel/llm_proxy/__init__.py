@@ -23,6 +23,7 @@ URL with its own recorder or replay provider, logs and report (``ProxyServer.ope
 """
 
 from agentreel.llm_proxy._cli import main
+from agentreel.llm_proxy._fixture_output import recorded_files, write_fixture
 from agentreel.llm_proxy._identity import (
     IDENTITY_HEADERS,
     PARENT_HEADER,
@@ -32,7 +33,6 @@ from agentreel.llm_proxy._identity import (
     resolve_identity,
 )
 from agentreel.llm_proxy._masks import Masks
-from agentreel.llm_proxy._record import recorded_files, write_fixture
 from agentreel.llm_proxy._routes import SUPPORTED_PATHS
 from agentreel.llm_proxy._run import ProxyRun, RunLogFilter
 from agentreel.llm_proxy._server import Proxy, ProxyServer, start_proxy

@@ -30,7 +30,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agentreel.llm_proxy.exceptions import ProxyError
-from agentreel.llm_replay import DEFAULT_SCHEDULE_TIMEOUT, Capture, ReplayError
+from agentreel.llm_replay import (
+    DEFAULT_SCHEDULE_TIMEOUT,
+    DIVERGENCE_MODES,
+    SCHEDULE_MODES,
+    Capture,
+    ReplayError,
+)
 from agentreel.session import RERECORD_COMMAND_ENV
 
 _RECORD_EXAMPLE = """\
@@ -96,7 +102,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     replay.add_argument(
         "--schedule",
-        choices=("free", "recorded"),
+        choices=SCHEDULE_MODES,
         default="free",
         help="recorded: calls of different sessions and lanes keep their recorded order",
     )
@@ -110,7 +116,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     replay.add_argument(
         "--schedule-divergence",
-        choices=("error", "allow"),
+        choices=DIVERGENCE_MODES,
         default="error",
         help="allow: a schedule divergence is reported, not a failure",
     )

@@ -14,7 +14,7 @@ from agentreel.llm import BlockStart, Chunk, Finish, LlmError, ResponseMeta, Usa
 from agentreel.llm_proxy._codecs import encode_stream, response_id, without_ending
 from agentreel.llm_proxy._http import prepare_sse
 from agentreel.llm_proxy._identity import Identity
-from agentreel.llm_proxy._record import CallRecording
+from agentreel.llm_proxy._lane_logs import CallRecording
 from agentreel.llm_proxy._requests import ParsedRequest
 
 logger = logging.getLogger("agentreel.llm_proxy")

@@ -1,6 +1,6 @@
 """One run of the proxy (``ProxyRun``): its lifecycle — opened on a server, closed with
 every log, fixture and report written — and its requests, each read, parsed and handed to
-the record side (``_relay``) or the replay side (``_replay``)."""
+the record side (``_record_side``) or the replay side (``_replay_side``)."""
 
 from __future__ import annotations
 
@@ -14,13 +14,14 @@ import traceback
 from contextlib import suppress
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import aiohttp
 import msgspec
 from aiohttp import web
 
 from agentreel.llm_proxy._errors import error_body
+from agentreel.llm_proxy._fixture_output import remove_tree, write_fixture
 from agentreel.llm_proxy._http import json_response
 from agentreel.llm_proxy._identity import resolve_identity
 from agentreel.llm_proxy._masks import Masks
@@ -30,20 +31,16 @@ from agentreel.llm_proxy._models import (
     read_models,
     write_models,
 )
-from agentreel.llm_proxy._record import (
-    Recorder,
-    ServedLogs,
-    remove_tree,
-    write_fixture,
-)
-from agentreel.llm_proxy._relay import RecordSide
-from agentreel.llm_proxy._replay import ReplaySide
+from agentreel.llm_proxy._record_side import RecordSide
+from agentreel.llm_proxy._recorder import Recorder
+from agentreel.llm_proxy._replay_side import ReplaySide
 from agentreel.llm_proxy._requests import parse_request
 from agentreel.llm_proxy._routes import (
     GEMINI_STREAM,
     RUN_PREFIX,
     Route,
 )
+from agentreel.llm_proxy._served_logs import ServedLogs
 from agentreel.llm_proxy._settings import (
     DUMMY_KEY,
     KEY_VARIABLES,
@@ -65,9 +62,6 @@ from agentreel.llm_replay import (
 )
 from agentreel.session import MODELS_FILE, VERBATIM_FILE, SecretFoundError
 
-if TYPE_CHECKING:
-    from agentreel.llm_proxy._server import ProxyServer
-
 logger = logging.getLogger("agentreel.llm_proxy")
 
 
@@ -77,6 +71,20 @@ _SERVING: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 """The run whose request (or close) the current task is serving: what ``RunLogFilter``
 tells the runs' log lines apart by. Each aiohttp request is its own task, so setting it in
 one request's handler is seen by everything that handler calls, and by nothing else."""
+
+
+class RunHost(Protocol):
+    """What a run needs of the server it is served by (``_server.ProxyServer``): where it
+    listens, and closing the run there. A protocol, so the server's module imports the
+    run's and not the other way round."""
+
+    @property
+    def port(self) -> int: ...
+
+    @property
+    def base_url(self) -> str: ...
+
+    async def close_run(self, run: ProxyRun) -> None: ...
 
 
 class RunLogFilter(logging.Filter):
@@ -108,7 +116,7 @@ class ProxyRun(RecordSide, ReplaySide):
         self.masks = Masks(settings.masks, cwd=settings.cwd)
         self.mode: Mode = settings.mode
         self.token: str | None = None
-        self._server: ProxyServer | None = None
+        self._server: RunHost | None = None
         self._client: aiohttp.ClientSession | None = None
         self._temp_root: Path | None = None
         self._in_flight: set[asyncio.Task[Any]] = set()
@@ -158,9 +166,7 @@ class ProxyRun(RecordSide, ReplaySide):
                 content_binding=True,
                 partial_lanes=settings.partial_lanes,
                 content_mask=self.masks.text,
-                schedule=settings.schedule,
-                schedule_timeout=settings.schedule_timeout,
-                schedule_divergence=settings.schedule_divergence,
+                **settings.replay_schedule().keywords(),
                 captures=settings.captures,
             )
             self._recorded_apis = any(
@@ -173,7 +179,7 @@ class ProxyRun(RecordSide, ReplaySide):
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    async def _open(self, server: ProxyServer, token: str | None) -> None:
+    async def _open(self, server: RunHost, token: str | None) -> None:
         """Made ready to serve on ``server`` (``ProxyServer.open_run`` calls it)."""
         if self.mode == "record":
             # The wire mappers import both provider SDKs (seconds on a loaded machine: most

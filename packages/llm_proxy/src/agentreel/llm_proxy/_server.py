@@ -206,6 +206,7 @@ async def start_proxy(
     sessions_root: str | os.PathLike[str] | None = None,
     fixture: str | os.PathLike[str] | None = None,
     report: str | os.PathLike[str] | None = None,
+    drift_dir: str | os.PathLike[str] | None = None,
     port: int = 0,
     host: str = "127.0.0.1",
     masks: Sequence[str] = (),
@@ -224,7 +225,8 @@ async def start_proxy(
 
     ``mode="record"``: forward to ``upstream`` and record into ``sessions_root`` (logs) or
     ``fixture`` (harvested into a fixture directory on exit). ``mode="replay"``: answer from
-    ``fixture``, keyless and offline, writing the consumption report to ``report``; with
+    ``fixture``, keyless and offline, writing the consumption report to ``report`` (and a
+    drifted call's full requests to ``drift_dir``, default ``drift/`` beside it); with
     ``sessions_root`` it also writes the session logs of what it served there, as record
     mode would (what a harness compares with its goldens). ``schedule="recorded"``: calls
     of different sessions and lanes keep their recorded order (``agentreel.llm_replay``'s
@@ -240,6 +242,7 @@ async def start_proxy(
             sessions_root=Path(sessions_root) if sessions_root is not None else None,
             fixture=Path(fixture) if fixture is not None else None,
             report=Path(report) if report is not None else None,
+            drift_dir=Path(drift_dir) if drift_dir is not None else None,
             host=host,
             port=port,
             masks=tuple(masks),

@@ -15,7 +15,7 @@ from agentreel.llm_replay import (
     DriftMode,
     PartialLanes,
     ScheduleMode,
-    check_schedule_settings,
+    ScheduleSettings,
 )
 from agentreel.session import checked_allowlist
 
@@ -64,11 +64,17 @@ class ProxySettings:
     """Live values carried into served answers (``agentreel.llm_replay.Capture``): record
     writes them as ``{{<token>:N}}``, replay serves the live request's values."""
 
+    def replay_schedule(self) -> ScheduleSettings:
+        """``schedule``, ``schedule_timeout`` and ``schedule_divergence`` as the one value
+        replay takes them as (``agentreel.llm_replay.ScheduleSettings``; a bad one is a
+        ``ValueError``)."""
+        return ScheduleSettings(self.schedule, self.schedule_timeout, self.schedule_divergence)
+
     def check(self) -> None:
         if self.mode not in MODES:
             raise ProxyConfigError(f"mode must be record or replay, got {self.mode!r}")
         try:
-            check_schedule_settings(self.schedule, self.schedule_timeout, self.schedule_divergence)
+            self.replay_schedule()
         except ValueError as error:
             raise ProxyConfigError(str(error)) from None
         try:

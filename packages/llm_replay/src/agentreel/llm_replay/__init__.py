@@ -4,41 +4,20 @@
 spawned or forked child, in any interleaving — its own recorded script from a fixture
 directory, and fails loudly on anything the recording lacks. ``read_report`` loads the
 consumption report a replaying agent process writes, so a harness can check it.
+``agentreel.llm_replay.lanes`` holds the lane model (signatures, chaining, delegations,
+captured values) that replay binds by and the proxy's recorder files calls by.
 """
 
-from agentreel.llm_replay._captures import (
-    Capture,
-    captured_values,
-    request_strings,
-    tokenized_chunks,
-)
-from agentreel.llm_replay._deltas import delta_text
+from agentreel.llm_replay._captures import Capture
 from agentreel.llm_replay._failures import ANONYMOUS
 from agentreel.llm_replay._fixture import RecordedCall, Recording, Script, load_recording
-from agentreel.llm_replay._lanes import (
-    Chain,
-    Delegation,
-    LaneSignature,
-    PartialLanes,
-    Reply,
-    argument_strings,
-    chain,
-    delegated_by,
-    delegations,
-    first_user_text,
-    first_user_texts,
-    lane_signature,
-    message_digests,
-    recorded_reply,
-    restates,
-)
+from agentreel.llm_replay._lanes import PartialLanes
 from agentreel.llm_replay._overrides import HangOverride, Override, ThrowOverride
 from agentreel.llm_replay._provider import (
     BoundCall,
     DriftMode,
     RecordedStream,
     ReplayProvider,
-    check_schedule_settings,
     create_replay_provider,
 )
 from agentreel.llm_replay._report import (
@@ -58,6 +37,7 @@ from agentreel.llm_replay._schedule import (
     DivergenceMode,
     ScheduleDivergence,
     ScheduleMode,
+    ScheduleSettings,
 )
 from agentreel.llm_replay.exceptions import (
     FixtureError,
@@ -86,15 +66,12 @@ __all__ = [
     "BoundCall",
     "CallGates",
     "Capture",
-    "Chain",
     "ConsumptionReport",
-    "Delegation",
     "DivergenceMode",
     "DriftMode",
     "FixtureError",
     "HangOverride",
     "IncompleteCallError",
-    "LaneSignature",
     "Override",
     "OverrideError",
     "PartialLanes",
@@ -103,37 +80,22 @@ __all__ = [
     "Recording",
     "ReplayError",
     "ReplayProvider",
-    "Reply",
     "ReportedError",
     "RequestDriftError",
     "RequestDriftWarning",
     "ScheduleDivergence",
     "ScheduleDivergenceError",
     "ScheduleMode",
+    "ScheduleSettings",
     "Script",
     "ScriptExhaustedError",
     "ScriptReport",
     "ThrowOverride",
     "UnconsumedScriptError",
     "UnrecordedSessionError",
-    "argument_strings",
-    "captured_values",
-    "chain",
-    "check_schedule_settings",
     "create_replay_provider",
-    "delegated_by",
-    "delegations",
-    "delta_text",
-    "first_user_text",
-    "first_user_texts",
-    "lane_signature",
     "load_recording",
-    "message_digests",
     "read_report",
-    "recorded_reply",
-    "request_strings",
-    "restates",
     "session_file_name",
-    "tokenized_chunks",
     "write_report",
 ]

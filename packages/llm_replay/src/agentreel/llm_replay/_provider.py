@@ -15,6 +15,7 @@ import json
 import os
 import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -50,13 +51,12 @@ from agentreel.llm_replay._report import (
 )
 from agentreel.llm_replay._schedule import (
     DEFAULT_SCHEDULE_TIMEOUT,
-    DIVERGENCE_MODES,
-    SCHEDULE_MODES,
     CallGates,
     DivergenceMode,
     Schedule,
     ScheduleDivergence,
     ScheduleMode,
+    ScheduleSettings,
 )
 from agentreel.llm_replay.exceptions import (
     ReplayError,
@@ -165,7 +165,8 @@ class ReplayProvider:
             raise ValueError(f"drift must be one of {', '.join(_DRIFT_MODES)}; got {drift!r}")
         if pacing_ms < 0:
             raise ValueError(f"pacing_ms must be >= 0; got {pacing_ms!r}")
-        check_schedule_settings(schedule, schedule_timeout, schedule_divergence)
+        self.schedule_settings = ScheduleSettings(schedule, schedule_timeout, schedule_divergence)
+        """The recorded-schedule settings, checked (``ValueError`` for a bad one)."""
         self._recording: Recording = load_recording(
             Path(fixture_dir), respect_seed_length=respect_seed_length
         )
@@ -222,15 +223,14 @@ class ReplayProvider:
         self._secrets: SecretScan | None = None
         self._drift_warnings: list[str] = []
         self._schedule_warnings: list[str] = []
-        self._divergence: DivergenceMode = schedule_divergence
         self._schedule = (
             Schedule(
                 scripts,
-                timeout=schedule_timeout,
+                timeout=self.schedule_settings.schedule_timeout,
                 on_divergence=self._diverged,
                 skip=self._partial,
             )
-            if schedule == "recorded"
+            if self.schedule_settings.schedule == "recorded"
             else None
         )
         self._reports = ReportWriter(
@@ -467,7 +467,7 @@ class ReplayProvider:
 
     def _diverged(self, divergence: ScheduleDivergence) -> None:
         message = divergence.message(self.scenario)
-        if self._divergence == "allow":
+        if self.schedule_settings.schedule_divergence == "allow":
             self._schedule_warnings.append(message)
             return
         # Reported, not raised: the call goes on (SPEC 13); the run fails on the report.
@@ -629,9 +629,7 @@ def create_replay_provider(*, live_cwd: str | None = None, **settings: Any) -> R
         "content_binding",
         "partial_lanes",
         "respect_seed_length",
-        "schedule",
-        "schedule_timeout",
-        "schedule_divergence",
+        *(field.name for field in fields(ScheduleSettings)),
     }
     unknown = sorted(set(settings) - known)
     if unknown:
@@ -693,29 +691,6 @@ def _parse_flag(name: str, text: str) -> bool:
         f"{', '.join(_TRUE_WORDS + _FALSE_WORDS)}; got {text!r}. Fix the provider settings "
         "(e.g. AGENTREEL_PROVIDER_SETTINGS)"
     )
-
-
-def check_schedule_settings(schedule: object, timeout: object, divergence: object) -> None:
-    """The recorded-schedule settings, or a ``ValueError`` naming the bad one and what it
-    may be (the harness checks ``[replay]`` the same way at load)."""
-    if schedule not in SCHEDULE_MODES:
-        raise ValueError(
-            f"replay setting schedule must be one of {', '.join(SCHEDULE_MODES)}; got {schedule!r}"
-        )
-    if (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, int | float)
-        or not timeout > 0
-        or timeout == float("inf")
-    ):
-        raise ValueError(
-            f"replay setting schedule_timeout must be a positive number of seconds; got {timeout!r}"
-        )
-    if divergence not in DIVERGENCE_MODES:
-        raise ValueError(
-            f"replay setting schedule_divergence must be one of {', '.join(DIVERGENCE_MODES)}; "
-            f"got {divergence!r}"
-        )
 
 
 def _parse_seconds(text: str) -> float:

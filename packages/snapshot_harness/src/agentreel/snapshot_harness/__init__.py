@@ -30,10 +30,12 @@ from agentreel.snapshot_harness._scenario import (
     ReplayConfig,
     Scenario,
     Step,
+    validate_scenario_name,
+)
+from agentreel.snapshot_harness._scenario_reader import (
     discover_scenarios,
     load_scenario,
     resolve_scenario,
-    validate_scenario_name,
 )
 from agentreel.snapshot_harness.exceptions import (
     AgentCrashError,

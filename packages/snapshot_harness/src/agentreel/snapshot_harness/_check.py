@@ -45,8 +45,8 @@ from agentreel.snapshot_harness._scenario import (
     PromptAndCancel,
     RecordConfig,
     Scenario,
-    load_scenario,
 )
+from agentreel.snapshot_harness._scenario_reader import load_scenario
 from agentreel.snapshot_harness._secrets import redact_secrets, scan_for_secrets
 from agentreel.snapshot_harness.exceptions import (
     GoldenMismatchError,

@@ -18,7 +18,8 @@ from typing import TextIO
 
 from agentreel.session import SecretScan
 from agentreel.snapshot_harness._cli import add_fixtures_option, fixtures_directory
-from agentreel.snapshot_harness._scenario import SCENARIO_FILE, load_scenario
+from agentreel.snapshot_harness._scenario import SCENARIO_FILE
+from agentreel.snapshot_harness._scenario_reader import load_scenario
 from agentreel.snapshot_harness.exceptions import HarnessError
 
 SUMMARY = "scan committed fixtures for credentials (auth headers, known key shapes)"

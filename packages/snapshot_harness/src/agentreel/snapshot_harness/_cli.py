@@ -38,6 +38,8 @@ from agentreel.snapshot_harness._scenario import (
     Mode,
     RecordConfig,
     Scenario,
+)
+from agentreel.snapshot_harness._scenario_reader import (
     discover_scenarios,
     load_scenario,
     resolve_scenario,

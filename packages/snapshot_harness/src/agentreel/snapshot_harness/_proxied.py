@@ -226,9 +226,7 @@ def proxy_backend(
             settings["fixture"] = scenario.directory.resolve()
             settings["report"] = report
             settings["drift_dir"] = drift_dir
-            settings["schedule"] = scenario.replay.schedule
-            settings["schedule_timeout"] = scenario.replay.schedule_timeout
-            settings["schedule_divergence"] = scenario.replay.schedule_divergence
+            settings.update(scenario.replay.keywords())
         from agentreel.llm_proxy import ProxySettings
 
         proxy = stack.enter_context(

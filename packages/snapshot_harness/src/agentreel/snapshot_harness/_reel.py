@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from agentreel.llm_replay import ScheduleSettings
 from agentreel.session import RECORDING_FILE_PATTERN, RERECORD_COMMAND_ENV
 from agentreel.snapshot_harness import _environment as envvars
 from agentreel.snapshot_harness._pending import CI_ENV
@@ -53,9 +54,7 @@ _PROXY_KEYS = frozenset(
         "masks",
         "partial_lanes",
         "drift",
-        "schedule",
-        "schedule_timeout",
-        "schedule_divergence",
+        *(setting.name for setting in dataclasses.fields(ScheduleSettings)),
         "allow_secrets",
     }
 )

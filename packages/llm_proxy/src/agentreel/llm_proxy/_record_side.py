@@ -23,12 +23,13 @@ from agentreel.llm_proxy._codecs import (
 )
 from agentreel.llm_proxy._http import HOP_BY_HOP, RESPONSE_DROP, abort, unreachable
 from agentreel.llm_proxy._identity import Identity
+from agentreel.llm_proxy._lane_logs import CallRecording, kept_headers
 from agentreel.llm_proxy._models import (
     ModelsListing,
     listing_key,
     write_models,
 )
-from agentreel.llm_proxy._record import CallRecording, Recorder, kept_headers
+from agentreel.llm_proxy._recorder import Recorder
 from agentreel.llm_proxy._requests import ParsedRequest
 from agentreel.llm_proxy._routes import Route, shown_url
 from agentreel.llm_proxy._settings import ProxySettings

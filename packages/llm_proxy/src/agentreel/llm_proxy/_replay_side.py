@@ -22,19 +22,17 @@ from agentreel.llm_proxy._codecs import (
 from agentreel.llm_proxy._errors import CUT_CODE, HTTP_CODE_PREFIX, STREAM_ERROR_CODE, error_body
 from agentreel.llm_proxy._http import abort, json_response, prepare_sse, recorded_http_error
 from agentreel.llm_proxy._identity import Identity
+from agentreel.llm_proxy._lane_logs import CallRecording
 from agentreel.llm_proxy._models import (
     ModelsListing,
     listing_for,
 )
 from agentreel.llm_proxy._paced import stream_as_it_comes
-from agentreel.llm_proxy._record import (
-    CallRecording,
-    ServedLogs,
-)
 from agentreel.llm_proxy._requests import ParsedRequest
 from agentreel.llm_proxy._routes import (
     Route,
 )
+from agentreel.llm_proxy._served_logs import ServedLogs
 from agentreel.llm_proxy._settings import REPLAY_ERROR_STATUS, ProxySettings
 from agentreel.llm_proxy._verbatim import VerbatimCall, with_cwd
 from agentreel.llm_replay import (

@@ -1,4 +1,4 @@
-"""Record mode's bookkeeping: one session log per resolved session and lane (SPEC 4, 11).
+"""Record mode's recorder: one session log per resolved session and lane (SPEC 4, 11).
 
 Every lane is a session log of section 4: a header (parent, spawn index, origin), then per
 model call ``turn/start``, the ``request/header`` built from the HTTP request, every
@@ -6,7 +6,7 @@ model call ``turn/start``, the ``request/header`` built from the HTTP request, e
 ``turn/end`` (flushed there, so a killed proxy keeps every finished call). A child names
 its parent (explicit or native headers, or — without headers — the conversation that
 handed on its first message: a pending tool call's argument, or for a caller with no
-identity a payload of the reply's text, ``agentreel.llm_replay.delegated_by``). A child's
+identity a payload of the reply's text, ``agentreel.llm_replay.lanes.delegated_by``). A child's
 spawn index is the one its header gives, else the order in which its parent issued the
 delegation it was found by (numbered 0, 1, … at close; SPEC 4), else its arrival order: a
 guess, kept in ``Recorder.warnings`` for the record command to print at its end (the
@@ -17,345 +17,66 @@ restates): which lane is which is decided from what each lane is — the one wit
 calls, then the one with tools, then a content key (``session_rank``) — when the recorder
 closes, never by arrival (SPEC 11). Until then each lane's log is flushed as it was
 opened (a killed proxy loses nothing); ``close`` rewrites the headers that the rule
-changes. Replay's served logs (``ServedLogs``) are written as the recorded scripts they
-were bound to. Upstream errors are recorded as a call ending in an ``error`` finish that
-carries the raw status, headers and body, so replay answers them the same way.
-Nothing written may hold a credential (``agentreel.session.SecretScan``, the one scan):
-each record as it is written is checked for the keys clients sent (``SecretInRecordingError``
-stops that call's recording at once), and at close each lane's whole log — every line, so
-known key shapes and auth headers too, a key streamed across deltas whole in its
-``block-end`` — before anything is harvested; a lane with a hit is refused like one that
-held a client's key.
+changes. The lanes' logs are written by ``_lane_logs`` (``LaneLogs``, ``CallRecording``),
+which replay's served logs share. Nothing written may hold a credential
+(``agentreel.session.SecretScan``, the one scan): each record as it is written is checked
+for the keys clients sent (``SecretInRecordingError`` stops that call's recording at once),
+and at close each lane's whole log — every line, so known key shapes and auth headers too, a
+key streamed across deltas whole in its ``block-end`` — before anything is harvested; a lane
+with a hit is refused like one that held a client's key.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import suppress
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
 from agentreel.brand import new_session_id
-from agentreel.llm import (
-    SPAWN_INDEX_HEADER,
-    BlockEnd,
-    Chunk,
-    Finish,
-    ToolCallPart,
-)
-from agentreel.llm_proxy._errors import CUT_CODE, HTTP_CODE_PREFIX, STREAM_ERROR_CODE
+from agentreel.llm import SPAWN_INDEX_HEADER
 from agentreel.llm_proxy._identity import Identity
+from agentreel.llm_proxy._lane_logs import CallRecording, Lane, LaneKind, LaneLogs
 from agentreel.llm_proxy._requests import ParsedRequest
 from agentreel.llm_proxy._routes import GEMINI_KEY_HEADER
-from agentreel.llm_proxy._verbatim import (
-    VerbatimCall,
-    cuts_the_cwd,
-    encode_line,
-    recorded_verbatim,
-)
-from agentreel.llm_proxy.exceptions import SecretInRecordingError
-from agentreel.llm_replay import (
-    Capture,
+from agentreel.llm_proxy._verbatim import VerbatimCall, cuts_the_cwd, encode_line
+from agentreel.llm_replay import Capture
+from agentreel.llm_replay.lanes import (
     Chain,
-    Delegation,
     LaneSignature,
-    Reply,
-    Script,
     captured_values,
     chain,
     delegated_by,
-    delegations,
-    delta_text,
     first_user_text,
     first_user_texts,
     lane_signature,
     message_digests,
-    recorded_reply,
     request_strings,
     restates,
-    tokenized_chunks,
 )
 from agentreel.session import (
-    MODELS_FILE,
     VERBATIM_FILE,
-    AssistantChunkData,
-    CallRecorder,
     RequestHeaderData,
     SecretFoundError,
-    SecretScan,
     Session,
     SessionHeader,
-    SessionStore,
-    TurnEndData,
-    TurnStartData,
     encode_record,
     epoch_ms,
-    harvest_session_logs,
     now_ms,
     order_sessions,
-    recording_names,
     session_file_name,
-    tokenize_cwd,
 )
 
 logger = logging.getLogger("agentreel.llm_proxy")
 
 ANONYMOUS_KEY = "<anonymous>"
 _SECRET_HEADERS = ("authorization", "x-api-key", "api-key", GEMINI_KEY_HEADER)
-# Headers of an upstream error worth replaying (what clients and their retry logic read).
-_ERROR_HEADERS = ("retry-after", "retry-after-ms", "x-request-id", "request-id", "content-type")
 
 
-def kept_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    """The response headers a recording keeps and replay answers with (lower-cased): the
-    content type, retry hints, the provider's request id — never a cookie or a date."""
-    return {k.lower(): v for k, v in headers.items() if k.lower() in _ERROR_HEADERS}
-
-
-INTERRUPTED_MESSAGE = "the proxy was stopped (signal or end of input) while this call was streaming"
-REFUSED_MESSAGE = "not recorded from here on: a record of this call held a live API key"
-
-
-LaneKind = Literal["session", "side", "delegated"]
-"""How a lane was opened: its caller's first lane (``session``, which carries the caller's
-relation to its parent), a side call under the caller's session (``side``), or a
-child found through a delegation, headerless or sharing its parent's identity
-(``delegated``)."""
-
-
-@dataclass(eq=False)
-class Lane:
-    """One recorded conversation: its session log and where its next call goes."""
-
-    session: Session
-    key: str
-    signature: LaneSignature
-    kind: LaneKind = "session"
-    parent_key: str | None = None
-    """The caller whose session this lane hangs under when that is decided by caller, not
-    by a delegating call: the parent identity of a session lane, the own caller of a side
-    lane. Closing re-points it to that caller's session as the rule decides it."""
-    first: tuple[str, ...] = ()
-    """The message digests of the lane's first request."""
-    tools: bool = False
-    """Whether its first request offered tools (an agent's conversation, not a side call)."""
-    previous: tuple[str, ...] = ()
-    """The message digests of its latest request, and (below) the reply to it: a request
-    that starts with both continues this lane (SPEC 11 conversation chaining)."""
-    reply: Reply | None = None
-    calls: int = 0
-    busy: bool = False
-    delegations: list[Delegation] = field(default_factory=list)
-    """What this lane's replies hand to other conversations (tool calls' argument strings,
-    the reply text's payloads), in the order issued: a headerless child is found by its
-    first message among them (``agentreel.llm_replay.delegated_by``, replay's rule too)."""
-    first_user: str | None = None
-    """The text of its first request's first user message (whitespace folded)."""
-    owner: Lane | None = None
-    """For a side lane: the lane it is a side call of (the conversation whose first user
-    message it restates, else its caller's first lane); closing ranks the two together."""
-    parent_lane: Lane | None = None
-    """For a child: the lane it was opened under; closing re-points it to the session that
-    lane's group elects."""
-    # Digests of the messages whose whole text this lane's log already holds: a text is
-    # written once, at the first request holding it (a conversation resends its history).
-    texts_written: set[str] = field(default_factory=set)
-    tool_calls: int = 0
-    children: int = 0
-    refused: bool = False
-    """A record of this lane held a live key: its log is removed at close (the text
-    streamed before the refusal may spell the key across records)."""
-    claimed: set[int] = field(default_factory=set)
-    """The ordinals of this lane's delegations a child has been found by (one child each)."""
-    ordinal: int | None = None
-    """For a child found by its parent's delegation: that delegation's ordinal among the
-    parent lane's. Closing numbers a parent's such children 0, 1, … in this order — the
-    order the parent issued them (SPEC 4), whatever order they arrived in."""
-    by_arrival: str | None = None
-    """For a child whose header names its parent but not its spawn index, and whose
-    delegating call was not found: its caller as described (``Identity.describe``) — its
-    spawn index is its arrival order, a guess ``Recorder.warnings`` says at close."""
-
-
-def _texts_once(header: RequestHeaderData, written: set[str]) -> RequestHeaderData:
-    """``header`` without the message texts already in ``written`` (digests), which it
-    then holds every text of ``header``: replay finds each by its digest."""
-    if not any(message.text is not None for message in header.messages):
-        return header
-    messages = []
-    for message in header.messages:
-        if message.text is not None and message.digest in written:
-            message = msgspec.structs.replace(message, text=None)
-        elif message.text is not None:
-            written.add(message.digest)
-        messages.append(message)
-    return msgspec.structs.replace(header, messages=tuple(messages))
-
-
-class CallRecording:
-    """One model call being recorded into its lane: its ``request/header`` and chunks go
-    through the agent kit's ``CallRecorder`` (the one writer of a call's records), every
-    record through the recorder's key scan; the proxy adds the turn events and what the
-    HTTP outcome means (an error status, a cut, an interruption, a refusal)."""
-
-    def __init__(self, recorder: Recorder, lane: Lane, turn: int) -> None:
-        self._recorder = recorder
-        self.lane = lane
-        self.turn = turn
-        self.finished = False
-        self.written = 0
-        self._chunks: list[Chunk] = []
-        self._call: CallRecorder | None = None
-        self.values: dict[str, str] = {}
-        """The captured live values of its request (``{placeholder: value}``): written as
-        their placeholders; deltas are held until their block ends, as a value may be split
-        across them."""
-        self._held: list[Chunk] = []
-
-    def _open(self, header: RequestHeaderData) -> None:
-        """Write the call's ``request/header`` (``CallRecorder`` does, through the scan),
-        each message's whole text only where the lane's log does not hold it yet."""
-        header = _texts_once(header, self.lane.texts_written)
-        try:
-            self._call = CallRecorder(
-                self.lane.session,
-                turn=self.turn,
-                step=0,
-                request=header,
-                append=lambda data: self._recorder._write(self.lane, data),
-            )
-        except SecretInRecordingError:
-            self.refuse()
-
-    def chunk(self, chunk: Chunk) -> None:
-        if self.finished or self._call is None:
-            return
-        if self.values:
-            if delta_text(chunk) is not None:
-                self._held.append(chunk)
-            else:
-                held, self._held = [*self._held, chunk], []
-                for written in tokenized_chunks(held, self.values):
-                    try:
-                        self._call.chunk(written)
-                    except SecretInRecordingError:
-                        self.refuse()
-                        return
-        else:
-            try:
-                self._call.chunk(chunk)
-            except SecretInRecordingError:
-                self.refuse()
-                return
-        self.written += 1
-        self._chunks.append(chunk)
-        if isinstance(chunk, BlockEnd):
-            if isinstance(chunk.block, ToolCallPart):
-                self.lane.tool_calls += 1
-            self.lane.delegations.extend(delegations((chunk,), len(self.lane.delegations)))
-        if isinstance(chunk, Finish):
-            self.lane.reply = recorded_reply(self._chunks, self._recorder.mask)
-            self._end("completed" if chunk.reason != "error" else "error")
-
-    def chunks(self, chunks: Iterable[Chunk]) -> None:
-        for chunk in chunks:
-            self.chunk(chunk)
-
-    def http_error(self, status: int, headers: Mapping[str, str], body: bytes) -> None:
-        """The upstream answered with an error status: record it as the call's outcome."""
-        payload = {
-            "status": status,
-            "headers": kept_headers(headers),
-            "body": body.decode("utf-8", "replace"),
-        }
-        self.chunk(
-            Finish(reason="error", code=f"{HTTP_CODE_PREFIX}{status}", message=json.dumps(payload))
-        )
-
-    def stream_error(self, raw: str) -> None:
-        """An error event inside the stream (e.g. ``overloaded_error``): kept raw."""
-        self.chunk(Finish(reason="error", code=STREAM_ERROR_CODE, message=raw))
-
-    def cut(self, detail: str) -> None:
-        """The upstream stream ended without finishing: replay cuts it at the same place."""
-        self.chunk(Finish(reason="error", code=CUT_CODE, message=detail))
-
-    def streamed_text(self) -> str:
-        """The text its deltas streamed so far (text, reasoning, tool arguments), joined."""
-        return "".join(delta_text(chunk) or "" for chunk in self._chunks)
-
-    def holds_value(self, text: str) -> bool:
-        """Whether ``text`` holds one of the request's captured values."""
-        return any(value in text for value in self.values.values())
-
-    def abandon(self) -> None:
-        """Close the call without a finish (only when the proxy itself failed)."""
-        if not self.finished:
-            self.cut("the proxy stopped before the call finished")
-
-    def interrupt(self, who: str) -> None:
-        """The proxy is stopping (signal, end of input) while this call streams: keep every
-        chunk so far, seal the call as cut and its turn as interrupted, and say so once."""
-        if self.finished:
-            return
-        if self._call is not None:
-            try:
-                self._call.seal(Finish(reason="error", code=CUT_CODE, message=INTERRUPTED_MESSAGE))
-            except SecretInRecordingError:
-                self.refuse()
-                return
-        self._end("interrupted")
-        logger.warning(
-            "%s: call %d was still streaming when the proxy stopped; recorded its %d "
-            "chunk(s) so far, sealed as interrupted",
-            who,
-            self.turn + 1,
-            self.written,
-        )
-
-    def _end(self, reason: str) -> None:
-        self.finished = True
-        self.lane.busy = False
-        self._put(TurnEndData(turn=self.turn, reason=reason))  # type: ignore[arg-type]
-
-    def _put(self, data: Any) -> bool:
-        """Write one record of this call; False (and the call refused) if it held a key."""
-        try:
-            self._recorder._write(self.lane, data)
-        except SecretInRecordingError:
-            self.refuse()
-            return False
-        return True
-
-    def refuse(self) -> None:
-        """A record of this call held a live key (``Recorder._write`` said so): record
-        nothing more of it, seal it as cut so the log stays whole, and let the stream go on
-        to its client — only writing is refused, never forwarding."""
-        if self.finished:
-            return
-        self.finished = True
-        self.lane.busy = False
-        self.lane.refused = True
-        with suppress(SecretInRecordingError):  # neither record holds anything a client sent
-            self._recorder._write(
-                self.lane,
-                AssistantChunkData(
-                    turn=self.turn,
-                    step=0,
-                    chunk=Finish(reason="error", code=CUT_CODE, message=REFUSED_MESSAGE),
-                ),
-            )
-            self._recorder._write(self.lane, TurnEndData(turn=self.turn, reason="error"))
-
-
-class Recorder:
+class Recorder(LaneLogs):
     """Creates and writes the session logs of one record run under ``sessions_root``."""
 
     def __init__(
@@ -366,18 +87,9 @@ class Recorder:
         allow_secrets: Iterable[str] = (),
         captures: Sequence[Capture] = (),
     ) -> None:
-        self.sessions_root = sessions_root
+        super().__init__(sessions_root, cwd, mask, allow_secrets)
         self.captures = tuple(captures)
         """Live values each call's request holds, recorded as ``{{<token>:N}}``."""
-        self.cwd = cwd
-        self.mask = mask
-        """The request masking, applied to recorded replies before chaining compares them."""
-        self._store = SessionStore(sessions_root)
-        self._lanes: dict[str, list[Lane]] = {}
-        self.scan = SecretScan(allow=allow_secrets)
-        """The run's secret scan: the keys clients sent (``note_secrets``), auth headers and
-        known key shapes less the allowed sha256 digests (``allow_secrets``)."""
-        self.errors: list[str] = []
         self.warnings: list[str] = []
         """What the recorder had to guess, one sentence each naming the session, its
         parent, the file and what to send instead (filled at ``close``): the recording is
@@ -412,26 +124,6 @@ class Recorder:
     def holds_secret(self, text: str) -> bool:
         """Whether ``text`` contains a key a client sent (so it must not be written)."""
         return self.scan.value_in(text) is not None
-
-    def _write(self, lane: Lane, data: Any) -> None:
-        if self.scan.has_values:
-            encoded = msgspec.json.encode(data).decode("utf-8", "replace")
-            origin = self.scan.value_in(encoded)
-            if origin is not None:
-                turn = getattr(data, "turn", None)
-                call = f"call {turn + 1} of " if isinstance(turn, int) else ""
-                message = (
-                    f"refused to record a live API key: the {type(data).__name__} of "
-                    f"{call}session {lane.session.id} contains {origin} (not shown). The "
-                    "call was still forwarded to its client, but nothing more of it was "
-                    f"recorded and its log {lane.session.path} is removed (what streamed "
-                    "before may spell the key). Find out why the model's answer (or the "
-                    "request) holds the key — e.g. a tool or prompt that prints the "
-                    "environment — remove it, and record again"
-                )
-                self.errors.append(message)
-                raise SecretInRecordingError(message)
-        lane.session.append(data)
 
     def keep_verbatim(self, call: CallRecording, answer: VerbatimCall) -> None:
         """Keep one call's answer as sent (written beside the logs at once); never when its
@@ -481,16 +173,6 @@ class Recorder:
         call = self._start_call(lane, header)
         if self.captures:
             call.values = captured_values(self.captures, request_strings(request.options()))
-        return call
-
-    def _start_call(self, lane: Lane, header: RequestHeaderData) -> CallRecording:
-        """Open the lane's next call: its ``turn/start`` and its ``request/header``."""
-        lane.busy = True
-        turn = lane.calls
-        lane.calls += 1
-        call = CallRecording(self, lane, turn)
-        if call._put(TurnStartData(turn=turn)):
-            call._open(msgspec.structs.replace(header, turn=turn, step=0))
         return call
 
     def _continued(
@@ -665,7 +347,7 @@ class Recorder:
     ) -> tuple[Lane | None, int | None]:
         """The lane (of ``among``, else of any caller) with a delegation not yet claimed by
         a child whose text is the request's first user message, and that delegation's
-        ordinal among the lane's; claims it (``agentreel.llm_replay.delegated_by``: the rule
+        ordinal among the lane's; claims it (``agentreel.llm_replay.lanes.delegated_by``: the rule
         replay binds by). The first user message counts whole or by one of its text parts
         (Claude Code puts a ``<system-reminder>`` part before a Task child's prompt);
         ``any_user``: any of its user messages, the first that matches wins (a child whose
@@ -697,38 +379,10 @@ class Recorder:
 
     # -- shutdown ------------------------------------------------------------------------
 
-    def close(self) -> None:
-        """Flush and close every log (a call still streaming is sealed as cut)."""
-        for lanes in self._lanes.values():
-            for lane in lanes:
-                if lane.busy:
-                    lane.busy = False
-                    try:
-                        self._write(
-                            lane,
-                            AssistantChunkData(
-                                turn=lane.calls - 1,
-                                step=0,
-                                chunk=Finish(
-                                    reason="error",
-                                    code=CUT_CODE,
-                                    message=INTERRUPTED_MESSAGE,
-                                ),
-                            ),
-                        )
-                        self._write(lane, TurnEndData(turn=lane.calls - 1, reason="interrupted"))
-                    except SecretInRecordingError:
-                        pass
-                lane.session.close()
-        self._scan_logs()
-        try:
-            self._arrange()
-            self.warnings += self._arrival_warnings()
-        finally:
-            for lanes in self._lanes.values():
-                for lane in lanes:
-                    if lane.refused:
-                        lane.session.path.unlink(missing_ok=True)
+    def _settle(self) -> None:
+        """Arrange the sealed logs (``_arrange``) and say what was guessed (``warnings``)."""
+        self._arrange()
+        self.warnings += self._arrival_warnings()
 
     def _arrival_warnings(self) -> list[str]:
         """One sentence per kept child numbered by arrival (``Lane.by_arrival``), naming
@@ -895,78 +549,3 @@ def _rewrite_header(path: Path, header: SessionHeader) -> None:
     tmp = path.with_suffix(".arranging")
     tmp.write_bytes(encode_record(header) + rest)
     os.replace(tmp, path)
-
-
-class ServedLogs(Recorder):
-    """Replay's served logs: each replayed call is written into the log of the recorded
-    script it was bound to, under that script's header (its id, time, parent, spawn index
-    and origin; the live cwd), so the served logs have the recording's structure and
-    session order whatever order the calls arrive in."""
-
-    def begin_bound(self, script: Script, header: RequestHeaderData) -> CallRecording:
-        key = str(script.number)
-        lanes = self._lanes.get(key)
-        if lanes is None:
-            recorded = script.header
-            mirrored = msgspec.structs.replace(recorded, cwd=self.cwd, seed_length=0)
-            session = Session(self._store.path_for(mirrored), mirrored, [], now_ms)
-            lanes = self._lanes[key] = [
-                Lane(session=session, key=key, signature=lane_signature(header))
-            ]
-        (lane,) = lanes
-        return self._start_call(lane, header)
-
-    def _arrange(self) -> None:
-        """Served logs already have the recording's structure."""
-
-    def _scan_logs(self) -> None:
-        """Served logs are no recording: they replay one that was scanned when written, and
-        the goldens made from them are scanned by whoever writes those (refresh, record)."""
-
-
-def write_fixture(
-    sessions_root: Path, fixture: Path, cwd: str, *, scan: SecretScan | None = None
-) -> list[Path]:
-    """The harvested logs as a fixture directory (``session.jsonl``, ``session.<n>.jsonl``
-    in session order, the cwd as ``{{cwd}}``); earlier ``session*.jsonl`` files go first.
-
-    Everything is scanned first (``scan``: the run's; by default known key shapes and auth
-    headers): a hit raises ``SecretFoundError`` naming file, line, event and rule, and
-    nothing is written — not even the removal of the earlier files."""
-    logs = harvest_session_logs(sessions_root)
-    files = {
-        str(fixture / session_file_name(number)): tokenize_cwd(log.path.read_bytes(), Path(cwd))
-        for number, log in enumerate(logs)
-    }
-    (scan if scan is not None else SecretScan()).check(files)
-    fixture.mkdir(parents=True, exist_ok=True)
-    for stale in recording_names(fixture):
-        (fixture / stale).unlink()
-    written: list[Path] = []
-    for name, data in files.items():
-        target = Path(name)
-        tmp = target.with_suffix(".tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, target)
-        written.append(target)
-    return written
-
-
-def recorded_files(sessions_root: Path, cwd: str) -> dict[str, bytes]:
-    """What a record run kept beside its session logs in ``sessions_root`` that a fixture
-    holds too, file name → bytes: ``wire.ndjson`` (the answers as sent, the cwd as
-    ``{{cwd}}``) and ``models.json``, each only if the run kept one. For a writer of
-    fixtures other than the proxy's own ``--fixture`` (the snapshot harness); scan the
-    bytes before writing them, as ``write_fixture`` does the logs."""
-    files: dict[str, bytes] = {}
-    answers = recorded_verbatim(sessions_root, cwd)
-    if answers:
-        files[VERBATIM_FILE] = answers
-    listings = sessions_root / MODELS_FILE
-    if listings.is_file():
-        files[MODELS_FILE] = listings.read_bytes()
-    return files
-
-
-def remove_tree(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)

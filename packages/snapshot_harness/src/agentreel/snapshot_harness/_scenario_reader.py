@@ -1,0 +1,765 @@
+"""Reading ``scenario.toml``: every table validated strictly into the scenario model
+(``_scenario``), and finding scenario directories.
+
+Unknown keys and bad values are errors that name the file and the key, so a typo never
+silently changes what a test does.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import fields
+from pathlib import Path
+
+from agentreel.llm_replay import (
+    DEFAULT_SCHEDULE_TIMEOUT,
+    DIVERGENCE_MODES,
+    SCHEDULE_MODES,
+    Capture,
+)
+from agentreel.session import (
+    KeyMask,
+    Mask,
+    checked_allowlist,
+    merge_kinds_checked,
+    unordered_kinds_checked,
+)
+from agentreel.snapshot_harness._scenario import (
+    DEFAULT_BASE_URL_ENV,
+    DEFAULT_KEY_ENV,
+    DEFAULT_STUB_MODEL,
+    DEFAULT_STUB_RULES,
+    DEFAULT_TIMEOUT,
+    DIRECTORY_CONFIG_FILE,
+    MAX_TIMEOUT,
+    PROTOCOLS,
+    SCENARIO_FILE,
+    SHUTDOWNS,
+    TEMPLATE_PLACEHOLDERS,
+    TEMPLATE_TOKEN,
+    VIAS,
+    WIRE_APIS,
+    WORKSPACE_DIR,
+    ExpectError,
+    ForkServerConfig,
+    HomeFile,
+    Initialize,
+    ModelConfig,
+    NewSession,
+    PermissionKind,
+    Prompt,
+    PromptAndCancel,
+    RecordConfig,
+    ReplayConfig,
+    Scenario,
+    Step,
+    validate_scenario_name,
+)
+from agentreel.snapshot_harness.exceptions import ScenarioError, UnreadableFixtureError
+
+
+class _Reader:
+    """Typed access to a TOML table that reports unknown keys and bad values by path."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, key: str, problem: str) -> ScenarioError:
+        return ScenarioError(f"{self.path}: key '{key}': {problem}")
+
+    def check_keys(self, table: Mapping[str, object], allowed: set[str], prefix: str) -> None:
+        unknown = sorted(set(table) - allowed)
+        if unknown:
+            key = f"{prefix}{unknown[0]}"
+            raise self.fail(key, f"unknown key; allowed here: {', '.join(sorted(allowed))}")
+
+    def string(self, table: Mapping[str, object], key: str, prefix: str) -> str | None:
+        value = table.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise self.fail(f"{prefix}{key}", f"expected a string, got {_kind(value)}")
+        return value
+
+    def required_string(self, table: Mapping[str, object], key: str, prefix: str) -> str:
+        value = self.string(table, key, prefix)
+        if value is None or not value:
+            raise self.fail(f"{prefix}{key}", "required: a non-empty string")
+        return value
+
+
+def _kind(value: object) -> str:
+    return {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a float",
+        str: "a string",
+        list: "an array",
+        dict: "a table",
+    }.get(type(value), type(value).__name__)
+
+
+_TOP_KEYS = {
+    "name",
+    "protocol",
+    "description",
+    "timeout",
+    "agent",
+    "shutdown",
+    "env",
+    "permissions",
+    "steps",
+    "record",
+    "model",
+    "fork_server",
+    "golden_masks",
+    "transcript",
+    "replay",
+}
+_GOLDEN_MASK_KEYS = {"regex", "key", "token"}
+_TRANSCRIPT_KEYS = {"unordered", "merge"}
+_REPLAY_KEYS = {setting.name for setting in fields(ReplayConfig)}
+_FORK_SERVER_KEYS = {"enabled", "preload"}
+_STEP_KEYS: dict[str, set[str]] = {
+    "initialize": {"type"},
+    "new_session": {"type"},
+    "prompt": {"type", "text"},
+    "prompt_and_cancel": {"type", "text"},
+    "expect_error": {"type", "method", "text", "session", "code", "message"},
+}
+_RECORD_KEYS = {"provider", "model", "rules", "base_url", "allow_secrets"}
+_MODEL_KEYS = {
+    "via",
+    "api",
+    "base_url_env",
+    "key_env",
+    "env",
+    "files",
+    "masks",
+    "partial_lanes",
+    "captures",
+}
+_FILE_KEYS = {"path", "template", "text"}
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PERMISSION_ALIASES: dict[str, PermissionKind] = {
+    "allow": "allow_once",
+    "allow_once": "allow_once",
+    "allow_always": "allow_always",
+    "reject": "reject_once",
+    "reject_once": "reject_once",
+    "reject_always": "reject_always",
+    "cancelled": "cancelled",
+}
+
+
+def load_scenario(directory: Path | str) -> Scenario:
+    """Load and validate ``<directory>/scenario.toml``.
+
+    Raises ``ScenarioError`` naming the file and key for unknown keys, wrong types, bad
+    values, a name that is not a bare directory name, or a workspace symlink that points
+    outside the workspace.
+    """
+    directory = Path(directory)
+    path = directory / SCENARIO_FILE
+    if not path.is_file() and not path.is_symlink() and not path.is_dir():
+        raise ScenarioError(
+            f"{path}: no scenario.toml here; a scenario directory needs one (see the "
+            "agentreel-snapshot-harness README for the format)"
+        )
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UnreadableFixtureError(directory.name, path, exc) from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
+    reader = _Reader(path)
+    reader.check_keys(data, _TOP_KEYS, "")
+
+    dir_name = directory.resolve().name
+    validate_scenario_name(dir_name, where=f"{path}: directory name")
+    name = reader.string(data, "name", "") or dir_name
+    if name != dir_name:
+        validate_scenario_name(name, where=f"{path}: key 'name':")
+        raise reader.fail(
+            "name", f"{name!r} differs from the directory name {dir_name!r}; make them equal"
+        )
+
+    description = reader.string(data, "description", "") or ""
+    timeout = _timeout(reader, data.get("timeout"))
+    agent = _agent(reader, data.get("agent"))
+    shutdown = data.get("shutdown", "eof")
+    if shutdown not in SHUTDOWNS:
+        raise reader.fail(
+            "shutdown",
+            f"{shutdown!r} is not one of {', '.join(SHUTDOWNS)} (eof: close stdin and wait; "
+            "sigterm: also send SIGTERM, as ACP clients do)",
+        )
+    env = _env(reader, data.get("env"))
+    permissions = _permissions(reader, data.get("permissions"))
+    protocol = data.get("protocol", "acp")
+    if protocol not in PROTOCOLS:
+        raise reader.fail(
+            "protocol",
+            f"{protocol!r} is not one of {', '.join(PROTOCOLS)} (acp: an ACP server on stdio; "
+            "command: a command run once per prompt step, the prompt in argv or on stdin)",
+        )
+    if protocol == "command" and agent is None:
+        raise reader.fail(
+            "agent",
+            'required with protocol = "command": the command line, with {prompt} where the '
+            'prompt goes (else it is written to stdin), e.g. ["claude", "-p", "{prompt}"]',
+        )
+    steps = _steps(reader, data.get("steps"), command=protocol == "command")
+    record = _record(reader, data.get("record"), directory)
+    model = _model(reader, data.get("model"), directory)
+    if model.proxied and record.provider != "stub" and not record.base_url:
+        raise reader.fail(
+            "record.base_url",
+            f'required with [model] via = "proxy" and provider {record.provider!r}: the '
+            "upstream the proxy records from (e.g. https://api.anthropic.com)",
+        )
+    fork_server = _fork_server(reader, data.get("fork_server"), _directory_fork_server(directory))
+    golden_masks = _golden_masks(reader, data.get("golden_masks"))
+    unordered, merge = _transcript(reader, data.get("transcript"))
+    replay = _replay(reader, data.get("replay"))
+    scenario = Scenario(
+        name=name,
+        directory=directory,
+        steps=steps,
+        description=description,
+        timeout=timeout,
+        agent=agent,
+        protocol=protocol,
+        shutdown=shutdown,
+        env=env,
+        permissions=permissions,
+        record=record,
+        model=model,
+        fork_server=fork_server,
+        golden_masks=golden_masks,
+        unordered=unordered,
+        merge=merge,
+        replay=replay,
+    )
+    check_workspace(scenario)
+    return scenario
+
+
+def _replay(reader: _Reader, value: object) -> ReplayConfig:
+    if value is None:
+        return ReplayConfig()
+    if not isinstance(value, dict):
+        raise reader.fail("replay", f"expected a table, got {_kind(value)}")
+    reader.check_keys(value, _REPLAY_KEYS, "replay.")
+    schedule = value.get("schedule", "free")
+    if schedule not in SCHEDULE_MODES:
+        raise reader.fail(
+            "replay.schedule",
+            f"{schedule!r} is not one of {', '.join(repr(m) for m in SCHEDULE_MODES)} (free: "
+            "each call answered when asked; recorded: calls of different sessions and lanes "
+            "kept in their recorded order)",
+        )
+    timeout = value.get("schedule_timeout", DEFAULT_SCHEDULE_TIMEOUT)
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise reader.fail(
+            "replay.schedule_timeout", f"expected seconds as a number, got {_kind(timeout)}"
+        )
+    if not 0 < timeout <= MAX_TIMEOUT:
+        raise reader.fail(
+            "replay.schedule_timeout",
+            f"{timeout} is out of range: use 0 < schedule_timeout <= {MAX_TIMEOUT}",
+        )
+    divergence = value.get("schedule_divergence", "error")
+    if divergence not in DIVERGENCE_MODES:
+        raise reader.fail(
+            "replay.schedule_divergence",
+            f"{divergence!r} is not one of {', '.join(repr(m) for m in DIVERGENCE_MODES)} "
+            "(error: a wait past schedule_timeout fails the replay; allow: it is reported "
+            "only)",
+        )
+    if schedule == "free" and len(value) > ("schedule" in value):
+        key = min(set(value) - {"schedule"})
+        raise reader.fail(
+            f"replay.{key}",
+            'only means something with schedule = "recorded"; set that, or remove this key',
+        )
+    return ReplayConfig(
+        schedule=schedule, schedule_timeout=float(timeout), schedule_divergence=divergence
+    )
+
+
+def _timeout(reader: _Reader, value: object) -> float:
+    if value is None:
+        return DEFAULT_TIMEOUT
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise reader.fail("timeout", f"expected seconds as a number, got {_kind(value)}")
+    if not 0 < value <= MAX_TIMEOUT:
+        raise reader.fail("timeout", f"{value} is out of range: use 0 < timeout <= {MAX_TIMEOUT}")
+    return float(value)
+
+
+def _agent(reader: _Reader, value: object) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(part, str) and part for part in value)
+    ):
+        raise reader.fail(
+            "agent",
+            'expected a non-empty array of non-empty strings, e.g. ["{python}", "-m", "my_agent"]',
+        )
+    return tuple(value)
+
+
+def _env(reader: _Reader, value: object) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise reader.fail("env", f"expected a table of strings, got {_kind(value)}")
+    env: dict[str, str] = {}
+    for key, item in value.items():
+        if not isinstance(item, str):
+            raise reader.fail(f"env.{key}", f"expected a string, got {_kind(item)}")
+        env[key] = item
+    return env
+
+
+def _golden_masks(reader: _Reader, value: object) -> tuple[Mask | KeyMask, ...]:
+    """``[[golden_masks]]`` tables: ``token`` and either ``regex`` (may hold
+    ``{cwd_from_root}``) or ``key`` (a JSON key whose value, any type, is masked)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise reader.fail(
+            "golden_masks",
+            f"expected an array of tables, got {_kind(value)}, e.g. [[golden_masks]] "
+            'regex = "ses_[0-9A-Za-z]{26}" token = "opencode-session"',
+        )
+    masks: list[Mask | KeyMask] = []
+    for index, table in enumerate(value):
+        key = f"golden_masks[{index}]"
+        if not isinstance(table, dict):
+            raise reader.fail(key, f"expected a table, got {_kind(table)}")
+        reader.check_keys(table, _GOLDEN_MASK_KEYS, f"{key}.")
+        if ("regex" in table) == ("key" in table):
+            raise reader.fail(
+                key,
+                "give exactly one of 'regex' (text to mask) or 'key' (a JSON key whose value "
+                'is masked), e.g. key = "totalDurationMs" token = "duration"',
+            )
+        token = reader.required_string(table, "token", f"{key}.")
+        try:
+            if "key" in table:
+                json_key = reader.required_string(table, "key", f"{key}.")
+                masks.append(KeyMask.checked(json_key, token))
+            else:
+                regex = reader.required_string(table, "regex", f"{key}.")
+                masks.append(Mask.checked(regex, token))
+        except ValueError as exc:
+            raise reader.fail(key, str(exc)) from None
+    return tuple(masks)
+
+
+def _transcript(reader: _Reader, value: object) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``[transcript]``: ``unordered``, the sessionUpdate kinds compared as a multiset per
+    prompt turn, and ``merge``, the kinds whose consecutive updates of one thing are one
+    (validated by the normalizer's ``unordered_kinds_checked`` / ``merge_kinds_checked``)."""
+    if value is None:
+        return (), ()
+    if not isinstance(value, dict):
+        raise reader.fail("transcript", f"expected a table, got {_kind(value)}")
+    reader.check_keys(value, _TRANSCRIPT_KEYS, "transcript.")
+    try:
+        unordered = unordered_kinds_checked(value.get("unordered", []))
+    except ValueError as exc:
+        raise reader.fail("transcript.unordered", str(exc)) from None
+    try:
+        merge = merge_kinds_checked(value.get("merge", []))
+    except ValueError as exc:
+        raise reader.fail("transcript.merge", str(exc)) from None
+    return unordered, merge
+
+
+def _permissions(reader: _Reader, value: object) -> tuple[PermissionKind, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise reader.fail("permissions", f"expected an array of answers, got {_kind(value)}")
+    answers: list[PermissionKind] = []
+    for index, item in enumerate(value):
+        if not isinstance(item, str) or item not in _PERMISSION_ALIASES:
+            raise reader.fail(
+                f"permissions[{index}]",
+                f"{item!r} is not an answer; use one of {', '.join(_PERMISSION_ALIASES)}",
+            )
+        answers.append(_PERMISSION_ALIASES[item])
+    return tuple(answers)
+
+
+def _steps(reader: _Reader, value: object, *, command: bool = False) -> tuple[Step, ...]:
+    if not isinstance(value, list) or not value:
+        raise reader.fail(
+            "steps",
+            'required: a non-empty array of tables, e.g. [[steps]] type = "initialize"',
+        )
+    steps: list[Step] = []
+    have_session = command  # each prompt of a command scenario is a run of its own
+    for index, table in enumerate(value):
+        prefix = f"steps[{index}]."
+        if not isinstance(table, dict):
+            raise reader.fail(f"steps[{index}]", f"expected a table, got {_kind(table)}")
+        kind = table.get("type")
+        if not isinstance(kind, str) or kind not in _STEP_KEYS:
+            raise reader.fail(
+                f"{prefix}type",
+                f"{kind!r} is not a step type; use one of {', '.join(_STEP_KEYS)}",
+            )
+        if command and kind != "prompt":
+            raise reader.fail(
+                f"{prefix}type",
+                f'{kind!r} has no meaning with protocol = "command": its steps are prompts, '
+                "each one run of the command",
+            )
+        reader.check_keys(table, _STEP_KEYS[kind], prefix)
+        step: Step
+        if kind == "initialize":
+            step = Initialize()
+        elif kind == "new_session":
+            step = NewSession()
+            have_session = True
+        elif kind in ("prompt", "prompt_and_cancel"):
+            text = reader.required_string(table, "text", prefix)
+            if not have_session:
+                raise reader.fail(
+                    f"{prefix}type",
+                    f"{kind} before any new_session step; add a new_session step first "
+                    "(or use expect_error to test that the agent refuses it)",
+                )
+            step = Prompt(text) if kind == "prompt" else PromptAndCancel(text)
+        else:
+            step = _expect_error(reader, table, prefix, have_session)
+        steps.append(step)
+    return tuple(steps)
+
+
+def _expect_error(
+    reader: _Reader, table: Mapping[str, object], prefix: str, have_session: bool
+) -> ExpectError:
+    method = table.get("method")
+    if method not in ("initialize", "new_session", "prompt"):
+        raise reader.fail(
+            f"{prefix}method", f"{method!r} is not one of initialize, new_session, prompt"
+        )
+    session = table.get("session", "current")
+    if session not in ("current", "unknown"):
+        raise reader.fail(f"{prefix}session", f"{session!r} is not 'current' or 'unknown'")
+    if method == "prompt" and session == "current" and not have_session:
+        raise reader.fail(
+            f"{prefix}session",
+            'no session exists yet at this step; add a new_session step or use session = "unknown"',
+        )
+    code = table.get("code")
+    if code is not None and (isinstance(code, bool) or not isinstance(code, int)):
+        raise reader.fail(f"{prefix}code", f"expected an integer, got {_kind(code)}")
+    return ExpectError(
+        method=method,
+        text=reader.string(table, "text", prefix) or "",
+        session=session,
+        code=code,
+        message=reader.string(table, "message", prefix),
+    )
+
+
+def _record(reader: _Reader, value: object, directory: Path) -> RecordConfig:
+    if value is None:
+        value = {}
+    if not isinstance(value, dict):
+        raise reader.fail("record", f"expected a table, got {_kind(value)}")
+    reader.check_keys(value, _RECORD_KEYS, "record.")
+    provider = reader.string(value, "provider", "record.") or "stub"
+    model = reader.string(value, "model", "record.")
+    rules_name = reader.string(value, "rules", "record.")
+    base_url = reader.string(value, "base_url", "record.")
+    rules: Path | None = None
+    if provider == "stub":
+        rules_name = rules_name or DEFAULT_STUB_RULES
+        validate_scenario_name(rules_name, where=f"{reader.path}: key 'record.rules':")
+        rules = directory / rules_name
+        model = model or DEFAULT_STUB_MODEL
+    elif rules_name is not None:
+        raise reader.fail("record.rules", f"only the stub provider uses rules, not {provider!r}")
+    if not model:
+        raise reader.fail("record.model", f"required for provider {provider!r}")
+    try:
+        allow_secrets = checked_allowlist(value.get("allow_secrets", []))
+    except ValueError as error:
+        raise reader.fail("record.allow_secrets", str(error)) from None
+    return RecordConfig(
+        provider=provider,
+        model=model,
+        rules=rules,
+        base_url=base_url,
+        allow_secrets=allow_secrets,
+    )
+
+
+def _model(reader: _Reader, value: object, directory: Path) -> ModelConfig:
+    if value is None:
+        return ModelConfig()
+    if not isinstance(value, dict):
+        raise reader.fail("model", f"expected a table, got {_kind(value)}")
+    reader.check_keys(value, _MODEL_KEYS, "model.")
+    via = value.get("via", "provider")
+    if via not in VIAS:
+        raise reader.fail("model.via", f"{via!r} is not one of {', '.join(VIAS)}")
+    if via == "provider":
+        extra = sorted(set(value) - {"via"})
+        if extra:
+            raise reader.fail(
+                f"model.{extra[0]}",
+                'only with via = "proxy"; an in-process agent is configured by AGENTREEL_* '
+                "variables (use [env] for anything else)",
+            )
+        return ModelConfig()
+    api = value.get("api", "openai")
+    if api not in WIRE_APIS:
+        raise reader.fail("model.api", f"{api!r} is not one of {', '.join(WIRE_APIS)}")
+    base_url_env = _names(reader, value, "base_url_env") or DEFAULT_BASE_URL_ENV[api]
+    key_env = _names(reader, value, "key_env") or DEFAULT_KEY_ENV[api]
+    env_value = value.get("env", {})
+    if not isinstance(env_value, dict):
+        raise reader.fail("model.env", f"expected a table of strings, got {_kind(env_value)}")
+    env: dict[str, str] = {}
+    for key, item in env_value.items():
+        where = f"model.env.{key}"
+        if not _ENV_NAME.match(key):
+            raise reader.fail(where, "not an environment variable name")
+        if not isinstance(item, str):
+            raise reader.fail(where, f"expected a string, got {_kind(item)}")
+        env[key] = _template(reader, item, where)
+    taken = {*base_url_env, *key_env}
+    for key in env:
+        if key in taken:
+            raise reader.fail(
+                f"model.env.{key}", "already set by base_url_env or key_env; set it once"
+            )
+    files = _files(reader, value.get("files", []), directory)
+    masks = _regexes(reader, value, "masks")
+    partial_lanes = _regexes(reader, value, "partial_lanes")
+    captures = _captures(reader, value.get("captures", []))
+    return ModelConfig(
+        via="proxy",
+        api=api,
+        base_url_env=base_url_env,
+        key_env=key_env,
+        env=env,
+        files=files,
+        masks=masks,
+        partial_lanes=partial_lanes,
+        captures=captures,
+    )
+
+
+def _captures(reader: _Reader, value: object) -> tuple[Capture, ...]:
+    """``[[model.captures]]`` tables: ``regex`` (one group, or none: the whole match) and
+    ``token`` (validated by ``Capture.checked``)."""
+    if not isinstance(value, list):
+        raise reader.fail(
+            "model.captures",
+            f"expected an array of tables, got {_kind(value)}, e.g. [[model.captures]] "
+            'regex = \'"agent_id":"([0-9a-f-]{36})"\' token = "agent-id"',
+        )
+    captures: list[Capture] = []
+    for index, item in enumerate(value):
+        key = f"model.captures[{index}]"
+        if not isinstance(item, dict):
+            raise reader.fail(key, f"expected a table, got {_kind(item)}")
+        reader.check_keys(item, {"regex", "token"}, f"{key}.")
+        regex, token = item.get("regex"), item.get("token")
+        if not isinstance(regex, str) or not regex:
+            raise reader.fail(f"{key}.regex", "required: a non-empty string")
+        if not isinstance(token, str) or not token:
+            raise reader.fail(f"{key}.token", "required: a non-empty string")
+        try:
+            captures.append(Capture.checked(regex, token))
+        except ValueError as exc:
+            raise reader.fail(key, str(exc)) from None
+    return tuple(captures)
+
+
+def _strings(reader: _Reader, table: Mapping[str, object], key: str) -> tuple[str, ...]:
+    value = table.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise reader.fail(f"model.{key}", "expected an array of non-empty strings")
+    return tuple(value)
+
+
+def _regexes(reader: _Reader, table: Mapping[str, object], key: str) -> tuple[str, ...]:
+    patterns = _strings(reader, table, key)
+    for index, pattern in enumerate(patterns):
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise reader.fail(f"model.{key}[{index}]", f"not a valid regex: {exc}") from None
+    return patterns
+
+
+def _names(reader: _Reader, table: Mapping[str, object], key: str) -> tuple[str, ...]:
+    """An environment variable name or an array of them."""
+    value = table.get(key, [])
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not all(
+        isinstance(name, str) and _ENV_NAME.match(name) for name in names
+    ):
+        raise reader.fail(
+            f"model.{key}",
+            'expected an environment variable name or an array of them, e.g. ["OPENAI_BASE_URL"]',
+        )
+    return tuple(names)
+
+
+def _template(reader: _Reader, text: str, where: str) -> str:
+    for name in TEMPLATE_TOKEN.findall(text):
+        if name not in TEMPLATE_PLACEHOLDERS:
+            raise reader.fail(
+                where,
+                f"unknown placeholder {{{name}}}; known: "
+                + ", ".join(f"{{{known}}}" for known in TEMPLATE_PLACEHOLDERS),
+            )
+    return text
+
+
+def _files(reader: _Reader, value: object, directory: Path) -> tuple[HomeFile, ...]:
+    if not isinstance(value, list):
+        raise reader.fail("model.files", f"expected an array of tables, got {_kind(value)}")
+    files: list[HomeFile] = []
+    seen: set[str] = set()
+    for index, table in enumerate(value):
+        prefix = f"model.files[{index}]."
+        if not isinstance(table, dict):
+            raise reader.fail(f"model.files[{index}]", f"expected a table, got {_kind(table)}")
+        reader.check_keys(table, _FILE_KEYS, prefix)
+        path = reader.required_string(table, "path", prefix)
+        parts = Path(path).parts
+        if Path(path).is_absolute() or ".." in parts or not parts:
+            raise reader.fail(
+                f"{prefix}path", f"{path!r} must be a relative path inside HOME (no '..')"
+            )
+        normal = str(Path(path))
+        if normal in seen:
+            raise reader.fail(f"{prefix}path", f"{path!r} is given twice")
+        seen.add(normal)
+        template = reader.string(table, "template", prefix)
+        text = reader.string(table, "text", prefix)
+        if (template is None) == (text is None):
+            raise reader.fail(prefix.rstrip("."), "give exactly one of template or text")
+        if template is not None:
+            source = directory / template
+            if Path(template).is_absolute() or ".." in Path(template).parts:
+                raise reader.fail(
+                    f"{prefix}template", f"{template!r} must be a file in the scenario directory"
+                )
+            try:
+                text = source.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise reader.fail(f"{prefix}template", f"cannot read {source}: {exc}") from None
+            where = f"{prefix}template ({template})"
+        else:
+            assert text is not None
+            where = f"{prefix}text"
+        files.append(
+            HomeFile(path=normal, text=_template(reader, text, where), source=template or "")
+        )
+    return tuple(files)
+
+
+def _fork_server(reader: _Reader, value: object, defaults: ForkServerConfig) -> ForkServerConfig:
+    if value is None:
+        return defaults
+    if not isinstance(value, dict):
+        raise reader.fail("fork_server", f"expected a table, got {_kind(value)}")
+    reader.check_keys(value, _FORK_SERVER_KEYS, "fork_server.")
+    enabled = value.get("enabled", defaults.enabled)
+    if not isinstance(enabled, bool):
+        raise reader.fail("fork_server.enabled", f"expected true or false, got {_kind(enabled)}")
+    preload = value.get("preload")
+    if preload is None:
+        return ForkServerConfig(enabled=enabled, preload=defaults.preload)
+    if not isinstance(preload, list) or not all(
+        isinstance(name, str) and _MODULE.match(name) for name in preload
+    ):
+        raise reader.fail(
+            "fork_server.preload",
+            'expected an array of module names, e.g. ["acp", "my_agent.tools:warm_up"]',
+        )
+    return ForkServerConfig(enabled=enabled, preload=tuple(preload))
+
+
+_MODULE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?$")
+
+
+def _directory_fork_server(directory: Path) -> ForkServerConfig:
+    """The ``[fork_server]`` defaults of the fixtures directory holding ``directory``."""
+    path = directory.parent / DIRECTORY_CONFIG_FILE
+    if not path.is_file():
+        return ForkServerConfig()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
+    reader = _Reader(path)
+    reader.check_keys(data, {"fork_server"}, "")
+    return _fork_server(reader, data.get("fork_server"), ForkServerConfig())
+
+
+def check_workspace(scenario: Scenario) -> None:
+    """Refuse a workspace holding a symlink that leaves it (or is absolute)."""
+    root = scenario.directory / WORKSPACE_DIR
+    if root.is_symlink():
+        raise ScenarioError(
+            f"{root}: the workspace directory itself is a symlink; make it a real directory"
+        )
+    if not root.is_dir():
+        return
+    real_root = root.resolve()
+    for dirpath, dirnames, filenames in os.walk(root):
+        for entry in [*dirnames, *filenames]:
+            path = Path(dirpath) / entry
+            if not path.is_symlink():
+                continue
+            target = os.readlink(path)
+            resolved = (path.parent / target).resolve()
+            if os.path.isabs(target) or not resolved.is_relative_to(real_root):
+                raise ScenarioError(
+                    f"{path}: workspace symlink points outside the workspace ({target!r}); "
+                    "a scenario must be self-contained — copy the file in or use a relative "
+                    "link inside workspace/"
+                )
+
+
+def discover_scenarios(root: Path | str) -> list[Path]:
+    """Every directory directly under ``root`` holding a ``scenario.toml``, sorted by name."""
+    return sorted(p.parent for p in Path(root).glob(f"*/{SCENARIO_FILE}"))
+
+
+def resolve_scenario(root: Path | str, name_or_path: str) -> Path:
+    """A scenario directory from a bare name under ``root``, or an existing directory path."""
+    candidate = Path(name_or_path)
+    if (candidate / SCENARIO_FILE).is_file() and (
+        os.sep in name_or_path or "/" in name_or_path or candidate.is_absolute()
+    ):
+        return candidate
+    validate_scenario_name(name_or_path)
+    directory = Path(root) / name_or_path
+    if not (directory / SCENARIO_FILE).is_file():
+        known = ", ".join(p.name for p in discover_scenarios(root)) or "none"
+        raise ScenarioError(
+            f"no scenario named {name_or_path!r} under {root} (no {directory / SCENARIO_FILE}); "
+            f"known scenarios: {known}"
+        )
+    return directory
