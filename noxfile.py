@@ -261,6 +261,8 @@ def _suite_summary(session: nox.Session, timings: list[tuple[str, float]], wall:
     """Each run's wall time and the ten slowest tests, read from the JUnit reports; the
     summary is kept for ``nox -s bench -- --only suite`` when the whole suite ran."""
     lines, summary = suite_report.summarize(timings, wall, complete=not session.posargs)
+    if not summary["tests"]:  # --install-only, or every run failed before writing a report
+        return
     session.log("tests: wall time per run\n" + "\n".join(lines))
     suite_report.write_summary(summary)
 
@@ -281,6 +283,8 @@ def _require_only_declared_siblings(
         "print(' '.join(x.metadata['Name'] for x in d()))",
         silent=True, external=python is not None,
     )  # fmt: skip
+    if listing is None:  # --install-only: nothing ran, nothing to check
+        return
     names = {str(canonicalize_name(n)) for n in str(listing).split()}
     installed = {n for n in names if n.startswith(release.DIST_PREFIX)}
     if installed != expected:
