@@ -13,6 +13,10 @@ import shutil
 import socket
 from pathlib import Path
 
+# What the inner tests import, imported here: an in-process inner run drops the modules it
+# imported when it ends, so without these each run would import both SDKs again.
+import anthropic  # noqa: F401
+import openai  # noqa: F401
 import pytest
 
 pytest_plugins = ["pytester"]
@@ -75,7 +79,11 @@ def closed_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(*QUIET, *args)
+    """The inner pytest in this process (the SDKs imported once, below), unless it runs
+    xdist: a controller and workers of its own are what those tests are about."""
+    if "-n" in args:
+        return pytester.runpytest_subprocess(*QUIET, *args)
+    return pytester.runpytest_inprocess(*QUIET, *args)
 
 
 def write_tests(pytester: pytest.Pytester, hello: str = "hello", extra: str = "") -> Path:
@@ -205,7 +213,7 @@ def test_config_and_marker_configure_the_fixture(pytester: pytest.Pytester) -> N
     )
     pytester.makepyfile(
         test_config="""
-import os
+import time
 import openai
 import pytest
 
@@ -218,12 +226,12 @@ def ask(agentreel, text):
 
 
 def test_masked(agentreel):
-    assert ask(agentreel, f"hello from run-{os.getpid()}") == "Hi there."
+    assert ask(agentreel, f"hello from run-{time.time_ns()}") == "Hi there."
 
 
 @pytest.mark.agentreel(masks=[])
 def test_unmasked(agentreel):
-    assert ask(agentreel, f"hello from run-{os.getpid()}") == "Hi there."
+    assert ask(agentreel, f"hello from run-{time.time_ns()}") == "Hi there."
 
 
 @pytest.mark.agentreel(record_modes="all")
@@ -283,7 +291,10 @@ def test_example_records_once_replays_offline_and_names_what_broke(
             shutil.copy2(path, pytester.path / path.name)
     closed_network(monkeypatch)
 
-    run(pytester, "--agentreel-record=once").assert_outcomes(passed=1)
+    # Recorded as a user records it, in a pytest of its own: the example's prompt holds its
+    # working directory, which the replay below (xdist workers) must see as recorded.
+    recording = pytester.runpytest_subprocess(*QUIET, "--agentreel-record=once")
+    recording.assert_outcomes(passed=1)
     recordings = pytester.path / "recordings"
     recorded = recordings / module / test
     # The logs, and the answers as the upstream sent them (replay serves them byte for byte).
