@@ -1,4 +1,4 @@
-"""The pytest plugin, driven through pytester in subprocesses (as users run it)."""
+"""The pytest plugin, driven through pytester: in process, and in subprocesses under xdist."""
 
 from __future__ import annotations
 
