@@ -1,4 +1,4 @@
-"""The ``agentreel`` pytest fixture (SPEC 14), driven through pytester (in process; a subprocess under xdist).
+"""The ``agentreel`` pytest fixture (SPEC 14), through pytester: in process, or under xdist.
 
 Each inner test calls the real ``openai`` SDK at ``agentreel.base_url``; record mode goes
 through the stub model server on the ``stub-rules.toml`` beside the test module, replay
