@@ -181,7 +181,9 @@ def _run_tests(
 ) -> bool:
     """One pytest run, writing its JUnit report for the summary. True when it passed."""
     pytest_command = [str(venv / "bin" / "pytest")] if venv is not None else ["pytest"]
-    workers = ["-p", "no:xdist"] if run.serial else ["-n", "auto"]
+    # worksteal: an idle worker takes queued tests from a busy one, so a run does not end
+    # with one core idle behind a worker that was handed the last long tests.
+    workers = ["-p", "no:xdist"] if run.serial else ["-n", "auto", "--dist", "worksteal"]
     report = suite_report.junit_report(run.name)
     report.unlink(missing_ok=True)
     try:
