@@ -209,3 +209,35 @@ def test_gemini(agentreel):
     )
     run(pytester, "--agentreel-record=once").assert_outcomes(passed=1)
     run(pytester).assert_outcomes(passed=1)
+
+
+@pytest.mark.usefixtures("proxied_machine")
+def test_a_call_on_a_path_agentreel_does_not_speak_is_named(pytester: pytest.Pytester) -> None:
+    # What a boto3 bedrock-runtime client pointed at the fixture sends (strands-agents'
+    # default model): it reached the proxy, so the failure never says no call did.
+    pytester.makefile(".toml", **{"stub-rules": RULES})
+    pytester.makepyfile(
+        test_chat=ASK
+        + """
+
+def test_bedrock(agentreel):
+    body = {"messages": [{"role": "user", "content": [{"text": "hello"}]}]}
+    request = urllib.request.Request(
+        agentreel.anthropic_base_url + "/model/stub-model/converse-stream",
+        data=json.dumps(body).encode(),
+        headers={"content-type": "application/json"},
+    )
+    try:
+        urllib.request.urlopen(request, timeout=30)
+    except urllib.error.HTTPError as exc:
+        assert exc.code == 404
+"""
+    )
+    result = run(pytester, "--agentreel-record=once")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert (
+        "1 request on paths agentreel does not speak (`POST /model/stub-model/converse-stream` "
+        "looks like AWS Bedrock) — supported: POST /v1/chat/completions"
+    ) in out
+    assert "no model call" not in out

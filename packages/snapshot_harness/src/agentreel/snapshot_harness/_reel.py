@@ -527,7 +527,14 @@ def _judge(reel: Reel, staging: Path, *, passed: bool) -> str | None:
     run = reel._run
     reel_plan = reel.plan
     if reel_plan.mode == "replay":
-        return _replay_problem(reel_plan, staging / "replay-report.json", run.errors)
+        problem = _replay_problem(reel_plan, staging / "replay-report.json", run.errors)
+        if problem is not None and run.unspoken:
+            # The likely cause first: a call the agent made on an API the proxy lacks.
+            from agentreel.llm_proxy import unspoken_summary
+
+            said = f"{reel_plan.name}: replay: {unspoken_summary(run.unspoken)}"
+            return f"{said}\n{problem}"
+        return problem
     recorded = staging / "recording"
     if run.errors:
         return (
