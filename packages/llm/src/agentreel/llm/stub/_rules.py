@@ -4,7 +4,8 @@ A rules file is an ordered list of ``[[rule]]`` tables. For each request the fir
 whose ``[rule.match]`` fits (and whose ``times`` budget is not spent) answers it. Named
 groups of the match's regexes are captured and fill ``{{name}}`` placeholders in what the
 rule answers, so one rule can call a tool the request names or offers, or echo a path the
-request carries. The format is documented with an example in ``packages/llm/README.md``.
+request carries. The format is documented with an example in the agentreel-llm README
+(``python -m agentreel.llm.stub --rules-format`` prints it).
 """
 
 from __future__ import annotations
