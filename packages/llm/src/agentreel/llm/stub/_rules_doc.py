@@ -21,7 +21,7 @@ def rules_format() -> str:
     """The "Rules file" section of the installed agentreel-llm README (to the next
     heading of its level or above), or a line saying where it is when it is not there."""
     try:
-        description = metadata.metadata(DISTRIBUTION).get_payload()
+        description = metadata.metadata(DISTRIBUTION).json.get("description")
     except metadata.PackageNotFoundError:
         description = None
     text = description if isinstance(description, str) else ""
