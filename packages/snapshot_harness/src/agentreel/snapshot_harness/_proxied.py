@@ -131,8 +131,8 @@ class WorkerProxy:
 
 
 def _wait(future: concurrent.futures.Future[T], timeout: float) -> T:
-    # Bounded by the scenario's timeout, like the rest of the run: record mode imports
-    # both provider SDKs before a run serves, which takes long on a busy machine.
+    # Bounded by the scenario's timeout, like the rest of the run: starting a run takes
+    # long on a busy machine.
     try:
         return future.result(timeout)
     except concurrent.futures.TimeoutError:
