@@ -303,6 +303,8 @@ class EgressGuard:
 
     def close(self) -> list[str]:
         """Stop listening; what was sent through it."""
+        with suppress(OSError):  # wakes the accept() in the thread (Linux), then closes
+            self._socket.shutdown(socket.SHUT_RDWR)
         self._socket.close()
         self._thread.join(timeout=5)
         with self._lock:
