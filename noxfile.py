@@ -637,6 +637,27 @@ def _interop_report(session: nox.Session, timings: list[tuple[str, float]]) -> N
 
 
 @nox.session(python=PYTHON, default=False)
+def compat(session: nox.Session) -> None:
+    """Does installing agentreel hold back an agent framework or its SDK? Not a default
+    session: it resolves against the package index.
+
+    Resolves (``uv pip compile``, nothing installed) each framework of
+    ``tools/compat.py`` at its newest release alone, then beside
+    ``agentreel-snapshot-harness`` from the built wheels in ``dist/`` (``nox -s build``
+    first), prints the table and fails if a framework or a provider SDK it brings is
+    older beside agentreel (``nox -s compat -- --only crewai`` checks one). Then the
+    ``index``-marked tests of ``tools/tests/test_compat.py`` (wheels built afresh).
+    """
+    # pytest-asyncio: the root pytest config names its options (--strict-config).
+    session.install("uv", "packaging", "pytest", "pytest-asyncio>=0.24")
+    session.run("python", "-m", "tools.compat", "--dist", str(ROOT / "dist"), *session.posargs)
+    session.run(
+        "pytest", "-p", "no:cacheprovider", "-m", "index", str(TOOLS / "tests" / "test_compat.py"),
+        env={"AGENTREEL_INDEX_TESTS": "1"},
+    )  # fmt: skip
+
+
+@nox.session(python=PYTHON, default=False)
 def review(session: nox.Session) -> None:
     """Review the pending goldens failing local replays left: ``nox -s review [-- <scenario>]``.
 

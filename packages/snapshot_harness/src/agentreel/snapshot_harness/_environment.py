@@ -29,7 +29,14 @@ REPLAY_LIVE_CWD = AgentEnv.REPLAY_LIVE_CWD.value
 REPLAY_REPORT = AgentEnv.REPLAY_REPORT.value
 
 
-_PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+PROXY_VARIABLES = (
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+)
 _NO_PROXY_VARS = ("NO_PROXY", "no_proxy")
 # Credential-looking names: never inherited in replay, scanned for in record.
 SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.IGNORECASE)
@@ -80,7 +87,7 @@ def base_environment(run_dir: Path) -> dict[str, str]:
 def offline_proxies() -> dict[str, str]:
     """Proxy variables aimed at a closed loopback port, with no bypass list."""
     proxy = f"http://127.0.0.1:{closed_port()}"
-    env = dict.fromkeys(_PROXY_VARS, proxy)
+    env = dict.fromkeys(PROXY_VARIABLES, proxy)
     env.update(dict.fromkeys(_NO_PROXY_VARS, ""))
     return env
 

@@ -3,12 +3,12 @@
 ``OpenAIStreamMapper`` (Chat Completions chunks) and ``AnthropicStreamMapper`` (Messages
 events) turn wire items into agentreel chunks; any object with the SDK's attribute names
 will do, so decoded JSON wrapped for attribute access maps exactly as the adapters map it
-(the proxy records this way: one owner of the wire → chunk rules). Importing this module
-imports both SDKs (``agentreel-llm[openai,anthropic]``).
+(the proxy records this way: one owner of the wire → chunk rules). SDK-free: importing
+this module imports no provider SDK, so the proxy records without one installed.
 """
 
-from agentreel.llm._anthropic import AnthropicStreamMapper
-from agentreel.llm._openai import OpenAIStreamMapper
-from agentreel.llm._sdk_common import ProviderLabel
+from agentreel.llm._label import ProviderLabel
+from agentreel.llm.wire._chat_mapper import OpenAIStreamMapper
+from agentreel.llm.wire._messages_mapper import AnthropicStreamMapper
 
 __all__ = ["AnthropicStreamMapper", "OpenAIStreamMapper", "ProviderLabel"]
