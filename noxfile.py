@@ -97,13 +97,20 @@ UNUSED_PYTEST_PLUGINS = ("-p", "no:langsmith_plugin")
 
 
 def _test_env() -> dict[str, str | None]:
-    """The environment of every test run: the command hints, and bytecode caching on.
+    """The environment of every test run: the command hints, bytecode caching on, and the
+    fixture timer's folder on PYTHONPATH (``tools.suite_report``).
 
     With PYTHONDONTWRITEBYTECODE set (some images and coding clients set it) every
     subprocess a test starts — agents, pytester runs, xdist workers — compiles every module
     it imports from source again: about 40 % of a pytester run's CPU time, measured.
     """
-    return {**COMMAND_HINTS, "PYTHONDONTWRITEBYTECODE": None}
+    plugins = str(suite_report.FIXTURE_PLUGIN_DIR)
+    outer = os.environ.get("PYTHONPATH")
+    return {
+        **COMMAND_HINTS,
+        "PYTHONDONTWRITEBYTECODE": None,
+        "PYTHONPATH": os.pathsep.join([plugins, outer]) if outer else plugins,
+    }
 
 
 @dataclass(frozen=True)
@@ -191,6 +198,7 @@ def _run_tests(
             *pytest_command,
             *workers,
             *UNUSED_PYTEST_PLUGINS,
+            *suite_report.fixture_plugin_args(),
             f"--junitxml={report}",
             *options,
             *targets,
@@ -219,6 +227,7 @@ def tests(session: nox.Session) -> None:
     started = time.monotonic()
     paths, options = _split_posargs(session.posargs)
     suite_report.REPORTS_DIR.mkdir(parents=True, exist_ok=True)
+    suite_report.clear_fixture_times()
     failed: list[str] = []
     timings: list[tuple[str, float]] = []
     for run in _test_runs():

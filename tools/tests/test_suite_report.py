@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tools import suite_report
+
+pytest_plugins = ["pytester"]
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" tests="{n}">
@@ -66,3 +70,55 @@ def test_only_a_complete_run_is_read_back(tmp_path: Path) -> None:
     suite_report.write_summary(whole, path)
     assert suite_report.read_summary(path) == json.loads(path.read_text())
     assert json.loads(path.read_text())["wall_seconds"] == 400.0
+
+
+def test_fixture_times_of_every_process_are_summed_costliest_first(tmp_path: Path) -> None:
+    (tmp_path / "fixtures-1-gw0.json").write_text(
+        json.dumps({"proxy (session)": [4.0, 1], "tmp_path (function)": [0.5, 10]})
+    )
+    (tmp_path / "fixtures-2-gw1.json").write_text(json.dumps({"proxy (session)": [3.5, 1]}))
+    assert suite_report.costliest_fixtures(tmp_path) == [
+        ("proxy (session)", 7.5, 2),
+        ("tmp_path (function)", 0.5, 10),
+    ]
+    suite_report.clear_fixture_times(tmp_path)
+    assert suite_report.costliest_fixtures(tmp_path) == []
+
+
+def test_the_fixture_timer_writes_each_fixtures_own_set_up_time(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(suite_report.FIXTURE_PLUGIN_DIR))
+    pytester.makepyfile(
+        """
+        import time
+        import pytest
+
+        @pytest.fixture(scope="module")
+        def slow():
+            time.sleep(0.2)
+
+        @pytest.fixture
+        def quick(slow):
+            return 1
+
+        def test_a(quick):
+            pass
+
+        def test_b(quick):
+            pass
+        """
+    )
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    result = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "-p", "no:asyncio", *suite_report.fixture_plugin_args(reports)
+    )
+    result.assert_outcomes(passed=2)
+    ranked = {name: (sec, count) for name, sec, count in suite_report.costliest_fixtures(reports)}
+    slow_seconds, slow_setups = ranked["slow (module)"]
+    quick_seconds, quick_setups = ranked["quick (function)"]
+    assert (slow_setups, quick_setups) == (1, 2)
+    assert slow_seconds >= 0.2
+    # quick's own time: its dependency's sleep is not counted in it as well
+    assert quick_seconds < slow_seconds / 2
