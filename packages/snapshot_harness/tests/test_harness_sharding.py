@@ -1,7 +1,8 @@
 """Splitting a scenario suite across CI machines with pytest-split (no home-made scheduler).
 
 Driven through pytester as a CI matrix runs it (in process; the xdist shard in a process of
-its own): the durations stored once, then ``--splits 2 --group 1`` and ``--group 2`` (one of them under xdist). Together the two
+its own): the durations stored once, then ``--splits 2 --group 1`` and ``--group 2`` (one
+of them under xdist). Together the two
 shards must run every scenario exactly once. The committed durations file must name
 exactly the committed scenarios, so a new scenario cannot silently fall back to guesses.
 """
