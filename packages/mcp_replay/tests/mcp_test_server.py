@@ -4,6 +4,7 @@ serves stdio; ``app`` is also served over streamable HTTP in process."""
 from __future__ import annotations
 
 import os
+import warnings
 
 from mcp.server.mcpserver import Context, MCPServer
 
@@ -25,7 +26,9 @@ def whoami() -> str:
 @app.tool()
 async def shout(text: str, ctx: Context) -> str:
     """Upper-case ``text``, logging a notification first."""
-    await ctx.info(f"shouting {text}")
+    with warnings.catch_warnings():  # logging is deprecated (SEP-2577), still sent
+        warnings.simplefilter("ignore")
+        await ctx.info(f"shouting {text}")
     return text.upper()
 
 

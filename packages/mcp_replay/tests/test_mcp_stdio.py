@@ -1,6 +1,6 @@
 """The stdio shim records a real MCP server (written with the SDK, ``mcp_test_server.py``)
 and replays it with no server running, per session; drift, unrecorded calls and recorded
-calls never made fail naming session, server and tool (SPEC 16)."""
+calls never made fail naming session, server and tool (SPEC 19)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Record and replay an agent's MCP servers per session (SPEC 16).
+"""Record and replay an agent's MCP servers per session (SPEC 19).
 
 A stdio shim (``stdio_command``) stands where the agent starts a server; an HTTP endpoint
 (``start_endpoint``) stands at the URL it is given. Record writes every JSON-RPC exchange

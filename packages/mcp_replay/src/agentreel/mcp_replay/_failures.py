@@ -1,5 +1,5 @@
 """The messages of MCP replay failures: session, server, tool, a readable argument diff and
-the re-record command, in at most 20 lines (SPEC 16)."""
+the re-record command, in at most 20 lines (SPEC 19)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The streamable-HTTP endpoint: ``/mcp/<server>`` on 127.0.0.1. Record: forwards each
 POST to the real server's URL and writes the exchanged messages; replay: answers them from
-the session's recording with nothing listening upstream (SPEC 16).
+the session's recording with nothing listening upstream (SPEC 19).
 
 A connection is an MCP session (``mcp-session-id``); the calling session's identity is the
 ``x-agentreel-session`` header where the agent sends one. The standalone GET stream is not

@@ -1,5 +1,5 @@
 """Where MCP recordings and a run's replay state live, and the names a caller gives its
-identity by — the one owner of each (SPEC 16)."""
+identity by — the one owner of each (SPEC 19)."""
 
 from __future__ import annotations
 

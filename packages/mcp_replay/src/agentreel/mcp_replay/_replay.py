@@ -1,6 +1,6 @@
 """Replay of MCP connections: binding a live connection to its session's recording,
 answering each client message from it, and the run's state (claims, what was answered,
-failures) that the check at the end reads (SPEC 16).
+failures) that the check at the end reads (SPEC 19).
 
 A connection that names its session is answered from that session's recording. One that
 does not is bound by call order and content: its handshake (``initialize``, the lists) is

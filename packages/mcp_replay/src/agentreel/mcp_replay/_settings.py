@@ -1,4 +1,4 @@
-"""The settings of MCP record and replay, one value checked once (SPEC 16), and the shim's
+"""The settings of MCP record and replay, one value checked once (SPEC 19), and the shim's
 command line built from them — what a harness gives the agent instead of the server's."""
 
 from __future__ import annotations

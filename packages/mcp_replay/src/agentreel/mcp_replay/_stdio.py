@@ -1,6 +1,6 @@
 """The stdio shim: one process per connection, standing where the agent expects the MCP
 server. Record: starts the real server and relays JSON-RPC lines both ways, writing each.
-Replay: runs nothing and answers every line from the session's recording (SPEC 16)."""
+Replay: runs nothing and answers every line from the session's recording (SPEC 19)."""
 
 from __future__ import annotations
 
