@@ -9,6 +9,7 @@ offered (405, which the protocol allows): server messages travel on the POSTs' a
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 from dataclasses import dataclass, field
@@ -73,14 +74,13 @@ class McpEndpoint:
     async def start(self, port: int = 0) -> None:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/mcp/{server}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", port)
         await site.start()
         server = site._server
-        assert server is not None
-        sockets = getattr(server, "sockets", ())
-        self.base_url = f"http://127.0.0.1:{sockets[0].getsockname()[1]}"
+        assert isinstance(server, asyncio.base_events.Server)
+        self.base_url = f"http://127.0.0.1:{int(server.sockets[0].getsockname()[1])}"
         if self.settings.mode == "record":
             self._client = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None))
 
