@@ -18,6 +18,12 @@ def add(a: int, b: int) -> int:
 
 
 @app.tool()
+def echo(text: str) -> str:
+    """``text`` back, unchanged."""
+    return text
+
+
+@app.tool()
 def whoami() -> str:
     """The calling session's identity, as this server process was started with it."""
     return os.environ.get("AGENTREEL_MCP_SESSION", "(none)")

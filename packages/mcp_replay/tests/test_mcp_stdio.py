@@ -25,7 +25,8 @@ from agentreel.mcp_replay import (
     check_replayed,
     stdio_command,
 )
-from agentreel.session import rerecord_command
+from agentreel.mcp_replay._cli import main as cli_main
+from agentreel.session import Mask, rerecord_command
 
 pytestmark = pytest.mark.slow
 
@@ -241,3 +242,41 @@ async def test_the_secret_scan_refuses_a_credential(tmp_path: Path) -> None:
     (failure,) = (tmp_path / "state").glob("failure-*.txt")
     assert "refusing to write a credential to mcp/echo.0.jsonl" in failure.read_text()
     assert "ghp_" not in (tmp_path / "mcp/echo.0.jsonl").read_text()
+
+
+@pytest.mark.asyncio
+async def test_masks_cwd_and_install_paths_are_written_as_tokens(tmp_path: Path) -> None:
+    """What is written holds no run-specific text; replay gives the live run's cwd back."""
+    masks = (Mask.checked(r"run-[0-9]+", "run"),)
+    site = f"{sys.prefix}/lib/python3.11/site-packages/pkg/x.py"
+
+    async def echo(settings: McpSettings, command: list[str], run: str) -> str:
+        async with stdio_session(settings, command, "parent") as client:
+            text = f"{settings.cwd}/notes.txt {run} {site}"
+            return text_of(await client.call_tool("echo", {"text": text}))
+
+    first = str(tmp_path / "first-cwd")
+    record = McpSettings("record", tmp_path, tmp_path / "s1", "mcp-demo", first, masks)
+    assert await echo(record, SERVER_COMMAND, "run-123") == f"{first}/notes.txt run-123 {site}"
+    written = (tmp_path / "mcp/echo.0.jsonl").read_text()
+    assert "{{cwd}}/notes.txt {{run}} {{site-packages}}/pkg/x.py" in written
+    assert first not in written
+    assert "run-123" not in written
+    assert sys.prefix not in written
+
+    second = str(tmp_path / "second-cwd")
+    replay = McpSettings("replay", tmp_path, tmp_path / "s2", "mcp-demo", second, masks)
+    answer = await echo(replay, MISSING, "run-456")
+    assert answer == f"{second}/notes.txt {{{{run}}}} {{{{site-packages}}}}/pkg/x.py"
+    check_replayed(tmp_path, replay.state, "mcp-demo")
+
+
+def test_the_check_command_names_a_call_never_made(
+    recorded: Recorded, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = replay_settings(recorded, tmp_path)
+    argv = ["check", "--recordings", str(tmp_path), "--state", str(settings.state)]
+    assert cli_main([*argv, "--scenario", "mcp-demo"]) == 1
+    err = capsys.readouterr().err
+    assert "session 'parent'" in err
+    assert "recorded message 1, initialize, was never made" in err
