@@ -9,12 +9,13 @@ calls never made.
 
 from agentreel.mcp_replay._http import McpEndpoint, start_endpoint
 from agentreel.mcp_replay._layout import (
+    MCP_RECORDING_PATTERN,
     MCP_RECORDINGS_DIR,
     SESSION_ENV,
     SESSION_HEADER,
 )
 from agentreel.mcp_replay._replay import check_replayed
-from agentreel.mcp_replay._settings import McpSettings, stdio_command
+from agentreel.mcp_replay._settings import McpSettings, check_server_name, stdio_command
 from agentreel.mcp_replay.exceptions import (
     McpConfigError,
     McpDriftError,
@@ -26,6 +27,7 @@ from agentreel.mcp_replay.exceptions import (
 
 __all__ = [
     "MCP_RECORDINGS_DIR",
+    "MCP_RECORDING_PATTERN",
     "SESSION_ENV",
     "SESSION_HEADER",
     "McpConfigError",
@@ -37,6 +39,7 @@ __all__ = [
     "McpServerMissingError",
     "McpSettings",
     "check_replayed",
+    "check_server_name",
     "start_endpoint",
     "stdio_command",
 ]
