@@ -282,6 +282,10 @@ def _run_in(
             env.update(stack.enter_context(record_backend(record or scenario.record)))
         else:
             env.update(replay_backend(scenario, cwd, report, drift_dir))
+        if any(server.url is not None for server in scenario.mcp_servers):
+            # The MCP endpoint listens on loopback: the agent reaches it past the closed
+            # proxy (which still stops everything off this machine).
+            env.update(envvars.loopback_bypass())
         env.update(scenario.env)
         started = time.monotonic()
         try:
