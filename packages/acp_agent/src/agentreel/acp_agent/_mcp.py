@@ -5,7 +5,7 @@ gives in ``session/new`` (stdio or streamable HTTP), their tools offered to the 
 Every session — the main one and each subagent — opens its own connections and names
 itself on them by its lineage (``main``, ``main/0`` for its first spawned child), a name
 the same on every run: ``AGENTREEL_MCP_SESSION`` for a stdio server, the
-``x-agentreel-session`` header for HTTP (what agentreel's MCP record and replay bind by,
+``x-agentreel-mcp-session`` header for HTTP (what agentreel's MCP record and replay bind by,
 SPEC 19). A connection lasts one listing or one call, so it opens and closes in the task
 that uses it.
 """
@@ -19,13 +19,10 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentreel.llm import ToolCallPart, ToolSpec
+from agentreel.llm import MCP_SESSION_ENV, MCP_SESSION_HEADER, ToolCallPart, ToolSpec
 
 TOOL_PREFIX = "mcp__"
 _SEPARATOR = "__"
-# The names agentreel's MCP record and replay read a session's identity from (SPEC 19).
-SESSION_ENV = "AGENTREEL_MCP_SESSION"
-SESSION_HEADER = "x-agentreel-session"
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +104,7 @@ class McpClient:
             from mcp.client.streamable_http import streamable_http_client
             from mcp.shared._httpx_utils import create_mcp_http_client
 
-            headers = {**dict(server.headers), SESSION_HEADER: self.lineage}
+            headers = {**dict(server.headers), MCP_SESSION_HEADER: self.lineage}
             async with (
                 create_mcp_http_client(headers=headers) as http,
                 streamable_http_client(server.url, http_client=http) as (read, write),
@@ -119,7 +116,7 @@ class McpClient:
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
         assert server.command is not None
-        env = {**os.environ, **dict(server.env), SESSION_ENV: self.lineage}
+        env = {**os.environ, **dict(server.env), MCP_SESSION_ENV: self.lineage}
         parameters = StdioServerParameters(command=server.command, args=list(server.args), env=env)
         async with stdio_client(parameters) as (read, write), ClientSession(read, write) as session:
             await session.initialize()

@@ -3,7 +3,7 @@ POST to the real server's URL and writes the exchanged messages; replay: answers
 the session's recording with nothing listening upstream (SPEC 19).
 
 A connection is an MCP session (``mcp-session-id``); the calling session's identity is the
-``x-agentreel-session`` header where the agent sends one. The standalone GET stream is not
+``x-agentreel-mcp-session`` header where the agent sends one. The standalone GET stream is not
 offered (405, which the protocol allows): server messages travel on the POSTs' answers.
 """
 

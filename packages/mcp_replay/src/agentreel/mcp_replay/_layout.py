@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from agentreel.llm import MCP_SESSION_ENV, MCP_SESSION_HEADER
+
 # A scenario's MCP recordings: one file per connection, ``mcp/<server>.<n>.jsonl`` beside
 # its session logs, ``n`` the order the connection opened in (per server, from 0).
 MCP_RECORDINGS_DIR = "mcp"
@@ -13,9 +15,10 @@ MCP_RECORDING_PATTERN = re.compile(r"^(?P<server>[A-Za-z0-9_-]+)\.(?P<n>0|[1-9][
 # A server's name: what the scenario calls it and what its files are named by.
 SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 # The calling session's identity, when the agent gives one: in the stdio shim's
-# environment, or as a header on every HTTP request of the connection.
-SESSION_ENV = "AGENTREEL_MCP_SESSION"
-SESSION_HEADER = "x-agentreel-session"
+# environment, or as a header on every HTTP request of the connection (owned by
+# agentreel.llm, below the agents that send it).
+SESSION_ENV = MCP_SESSION_ENV
+SESSION_HEADER = MCP_SESSION_HEADER
 # The first line of a recording.
 RECORDING_VERSION = 1
 # The run's state folder: one claim file per recorded connection replay bound (how many of
