@@ -189,6 +189,7 @@ class AgentSession:
         self.runtime = runtime
         # The session's MCP tools (the servers of session/new), its own connections.
         self.mcp = mcp
+        self._mcp_tools: tuple[ToolSpec, ...] = ()
         self.session = session
         self.channel = channel
         self.depth = depth
@@ -322,12 +323,12 @@ class AgentSession:
         step_open.clear()
         self._append(TurnEndData(turn=turn, reason=reason))
 
-    def _options(self, mcp_tools: tuple[ToolSpec, ...] = ()) -> GenerateOptions:
+    def _options(self) -> GenerateOptions:
         return call_options(
             self.session,
             model=self.runtime.model,
             system=self.runtime.system_prompt,
-            tools=(*self.runtime.tools, *mcp_tools),
+            tools=(*self.runtime.tools, *self._mcp_tools),
             messages=self.conversation.messages,
         )
 
@@ -335,8 +336,9 @@ class AgentSession:
         return "cancelled by the client" if self.cancel_scope.requested else "interrupted"
 
     async def _model_step(self, turn: int, step: int) -> _StepResult:
-        mcp_tools = await self.mcp.tool_specs() if self.mcp is not None else ()
-        options = self._options(mcp_tools)
+        if self.mcp is not None:
+            self._mcp_tools = await self.mcp.tool_specs()
+        options = self._options()
         # The kit's recorder: request/header now, every chunk appended before it reaches
         # this loop, and a call that ends without finish sealed with one.
         call = CallRecorder(self.session, turn=turn, step=step, request=options)
