@@ -29,6 +29,7 @@ from agentreel.snapshot_harness._layout import (
     check_inventory,
     write_files,
 )
+from agentreel.snapshot_harness._mcp import split_mcp_files, write_mcp_files
 from agentreel.snapshot_harness._pending import (
     PendingGolden,
     clear_pending,
@@ -153,6 +154,13 @@ def check_scenario(
     return Outcome(scenario, mode, sessions, time.monotonic() - started, list(goldens), result)
 
 
+def write_recordings(directory: Path, recordings: dict[str, bytes]) -> None:
+    """The session logs and proxy files beside scenario.toml, the MCP ones in ``mcp/``."""
+    files, mcp = split_mcp_files(recordings)
+    write_files(directory, files, keep_pattern=RECORDING_FILE_PATTERN)
+    write_mcp_files(directory, mcp)
+
+
 def _record(
     scenario: Scenario, record: RecordConfig | None, work_dir: Path | None, started: float
 ) -> Outcome:
@@ -180,7 +188,7 @@ def _record(
                 shutil.copy2(scenario.directory / name, copy / name)
         if scenario.workspace is not None:
             shutil.copytree(scenario.workspace, copy / WORKSPACE_DIR, symlinks=True)
-        write_files(copy, recordings, keep_pattern=RECORDING_FILE_PATTERN)
+        write_recordings(copy, recordings)
         trial = dataclasses.replace(
             scenario, directory=copy, agent_root=scenario.agent_root or scenario.directory
         )
@@ -207,7 +215,7 @@ def _record(
     scan_for_secrets(
         {f"{GOLDEN_DIR}/{k}": v for k, v in goldens.items()}, secrets, scenario.name, allow=allow
     )
-    write_files(scenario.directory, recordings, keep_pattern=RECORDING_FILE_PATTERN)
+    write_recordings(scenario.directory, recordings)
     write_files(scenario.directory / GOLDEN_DIR, goldens, keep_pattern=GOLDEN_FILE_PATTERN)
     written = [*recordings, *(f"{GOLDEN_DIR}/{name}" for name in goldens)]
     return Outcome(

@@ -43,6 +43,7 @@ from pathlib import Path
 
 from agentreel.llm import Finish
 from agentreel.llm_replay import PartialLanes
+from agentreel.mcp_replay import MCP_RECORDING_PATTERN, MCP_RECORDINGS_DIR
 from agentreel.session import (
     OVERRIDE_FILE,
     PROXY_RECORDING_FILES,
@@ -121,6 +122,15 @@ def take_inventory(scenario: Scenario) -> Inventory:
     for path in _entries(scenario, directory):
         name = path.name
         if name == WORKSPACE_DIR and path.is_dir() and not path.is_symlink():
+            continue
+        if name == MCP_RECORDINGS_DIR and path.is_dir() and not path.is_symlink():
+            declared = {server.name for server in scenario.mcp_servers}
+            for recording in _entries(scenario, path):
+                match = MCP_RECORDING_PATTERN.fullmatch(recording.name)
+                if match is None or match["server"] not in declared:
+                    orphans.append(f"{MCP_RECORDINGS_DIR}/{recording.name}")
+                else:
+                    _check_readable(scenario, recording)
             continue
         if name == GOLDEN_DIR and path.is_dir() and not path.is_symlink():
             for golden in _entries(scenario, path):

@@ -264,6 +264,18 @@ def _used_by(directory: Path, names: set[str]) -> set[str]:
 
 
 @dataclass(frozen=True, slots=True)
+class McpServerConfig:
+    """``[[mcp_servers]]``: an MCP server the agent is given in ACP ``session/new`` —
+    ``command`` (with its ``args`` appended) and ``env`` for stdio, or ``url`` for
+    streamable HTTP. Record and replay stand in its place (SPEC 19)."""
+
+    name: str
+    command: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    url: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Scenario:
     """One loaded, validated scenario."""
 
@@ -297,6 +309,8 @@ class Scenario:
     # Where the agent command's relative paths point: the scenario's own directory, also
     # when a run uses a scratch copy of it (record's trial replay).
     agent_root: Path | None = None
+    # ``[[mcp_servers]]``: what the harness passes as ``mcpServers`` (SPEC 19).
+    mcp_servers: tuple[McpServerConfig, ...] = ()
 
     @property
     def toml_path(self) -> Path:

@@ -20,6 +20,7 @@ from agentreel.llm_replay import (
     SCHEDULE_MODES,
     Capture,
 )
+from agentreel.mcp_replay import check_server_name
 from agentreel.session import (
     KeyMask,
     Mask,
@@ -47,6 +48,7 @@ from agentreel.snapshot_harness._scenario import (
     ForkServerConfig,
     HomeFile,
     Initialize,
+    McpServerConfig,
     ModelConfig,
     NewSession,
     PermissionKind,
@@ -118,7 +120,9 @@ _TOP_KEYS = {
     "golden_masks",
     "transcript",
     "replay",
+    "mcp_servers",
 }
+_MCP_SERVER_KEYS = {"name", "command", "args", "env", "url"}
 _GOLDEN_MASK_KEYS = {"regex", "key", "token"}
 _TRANSCRIPT_KEYS = {"unordered", "merge"}
 _REPLAY_KEYS = {setting.name for setting in fields(ReplayConfig)}
@@ -225,6 +229,13 @@ def load_scenario(directory: Path | str) -> Scenario:
     golden_masks = _golden_masks(reader, data.get("golden_masks"))
     unordered, merge = _transcript(reader, data.get("transcript"))
     replay = _replay(reader, data.get("replay"))
+    mcp_servers = _mcp_servers(reader, data.get("mcp_servers"))
+    if mcp_servers and protocol == "command":
+        raise reader.fail(
+            "mcp_servers",
+            'not supported yet with protocol = "command" (only ACP agents are given servers, '
+            "in session/new)",
+        )
     scenario = Scenario(
         name=name,
         directory=directory,
@@ -243,6 +254,7 @@ def load_scenario(directory: Path | str) -> Scenario:
         unordered=unordered,
         merge=merge,
         replay=replay,
+        mcp_servers=mcp_servers,
     )
     check_workspace(scenario)
     return scenario
@@ -327,6 +339,54 @@ def _env(reader: _Reader, value: object) -> dict[str, str]:
             raise reader.fail(f"env.{key}", f"expected a string, got {_kind(item)}")
         env[key] = item
     return env
+
+
+def _mcp_servers(reader: _Reader, value: object) -> tuple[McpServerConfig, ...]:
+    """``[[mcp_servers]]``: ``name`` and either ``command`` (+ ``args``, ``env``) or ``url``."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise reader.fail(
+            "mcp_servers",
+            f"expected an array of tables, got {_kind(value)}, e.g. [[mcp_servers]] "
+            'name = "time" command = "mcp-server-time"',
+        )
+    servers: list[McpServerConfig] = []
+    for index, item in enumerate(value):
+        key = f"mcp_servers[{index}]"
+        if not isinstance(item, dict):
+            raise reader.fail(key, f"expected a table, got {_kind(item)}")
+        reader.check_keys(item, _MCP_SERVER_KEYS, f"{key}.")
+        name = reader.required_string(item, "name", f"{key}.")
+        try:
+            check_server_name(name)
+        except ValueError as exc:
+            raise reader.fail(f"{key}.name", str(exc)) from None
+        if name in {server.name for server in servers}:
+            raise reader.fail(f"{key}.name", f"{name!r} is declared twice; names are unique")
+        command = reader.string(item, "command", f"{key}.")
+        url = reader.string(item, "url", f"{key}.")
+        if (command is None) == (url is None):
+            raise reader.fail(
+                key, "give either `command` (a stdio server) or `url` (streamable HTTP)"
+            )
+        args = item.get("args", [])
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            raise reader.fail(f"{key}.args", "expected an array of strings")
+        if url is not None and ("args" in item or "env" in item):
+            raise reader.fail(key, "`args` and `env` belong to a stdio server (`command`)")
+        env = item.get("env", {})
+        if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+            raise reader.fail(f"{key}.env", "expected a table of strings")
+        servers.append(
+            McpServerConfig(
+                name=name,
+                command=(command, *args) if command is not None else (),
+                env=dict(env),
+                url=url,
+            )
+        )
+    return tuple(servers)
 
 
 def _golden_masks(reader: _Reader, value: object) -> tuple[Mask | KeyMask, ...]:

@@ -16,6 +16,7 @@ from acp.client.connection import ClientSideConnection
 from acp.schema import ClientCapabilities, Implementation
 
 from agentreel.snapshot_harness._client import HarnessClient
+from agentreel.snapshot_harness._mcp import AcpMcpServers
 from agentreel.snapshot_harness._scenario import (
     ExpectError,
     Initialize,
@@ -60,7 +61,11 @@ async def run_steps(
     client: HarnessClient,
     cwd: Path,
     progress: Progress,
+    mcp_servers: AcpMcpServers | None = None,
 ) -> None:
+    """``mcp_servers``: what every ``session/new`` passes (the scenario's MCP servers as
+    record or replay stands them in, SPEC 19)."""
+    servers: AcpMcpServers = list(mcp_servers or [])
     session_id: str | None = None
     for index, step in enumerate(scenario.steps):
         progress.current = describe_step(index, step)
@@ -72,7 +77,7 @@ async def run_steps(
                 client_info=Implementation(name="agentreel-snapshot-harness", version="0.1.0"),
             )
         elif isinstance(step, NewSession):
-            response = await conn.new_session(cwd=str(cwd), mcp_servers=[])
+            response = await conn.new_session(cwd=str(cwd), mcp_servers=list(servers))
             session_id = response.session_id
         elif isinstance(step, Prompt):
             assert session_id is not None
@@ -99,7 +104,7 @@ async def run_steps(
                     "replay.override.json streams a little, then waits)"
                 )
         else:
-            await expect_error(step, conn, cwd, session_id, where)
+            await expect_error(step, conn, cwd, session_id, where, servers)
     if client.unused_answers:
         raise StepError(
             f"{scenario.name}: {len(client.unused_answers)} permission answer(s) were never "
@@ -109,13 +114,18 @@ async def run_steps(
 
 
 async def expect_error(
-    step: ExpectError, conn: ClientSideConnection, cwd: Path, session_id: str | None, where: str
+    step: ExpectError,
+    conn: ClientSideConnection,
+    cwd: Path,
+    session_id: str | None,
+    where: str,
+    mcp_servers: AcpMcpServers | None = None,
 ) -> None:
     try:
         if step.method == "initialize":
             await conn.initialize(protocol_version=PROTOCOL_VERSION)
         elif step.method == "new_session":
-            await conn.new_session(cwd=step.text or str(cwd), mcp_servers=[])
+            await conn.new_session(cwd=step.text or str(cwd), mcp_servers=list(mcp_servers or []))
         else:
             target = session_id if step.session == "current" and session_id else _UNKNOWN_SESSION
             await conn.prompt(session_id=target, prompt=[text_block(step.text)])
