@@ -1,11 +1,11 @@
 """A reference server from PyPI, ``mcp-server-time`` (whose answers change with the clock),
-recorded through the stdio shim and replayed with its command gone (SPEC 19). Installs it
-with ``uvx``: marked ``pypi``, deselect offline with ``-m 'not pypi'``."""
+recorded through the stdio shim and replayed with its command gone (SPEC 19). It is one of
+the package's test dependencies, so the test runs it from the venv: nothing is fetched."""
 
 from __future__ import annotations
 
 import os
-import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,9 +14,9 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from agentreel.mcp_replay import SESSION_ENV, McpSettings, check_replayed, stdio_command
 
-pytestmark = [pytest.mark.slow, pytest.mark.pypi]
+pytestmark = pytest.mark.slow
 
-TIME_SERVER = ["uvx", "--from", "mcp-server-time==2026.10.19", "mcp-server-time"]
+TIME_SERVER = [sys.executable, "-m", "mcp_server_time"]
 
 
 async def _times(settings: McpSettings, command: list[str]) -> list[str]:
@@ -35,8 +35,6 @@ async def _times(settings: McpSettings, command: list[str]) -> list[str]:
 
 @pytest.mark.asyncio
 async def test_mcp_server_time_replays_its_recorded_clock(tmp_path: Path) -> None:
-    if shutil.which("uvx") is None:
-        pytest.fail("uvx is needed to install mcp-server-time from PyPI")
     recorded = await _times(McpSettings("record", tmp_path, tmp_path / "s1"), TIME_SERVER)
     assert '"timezone": "UTC"' in recorded[0]
     assert "Asia/Tokyo" in recorded[1]
