@@ -202,6 +202,26 @@ async def test_extra_live_session_is_unrecorded(
 
 
 @pytest.mark.asyncio
+async def test_a_main_recording_cut_to_its_header_is_named_not_all_bound(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    _main_only(recorder, fixture_dir, "an answer")
+    main = fixture_dir / "session.jsonl"
+    main.write_text(main.read_text().splitlines()[0] + "\n")
+    provider = ReplayProvider(fixture_dir, scenario="plain-turn")
+
+    with pytest.raises(UnrecordedSessionError) as caught:
+        provider.stream(options_for(new_session_id()))
+
+    message = str(caught.value)
+    assert "session.jsonl ({{session:main}}) recorded no model call (the file was cut short" in (
+        message
+    )
+    assert "already bound" not in message
+    assert "none bound yet" in message
+
+
+@pytest.mark.asyncio
 async def test_child_with_unrecorded_spawn_index_is_unrecorded_not_misrouted(
     recorder: FixtureRecorder, fixture_dir: Path
 ) -> None:

@@ -7,15 +7,18 @@ from pathlib import Path
 
 import pytest
 
+from agentreel.llm_replay import ConsumptionReport, ReportedError
 from agentreel.session import refresh_command
 from agentreel.snapshot_harness import (
     AgentTimeoutError,
     FixtureInventoryError,
     GoldenMismatchError,
     ReplayConsumptionError,
+    ScenarioFilesError,
     check_scenario,
     load_scenario,
 )
+from agentreel.snapshot_harness._consumption import replay_mismatch
 from agentreel.snapshot_harness._layout import take_inventory
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
@@ -140,3 +143,71 @@ def test_files_the_scenarios_agent_imports_or_names_are_inputs_not_orphans(
     inventory = take_inventory(load_scenario(directory))
     assert inventory.orphans == ["stray.txt"]
     assert inventory.recordings == ["session.jsonl"]
+
+
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [
+        ('{"overrides": [', "cancel/replay.override.json: invalid override file"),
+        (
+            '{"overrides": [{"action": "hang", "session": 0, "call": 99, "chunks": 2}]}',
+            "cancel/replay.override.json: $.overrides[0]: session 0 has no call 99",
+        ),
+    ],
+    ids=["malformed", "no-such-call"],
+)
+def test_a_broken_override_is_named_broken_not_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, override: str, named: str
+) -> None:
+    # cancel needs a hang override: a broken one is that file's error, not "add {…hang…}".
+    shutil.copytree(FIXTURES / "cancel", tmp_path / "cancel")
+    (tmp_path / "cancel" / "replay.override.json").write_text(override)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ScenarioFilesError) as caught:
+        check_scenario(Path("cancel"), "replay")
+    message = str(caught.value)
+    assert message.startswith(f"cancel: OverrideError: {named}")
+    assert "add {" not in message
+    assert str(tmp_path) not in message
+
+
+@pytest.mark.parametrize("name", ["plain-turn", "subagent-multi", "command-sdk-script"])
+def test_a_recording_cut_to_its_header_is_named_not_a_drift_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    # In process (only recording; a parent of children) and proxied (command-sdk-script
+    # bound the live "tea" session to session.2.jsonl and blamed a drift instead).
+    shutil.copytree(FIXTURES / name, tmp_path / name)
+    main = tmp_path / name / "session.jsonl"
+    main.write_text(main.read_text().splitlines()[0] + "\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ScenarioFilesError) as caught:
+        check_scenario(Path(name), "replay")
+    message = str(caught.value)
+    assert message.startswith(
+        f"{name}/session.jsonl: the recording holds only its header line, no events"
+    )
+    assert "Drift" not in message
+    assert "already bound" not in message
+
+
+def test_a_replay_error_met_by_absolute_path_prints_the_path_as_typed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The agent and the proxy open the recordings by absolute path; the user typed another.
+    shutil.copytree(FIXTURES / "plain-turn", tmp_path / "plain-turn")
+    monkeypatch.chdir(tmp_path)
+    scenario = load_scenario(Path("plain-turn"))
+    absolute = tmp_path / "plain-turn" / "replay.override.json"
+    report = ConsumptionReport(
+        fixture_dir=str(tmp_path / "plain-turn"),
+        scenario="plain-turn",
+        scripts=[],
+        errors=[ReportedError(type="OverrideError", message=f"{absolute}: invalid")],
+    )
+    failure = replay_mismatch(scenario, report, stderr_tail=f"OverrideError: {absolute}: x")
+    assert failure is not None
+    assert str(failure).splitlines()[0] == (
+        "plain-turn: OverrideError: plain-turn/replay.override.json: invalid"
+    )
+    assert str(tmp_path) not in str(failure)

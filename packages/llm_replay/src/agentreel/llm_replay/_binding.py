@@ -582,6 +582,17 @@ class Binder:
                 )
         else:
             reason = "every recorded script with model calls is already bound"
+            callless = [
+                s.label for s in self._scripts if not s.calls and s.header.parent_session is None
+            ]
+            if callless and not any(holder is not None for holder in self.bound_to):
+                # Nothing is bound yet, so this is the run's first caller: the top-level
+                # recording it would be holds no call at all — cut short, not "all taken".
+                reason = (
+                    f"{', '.join(callless)} recorded no model call (the file was cut short, "
+                    "or the recording run never called the model); restore it from version "
+                    "control"
+                )
         raise self._unrecorded(options, reason)
 
     def _conversation_of(self, number: int) -> int:

@@ -72,7 +72,8 @@ def unrecorded_error(
         f"first message {first_message(options)}, made a model call the recording has no "
         f"script for: {reason}. The recording "
         f"{recording.fixture_dir} holds {len(recording.scripts)} session script(s), "
-        f"{bound} already bound.{identity_hint(options, proxied=proxied)}{_UNRECORDED_NEXT}"
+        f"{f'{bound} already bound' if bound else 'none bound yet'}."
+        f"{identity_hint(options, proxied=proxied)}{_UNRECORDED_NEXT}"
         f"{rerecord_command(scenario)}",
         session_id=options.session_id,
         parent_session_id=options.parent_session_id,

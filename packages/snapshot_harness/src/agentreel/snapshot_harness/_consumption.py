@@ -42,11 +42,21 @@ def replay_mismatch(
     lines = report_problem(scenario.name, report, rerecord_command(scenario.name))
     if lines is None:
         return None
-    cause = report.errors[0].message if report.errors else ""
+    # The agent and the proxy open the recordings by absolute path; the reader typed one.
+    lines = [as_typed(scenario, line) for line in lines]
+    stderr_tail = as_typed(scenario, stderr_tail)
+    cause = as_typed(scenario, report.errors[0].message) if report.errors else ""
     if then is not None:
         step = then.where or "the run"
         lines.append(f"The run failed at {step} because of it ({type(then).__name__}).")
     return ReplayConsumptionError("\n".join(lines), stderr_tail=_without_cause(stderr_tail, cause))
+
+
+def as_typed(scenario: Scenario, text: str) -> str:
+    """``text`` with the scenario directory's absolute path written as the user typed it."""
+    absolute = str(scenario.directory.resolve())
+    typed = str(scenario.directory)
+    return text.replace(absolute, typed) if absolute != typed else text
 
 
 def report_problem(name: str, report: ConsumptionReport, advice: str) -> list[str] | None:

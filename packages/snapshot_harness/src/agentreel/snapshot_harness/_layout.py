@@ -42,13 +42,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentreel.llm import Finish
-from agentreel.llm_replay import PartialLanes
+from agentreel.llm_replay import FixtureError, PartialLanes, load_recording
 from agentreel.session import (
     OVERRIDE_FILE,
     PROXY_RECORDING_FILES,
     SESSION_FILE_PATTERN,
     AssistantChunk,
     RequestHeader,
+    SessionLog,
     SessionLogError,
     load_session_log,
     recording_names,
@@ -61,6 +62,7 @@ from agentreel.snapshot_harness._scenario import (
     SCENARIO_FILE,
     WORKSPACE_DIR,
     Mode,
+    Prompt,
     PromptAndCancel,
     Scenario,
 )
@@ -235,6 +237,8 @@ def check_inventory(scenario: Scenario, mode: Mode) -> Inventory:
     if mode != "record" and not missing:
         for name in inventory.recordings:
             _check_recording(scenario.directory / name, rerecord)
+        _check_cut_to_header(scenario, inventory.recordings, rerecord)
+        _check_overrides(scenario)
         _check_cancelled_calls_hang(scenario, inventory.recordings)
     if missing or orphans or extra:
         lines = [f"{scenario.directory}: the fixture files do not fit {mode} mode"]
@@ -288,6 +292,46 @@ def _check_recording(path: Path, rerecord: str) -> None:
             f"({log.torn_tail.problem}); restore it from version control or re-record: "
             f"{rerecord}"
         )
+
+
+def _check_cut_to_header(scenario: Scenario, recordings: list[str], rerecord: str) -> None:
+    """A recording holding only its header line, where the run that wrote it must have
+    logged more, was cut short: named here, before a replay binds the live session to
+    another script and blames a drift (or an "unrecorded" session) instead.
+
+    Must have logged more: a proxied scenario's recording (the proxy writes a lane only for
+    a model call), a session other recordings name as their parent (it logged their
+    ``subagent/start``), or the only recording of a scenario that prompts."""
+    logs: dict[str, SessionLog] = {}
+    for name in recordings:
+        try:
+            logs[name] = load_session_log(scenario.directory / name)
+        except SessionLogError:
+            return  # _check_recording named it
+    parents = {log.header.parent_session for log in logs.values()}
+    prompts = any(isinstance(step, Prompt | PromptAndCancel) for step in scenario.steps)
+    for name, log in logs.items():
+        if log.events:
+            continue
+        if not (scenario.model.proxied or log.header.id in parents or (prompts and len(logs) == 1)):
+            continue
+        raise ScenarioFilesError(
+            f"{scenario.directory / name}: the recording holds only its header line, no "
+            "events — cut short (an editor, a failed copy, a crash while recording?). "
+            f"Restore it from version control or re-record: {rerecord}"
+        )
+
+
+def _check_overrides(scenario: Scenario) -> None:
+    """A ``replay.override.json`` must be valid for the recording it patches before anything
+    reads it: a malformed file, or one naming a call the recording lacks, is that file's
+    error (named as the user typed the scenario's path), never a "missing override"."""
+    if not (scenario.directory / OVERRIDE_FILE).exists():
+        return
+    try:
+        load_recording(scenario.directory)
+    except FixtureError as exc:
+        raise ScenarioFilesError(f"{scenario.name}: {type(exc).__name__}: {exc}") from None
 
 
 def _check_cancelled_calls_hang(scenario: Scenario, recordings: list[str]) -> None:
