@@ -14,6 +14,7 @@ from agentreel.snapshot_harness import (
     FixtureInventoryError,
     GoldenMismatchError,
     ReplayConsumptionError,
+    ScenarioError,
     ScenarioFilesError,
     check_scenario,
     load_scenario,
@@ -211,3 +212,66 @@ def test_a_replay_error_met_by_absolute_path_prints_the_path_as_typed(
         "plain-turn: OverrideError: plain-turn/replay.override.json: invalid"
     )
     assert str(tmp_path) not in str(failure)
+
+
+def _own_agent(directory: Path, toml: str) -> Path:
+    directory.mkdir()
+    (directory / "scenario.toml").write_text(toml + '\n[[steps]]\ntype = "initialize"\n')
+    (directory / "agent.py").write_text("print('hi')\n")
+    return directory
+
+
+@pytest.mark.parametrize(
+    "agent",
+    ['["{python}", "agent.py", "{prompt}"]', '["{python}", "./agent.py", "{prompt}"]'],
+    ids=["bare", "dot-slash"],
+)
+def test_an_agent_named_with_or_without_dot_slash_is_an_input(tmp_path: Path, agent: str) -> None:
+    directory = _own_agent(tmp_path / "own-agent", f"agent = {agent}")
+    (directory / "config.json").write_text("{}")
+    toml = directory / "scenario.toml"
+    toml.write_text(toml.read_text() + '\n[env]\nAGENT_CONFIG = "config.json"\n')
+    assert take_inventory(load_scenario(directory)).orphans == []
+    assert {"agent.py", "config.json"} <= load_scenario(directory).own_files()
+
+
+def test_a_declared_fixture_input_is_an_input_and_a_missing_one_is_missing(
+    tmp_path: Path,
+) -> None:
+    directory = _own_agent(
+        tmp_path / "wrapped",
+        'agent = ["sh", "-c", "exec sh \\"$0\\"/run.sh", "{scenario}"]\n\n'
+        '[fixture]\ninputs = ["./run.sh", "agent.py", "prompts/"]',
+    )
+    (directory / "run.sh").write_text("exec python3 agent.py\n")
+    assert "run.sh" in load_scenario(directory).own_files()
+    assert take_inventory(load_scenario(directory)).orphans == []
+    with pytest.raises(FixtureInventoryError) as caught:
+        check_scenario(directory, "record")
+    assert "prompts" in caught.value.missing
+
+
+def test_an_orphan_the_scenario_mentions_is_never_called_one_to_delete(tmp_path: Path) -> None:
+    directory = _own_agent(
+        tmp_path / "mentions",
+        '# the agent reads notes.md (found by its own config)\nagent = ["{python}", "./agent.py"]',
+    )
+    (directory / "notes.md").write_text("n\n")
+    (directory / "stray.txt").write_text("s\n")
+    with pytest.raises(FixtureInventoryError) as caught:
+        check_scenario(directory, "record")
+    message = str(caught.value)
+    assert caught.value.orphans == ["notes.md", "stray.txt"]
+    mentioned = next(line for line in message.splitlines() if "notes.md" in line)
+    assert "delete" not in mentioned
+    assert "[fixture] inputs" in mentioned
+    unmentioned = next(line for line in message.splitlines() if "stray.txt" in line)
+    assert "delete them" in unmentioned
+
+
+def test_fixture_inputs_outside_the_directory_are_refused(tmp_path: Path) -> None:
+    directory = _own_agent(
+        tmp_path / "outside", 'agent = ["{python}", "./agent.py"]\n[fixture]\ninputs = ["../x"]'
+    )
+    with pytest.raises(ScenarioError, match=r"fixture\.inputs\[0\]"):
+        load_scenario(directory)

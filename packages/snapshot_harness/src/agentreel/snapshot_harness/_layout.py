@@ -199,6 +199,7 @@ def check_inventory(scenario: Scenario, mode: Mode) -> Inventory:
     orphans = list(inventory.orphans)
     rerecord = rerecord_command(scenario.name)
     recorded_golden: list[str] = []  # missing recordings whose golden log is there
+    missing += [name for name in scenario.inputs if not (scenario.directory / name).exists()]
     if mode == "record":
         rules = scenario.record.rules
         if rules is not None and not rules.is_file():
@@ -259,9 +260,19 @@ def check_inventory(scenario: Scenario, mode: Mode) -> Inventory:
         other = [n for n in missing if n not in recorded_golden]
         if other:
             lines.append(f"  missing: {', '.join(other)}")
-        if orphans:
+        mentioned = _mentioned(scenario, orphans)
+        unmentioned = [n for n in orphans if n not in mentioned]
+        if unmentioned:
             lines.append(
-                f"  orphans (no scenario needs them; delete them): {', '.join(sorted(orphans))}"
+                f"  orphans (nothing in the scenario names them): {', '.join(sorted(unmentioned))}"
+                " — delete them, or, if the agent uses them, list them in scenario.toml's "
+                "[fixture] inputs"
+            )
+        if mentioned:
+            lines.append(
+                f"  not recognised as inputs: {', '.join(sorted(mentioned))} — scenario.toml "
+                "mentions them but no key the inventory reads names them; if the agent uses "
+                'them, list them in [fixture] inputs = ["..."]'
             )
         if mode == "record":
             lines.append(f"Then record again: {rerecord}")
@@ -275,6 +286,20 @@ def check_inventory(scenario: Scenario, mode: Mode) -> Inventory:
             "\n".join(lines), missing=missing, orphans=sorted(orphans + extra)
         )
     return inventory
+
+
+def _mentioned(scenario: Scenario, names: list[str]) -> list[str]:
+    """The ``names`` that ``scenario.toml`` mentions anywhere (a comment, a step's text):
+    never called orphans to delete — the scenario may well need them."""
+    try:
+        text = scenario.toml_path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []
+    return [
+        name
+        for name in names
+        if re.search(rf"(?<![\w.-]){re.escape(name.rstrip('/'))}(?![\w-])", text)
+    ]
 
 
 def _check_recording(path: Path, rerecord: str) -> None:

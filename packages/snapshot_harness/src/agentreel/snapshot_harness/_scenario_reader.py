@@ -118,7 +118,9 @@ _TOP_KEYS = {
     "golden_masks",
     "transcript",
     "replay",
+    "fixture",
 }
+_FIXTURE_KEYS = {"inputs"}
 _GOLDEN_MASK_KEYS = {"regex", "key", "token"}
 _TRANSCRIPT_KEYS = {"unordered", "merge"}
 _REPLAY_KEYS = {setting.name for setting in fields(ReplayConfig)}
@@ -225,6 +227,7 @@ def load_scenario(directory: Path | str) -> Scenario:
     golden_masks = _golden_masks(reader, data.get("golden_masks"))
     unordered, merge = _transcript(reader, data.get("transcript"))
     replay = _replay(reader, data.get("replay"))
+    inputs = _fixture_inputs(reader, data.get("fixture"))
     scenario = Scenario(
         name=name,
         directory=directory,
@@ -243,9 +246,30 @@ def load_scenario(directory: Path | str) -> Scenario:
         unordered=unordered,
         merge=merge,
         replay=replay,
+        inputs=inputs,
     )
     check_workspace(scenario)
     return scenario
+
+
+def _fixture_inputs(reader: _Reader, value: object) -> tuple[str, ...]:
+    """``[fixture] inputs = ["run.sh", ...]``: paths inside the scenario directory."""
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        raise reader.fail("fixture", f"expected a table, got {_kind(value)}")
+    reader.check_keys(value, _FIXTURE_KEYS, "fixture.")
+    inputs = value.get("inputs", [])
+    if not isinstance(inputs, list):
+        raise reader.fail("fixture.inputs", f"expected an array of paths, got {_kind(inputs)}")
+    for position, item in enumerate(inputs):
+        where = f"fixture.inputs[{position}]"
+        if not isinstance(item, str) or not item:
+            raise reader.fail(where, f"expected a non-empty path, got {_kind(item)}")
+        parts = Path(item.removeprefix("./")).parts
+        if Path(item).is_absolute() or ".." in parts or not parts:
+            raise reader.fail(where, f"{item!r}: name a file inside the scenario directory")
+    return tuple(str(Path(item.removeprefix("./"))) for item in inputs)
 
 
 def _replay(reader: _Reader, value: object) -> ReplayConfig:
