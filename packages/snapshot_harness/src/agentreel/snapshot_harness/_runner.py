@@ -274,6 +274,11 @@ def _run_in(
         else:
             env.update(replay_backend(scenario, cwd, report, drift_dir))
         env.update(scenario.env)
+        env.update(
+            envvars.auth_environment(
+                scenario.auth_env(), record=mode == "record", where=scenario.name
+            )
+        )
         started = time.monotonic()
         try:
             with stderr_path.open("wb") as stderr_file:

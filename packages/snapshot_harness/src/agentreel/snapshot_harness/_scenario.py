@@ -118,7 +118,20 @@ class ExpectError:
     message: str | None = None
 
 
-Step = Initialize | NewSession | Prompt | PromptAndCancel | ExpectError
+@dataclass(frozen=True, slots=True)
+class Authenticate:
+    """``authenticate``: the ACP ``authenticate`` request with auth method ``method`` (an
+    id the agent's ``initialize`` lists). ``env`` names the variables that method reads:
+    passed from the harness's environment while recording (a placeholder in replay, which
+    is keyless), and their values refused from every recording and golden like any key.
+    As the ``[authenticate]`` table, the same request made automatically after each
+    ``initialize`` whose answer lists auth methods."""
+
+    method: str
+    env: tuple[str, ...] = ()
+
+
+Step = Initialize | NewSession | Prompt | PromptAndCancel | ExpectError | Authenticate
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,12 +317,20 @@ class Scenario:
     # ``[transcript] merge``: sessionUpdate kinds whose consecutive updates of one thing are
     # written as one (a command's output and completion, sent as one update or two).
     merge: tuple[str, ...] = ()
+    # ``[authenticate]``: the auth method called after each ``initialize`` listing methods.
+    authenticate: Authenticate | None = None
     # ``[fixture] inputs``: files of the scenario directory the agent uses that nothing else
     # names (a ``run.sh`` a wrapper calls): inputs, never orphans.
     inputs: tuple[str, ...] = ()
     # Where the agent command's relative paths point: the scenario's own directory, also
     # when a run uses a scratch copy of it (record's trial replay).
     agent_root: Path | None = None
+
+    def auth_env(self) -> tuple[str, ...]:
+        """The variables the scenario's auth method(s) read (``Authenticate.env``)."""
+        named = [*(self.authenticate.env if self.authenticate else ())]
+        named += [n for step in self.steps if isinstance(step, Authenticate) for n in step.env]
+        return tuple(dict.fromkeys(named))
 
     @property
     def toml_path(self) -> Path:

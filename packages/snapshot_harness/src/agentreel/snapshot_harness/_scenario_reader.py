@@ -43,6 +43,7 @@ from agentreel.snapshot_harness._scenario import (
     VIAS,
     WIRE_APIS,
     WORKSPACE_DIR,
+    Authenticate,
     ExpectError,
     ForkServerConfig,
     HomeFile,
@@ -119,8 +120,10 @@ _TOP_KEYS = {
     "transcript",
     "replay",
     "fixture",
+    "authenticate",
 }
 _FIXTURE_KEYS = {"inputs"}
+_AUTHENTICATE_KEYS = {"method", "env"}
 _GOLDEN_MASK_KEYS = {"regex", "key", "token"}
 _TRANSCRIPT_KEYS = {"unordered", "merge"}
 _REPLAY_KEYS = {setting.name for setting in fields(ReplayConfig)}
@@ -131,6 +134,7 @@ _STEP_KEYS: dict[str, set[str]] = {
     "prompt": {"type", "text"},
     "prompt_and_cancel": {"type", "text"},
     "expect_error": {"type", "method", "text", "session", "code", "message"},
+    "authenticate": {"type", *_AUTHENTICATE_KEYS},
 }
 _RECORD_KEYS = {"provider", "model", "rules", "base_url", "allow_secrets"}
 _MODEL_KEYS = {
@@ -228,6 +232,11 @@ def load_scenario(directory: Path | str) -> Scenario:
     unordered, merge = _transcript(reader, data.get("transcript"))
     replay = _replay(reader, data.get("replay"))
     inputs = _fixture_inputs(reader, data.get("fixture"))
+    authenticate = data.get("authenticate")
+    if authenticate is not None and not isinstance(authenticate, dict):
+        raise reader.fail("authenticate", f"expected a table, got {_kind(authenticate)}")
+    if authenticate is not None:
+        reader.check_keys(authenticate, _AUTHENTICATE_KEYS, "authenticate.")
     scenario = Scenario(
         name=name,
         directory=directory,
@@ -247,6 +256,9 @@ def load_scenario(directory: Path | str) -> Scenario:
         merge=merge,
         replay=replay,
         inputs=inputs,
+        authenticate=(
+            _authenticate(reader, authenticate, "authenticate.") if authenticate else None
+        ),
     )
     check_workspace(scenario)
     return scenario
@@ -465,10 +477,25 @@ def _steps(reader: _Reader, value: object, *, command: bool = False) -> tuple[St
                     "(or use expect_error to test that the agent refuses it)",
                 )
             step = Prompt(text) if kind == "prompt" else PromptAndCancel(text)
+        elif kind == "authenticate":
+            step = _authenticate(reader, table, prefix)
         else:
             step = _expect_error(reader, table, prefix, have_session)
         steps.append(step)
     return tuple(steps)
+
+
+def _authenticate(reader: _Reader, table: Mapping[str, object], prefix: str) -> Authenticate:
+    """An ``authenticate`` step or the ``[authenticate]`` table: ``method``, ``env``."""
+    method = reader.required_string(table, "method", prefix)
+    env = table.get("env", [])
+    if not isinstance(env, list) or not all(
+        isinstance(name, str) and _ENV_NAME.match(name) for name in env
+    ):
+        raise reader.fail(
+            f"{prefix}env", 'expected an array of environment variable names, e.g. ["MY_KEY"]'
+        )
+    return Authenticate(method=method, env=tuple(env))
 
 
 def _expect_error(
