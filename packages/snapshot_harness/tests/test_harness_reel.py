@@ -390,7 +390,8 @@ def test_a_numbering_gap_fails_the_test_first_with_its_node_id_command(
     section = lines[failure - 1 :]
     end = next(i for i, line in enumerate(section) if line.startswith(("=", "1 failed")))
     section = section[:end]
-    assert section[0].startswith("_") and "test_hello" in section[0]  # the failure's header
+    assert section[0].startswith("_")  # the failure's header
+    assert "test_hello" in section[0]
     assert len(section) <= 20, "\n".join(section)
     assert "pytest test_chat.py::test_hello --agentreel-record=all" in "\n".join(section)
     assert "recordings/test_chat/test_hello/session.1.jsonl" in lines[failure]
