@@ -275,3 +275,27 @@ def test_fixture_inputs_outside_the_directory_are_refused(tmp_path: Path) -> Non
     )
     with pytest.raises(ScenarioError, match=r"fixture\.inputs\[0\]"):
         load_scenario(directory)
+
+
+def test_a_retried_failing_call_is_reported_once(tmp_path: Path) -> None:
+    # crewai retries a failed call: three reports of one error, their request files numbered.
+    scenario = load_scenario(FIXTURES / "plain-turn")
+    message = "live session <anonymous> ... full masked request: /d/unrecorded-{k}.live.txt"
+    report = ConsumptionReport(
+        fixture_dir=str(scenario.directory),
+        scenario=scenario.name,
+        scripts=[],
+        errors=[
+            *(
+                ReportedError(type="UnrecordedSessionError", message=message.format(k=k))
+                for k in (1, 2, 3)
+            ),
+            ReportedError(type="RequestDriftError", message="another"),
+        ],
+    )
+    failure = replay_mismatch(scenario, report, stderr_tail="")
+    assert failure is not None
+    text = str(failure)
+    assert text.count("UnrecordedSessionError") == 1
+    assert text.splitlines()[1] == "(met 3 times: the agent retried the same call; shown once)"
+    assert "(then RequestDriftError: another)" in text
