@@ -379,13 +379,22 @@ class Binder:
         self, options: GenerateOptions, parent_number: int
     ) -> UnrecordedSessionError:
         parent = self._scripts[parent_number]
-        return self._unrecorded(
-            msgspec.structs.replace(options, parent_session_id=SessionId(parent.label)),
-            f"its first message is what {parent.label} handed on (a pending delegating tool "
-            "call's argument or a task in its reply), so it is that session's child, but no "
-            "unclaimed recording of a child starts with this request (a session.<n>.jsonl "
-            "file is missing, or the child's first request changed)",
+        handed = delegated_by(
+            first_user_texts(options.messages),
+            self._delegations(parent_number),
+            set(),
+            anonymous=True,
         )
+        # Named as the recording knows it: the parent's file and its delegating call.
+        how = f" ({handed.said})" if handed is not None and handed.said else ""
+        error = self._unrecorded(
+            msgspec.structs.replace(options, parent_session_id=SessionId(parent.label)),
+            f"its first message is what {parent.label} handed on{how}, so it is that "
+            "session's child, but no unclaimed recording of a child starts with this request "
+            "(a session.<n>.jsonl file is missing, or the child's first request changed)",
+        )
+        error.delegation = f"{parent.label}{how}"
+        return error
 
     def _delegations(self, number: int) -> list[Delegation]:
         """What script ``number``'s replies served so far handed on, in the order issued."""

@@ -107,9 +107,9 @@ def with_live_request(
         said = f" Its full masked request: {files[0]}"
         said += f"; the nearest recorded one: {files[1]}." if files[1] is not None else "."
     shown_after = ""
-    if nearest is None:
+    if nearest is None and error.delegation is None:
         said += " The recording has no request left to compare it with."
-    else:
+    if nearest is not None:
         # After the first line (what failed and the command to run, as every cause's first
         # line is read), the lines showing what differs.
         script, call, differences = nearest
@@ -132,12 +132,14 @@ def with_live_request(
     message = str(error)
     at = message.rfind(_UNRECORDED_NEXT)
     at = at if at >= 0 else len(message)
-    return UnrecordedSessionError(
+    result = UnrecordedSessionError(
         message[:at] + said + message[at:] + shown_after,
         session_id=error.session_id,
         parent_session_id=error.parent_session_id,
         spawn_index=error.spawn_index,
     )
+    result.delegation = error.delegation
+    return result
 
 
 def exhausted_error(
