@@ -640,6 +640,36 @@ class Binder:
 
     def _unrecorded(self, options: GenerateOptions, reason: str) -> UnrecordedSessionError:
         bound = sum(1 for holder in self.bound_to if holder is not None)
+        parent = self._bound.get(options.parent_session_id) if options.parent_session_id else None
+        if parent is not None:
+            # A child whose parent a header names: named as the recording knows them — the
+            # parent's file, and (without a spawn index header) the spawn index record gave
+            # it, the parent's delegation whose prompt is one of its user messages.
+            handed = None
+            for message in options.messages:
+                if message.role == "user" and handed is None:
+                    handed = delegated_by(
+                        first_user_texts([message]),
+                        self._delegations(parent),
+                        set(),
+                        anonymous=False,
+                    )
+            spawn = options.spawn_index
+            if spawn is None and handed is not None:
+                spawn = handed.ordinal
+            label = self._scripts[parent].label
+            if handed is not None and handed.said and handed.said not in reason:
+                reason += f"; {label} handed it on with {handed.said}"
+            return unrecorded_error(
+                options,
+                reason,
+                self._recording,
+                bound,
+                self._scenario,
+                proxied=self._index is not None,
+                parent_label=f"{label} (live {options.parent_session_id})",
+                recorded_spawn_index=spawn,
+            )
         return unrecorded_error(
             options,
             reason,

@@ -64,11 +64,17 @@ def unrecorded_error(
     scenario: str,
     *,
     proxied: bool = False,
+    parent_label: str | None = None,
+    recorded_spawn_index: int | None = None,
 ) -> UnrecordedSessionError:
-    """A live caller the recording has no script for; ``bound`` scripts are already taken."""
+    """A live caller the recording has no script for; ``bound`` scripts are already taken.
+    ``parent_label`` names the parent as the recording knows it (its file), and
+    ``recorded_spawn_index`` the spawn index record gave a child without one."""
+    parent = parent_label or options.parent_session_id or "none"
+    spawn = options.spawn_index if options.spawn_index is not None else recorded_spawn_index
     return UnrecordedSessionError(
-        f"live session {caller_name(options)} (parent {options.parent_session_id or 'none'}, "
-        f"spawn index {options.spawn_index if options.spawn_index is not None else 'none'}), "
+        f"live session {caller_name(options)} (parent {parent}, "
+        f"spawn index {spawn if spawn is not None else 'none'}), "
         f"first message {first_message(options)}, made a model call the recording has no "
         f"script for: {reason}. The recording "
         f"{recording.fixture_dir} holds {len(recording.scripts)} session script(s), "
