@@ -240,7 +240,8 @@ async def test_child_with_unrecorded_spawn_index_is_unrecorded_not_misrouted(
 
     message = str(caught.value)
     assert (
-        f"live session {child} (parent session.jsonl ({{{{session:main}}}}) (live {parent}), spawn index 2)"
+        f"live session {child} (parent session.jsonl ({{{{session:main}}}}) (live {parent}), "
+        "spawn index 2)"
         in message
     )
     assert "recorded no child with spawn index 2 (recorded spawn indexes: [0, 1])" in message
@@ -299,7 +300,8 @@ async def test_a_proxied_parents_side_lane_is_never_served_to_a_child(
         provider.stream(options_for(child, parent=parent, spawn_index=0))
     first = str(caught.value).splitlines()[0]
     assert first.startswith(
-        f"live session {child} (parent session.jsonl ({{{{session:main}}}}) (live {parent}), spawn index 0)"
+        f"live session {child} (parent session.jsonl ({{{{session:main}}}}) (live {parent}), "
+        "spawn index 0)"
     ), first
     assert "no unclaimed script recorded as a child of session.jsonl" in first
 
