@@ -241,8 +241,7 @@ async def test_child_with_unrecorded_spawn_index_is_unrecorded_not_misrouted(
     message = str(caught.value)
     assert (
         f"live session {child} (parent session.jsonl ({{{{session:main}}}}) (live {parent}), "
-        "spawn index 2)"
-        in message
+        "spawn index 2)" in message
     )
     assert "recorded no child with spawn index 2 (recorded spawn indexes: [0, 1])" in message
     assert "session.jsonl ({{session:main}})" in message
