@@ -31,9 +31,11 @@ from acp.interfaces import Client
 from acp.schema import (
     AuthenticateResponse,
     AuthMethodAgent,
+    EnvVarAuthMethod,
     InitializeResponse,
     NewSessionResponse,
     PromptResponse,
+    TerminalAuthMethod,
 )
 
 from agentreel.brand import SessionId
@@ -117,7 +119,7 @@ class FakeAgent:
     async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
         if AUTH_METHOD is None:
             return InitializeResponse(protocol_version=PROTOCOL_VERSION)
-        methods = [
+        methods: list[EnvVarAuthMethod | TerminalAuthMethod | AuthMethodAgent] = [
             AuthMethodAgent(id=AUTH_METHOD, name="API key"),
             AuthMethodAgent(id="oauth", name="OAuth"),
         ]
