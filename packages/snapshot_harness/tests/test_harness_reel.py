@@ -382,3 +382,29 @@ def test_the_fixture_refuses_known_key_shapes_and_writes_nothing(
     secret_lines = [line for v in keys.values() for line in v.splitlines() if "-----" not in line]
     assert not [line for line in secret_lines if line in said], "a key was printed"
     assert not (pytester.path / "recordings" / "test_chat" / name).exists()
+
+
+@pytest.mark.usefixtures("offline")
+def test_a_numbering_gap_fails_the_test_first_with_its_node_id_command(
+    pytester: pytest.Pytester,
+) -> None:
+    write_tests(pytester)
+    run(pytester, "--agentreel-record=once", "-k", "hello").assert_outcomes(passed=1)
+    folder = pytester.path / "recordings" / "test_chat" / "test_hello"
+    # A child recording past a deleted one: session.2.jsonl with no session.1.jsonl.
+    shutil.copy(folder / "session.jsonl", folder / "session.2.jsonl")
+    result = run(pytester, "-k", "hello", "-rN")
+    result.assert_outcomes(failed=1)  # a failure of the test, not an error of its setup
+    lines = [line for line in result.stdout.lines if line.strip()]
+    failure = lines.index(next(line for line in lines if "FixtureError" in line))
+    assert "test_chat.py::test_hello: FixtureError: " in lines[failure]
+    section = lines[failure - 1 :]
+    end = next(i for i, line in enumerate(section) if line.startswith(("=", "1 failed")))
+    section = section[:end]
+    assert section[0].startswith("_")  # the failure's header
+    assert "test_hello" in section[0]
+    assert len(section) <= 20, "\n".join(section)
+    assert "pytest test_chat.py::test_hello --agentreel-record=all" in "\n".join(section)
+    assert "recordings/test_chat/test_hello/session.1.jsonl" in lines[failure]
+    assert str(pytester.path) not in lines[failure]
+    assert "Traceback" not in result.stdout.str()

@@ -64,15 +64,22 @@ def unrecorded_error(
     scenario: str,
     *,
     proxied: bool = False,
+    parent_label: str | None = None,
+    recorded_spawn_index: int | None = None,
 ) -> UnrecordedSessionError:
-    """A live caller the recording has no script for; ``bound`` scripts are already taken."""
+    """A live caller the recording has no script for; ``bound`` scripts are already taken.
+    ``parent_label`` names the parent as the recording knows it (its file), and
+    ``recorded_spawn_index`` the spawn index record gave a child without one."""
+    parent = parent_label or options.parent_session_id or "none"
+    spawn = options.spawn_index if options.spawn_index is not None else recorded_spawn_index
     return UnrecordedSessionError(
-        f"live session {caller_name(options)} (parent {options.parent_session_id or 'none'}, "
-        f"spawn index {options.spawn_index if options.spawn_index is not None else 'none'}), "
+        f"live session {caller_name(options)} (parent {parent}, "
+        f"spawn index {spawn if spawn is not None else 'none'}), "
         f"first message {first_message(options)}, made a model call the recording has no "
         f"script for: {reason}. The recording "
         f"{recording.fixture_dir} holds {len(recording.scripts)} session script(s), "
-        f"{bound} already bound.{identity_hint(options, proxied=proxied)}{_UNRECORDED_NEXT}"
+        f"{f'{bound} already bound' if bound else 'none bound yet'}."
+        f"{identity_hint(options, proxied=proxied)}{_UNRECORDED_NEXT}"
         f"{rerecord_command(scenario)}",
         session_id=options.session_id,
         parent_session_id=options.parent_session_id,
@@ -106,9 +113,9 @@ def with_live_request(
         said = f" Its full masked request: {files[0]}"
         said += f"; the nearest recorded one: {files[1]}." if files[1] is not None else "."
     shown_after = ""
-    if nearest is None:
+    if nearest is None and error.delegation is None:
         said += " The recording has no request left to compare it with."
-    else:
+    if nearest is not None:
         # After the first line (what failed and the command to run, as every cause's first
         # line is read), the lines showing what differs.
         script, call, differences = nearest
@@ -131,12 +138,14 @@ def with_live_request(
     message = str(error)
     at = message.rfind(_UNRECORDED_NEXT)
     at = at if at >= 0 else len(message)
-    return UnrecordedSessionError(
+    result = UnrecordedSessionError(
         message[:at] + said + message[at:] + shown_after,
         session_id=error.session_id,
         parent_session_id=error.parent_session_id,
         spawn_index=error.spawn_index,
     )
+    result.delegation = error.delegation
+    return result
 
 
 def exhausted_error(

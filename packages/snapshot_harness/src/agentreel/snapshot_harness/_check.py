@@ -118,7 +118,7 @@ def check_scenario(
         if diffs:
             written: list[PendingGolden] = []
             refused = ""
-            secrets = envvars.secret_values(os.environ, scenario.env)
+            secrets = envvars.secret_values(os.environ, scenario.env, keys=scenario.auth_env())
             allow = scenario.record.allow_secrets
             if pending:  # pending goldens are goldens: scanned like any before written
                 try:
@@ -143,7 +143,7 @@ def check_scenario(
     goldens = {f"{GOLDEN_DIR}/{k}": v for k, v in rendered.items()}
     scan_for_secrets(
         goldens,
-        envvars.secret_values(os.environ, scenario.env),
+        envvars.secret_values(os.environ, scenario.env, keys=scenario.auth_env()),
         scenario.name,
         allow=scenario.record.allow_secrets,
         action="write the goldens",
@@ -175,7 +175,7 @@ def _record(
             '([model] via = "proxy" in scenario.toml). See its stderr with --keep-runs DIR.'
         )
     recordings = render_recordings(recorded)
-    secrets = envvars.secret_values(os.environ, scenario.env)
+    secrets = envvars.secret_values(os.environ, scenario.env, keys=scenario.auth_env())
     allow = scenario.record.allow_secrets
     scan_for_secrets(recordings, secrets, scenario.name, allow=allow)
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 import os
 import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from agentreel.llm import AgentEnv
 from agentreel.session import REFRESH_COMMAND_ENV, RERECORD_COMMAND_ENV
+from agentreel.snapshot_harness.exceptions import RecordSetupError
 
 # The contract's names, owned by agentreel.llm (the agent kit's one list), under the names
 # the harness's modules use.
@@ -102,11 +103,31 @@ def record_passthrough(source: Mapping[str, str]) -> dict[str, str]:
     return {key: value for key, value in source.items() if _RECORD_PASSTHROUGH.match(key)}
 
 
-def secret_values(*sources: Mapping[str, str]) -> dict[str, str]:
-    """``{value: variable name}`` for every credential-looking variable worth scanning for."""
+def secret_values(*sources: Mapping[str, str], keys: Iterable[str] = ()) -> dict[str, str]:
+    """``{value: variable name}`` for every credential-looking variable worth scanning for,
+    and every variable named in ``keys`` whatever its name (an auth method's variables)."""
+    named = set(keys)
     found: dict[str, str] = {}
     for source in sources:
         for key, value in source.items():
-            if SECRET_NAME.search(key) and len(value) >= 8:
+            if (key in named or SECRET_NAME.search(key)) and len(value) >= 8:
                 found.setdefault(value, key)
     return found
+
+
+# What an auth method's variables hold in a replay: keyless, yet set.
+REPLAY_AUTH_VALUE = "agentreel-replay-has-no-key"
+
+
+def auth_environment(names: Iterable[str], *, record: bool, where: str) -> dict[str, str]:
+    """The variables an ``authenticate`` method reads: the harness's own values while
+    recording (each must be set), a placeholder in replay. ``where`` names the scenario."""
+    if not record:
+        return dict.fromkeys(names, REPLAY_AUTH_VALUE)
+    unset = [name for name in names if not os.environ.get(name)]
+    if unset:
+        raise RecordSetupError(
+            f"{where}: the scenario's auth method reads {', '.join(unset)}, not set in this "
+            "environment; export it to record (its value is refused from every recording)"
+        )
+    return {name: os.environ[name] for name in names}

@@ -16,6 +16,7 @@ as pytest-recording's ``vcr_config``), then the ``agentreel`` marker's keyword a
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -30,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentreel.llm_replay import ScheduleSettings
-from agentreel.session import RECORDING_FILE_PATTERN, RERECORD_COMMAND_ENV
+from agentreel.llm_replay import ReplayError, ScheduleSettings
+from agentreel.session import RECORDING_FILE_PATTERN, RERECORD_COMMAND_ENV, rerecord_command
 from agentreel.snapshot_harness import _environment as envvars
 from agentreel.snapshot_harness._pending import CI_ENV
 from agentreel.snapshot_harness._scenario import DEFAULT_STUB_RULES
@@ -67,6 +68,24 @@ _START_TIMEOUT = 120.0
 
 class ReelError(HarnessError):
     """A misuse of the fixture (unknown config key, refused record mode, no upstream)."""
+
+
+class RecordingUnusableError(ReelError):
+    """The test's recording cannot be replayed (a numbering gap, a corrupt file): a failure
+    of the test itself, not of its setup — the fixture is fine, the recording is not."""
+
+
+def _unusable(reel_plan: ReelPlan, error: ReplayError) -> str:
+    """``error`` as the test's failure: its node id first, the recording's path as seen from
+    where pytest runs, and the re-record command naming the node id (the recording folder's
+    name alone is no pytest target)."""
+    message = str(error)
+    directory = reel_plan.directory
+    with contextlib.suppress(ValueError):
+        message = message.replace(str(directory), str(directory.relative_to(Path.cwd())))
+    by_folder = rerecord_command(directory.name)
+    message = message.replace(by_folder, record_command(reel_plan.name, "all"))
+    return f"{reel_plan.name}: {type(error).__name__}: {message}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -455,6 +474,8 @@ def open_reel(reel_plan: ReelPlan) -> OpenReel:
             raise ReelError(f"{reel_plan.name}: {exc}") from None
         try:
             run = WORKER_PROXY.open_run(proxy_settings, timeout=_START_TIMEOUT)
+        except ReplayError as exc:
+            raise RecordingUnusableError(_unusable(reel_plan, exc)) from None
         except (ProxyConfigError, ValueError, OSError) as exc:
             raise ReelError(
                 f"{reel_plan.name}: cannot serve {reel_plan.directory}: {exc}"

@@ -287,6 +287,11 @@ def _run_in(
             # proxy (which still stops everything off this machine).
             env.update(envvars.loopback_bypass())
         env.update(scenario.env)
+        env.update(
+            envvars.auth_environment(
+                scenario.auth_env(), record=mode == "record", where=scenario.name
+            )
+        )
         started = time.monotonic()
         try:
             with stderr_path.open("wb") as stderr_file:

@@ -44,6 +44,7 @@ from agentreel.snapshot_harness._scenario import (
     VIAS,
     WIRE_APIS,
     WORKSPACE_DIR,
+    Authenticate,
     ExpectError,
     ForkServerConfig,
     HomeFile,
@@ -121,8 +122,12 @@ _TOP_KEYS = {
     "transcript",
     "replay",
     "mcp_servers",
+    "fixture",
+    "authenticate",
 }
 _MCP_SERVER_KEYS = {"name", "command", "args", "env", "url"}
+_FIXTURE_KEYS = {"inputs"}
+_AUTHENTICATE_KEYS = {"method", "env"}
 _GOLDEN_MASK_KEYS = {"regex", "key", "token"}
 _TRANSCRIPT_KEYS = {"unordered", "merge"}
 _REPLAY_KEYS = {setting.name for setting in fields(ReplayConfig)}
@@ -133,6 +138,7 @@ _STEP_KEYS: dict[str, set[str]] = {
     "prompt": {"type", "text"},
     "prompt_and_cancel": {"type", "text"},
     "expect_error": {"type", "method", "text", "session", "code", "message"},
+    "authenticate": {"type", *_AUTHENTICATE_KEYS},
 }
 _RECORD_KEYS = {"provider", "model", "rules", "base_url", "allow_secrets"}
 _MODEL_KEYS = {
@@ -236,6 +242,12 @@ def load_scenario(directory: Path | str) -> Scenario:
             'not supported yet with protocol = "command" (only ACP agents are given servers, '
             "in session/new)",
         )
+    inputs = _fixture_inputs(reader, data.get("fixture"))
+    authenticate = data.get("authenticate")
+    if authenticate is not None and not isinstance(authenticate, dict):
+        raise reader.fail("authenticate", f"expected a table, got {_kind(authenticate)}")
+    if authenticate is not None:
+        reader.check_keys(authenticate, _AUTHENTICATE_KEYS, "authenticate.")
     scenario = Scenario(
         name=name,
         directory=directory,
@@ -255,9 +267,33 @@ def load_scenario(directory: Path | str) -> Scenario:
         merge=merge,
         replay=replay,
         mcp_servers=mcp_servers,
+        inputs=inputs,
+        authenticate=(
+            _authenticate(reader, authenticate, "authenticate.") if authenticate else None
+        ),
     )
     check_workspace(scenario)
     return scenario
+
+
+def _fixture_inputs(reader: _Reader, value: object) -> tuple[str, ...]:
+    """``[fixture] inputs = ["run.sh", ...]``: paths inside the scenario directory."""
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        raise reader.fail("fixture", f"expected a table, got {_kind(value)}")
+    reader.check_keys(value, _FIXTURE_KEYS, "fixture.")
+    inputs = value.get("inputs", [])
+    if not isinstance(inputs, list):
+        raise reader.fail("fixture.inputs", f"expected an array of paths, got {_kind(inputs)}")
+    for position, item in enumerate(inputs):
+        where = f"fixture.inputs[{position}]"
+        if not isinstance(item, str) or not item:
+            raise reader.fail(where, f"expected a non-empty path, got {_kind(item)}")
+        parts = Path(item.removeprefix("./")).parts
+        if Path(item).is_absolute() or ".." in parts or not parts:
+            raise reader.fail(where, f"{item!r}: name a file inside the scenario directory")
+    return tuple(str(Path(item.removeprefix("./"))) for item in inputs)
 
 
 def _replay(reader: _Reader, value: object) -> ReplayConfig:
@@ -501,10 +537,25 @@ def _steps(reader: _Reader, value: object, *, command: bool = False) -> tuple[St
                     "(or use expect_error to test that the agent refuses it)",
                 )
             step = Prompt(text) if kind == "prompt" else PromptAndCancel(text)
+        elif kind == "authenticate":
+            step = _authenticate(reader, table, prefix)
         else:
             step = _expect_error(reader, table, prefix, have_session)
         steps.append(step)
     return tuple(steps)
+
+
+def _authenticate(reader: _Reader, table: Mapping[str, object], prefix: str) -> Authenticate:
+    """An ``authenticate`` step or the ``[authenticate]`` table: ``method``, ``env``."""
+    method = reader.required_string(table, "method", prefix)
+    env = table.get("env", [])
+    if not isinstance(env, list) or not all(
+        isinstance(name, str) and _ENV_NAME.match(name) for name in env
+    ):
+        raise reader.fail(
+            f"{prefix}env", 'expected an array of environment variable names, e.g. ["MY_KEY"]'
+        )
+    return Authenticate(method=method, env=tuple(env))
 
 
 def _expect_error(

@@ -18,6 +18,7 @@ from acp.schema import ClientCapabilities, Implementation
 from agentreel.snapshot_harness._client import HarnessClient
 from agentreel.snapshot_harness._mcp import AcpMcpServers
 from agentreel.snapshot_harness._scenario import (
+    Authenticate,
     ExpectError,
     Initialize,
     NewSession,
@@ -39,6 +40,7 @@ def describe_step(index: int, step: Step) -> str:
         Prompt: "prompt",
         PromptAndCancel: "prompt_and_cancel",
         ExpectError: "expect_error",
+        Authenticate: "authenticate",
     }[type(step)]
     text = getattr(step, "text", "")
     if text:
@@ -71,11 +73,17 @@ async def run_steps(
         progress.current = describe_step(index, step)
         where = f"{scenario.name}: {progress.current}"
         if isinstance(step, Initialize):
-            await conn.initialize(
+            answer = await conn.initialize(
                 protocol_version=PROTOCOL_VERSION,
                 client_capabilities=ClientCapabilities(),
                 client_info=Implementation(name="agentreel-snapshot-harness", version="0.1.0"),
             )
+            offered = [method.id for method in answer.auth_methods or []]
+            if offered and scenario.authenticate is not None:
+                progress.current += f" then authenticate {scenario.authenticate.method!r}"
+                await authenticate(scenario.authenticate, conn, offered, f"{where}: [authenticate]")
+        elif isinstance(step, Authenticate):
+            await authenticate(step, conn, None, where)
         elif isinstance(step, NewSession):
             response = await conn.new_session(cwd=str(cwd), mcp_servers=list(servers))
             session_id = response.session_id
@@ -111,6 +119,27 @@ async def run_steps(
             f"asked for ({', '.join(client.unused_answers)}); remove them from `permissions` in "
             f"{scenario.toml_path} or check why the agent asked fewer times"
         )
+
+
+async def authenticate(
+    step: Authenticate, conn: ClientSideConnection, offered: list[str] | None, where: str
+) -> None:
+    """ACP ``authenticate`` with ``step.method``; ``offered``: the ids ``initialize`` listed
+    (``None``: not known here), which must include it."""
+    if offered is not None and step.method not in offered:
+        raise StepError(
+            f"{where}: the agent's initialize offers auth methods {', '.join(offered)}, not "
+            f"{step.method!r}; set `method` to one of them in scenario.toml"
+        )
+    try:
+        await conn.authenticate(method_id=step.method)
+    except RequestError as exc:
+        needs = f" (it reads {', '.join(step.env)})" if step.env else ""
+        raise StepError(
+            f"{where}: the agent refused authenticate with method {step.method!r}{needs}: "
+            f"{exc}; check the method id and that the variables it needs are set when "
+            "recording"
+        ) from None
 
 
 async def expect_error(

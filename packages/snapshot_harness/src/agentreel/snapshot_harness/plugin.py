@@ -34,6 +34,7 @@ from agentreel.snapshot_harness._reel import (
     RECORD_OPTION,
     UPSTREAM_OPTION,
     OpenReel,
+    RecordingUnusableError,
     Reel,
     ReelError,
     refuse_under_ci,
@@ -313,6 +314,11 @@ def agentreel(request: pytest.FixtureRequest, agentreel_config: dict[str, Any]) 
                 private_root=private,
             )
         )
+    except RecordingUnusableError as exc:
+        # The test fails (its call phase, first thing in its report), not its setup.
+        request.node.stash[_UNUSABLE_KEY] = str(exc)
+        yield _UnusableReel(str(exc))  # type: ignore[misc]
+        return
     except ReelError as exc:
         refused = str(exc)
     else:
@@ -330,12 +336,28 @@ def agentreel(request: pytest.FixtureRequest, agentreel_config: dict[str, Any]) 
 
 
 _REEL_KEY_JUDGED = pytest.StashKey[bool]()
+_UNUSABLE_KEY = pytest.StashKey[str]()
+
+
+class _UnusableReel:
+    """What the fixture hands a test whose recording cannot be replayed; the test body never
+    runs (``pytest_runtest_call`` fails it first), so any use is a mistake, said as such."""
+
+    def __init__(self, problem: str) -> None:
+        self._problem = problem
+
+    def __getattr__(self, name: str) -> Any:
+        raise ReelError(self._problem)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     """Closes the test's reel as its call ends, so a replay problem fails the test itself
-    (not its teardown) and, when the test failed because of it, comes first."""
+    (not its teardown) and, when the test failed because of it, comes first. A recording
+    that cannot be replayed fails the test before its body runs."""
+    unusable = item.stash.get(_UNUSABLE_KEY, None)
+    if unusable is not None:
+        raise pytest.fail.Exception(unusable, pytrace=False)
     try:
         result = yield
     except BaseException as failure:
