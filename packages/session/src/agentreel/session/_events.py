@@ -19,6 +19,7 @@ from typing import Literal
 import msgspec
 
 from agentreel.llm import Chunk, Message
+from agentreel.session._format import MASKS_VERSION, RECORDING_FORMAT
 
 HEADER_VERSION = 1
 
@@ -48,7 +49,8 @@ class SessionHeader(
 
     ``spawn_index``: the child's ordinal among its parent's children (None at top level).
     ``seed_length``: events copied from the parent into a fork child, 0 otherwise; written,
-    never inferred.
+    never inferred. ``format``, ``masks``: the format stamp (``_format``; last, so a golden
+    drops them as one suffix); a log without them is read as format 1, mask set 1.
     """
 
     version: int = HEADER_VERSION
@@ -59,6 +61,8 @@ class SessionHeader(
     spawn_index: int | None = None
     origin: Origin = "main"
     seed_length: int = 0
+    format: int = RECORDING_FORMAT
+    masks: int = MASKS_VERSION
 
 
 class _Data(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):

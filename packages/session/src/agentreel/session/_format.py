@@ -1,0 +1,55 @@
+"""The format stamp every recording carries (SPEC 15): which recording format and which set
+of built-in request masks made it.
+
+A session log says it in its header (``"format"``, ``"masks"``), ``wire.ndjson`` in its
+first line (``{"format":…,"masks":…}``). A recording without a stamp is the oldest format,
+1, made with mask set 1. A reader refuses a recording of a newer format or mask set, naming
+both versions; it reads every older one as what it is, never as the current format.
+
+Kept here, the lowest layer that reads recordings (the session loader); the proxy's masks
+(``agentreel.llm_proxy``) say which set they are by ``MASKS_VERSION``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "FORMAT_HISTORY",
+    "MASKS_HISTORY",
+    "MASKS_VERSION",
+    "OLDEST_FORMAT",
+    "RECORDING_FORMAT",
+    "newer_stamp_problem",
+]
+
+RECORDING_FORMAT = 2
+"""The recording format this agentreel writes (see ``FORMAT_HISTORY``)."""
+MASKS_VERSION = 2
+"""The set of built-in request masks this agentreel applies (see ``MASKS_HISTORY``)."""
+OLDEST_FORMAT = 1
+"""What a recording without a stamp is: format 1, mask set 1."""
+
+FORMAT_HISTORY: dict[int, str] = {
+    1: "agentreel 0.1.0 before the format stamp (December 2026): no stamp; a request keeps "
+    "its system prompt whole, each message as a digest, a preview and (recorded through "
+    "the proxy) its whole text, each tool as a digest only",
+    2: "the format stamp: session headers and wire.ndjson say format and mask set",
+}
+MASKS_HISTORY: dict[int, str] = {
+    1: "machine facts and four date shapes (ISO 8601, m/d/yyyy, Date.toDateString, "
+    "'Wednesday, December 2, 2026')",
+    2: "time in every spelling: dates with weekday, time and zone; times; weekdays naming "
+    "today; UTC offsets",
+}
+
+
+def newer_stamp_problem(format_: object, masks: object) -> str | None:
+    """What is wrong with a stamp of recording format ``format_`` and mask set ``masks`` for
+    this agentreel (``None``: it reads it), both versions named."""
+    wrong: list[str] = []
+    if not isinstance(format_, int) or format_ > RECORDING_FORMAT or format_ < OLDEST_FORMAT:
+        wrong.append(f"recording format {format_!r} (this agentreel reads 1 to {RECORDING_FORMAT})")
+    if not isinstance(masks, int) or masks > MASKS_VERSION or masks < OLDEST_FORMAT:
+        wrong.append(f"built-in mask set {masks!r} (this agentreel knows 1 to {MASKS_VERSION})")
+    if not wrong:
+        return None
+    return "made by a newer agentreel: " + " and ".join(wrong)
