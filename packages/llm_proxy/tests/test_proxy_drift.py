@@ -5,6 +5,7 @@ report."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import openai
@@ -14,6 +15,13 @@ from openai.types.chat import ChatCompletionMessageParam
 from agentreel.llm.stub import StubServer
 from agentreel.llm_proxy import start_proxy
 from agentreel.llm_replay import read_report
+from agentreel.session import (
+    MADE_BY,
+    NO_TEXT_KEPT,
+    OLDEST_FORMAT,
+    RECORDING_FORMAT,
+    RERECORD_COMMAND_ENV,
+)
 
 RULES = '[[rule]]\ntext = "noted"\n'
 
@@ -94,3 +102,85 @@ async def test_start_proxy_writes_a_drifts_requests_to_the_drift_dir_it_is_given
     assert str(live) in error.message
     assert "clause 640: payment is due in ninety days" in live.read_text()
     assert not (report.parent / "drift").exists()
+
+
+# -- an older recording that kept no text of what differs (SPEC 15) ----------------------
+
+TOOL: dict[str, object] = {
+    "type": "function",
+    "function": {
+        "name": "remind",
+        "description": "Set a reminder. Reminders fire on Thu, 03 Dec 2026 09:00 +0000.",
+        "parameters": {"type": "object", "properties": {"what": {"type": "string"}}},
+    },
+}
+
+
+async def _with_tool(base_url: str) -> str:
+    client = openai.AsyncOpenAI(base_url=f"{base_url}/v1", api_key="sk-drift-0123456789")
+    try:
+        reply = await client.chat.completions.create(
+            model="reader",
+            messages=[{"role": "user", "content": "Remind me."}],
+            tools=[TOOL],  # type: ignore[list-item]
+        )
+        return reply.choices[0].message.content or ""
+    finally:
+        await client.close()
+
+
+def _as_if_recorded_by(fixture: Path, *, stamped: bool) -> str:
+    """The fixture's log as an earlier agentreel wrote it: its tool's digest taken through
+    the masks of the time (which left this date as it was), and — unless ``stamped`` — no
+    format stamp. Returns the digest written."""
+    log = fixture / "session.jsonl"
+    lines = log.read_text().splitlines()
+    header = json.loads(lines[0])
+    if not stamped:
+        del header["format"], header["masks"]
+    lines[0] = json.dumps(header, separators=(",", ":"))
+    old = "0123456789abcdef"
+    for number, line in enumerate(lines[1:], 1):
+        event = json.loads(line)
+        if event["type"] == "request/header":
+            (tool,) = event["data"]["tools"]
+            tool["digest"] = old
+            lines[number] = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    log.write_text("\n".join(lines) + "\n")
+    return old
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("stamped", [False, True], ids=["format-1", "current-format"])
+async def test_a_drift_where_an_older_recording_kept_no_text_names_its_agentreel_and_the_fix(
+    fixture_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stamped: bool
+) -> None:
+    monkeypatch.setenv(RERECORD_COMMAND_ENV, "agentreel record {scenario}")
+    with StubServer.from_toml(RULES) as stub:
+        async with start_proxy("record", upstream=stub.base_url, fixture=fixture_dir) as proxy:
+            assert await _with_tool(proxy.base_url) == "noted"
+    digest = _as_if_recorded_by(fixture_dir, stamped=stamped)
+
+    report = tmp_path / "report.json"
+    async with start_proxy("replay", fixture=fixture_dir, report=report) as proxy:
+        with pytest.raises(openai.BadRequestError):
+            await _with_tool(proxy.base_url)
+    (error,) = read_report(report).errors
+    assert error.type == "RequestDriftError"
+    message = error.message
+    assert "tool 'remind': schema or description changed" in message
+    assert NO_TEXT_KEPT in message
+    assert digest not in message
+    assert "digest" not in message
+    assert len(message.splitlines()) <= 20, message
+    if stamped:
+        # A recording of the current format: the agent changed, as before.
+        assert "The agent now sends a different request" in message
+        assert MADE_BY[OLDEST_FORMAT] not in message
+    else:
+        assert f"session.jsonl was made by {MADE_BY[OLDEST_FORMAT]}" in message
+        assert f"recording format {OLDEST_FORMAT}, built-in mask set {OLDEST_FORMAT}" in message
+        assert f"this agentreel: format {RECORDING_FORMAT}" in message
+        assert "the difference may be the masks, not your agent" in message
+        assert f"Fix: re-record it: agentreel record {fixture_dir.name}" in message
+        assert "The agent now sends a different request" not in message

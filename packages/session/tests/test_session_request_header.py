@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from agentreel.llm import GenerateOptions, Message, TextPart, ToolCallPart, ToolResultPart, ToolSpec
 from agentreel.session import (
+    NO_TEXT_KEPT,
     Normalizer,
     RequestHeader,
     build_request_header,
@@ -89,7 +90,10 @@ def test_diff_names_model_system_tools_and_messages() -> None:
     assert differences[1].startswith("system prompt differs at character 17: recorded ")
     assert "'Work in {{cwd}}. Session {{uuid:1}}.'" in differences[1]
     assert "'Work in {{cwd}}. Be brief.'" in differences[1]
-    assert differences[2].startswith("tool 'read_file': schema or description changed (digest ")
+    assert differences[2].startswith("tool 'read_file': schema or description changed; ")
+    # Said as what it is, never as a digest pair nobody can read.
+    assert NO_TEXT_KEPT in differences[2]
+    assert recorded.tools[0].digest not in differences[2]
     assert differences[3] == "tool 'ls': in the live request, not recorded"
     assert "message count: recorded 3, live 1" in differences
     assert (

@@ -63,11 +63,14 @@ from agentreel.session._fixture_layout import (
 )
 from agentreel.session._format import (
     FORMAT_HISTORY,
+    MADE_BY,
     MASKS_HISTORY,
     MASKS_VERSION,
+    NO_TEXT_KEPT,
     OLDEST_FORMAT,
     RECORDING_FORMAT,
     newer_stamp_problem,
+    older_recording_note,
 )
 from agentreel.session._harvest import harvest_session_logs
 from agentreel.session._install_paths import (
@@ -131,12 +134,14 @@ __all__ = [
     "HEADER_VERSION",
     "INSTALL_PATH_ANCHORS",
     "INSTALL_PATH_TOKENS",
+    "MADE_BY",
     "MAIN_SESSION_FILE",
     "MAIN_SESSION_TOKEN",
     "MASKS_HISTORY",
     "MASKS_VERSION",
     "MERGE_KEYS",
     "MODELS_FILE",
+    "NO_TEXT_KEPT",
     "OLDEST_FORMAT",
     "OVERRIDE_FILE",
     "PROXY_RECORDING_FILES",
@@ -220,6 +225,7 @@ __all__ = [
     "merge_kinds_checked",
     "newer_stamp_problem",
     "now_ms",
+    "older_recording_note",
     "open_session_log",
     "order_headers",
     "order_sessions",

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 __all__ = [
     "FORMAT_HISTORY",
+    "MADE_BY",
     "MASKS_HISTORY",
     "MASKS_VERSION",
+    "NO_TEXT_KEPT",
     "OLDEST_FORMAT",
     "RECORDING_FORMAT",
     "newer_stamp_problem",
+    "older_recording_note",
 ]
 
 RECORDING_FORMAT = 2
@@ -27,6 +30,15 @@ MASKS_VERSION = 2
 """The set of built-in request masks this agentreel applies (see ``MASKS_HISTORY``)."""
 OLDEST_FORMAT = 1
 """What a recording without a stamp is: format 1, mask set 1."""
+
+MADE_BY: dict[int, str] = {
+    1: "agentreel 0.1.0 before the format stamp (December 2026)",
+    2: "agentreel 0.1.0 with the format stamp",
+}
+"""Which agentreel wrote each recording format, as an error names it."""
+NO_TEXT_KEPT = "the recording keeps no whole text of it"
+"""What a request diff says of a difference it cannot show (the recording holds a digest
+only): the words by which a drift's message knows to name the recording's format."""
 
 FORMAT_HISTORY: dict[int, str] = {
     1: "agentreel 0.1.0 before the format stamp (December 2026): no stamp; a request keeps "
@@ -53,3 +65,20 @@ def newer_stamp_problem(format_: object, masks: object) -> str | None:
     if not wrong:
         return None
     return "made by a newer agentreel: " + " and ".join(wrong)
+
+
+def older_recording_note(name: str, format_: int, masks: int, fix: str) -> str | None:
+    """Why a digest-only difference of the recording ``name`` (format ``format_``, mask set
+    ``masks``) may be no change of the agent, and ``fix``, the command that fixes it;
+    ``None`` for a recording of the current format and masks."""
+    if format_ >= RECORDING_FORMAT and masks >= MASKS_VERSION:
+        return None
+    made_by = MADE_BY.get(format_, f"recording format {format_}")
+    newer = ", ".join(MASKS_HISTORY[n] for n in range(masks + 1, MASKS_VERSION + 1))
+    return (
+        f"{name} was made by {made_by} (recording format {format_}, built-in mask set "
+        f"{masks}; this agentreel: format {RECORDING_FORMAT}, mask set {MASKS_VERSION}). "
+        f"Where it kept no text, the live request is masked by newer masks ({newer}), so "
+        "the difference may be the masks, not your agent; it cannot be shown. "
+        f"Fix: re-record it: {fix}"
+    )

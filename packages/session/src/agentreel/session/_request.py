@@ -30,6 +30,7 @@ from agentreel.session._events import (
     ToolHeader,
     WireApi,
 )
+from agentreel.session._format import NO_TEXT_KEPT
 from agentreel.session._install_paths import INSTALL_PATH_ANCHORS
 from agentreel.session._normalize import Normalizer
 
@@ -300,7 +301,8 @@ def _tool_changes(recorded: RequestHeaderData, live: RequestHeaderData) -> list[
             changes.append(f"tool {name!r}: recorded, missing from the live request")
         elif new[name] != digest:
             changes.append(
-                f"tool {name!r}: schema or description changed (digest {digest} → {new[name]})"
+                f"tool {name!r}: schema or description changed; {NO_TEXT_KEPT}, so the "
+                "change cannot be shown: see the live request written beside the run"
             )
     changes.extend(
         f"tool {name!r}: in the live request, not recorded" for name in new if name not in old
@@ -356,9 +358,9 @@ def _message_changes(
             else:
                 differing.append(
                     f"messages[{position}] ({old.role}): content differs beyond the preview "
-                    f"{old.preview!r}; the recording keeps no whole text of it (recorded "
-                    "before the proxy kept texts, or in process): compare the full requests "
-                    "written beside the run, or re-record"
+                    f"{old.preview!r}; {NO_TEXT_KEPT} (recorded before the proxy kept "
+                    "texts, or in process): compare the full requests written "
+                    "beside the run, or re-record"
                 )
         elif old is not None:
             differing.append(
