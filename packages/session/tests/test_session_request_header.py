@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import msgspec
+
 from agentreel.llm import GenerateOptions, Message, TextPart, ToolCallPart, ToolResultPart, ToolSpec
 from agentreel.session import (
     NO_TEXT_KEPT,
@@ -283,3 +285,22 @@ def test_request_text_writes_a_whole_request_with_known_texts() -> None:
     assert "row 250: the answer is alpha" in text
     assert "--- messages[1] (user) ---\nhi\n" in text
     assert "preview only" in request_text(bare)
+
+
+def test_a_message_that_reads_the_same_under_todays_masks_is_said_so() -> None:
+    # A recording made with older masks: its whole text, masked again today, equals the
+    # live one, but its checksum was taken with the old masking. Not shown as two equal
+    # texts, nor as a pair of digests.
+    recorded = build_request_header(
+        _options("/w", messages=(_long("alpha"),)), turn=0, step=0, cwd="/w", full_text=True
+    )
+    live = build_request_header(
+        _options("/w", messages=(_long("alpha"),)), turn=0, step=0, cwd="/w", full_text=True
+    )
+    old = msgspec.structs.replace(recorded.messages[0], digest="0123456789abcdef")
+    recorded = msgspec.structs.replace(recorded, messages=(old,))
+    (difference,) = diff_request_headers(recorded, live)
+    assert difference.startswith("messages[0] (user): reads the same on both sides")
+    assert NO_TEXT_KEPT in difference
+    assert "digest" not in difference
+    assert "0123456789abcdef" not in difference

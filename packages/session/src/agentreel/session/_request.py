@@ -355,6 +355,16 @@ def _message_changes(
                     f"messages[{position}] ({old.role}): recorded {old.preview!r}, "
                     f"live {new.preview!r}"
                 )
+            elif (old.text or texts.get(old.digest)) is not None and (
+                old.text or texts.get(old.digest)
+            ) == (new.text or (new.preview if len(new.preview) < _PREVIEW_LENGTH else None)):
+                # Both sides read the same through today's masks: what differs is what the
+                # recording compares, a checksum taken with the masks of its time.
+                differing.append(
+                    f"messages[{position}] ({old.role}): reads the same on both sides through "
+                    "today's masks, but the recording compares it by a checksum taken with the "
+                    f"masks it was recorded with; {NO_TEXT_KEPT} in that masking"
+                )
             else:
                 differing.append(
                     f"messages[{position}] ({old.role}): content differs beyond the preview "
