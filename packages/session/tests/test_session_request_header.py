@@ -12,6 +12,7 @@ from agentreel.session import (
     build_request_header,
     diff_request_headers,
     encode_record,
+    remasked_tools,
     request_text,
     without_texts,
 )
@@ -304,3 +305,31 @@ def test_a_message_that_reads_the_same_under_todays_masks_is_said_so() -> None:
     assert NO_TEXT_KEPT in difference
     assert "digest" not in difference
     assert "0123456789abcdef" not in difference
+
+
+def test_a_tools_whole_json_is_kept_and_masked_again_to_its_digest() -> None:
+    # full_text keeps each tool's canonical JSON, whose digest is the tool's; masked again
+    # with nothing to mask it stays as it was; with a new mask, text and digests follow it.
+    tool = ToolSpec(name="remind", description="Fires on 2026-12-03 at /w/x.")
+    header = build_request_header(
+        _options("/w", tools=(tool,)), turn=0, step=0, cwd="/w", full_text=True
+    )
+    (kept,) = header.tools
+    assert kept.text is not None
+    assert "{{cwd}}/x" in kept.text
+    assert without_texts(header).tools[0].text is None
+    assert remasked_tools(header, {}, lambda text: text) == header
+    masked = remasked_tools(header, {}, lambda text: text.replace("2026-12-03", "{{date}}"))
+    (again,) = masked.tools
+    assert again.text is not None
+    assert "{{date}}" in again.text
+    assert again.digest != kept.digest
+    assert masked.tools_digest != header.tools_digest
+    # A tool kept as a digest only, its text known from an earlier call of the log.
+    bare = msgspec.structs.replace(header, tools=(msgspec.structs.replace(kept, text=None),))
+    texts = {kept.digest: kept.text}
+    (from_log,) = remasked_tools(
+        bare, texts, lambda text: text.replace("2026-12-03", "{{date}}")
+    ).tools
+    assert from_log.digest == again.digest
+    assert from_log.text is None

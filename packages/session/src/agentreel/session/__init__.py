@@ -103,6 +103,7 @@ from agentreel.session._recorder import CallRecorder, record_stream
 from agentreel.session._request import (
     build_request_header,
     diff_request_headers,
+    remasked_tools,
     request_text,
     without_texts,
 )
@@ -232,6 +233,7 @@ __all__ = [
     "record_stream",
     "recording_names",
     "refresh_command",
+    "remasked_tools",
     "request_text",
     "rerecord_command",
     "secret_sha256",

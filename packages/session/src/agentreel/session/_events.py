@@ -88,9 +88,16 @@ class UserMessageData(_Data, frozen=True, gc=False):
     text: str
 
 
-class ToolHeader(_Data, frozen=True, gc=False):
+class ToolHeader(_Data, frozen=True, gc=False, omit_defaults=True):
+    """One tool of a request: its name, the digest of its canonical JSON and — where the
+    recorder keeps it (the proxy: the first time the tool appears in a lane's log) — that
+    JSON whole (``text``), so replay can mask it again with today's masks (a new mask never
+    breaks a recording) and a drift shows what changed. Absent in process and in older
+    recordings."""
+
     name: str
     digest: str
+    text: str | None = None
 
 
 class MessageHeader(_Data, frozen=True, gc=False, omit_defaults=True):

@@ -44,7 +44,8 @@ FORMAT_HISTORY: dict[int, str] = {
     1: "agentreel 0.1.0 before the format stamp (December 2026): no stamp; a request keeps "
     "its system prompt whole, each message as a digest, a preview and (recorded through "
     "the proxy) its whole text, each tool as a digest only",
-    2: "the format stamp: session headers and wire.ndjson say format and mask set",
+    2: "the format stamp (session headers, wire.ndjson); recorded through the proxy, each "
+    "tool's whole masked JSON once per lane log (ToolHeader.text), masked again at replay",
 }
 MASKS_HISTORY: dict[int, str] = {
     1: "machine facts and four date shapes (ISO 8601, m/d/yyyy, Date.toDateString, "
