@@ -18,15 +18,29 @@ FIXTURE = ROOT / "fixtures" / "example-openai-sdk"
 
 
 def _copy(tmp_path: Path) -> Path:
+    """The fixture with its answers as an agentreel before the stamp wrote them: no stamp."""
     fixture = tmp_path / "fixture"
     shutil.copytree(FIXTURE, fixture, ignore=shutil.ignore_patterns("golden"))
+    wire = fixture / VERBATIM_FILE
+    lines = wire.read_text().splitlines(keepends=True)
+    if "format" in json.loads(lines[0]):
+        wire.write_text("".join(lines[1:]))
     return fixture
 
 
-def test_the_committed_fixture_is_unstamped_format_1() -> None:
-    # What the tests below rely on: a recording made before the stamp.
-    first = (FIXTURE / VERBATIM_FILE).read_text().splitlines()[0]
-    assert "format" not in json.loads(first)
+def test_the_committed_fixture_is_stamped_by_the_recorder(tmp_path: Path) -> None:
+    # Recorded through the proxy by this agentreel: the stamp line, then the answers.
+    stamp, answer, *_ = (FIXTURE / VERBATIM_FILE).read_text().splitlines()
+    assert json.loads(stamp) == {"format": RECORDING_FORMAT, "masks": MASKS_VERSION}
+    assert "format" not in json.loads(answer)
+    unstamped = _copy(tmp_path) / VERBATIM_FILE
+    assert "format" not in json.loads(unstamped.read_text().splitlines()[0])
+
+
+@pytest.mark.asyncio
+async def test_an_unstamped_wire_file_is_format_1_and_replays(tmp_path: Path) -> None:
+    async with start_proxy("replay", fixture=_copy(tmp_path)):
+        pass
 
 
 @pytest.mark.asyncio
