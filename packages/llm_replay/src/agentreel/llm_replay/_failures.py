@@ -9,7 +9,7 @@ from pathlib import Path
 from agentreel.llm import GenerateOptions, TextPart, ToolResultPart
 from agentreel.llm_replay._fixture import RecordedCall, Recording, Script
 from agentreel.llm_replay.exceptions import ScriptExhaustedError, UnrecordedSessionError
-from agentreel.session import rerecord_command
+from agentreel.session import NO_TEXT_KEPT, older_recording_note, rerecord_command
 
 ANONYMOUS = "<anonymous>"
 
@@ -183,11 +183,24 @@ def drift_message(
         if files is not None
         else ""
     )
-    return (
+    head = (
         f"live session {caller_name(options)}, call {call.number} of "
         f"{script.label} (recorded turn {call.turn}, step {call.step}): the request "
         f"differs from the recorded request/header:\n  {listing}\n{written}"
-        f"{identity_hint(options, proxied=proxied).lstrip()}"
+    )
+    # A recording of an earlier format or mask set that kept no text of what differs:
+    # say which agentreel made it and the one fix, not that the agent changed.
+    older = (
+        older_recording_note(
+            script.path.name, script.header.format, script.header.masks, rerecord_command(scenario)
+        )
+        if any(NO_TEXT_KEPT in line for line in differences)
+        else None
+    )
+    if older is not None:
+        return head + older
+    return (
+        f"{head}{identity_hint(options, proxied=proxied).lstrip()}"
         f"{' ' if options.session_id is None else ''}"
         "The agent now sends a different request (prompt, tools or history changed). "
         f"If that is intended, re-record: {rerecord_command(scenario)}"
