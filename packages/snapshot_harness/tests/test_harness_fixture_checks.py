@@ -235,6 +235,17 @@ def test_an_agent_named_with_or_without_dot_slash_is_an_input(tmp_path: Path, ag
     assert {"agent.py", "config.json"} <= load_scenario(directory).own_files()
 
 
+def test_an_agent_outside_the_scenario_folder_names_none_of_its_files(tmp_path: Path) -> None:
+    """``../../examples/agent.py`` (the committed example scenarios' shape) is no input: its
+    first part is the parent folder, which is not a file of the scenario."""
+    (tmp_path / "fixtures").mkdir()
+    directory = _own_agent(
+        tmp_path / "fixtures" / "outside", 'agent = ["{python}", "../../examples/agent.py"]'
+    )
+    (directory / "agent.py").unlink()
+    assert load_scenario(directory).own_files() == set()
+
+
 def test_a_declared_fixture_input_is_an_input_and_a_missing_one_is_missing(
     tmp_path: Path,
 ) -> None:

@@ -376,8 +376,11 @@ class Scenario:
                 for prefix in ("./", "{scenario}/", ""):
                     if value.startswith(prefix):
                         inside = Path(value[len(prefix) :]).parts
-                        # Bare (no ./): only a name that is there (agent.py, run.sh).
-                        if inside and (prefix or _bare_input(self.directory, inside[0])):
+                        # A path leaving the folder (../../examples/agent.py) names none of
+                        # its files. Bare (no ./): only a name that is there (agent.py).
+                        if inside[:1] in ((), ("..",), (".",)):
+                            break
+                        if prefix or _bare_input(self.directory, inside[0]):
                             names.add(inside[0])
                         break
         own = {Path(name).parts[0] for name in names if Path(name).parts}
