@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agentreel.snapshot_harness import check_scenario, load_scenario
+from agentreel.snapshot_harness import HarnessError, check_scenario, load_scenario
 from agentreel.snapshot_harness._command import command_for, transcript_lines
 from agentreel.snapshot_harness.exceptions import (
     AgentCrashError,
@@ -110,3 +110,38 @@ def test_stdin_prompts_stderr_kept_apart_and_a_failing_step(tmp_path: Path) -> N
         check_scenario(directory, "replay")
     assert "exited with status 1 at prompt step 0 ('How do I brew tea?')" in str(caught.value)
     assert "no way" in caught.value.stderr_tail
+
+
+# A client on an API the proxy does not speak (issue 41): its call reaches the proxy, so the
+# scenario names it — never "no model call reached the proxy".
+UNSPOKEN_SCRIPT = """
+import os, sys, urllib.error, urllib.request
+
+base = os.environ["OPENAI_BASE_URL"]
+request = urllib.request.Request(
+    base + "/embeddings", data=b'{"model": "m", "input": "tea"}', method="POST",
+    headers={"content-type": "application/json"},
+)
+try:
+    urllib.request.urlopen(request)
+except urllib.error.HTTPError as exc:
+    print("status", exc.code)
+"""
+
+
+@pytest.mark.slow
+def test_a_scenario_whose_client_speaks_an_unspoken_api_names_the_call(tmp_path: Path) -> None:
+    directory = scenario_dir(
+        tmp_path,
+        'protocol = "command"\ntimeout = 60\nagent = ["{python}", "./script.py"]\n'
+        '[[steps]]\ntype = "prompt"\ntext = "embed tea"\n[model]\nvia = "proxy"\n',
+    )
+    (directory / "script.py").write_text(UNSPOKEN_SCRIPT)
+    shutil.copy2(COMMITTED / "stub-rules.toml", directory)
+    with pytest.raises(HarnessError) as caught:
+        check_scenario(directory, "record")
+    said = str(caught.value)
+    assert "1 request on paths agentreel does not speak" in said
+    assert "`POST /v1/embeddings` looks like OpenAI embeddings" in said
+    assert "no model call reached the proxy" not in said
+    assert not (directory / "golden").exists()

@@ -241,6 +241,13 @@ class ProxyRun(RecordSide, ReplaySide):
                 )
                 self.warnings.append(said)
                 logger.warning("%s", said)
+            elif self.unspoken:
+                # A record run whose logs a caller harvests (a harness scenario), reached
+                # only on paths it does not speak: that is why nothing was recorded.
+                self.errors.append(
+                    f"record: {unspoken_summary(self.unspoken)}, and no other call, so "
+                    "nothing was recorded"
+                )
         finally:
             _SERVING.reset(serving)
 
