@@ -245,8 +245,8 @@ class ProxyRun(RecordSide, ReplaySide):
                 # A record run whose logs a caller harvests (a harness scenario), reached
                 # only on paths it does not speak: that is why nothing was recorded.
                 self.errors.append(
-                    f"record: {unspoken_summary(self.unspoken)}, and no other call, so "
-                    "nothing was recorded"
+                    "record: no call on a path agentreel speaks, so nothing was recorded: "
+                    + unspoken_summary(self.unspoken)
                 )
         finally:
             _SERVING.reset(serving)
