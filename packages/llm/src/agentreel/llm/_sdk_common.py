@@ -15,6 +15,7 @@ import httpx2
 
 from agentreel.llm._agent_env import AgentEnv
 from agentreel.llm._chunks import Chunk
+from agentreel.llm._label import ProviderLabel
 from agentreel.llm._retry import Failure, RetryNotice, RetryPolicy, open_with_retries
 from agentreel.llm.exceptions import (
     AuthenticationError,
@@ -40,18 +41,6 @@ class SdkErrorTypes:
     timeout: type[Exception]
     connection: type[Exception]
     api: type[Exception]
-
-
-@dataclass(frozen=True, slots=True)
-class ProviderLabel:
-    """Names used in error messages: provider, where it points, the key's variable."""
-
-    name: str
-    base_url: str
-    key_env: str
-
-    def where(self) -> str:
-        return f"the {self.name} provider at {self.base_url}"
 
 
 def setting_or_env(value: str | None, env_name: str) -> str | None:

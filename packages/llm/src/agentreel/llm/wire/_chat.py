@@ -22,6 +22,7 @@ from agentreel.llm._chunks import (
     Usage,
 )
 from agentreel.llm._messages import ReasoningPart, TextPart, ToolCallPart
+from agentreel.llm.wire._chat_mapper import OpenAIStreamMapper
 from agentreel.llm.wire._common import (
     CREATED,
     MetaWatch,
@@ -207,8 +208,6 @@ STREAM_ENDINGS = (b"data: [DONE]",)
 
 class ChatDecoder:
     def __init__(self, upstream: str) -> None:
-        from agentreel.llm.wire.mappers import OpenAIStreamMapper
-
         self._mapper = OpenAIStreamMapper()
         self._label = provider_label(upstream)
         self._meta = MetaWatch()

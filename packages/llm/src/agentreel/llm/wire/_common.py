@@ -9,6 +9,7 @@ from typing import Any, Protocol
 import msgspec
 
 from agentreel.llm._chunks import Chunk, Finish, ResponseMeta, ToolCallDelta, Usage
+from agentreel.llm._label import ProviderLabel
 from agentreel.llm.exceptions import AgentreelLlmError
 from agentreel.llm.wire._sse import SseEvent
 
@@ -152,9 +153,7 @@ def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def provider_label(upstream: str) -> Any:
-    from agentreel.llm.wire.mappers import ProviderLabel
-
+def provider_label(upstream: str) -> ProviderLabel:
     return ProviderLabel("upstream", upstream, "the client's key")
 
 

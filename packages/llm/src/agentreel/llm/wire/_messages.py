@@ -33,6 +33,7 @@ from agentreel.llm.wire._common import (
     wire_reason,
     wrap,
 )
+from agentreel.llm.wire._messages_mapper import AnthropicStreamMapper
 from agentreel.llm.wire._sse import SseEvent, event_frame, json_bytes
 
 MESSAGES_STOP_REASONS = {
@@ -189,8 +190,6 @@ STREAM_ENDINGS = (b"event: message_delta", b"event: message_stop")
 
 class MessagesDecoder:
     def __init__(self, upstream: str) -> None:
-        from agentreel.llm.wire.mappers import AnthropicStreamMapper
-
         self._mapper = AnthropicStreamMapper()
         self._label = provider_label(upstream)
         self._meta = MetaWatch()

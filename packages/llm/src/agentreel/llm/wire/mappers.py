@@ -1,14 +1,15 @@
-"""The SDK adapters' wire mappers, for code that sees a raw wire stream instead of an SDK.
+"""The wire → chunk mappers, for code that sees a raw wire stream instead of an SDK.
 
 ``OpenAIStreamMapper`` (Chat Completions chunks) and ``AnthropicStreamMapper`` (Messages
 events) turn wire items into agentreel chunks; any object with the SDK's attribute names
 will do, so decoded JSON wrapped for attribute access maps exactly as the adapters map it
-(the proxy records this way: one owner of the wire → chunk rules). Importing this module
-imports both SDKs (``agentreel-llm[openai,anthropic]``).
+(the proxy records this way: one owner of the wire → chunk rules). They live in the wire
+package (``_chat_mapper``, ``_messages_mapper``) and the SDK adapters import them from
+there; importing this module imports no provider SDK.
 """
 
-from agentreel.llm._anthropic import AnthropicStreamMapper
-from agentreel.llm._openai import OpenAIStreamMapper
-from agentreel.llm._sdk_common import ProviderLabel
+from agentreel.llm._label import ProviderLabel
+from agentreel.llm.wire._chat_mapper import OpenAIStreamMapper
+from agentreel.llm.wire._messages_mapper import AnthropicStreamMapper
 
 __all__ = ["AnthropicStreamMapper", "OpenAIStreamMapper", "ProviderLabel"]

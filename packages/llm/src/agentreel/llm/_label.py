@@ -1,0 +1,18 @@
+"""How an error message names a provider: SDK-free, shared by the adapters and the wire
+mappers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderLabel:
+    """Names used in error messages: provider, where it points, the key's variable."""
+
+    name: str
+    base_url: str
+    key_env: str
+
+    def where(self) -> str:
+        return f"the {self.name} provider at {self.base_url}"
