@@ -15,7 +15,7 @@ from pathlib import Path
 
 import msgspec
 
-from agentreel.llm.wire import gemini_models_body, models_listing_body
+from agentreel.llm.wire import wire_api
 from agentreel.llm_proxy._routes import GEMINI_KEY_HEADER, Route, without_key
 from agentreel.llm_proxy.exceptions import ProxyConfigError
 from agentreel.llm_replay import Recording
@@ -94,5 +94,5 @@ def listing_for(
             if c.request and (c.request.api == "gemini") == gemini
         }
     )
-    body = gemini_models_body(models) if gemini else models_listing_body(models)
+    body = wire_api("gemini" if gemini else "chat").models_body(models)
     return ModelsListing(status=200, content_type="application/json", body=body.decode())

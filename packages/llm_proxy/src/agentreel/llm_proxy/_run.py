@@ -182,11 +182,9 @@ class ProxyRun(RecordSide, ReplaySide):
     async def _open(self, server: RunHost, token: str | None) -> None:
         """Made ready to serve on ``server`` (``ProxyServer.open_run`` calls it)."""
         if self.mode == "record":
-            # The wire mappers import both provider SDKs (seconds on a loaded machine: most
-            # of the time to start). Imported on the loop at the first call, it blocked the
-            # loop while upstream bytes piled up, so the first stream reached its client all
-            # at once at the end; awaited here, it delayed every start. So: off the loop,
-            # while the run starts serving; a call awaits it before forwarding.
+            # The wire mappers are imported off the loop while the run starts serving (they
+            # imported both provider SDKs once, seconds on a loaded machine; they import none
+            # now, but a call still awaits the import before forwarding, never the start).
             self._wire = asyncio.ensure_future(
                 asyncio.to_thread(importlib.import_module, "agentreel.llm.wire.mappers")
             )

@@ -19,6 +19,7 @@ from typing import Literal
 import msgspec
 
 from agentreel.llm import Chunk, Message
+from agentreel.llm.wire import WireApiName
 
 HEADER_VERSION = 1
 
@@ -26,8 +27,9 @@ Origin = Literal["main", "spawn", "fork"]
 TurnEndReason = Literal["completed", "aborted", "error", "max-turns", "interrupted"]
 SubagentMode = Literal["spawn", "fork"]
 SubagentOutcome = Literal["completed", "error", "cancelled"]
-WireApi = Literal["chat", "messages", "responses", "gemini"]
-"""The HTTP wire API a model call was made in (``request/header`` ``api``; SPEC 11)."""
+WireApi = WireApiName
+"""The HTTP wire API a model call was made in (``request/header`` ``api``; SPEC 11); the
+wire registry (``agentreel.llm.wire``) owns the names."""
 WIRE_API_PATHS: dict[WireApi, str] = {
     "chat": "POST /v1/chat/completions (OpenAI Chat Completions)",
     "messages": "POST /v1/messages (Anthropic Messages)",

@@ -1,4 +1,10 @@
-"""The wire APIs agentreel speaks, one module each: encoders and decoders in one home.
+"""The wire APIs agentreel speaks, one module each, behind one interface and registry.
+
+Every API's module ends with its ``WireApiSpec`` (``_api``): request parsing into the
+common request view (``WireRequest``), decoding (wire → chunks), encoding (chunks → wire,
+streamed and whole), what ends a stream, error bodies, the models listing, the headers
+its key travels in. ``WIRE_APIS`` / ``wire_api`` (``_registry``) list them; the proxy and
+the stub server dispatch through them.
 
 Each API's module owns its rules — the frames of a stream and how it ends, the
 non-streaming body, the error bodies and in-stream error frames, the finish/stop reason
@@ -32,6 +38,7 @@ the wire → chunk mappers live here (``_chat_mapper``, ``_messages_mapper``, ``
 the SDK adapters import them, never the other way round.
 """
 
+from agentreel.llm.wire._api import WireApiSpec
 from agentreel.llm.wire._chat import (
     CHAT_FINISH_REASONS,
     ChatDecoder,
@@ -67,6 +74,8 @@ from agentreel.llm.wire._messages import (
     messages_chunk_frames,
 )
 from agentreel.llm.wire._messages import STREAM_ENDINGS as MESSAGES_STREAM_ENDINGS
+from agentreel.llm.wire._registry import WIRE_APIS, wire_api
+from agentreel.llm.wire._request import WireApiName, WireRequest
 from agentreel.llm.wire._responses import (
     NAMESPACE_SEPARATOR,
     ResponsesDecoder,
@@ -88,6 +97,7 @@ __all__ = [
     "MINTED_CALL_ID_PREFIX",
     "NAMESPACE_SEPARATOR",
     "RESPONSES_STREAM_ENDINGS",
+    "WIRE_APIS",
     "ChatDecoder",
     "GeminiDecoder",
     "GeminiStreamMapper",
@@ -96,7 +106,10 @@ __all__ = [
     "SseEvent",
     "SseSplitter",
     "UpstreamStreamError",
+    "WireApiName",
+    "WireApiSpec",
     "WireDecoder",
+    "WireRequest",
     "anthropic_error_body",
     "anthropic_stream_error_frame",
     "chat_chunk_body",
@@ -121,4 +134,5 @@ __all__ = [
     "split_frames",
     "to_gemini_contents",
     "to_gemini_tools",
+    "wire_api",
 ]
