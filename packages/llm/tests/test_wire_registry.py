@@ -20,7 +20,7 @@ from agentreel.llm import (
     ToolCallPart,
     Usage,
 )
-from agentreel.llm.wire import WIRE_APIS, SseSplitter, WireApiName, wire_api
+from agentreel.llm.wire import WIRE_APIS, WireApiName, wire_api
 
 _BODIES: dict[WireApiName, dict[str, Any]] = {
     "chat": {
@@ -44,12 +44,26 @@ _BODIES: dict[WireApiName, dict[str, Any]] = {
         "input": "hi",
         "tools": [{"type": "function", "name": "ls", "parameters": {}}],
     },
+    "ollama-chat": {
+        "model": "m",
+        "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}],
+        "tools": [{"type": "function", "function": {"name": "ls", "parameters": {}}}],
+    },
+    "ollama-generate": {"model": "m", "system": "be brief", "prompt": "hi"},
+    "bedrock-converse": {
+        "system": [{"text": "be brief"}],
+        "messages": [{"role": "user", "content": [{"text": "hi"}]}],
+        "toolConfig": {"tools": [{"toolSpec": {"name": "ls", "inputSchema": {"json": {}}}}]},
+    },
     "gemini": {
         "systemInstruction": {"parts": [{"text": "be brief"}]},
         "contents": [{"role": "user", "parts": [{"text": "hi"}]}],
         "tools": [{"functionDeclarations": [{"name": "ls", "parameters": {}}]}],
     },
 }
+
+_PATH_NAMES_MODEL = ("gemini", "bedrock-converse")
+"""The APIs whose request path, not body, names the model."""
 
 _CHUNKS: list[Chunk] = [
     BlockStart(index=0, block_type="text"),
@@ -65,32 +79,45 @@ _CHUNKS: list[Chunk] = [
 
 
 def test_the_registry_names_every_api_by_its_session_log_name() -> None:
-    assert sorted(WIRE_APIS) == ["chat", "gemini", "messages", "responses"]
+    assert sorted(WIRE_APIS) == [
+        "bedrock-converse",
+        "chat",
+        "gemini",
+        "messages",
+        "ollama-chat",
+        "ollama-generate",
+        "responses",
+    ]
     for name, spec in WIRE_APIS.items():
         assert spec.name == name
         assert wire_api(name) is spec
-        assert spec.framing == "sse"
         assert spec.auth_headers, f"{name}: where does its key travel?"
+    assert wire_api("ollama-chat").stream_content_type == "application/x-ndjson"
+    assert wire_api("chat").stream_content_type == "text/event-stream"
+    assert wire_api("bedrock-converse").stream_content_type == "application/vnd.amazon.eventstream"
 
 
 @pytest.mark.parametrize("name", sorted(_BODIES))
 def test_each_api_parses_its_request_into_the_common_view(name: WireApiName) -> None:
-    request = wire_api(name).parse(_BODIES[name], "m" if name == "gemini" else "", True)
+    request = wire_api(name).parse(_BODIES[name], "m" if name in _PATH_NAMES_MODEL else "", True)
     assert request.api == name
     assert request.model == "m"
     assert request.stream is True
     assert request.system == "be brief"
     assert request.messages == (Message.user("hi"),)
-    assert [tool.name for tool in request.tools] == ["ls"]
+    offered = [] if name == "ollama-generate" else ["ls"]
+    assert [tool.name for tool in request.tools] == offered
 
 
 @pytest.mark.parametrize("name", sorted(_BODIES))
 def test_each_api_decodes_what_its_encoder_streams(name: WireApiName) -> None:
     spec = wire_api(name)
-    request = spec.parse(_BODIES[name], "m" if name == "gemini" else "", True)
-    frames = spec.encode_stream(request, _CHUNKS, spec.response_id_prefix + "abc", None)
+    request = spec.parse(_BODIES[name], "m" if name in _PATH_NAMES_MODEL else "", True)
+    calls_tools = name != "ollama-generate"  # a generate answer has no tool calls
+    chunks = _CHUNKS if calls_tools else [*_CHUNKS[:4], _CHUNKS[7], Finish(reason="stop")]
+    frames = spec.encode_stream(request, chunks, spec.response_id_prefix + "abc", None)
     decoder = spec.decoder("http://upstream.test")
-    splitter = SseSplitter()
+    splitter = spec.splitter()
     decoded: list[Chunk] = []
     for frame in frames:
         for event in splitter.feed(frame):
@@ -98,14 +125,16 @@ def test_each_api_decodes_what_its_encoder_streams(name: WireApiName) -> None:
     decoded += decoder.finish()
     ends = [chunk.block for chunk in decoded if isinstance(chunk, BlockEnd)]
     assert ends[0] == TextPart("hello there")
-    call = ends[1]
-    assert isinstance(call, ToolCallPart)
-    assert (call.name, json.loads(call.arguments)) == ("ls", {"path": "."})
+    if calls_tools:
+        call = ends[1]
+        assert isinstance(call, ToolCallPart)
+        assert (call.name, json.loads(call.arguments)) == ("ls", {"path": "."})
     usage = next(chunk for chunk in decoded if isinstance(chunk, Usage))
     assert (usage.input_tokens, usage.output_tokens) == (3, 5)
     finish = decoded[-1]
     assert isinstance(finish, Finish)
-    assert finish.reason == "tool-calls"
+    assert finish.reason == ("tool-calls" if calls_tools else "stop")
+    assert b"".join(spec.split_frames(b"".join(frames))) == b"".join(frames)
     # A replayed cut or error ends otherwise: the frames that end the stream can go.
     kept = spec.without_ending(frames)
     assert len(kept) < len(frames)
@@ -117,7 +146,7 @@ def test_each_api_answers_errors_and_listings_in_its_own_shape(name: WireApiName
     spec = wire_api(name)
     error = json.loads(spec.error_body(429, "slow down", None))
     assert "slow down" in json.dumps(error)
-    assert "error" in error
+    assert ("__type" if name == "bedrock-converse" else "error") in error
     listing = json.loads(spec.models_body(["m1", "m2"]))
     assert "m1" in json.dumps(listing)
     assert "m2" in json.dumps(listing)

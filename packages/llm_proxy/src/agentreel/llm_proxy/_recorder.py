@@ -38,10 +38,10 @@ import msgspec
 
 from agentreel.brand import new_session_id
 from agentreel.llm import SPAWN_INDEX_HEADER
+from agentreel.llm.wire import WIRE_APIS
 from agentreel.llm_proxy._identity import Identity
 from agentreel.llm_proxy._lane_logs import CallRecording, Lane, LaneKind, LaneLogs
 from agentreel.llm_proxy._requests import ParsedRequest
-from agentreel.llm_proxy._routes import GEMINI_KEY_HEADER
 from agentreel.llm_proxy._verbatim import VerbatimCall, cuts_the_cwd, encode_line
 from agentreel.llm_replay import Capture
 from agentreel.llm_replay.lanes import (
@@ -73,7 +73,10 @@ from agentreel.session import (
 logger = logging.getLogger("agentreel.llm_proxy")
 
 ANONYMOUS_KEY = "<anonymous>"
-_SECRET_HEADERS = ("authorization", "x-api-key", "api-key", GEMINI_KEY_HEADER)
+_SECRET_HEADERS = tuple(
+    sorted({header for spec in WIRE_APIS.values() for header in spec.auth_headers})
+)
+"""Where clients send their keys: every wire API's ``auth_headers``."""
 
 
 class Recorder(LaneLogs):

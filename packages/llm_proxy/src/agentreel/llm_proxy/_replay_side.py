@@ -13,6 +13,7 @@ import msgspec
 from aiohttp import web
 
 from agentreel.llm import Chunk, Finish, LlmError, ResponseMeta
+from agentreel.llm.wire import wire_api
 from agentreel.llm_proxy._codecs import (
     encode_body,
     encode_stream,
@@ -208,7 +209,7 @@ class ReplaySide:
                     status = failure.status or 500
                     return json_response(status, error_body(parsed.api, status, str(failure)))
                 return json_response(200, encode_body(parsed, chunks, wire_id, meta))
-            response = await prepare_sse(request)
+            response = await prepare_sse(request, wire_api(parsed.api).stream_content_type)
         special = finish is not None and finish.code in (CUT_CODE, STREAM_ERROR_CODE)
         frames = encode_stream(parsed, chunks[:-1] if special else chunks, wire_id, meta)
         if special or failure is not None:
@@ -227,9 +228,9 @@ class ReplaySide:
                 await before_final()
             rest = b"".join(frames[max(sent, split) :])
             if finish is not None and finish.code == STREAM_ERROR_CODE:
-                # Chat Completions and Gemini send a bare data frame; the others name it.
-                name = b"event: error\n" if parsed.api not in ("chat", "gemini") else b""
-                rest += name + b"data: " + (finish.message or "").encode() + b"\n\n"
+                # Each API frames it its own way (Chat Completions and Gemini: a bare data
+                # frame; the others name it; Ollama: one line).
+                rest += wire_api(parsed.api).error_frame(finish.message or "")
             elif (finish is not None and finish.code == CUT_CODE) or failure is not None:
                 if rest:
                     await response.write(rest)

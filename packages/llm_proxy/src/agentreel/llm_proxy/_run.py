@@ -36,8 +36,8 @@ from agentreel.llm_proxy._recorder import Recorder
 from agentreel.llm_proxy._replay_side import ReplaySide
 from agentreel.llm_proxy._requests import parse_request
 from agentreel.llm_proxy._routes import (
-    GEMINI_STREAM,
     RUN_PREFIX,
+    STREAMING_METHODS,
     Route,
 )
 from agentreel.llm_proxy._served_logs import ServedLogs
@@ -408,7 +408,7 @@ class ProxyRun(RecordSide, ReplaySide):
             route.api,
             self.masks.value(body),
             model=route.model,
-            stream=route.method == GEMINI_STREAM,
+            stream=route.method in STREAMING_METHODS,
         )
         identity = resolve_identity(request.headers, body, route.token)
         if self.recorder is not None:

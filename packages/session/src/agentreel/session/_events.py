@@ -35,6 +35,9 @@ WIRE_API_PATHS: dict[WireApi, str] = {
     "messages": "POST /v1/messages (Anthropic Messages)",
     "responses": "POST /v1/responses (OpenAI Responses)",
     "gemini": "POST /v1beta/models/<model>:streamGenerateContent|generateContent (Gemini)",
+    "ollama-chat": "POST /api/chat (Ollama)",
+    "ollama-generate": "POST /api/generate (Ollama)",
+    "bedrock-converse": "POST /model/<modelId>/converse-stream|converse (AWS Bedrock)",
 }
 
 

@@ -13,10 +13,20 @@ from typing import Any, Literal
 
 from agentreel.llm._chunks import Chunk, ResponseMeta
 from agentreel.llm.wire._common import WireDecoder
+from agentreel.llm.wire._eventstream import EventStreamSplitter, split_messages
+from agentreel.llm.wire._ndjson import NdjsonSplitter, split_lines
 from agentreel.llm.wire._request import WireApiName, WireRequest
+from agentreel.llm.wire._sse import FrameSplitter, SseSplitter, split_frames
 
-Framing = Literal["sse"]
-"""How a stream's frames are cut: server-sent events (``_sse``)."""
+Framing = Literal["sse", "ndjson", "eventstream"]
+"""How a stream's frames are cut: server-sent events (``_sse``) or one JSON object per line
+(``_ndjson``) or AWS event-stream messages (``_eventstream``)."""
+STREAM_CONTENT_TYPES: dict[Framing, str] = {
+    "sse": "text/event-stream",
+    "ndjson": "application/x-ndjson",
+    "eventstream": "application/vnd.amazon.eventstream",
+}
+"""The content type of a stream of each framing (a response of another type is a body)."""
 
 RequestParser = Callable[[dict[str, Any], str, bool], WireRequest]
 """``(body, model, stream) → WireRequest``: ``model`` and ``stream`` are what the request's
@@ -53,7 +63,40 @@ class WireApiSpec:
     """Of a minted response id: ``chatcmpl-``, ``msg_``, ``resp_`` (Gemini: none)."""
     auth_headers: tuple[str, ...]
     """The headers a client sends its key in: forwarded upstream, never written."""
+    error_frame: Callable[[str], bytes] = lambda raw: (
+        b"event: error\ndata: " + raw.encode() + b"\n\n"
+    )
+    """A recorded in-stream error (its raw data) as the frame that sends it again."""
+    ends_stream: Callable[[bytes], bool] | None = None
+    """Whether a frame ends the stream, where no prefix tells (``stream_endings``)."""
+
+    def is_ending(self, frame: bytes) -> bool:
+        """``frame`` is one of those that end a stream."""
+        if self.ends_stream is not None:
+            return self.ends_stream(frame)
+        return frame.startswith(self.stream_endings)
 
     def without_ending(self, frames: list[bytes]) -> list[bytes]:
         """A stream's frames minus those that end it."""
-        return [frame for frame in frames if not frame.startswith(self.stream_endings)]
+        return [frame for frame in frames if not self.is_ending(frame)]
+
+    @property
+    def stream_content_type(self) -> str:
+        """The content type a stream of this API is sent with."""
+        return STREAM_CONTENT_TYPES[self.framing]
+
+    def streams(self, content_type: str) -> bool:
+        """A response of ``content_type`` is a stream of this API (else a whole body)."""
+        return STREAM_CONTENT_TYPES[self.framing] in content_type
+
+    def splitter(self) -> FrameSplitter:
+        """A fresh splitter of this API's stream into events."""
+        if self.framing == "eventstream":
+            return EventStreamSplitter()
+        return SseSplitter() if self.framing == "sse" else NdjsonSplitter()
+
+    def split_frames(self, data: bytes) -> list[bytes]:
+        """``data`` cut into its frames, terminators kept (joined: ``data`` again)."""
+        if self.framing == "eventstream":
+            return split_messages(data)
+        return split_frames(data) if self.framing == "sse" else split_lines(data)

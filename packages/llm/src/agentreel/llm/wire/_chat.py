@@ -52,7 +52,7 @@ from agentreel.llm.wire._request import (
     text_of,
     tool_spec,
 )
-from agentreel.llm.wire._sse import SseEvent, json_bytes
+from agentreel.llm.wire._sse import SseEvent, bare_error_frame, json_bytes
 
 CHAT_FINISH_REASONS = {
     "stop": "stop",
@@ -395,6 +395,7 @@ CHAT_API = WireApiSpec(
     error_body=openai_error_body,
     models_body=models_listing_body,
     response_id_prefix="chatcmpl-",
-    auth_headers=("authorization",),
+    error_frame=bare_error_frame,
+    auth_headers=("authorization", "api-key"),  # api-key: Azure OpenAI
 )
 """OpenAI Chat Completions (``POST /v1/chat/completions``)."""

@@ -71,7 +71,7 @@ from agentreel.llm.wire._request import (
     text_of,
     tool_spec,
 )
-from agentreel.llm.wire._sse import SseEvent, json_bytes
+from agentreel.llm.wire._sse import SseEvent, bare_error_frame, json_bytes
 
 __all__ = [
     "GEMINI_STATUS",
@@ -802,6 +802,7 @@ GEMINI_API = WireApiSpec(
     error_body=_error_body,
     models_body=gemini_models_body,
     response_id_prefix="",
+    error_frame=bare_error_frame,
     auth_headers=("x-goog-api-key",),
 )
 """Gemini (``POST /v1beta/models/<model>:streamGenerateContent|generateContent``; its key

@@ -259,8 +259,8 @@ def parse_messages_request(
     body: dict[str, Any], model: str = "", stream: bool = False
 ) -> WireRequest:
     """A request body of this API (a JSON object), parsed leniently; ``model`` and
-    ``stream`` are for a path that names them (this API's body does)."""
-    del model, stream
+    ``stream`` are for a path that names them (Vertex AI's names the model)."""
+    del stream
     raw_system = body.get("system")
     if isinstance(raw_system, list):
         system: str | None = "\n\n".join(text_of([block]) for block in raw_system)
@@ -292,7 +292,7 @@ def parse_messages_request(
     )
     return WireRequest(
         api="messages",
-        model=body_model(body),
+        model=body_model(body) or model,  # Vertex AI names it in the path
         system=system,
         messages=tuple(messages),
         tools=tools,

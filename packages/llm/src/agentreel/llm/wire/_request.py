@@ -23,7 +23,9 @@ from agentreel.llm._messages import (
 )
 from agentreel.llm._options import GenerateOptions
 
-WireApiName = Literal["chat", "messages", "responses", "gemini"]
+WireApiName = Literal[
+    "chat", "messages", "responses", "gemini", "ollama-chat", "ollama-generate", "bedrock-converse"
+]
 """The wire APIs, as the session log names them (``request/header`` ``api``; SPEC 11)."""
 
 

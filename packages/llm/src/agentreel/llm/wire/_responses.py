@@ -669,6 +669,6 @@ RESPONSES_API = WireApiSpec(
     error_body=openai_error_body,
     models_body=models_listing_body,
     response_id_prefix="resp_",
-    auth_headers=("authorization",),
+    auth_headers=("authorization", "api-key"),  # api-key: Azure OpenAI
 )
 """OpenAI Responses (``POST /v1/responses``)."""
