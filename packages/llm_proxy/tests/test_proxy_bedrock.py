@@ -8,6 +8,7 @@ never written; headerless children of a parent bound by content in any arrival o
 from __future__ import annotations
 
 import asyncio
+import json
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import boto3  # type: ignore[import-untyped]
 import httpx2
 import pytest
+from aiohttp import web
 from botocore.config import Config  # type: ignore[import-untyped]
 from botocore.exceptions import (  # type: ignore[import-untyped]
     ClientError,
@@ -151,12 +153,14 @@ def _converse(client: Any) -> list[Any]:
     except ClientError as error:
         seen.append((error.response["Error"]["Code"], error.response["Error"]["Message"]))
     text = ""
+    broken = client.converse_stream(modelId=MODEL, messages=[_user("broken")])["stream"]
     try:
-        broken = client.converse_stream(modelId=MODEL, messages=[_user("broken")])
-        for event in broken["stream"]:
+        for event in broken:
             text += event.get("contentBlockDelta", {}).get("delta", {}).get("text", "")
     except EventStreamError as error:
         seen.append((text, error.response["Error"]["Message"]))
+    finally:
+        broken.close()  # its connection, left open by the exception
     return seen
 
 
@@ -337,3 +341,68 @@ async def test_concurrent_bedrock_children_bind_by_content_in_reverse_order(
     replayed = read_report(report)
     assert replayed.ok, replayed.errors
     assert sorted((s.calls, s.consumed) for s in replayed.scripts) == [(1, 1), (1, 1), (2, 2)]
+
+
+def _upstream_frames() -> bytes:
+    """A ConverseStream as Bedrock sends it: ``p`` padding in every event, a latency the
+    re-encoding would not know — only a verbatim replay serves these bytes again."""
+    events = [
+        ("messageStart", {"p": "abcdefghijkl", "role": "assistant"}),
+        ("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": "Hi"}, "p": "abcd"}),
+        ("contentBlockStop", {"contentBlockIndex": 0, "p": "abcdefgh"}),
+        ("messageStop", {"p": "abcdefghijklmnop", "stopReason": "end_turn"}),
+        (
+            "metadata",
+            {
+                "metrics": {"latencyMs": 321},
+                "p": "abc",
+                "usage": {"inputTokens": 9, "outputTokens": 1, "totalTokens": 10},
+            },
+        ),
+    ]
+    return b"".join(
+        encode_event_message(
+            {":event-type": name, ":content-type": "application/json", ":message-type": "event"},
+            json.dumps(payload, separators=(",", ":")).encode(),
+        )
+        for name, payload in events
+    )
+
+
+@pytest.mark.asyncio
+async def test_bedrock_streams_replay_the_upstreams_bytes_verbatim(
+    fixture_dir: Path, tmp_path: Path
+) -> None:
+    sent = _upstream_frames()
+
+    async def converse_stream(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        response = web.StreamResponse(
+            headers={"content-type": "application/vnd.amazon.eventstream"}
+        )
+        await response.prepare(request)
+        await response.write(sent)
+        await response.write_eof()
+        return response
+
+    app = web.Application()
+    app.router.add_post("/model/{model}/converse-stream", converse_stream)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        async with start_proxy(
+            "record", upstream=f"http://127.0.0.1:{port}", fixture=fixture_dir
+        ) as proxy:
+            recorded = await _raw(proxy.base_url)
+    finally:
+        await runner.cleanup()
+    assert recorded == sent
+    async with start_proxy("replay", fixture=fixture_dir, report=tmp_path / "r.json") as proxy:
+        replayed = await _raw(proxy.base_url)
+    assert replayed == sent  # the padding and the latency too: not a re-encoding
+    events = EventStreamSplitter().feed(replayed)
+    assert [event.name for event in events][-1] == "metadata"
+    assert read_report(tmp_path / "r.json").ok

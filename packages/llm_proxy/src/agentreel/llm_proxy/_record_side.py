@@ -251,8 +251,20 @@ def _answer(
     body: bytes | None,
     cut: bool,
 ) -> VerbatimCall | None:
-    """One call's answer as the upstream sent it (None when it is not UTF-8 text: replay
-    then re-encodes it from its chunks)."""
+    """One call's answer as the upstream sent it (None when it is not UTF-8 text, nor
+    binary frames of a binary framing: replay then re-encodes it from its chunks)."""
+    split = wire_api(route.api).split_frames(frames) if frames is not None else None
+    if split is not None and wire_api(route.api).framing == "eventstream":
+        return VerbatimCall(
+            session=call.lane.session.id,
+            turn=call.turn,
+            api=route.api,
+            status=upstream.status,
+            headers=kept_headers(upstream.headers),
+            frames=[frame.decode("latin-1") for frame in split],
+            cut=cut,
+            binary=True,
+        )
     try:
         return VerbatimCall(
             session=call.lane.session.id,
@@ -260,11 +272,7 @@ def _answer(
             api=route.api,
             status=upstream.status,
             headers=kept_headers(upstream.headers),
-            frames=(
-                [frame.decode() for frame in wire_api(route.api).split_frames(frames)]
-                if frames is not None
-                else None
-            ),
+            frames=[frame.decode() for frame in split] if split is not None else None,
             body=body.decode() if body is not None else None,
             cut=cut,
         )

@@ -35,7 +35,7 @@ from agentreel.llm_proxy._routes import (
 )
 from agentreel.llm_proxy._served_logs import ServedLogs
 from agentreel.llm_proxy._settings import REPLAY_ERROR_STATUS, ProxySettings
-from agentreel.llm_proxy._verbatim import VerbatimCall, with_cwd
+from agentreel.llm_proxy._verbatim import VerbatimCall, served_frames, with_cwd
 from agentreel.llm_replay import (
     BoundCall,
     PartialLanes,
@@ -275,8 +275,7 @@ async def _send_verbatim(
         return web.Response(status=answer.status, body=body, headers=answer.headers)
     response = web.StreamResponse(status=answer.status, headers=answer.headers)
     await response.prepare(request)
-    # The cwd per frame, as it was tokenized: a token never spans two frames.
-    frames = [with_cwd(frame, cwd).encode() for frame in answer.frames]
+    frames = served_frames(answer, cwd)
     held = frames.pop() if before_final is not None and frames else b""
     try:
         if before_final is not None:
