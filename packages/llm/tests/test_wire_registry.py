@@ -55,6 +55,12 @@ _BODIES: dict[WireApiName, dict[str, Any]] = {
         "messages": [{"role": "user", "content": [{"text": "hi"}]}],
         "toolConfig": {"tools": [{"toolSpec": {"name": "ls", "inputSchema": {"json": {}}}}]},
     },
+    "bedrock-invoke": {
+        "anthropic_version": "bedrock-2023-05-31",
+        "system": "be brief",
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"name": "ls", "input_schema": {}}],
+    },
     "gemini": {
         "systemInstruction": {"parts": [{"text": "be brief"}]},
         "contents": [{"role": "user", "parts": [{"text": "hi"}]}],
@@ -62,7 +68,7 @@ _BODIES: dict[WireApiName, dict[str, Any]] = {
     },
 }
 
-_PATH_NAMES_MODEL = ("gemini", "bedrock-converse")
+_PATH_NAMES_MODEL = ("gemini", "bedrock-converse", "bedrock-invoke")
 """The APIs whose request path, not body, names the model."""
 
 _CHUNKS: list[Chunk] = [
@@ -81,6 +87,7 @@ _CHUNKS: list[Chunk] = [
 def test_the_registry_names_every_api_by_its_session_log_name() -> None:
     assert sorted(WIRE_APIS) == [
         "bedrock-converse",
+        "bedrock-invoke",
         "chat",
         "gemini",
         "messages",
@@ -146,7 +153,7 @@ def test_each_api_answers_errors_and_listings_in_its_own_shape(name: WireApiName
     spec = wire_api(name)
     error = json.loads(spec.error_body(429, "slow down", None))
     assert "slow down" in json.dumps(error)
-    assert ("__type" if name == "bedrock-converse" else "error") in error
+    assert ("__type" if name.startswith("bedrock") else "error") in error
     listing = json.loads(spec.models_body(["m1", "m2"]))
     assert "m1" in json.dumps(listing)
     assert "m2" in json.dumps(listing)

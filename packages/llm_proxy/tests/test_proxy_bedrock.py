@@ -406,3 +406,55 @@ async def test_bedrock_streams_replay_the_upstreams_bytes_verbatim(
     events = EventStreamSplitter().feed(replayed)
     assert [event.name for event in events][-1] == "metadata"
     assert read_report(tmp_path / "r.json").ok
+
+
+INVOKE_RULES = """
+[[rule]]
+match = { api = "bedrock", last_user = "invoke" }
+reasoning = "Thinking it over."
+text = "Invoked, streamed."
+chunk_size = 4
+usage = { input_tokens = 12, output_tokens = 5 }
+"""
+
+
+def _invocations(endpoint: str) -> list[Any]:
+    """InvokeModelWithResponseStream and InvokeModel with an Anthropic payload: every
+    Messages event boto3 hands over, then the whole message."""
+
+    def body(prompt: str) -> str:
+        messages = [{"role": "user", "content": prompt}]
+        return json.dumps(
+            {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 100, "messages": messages}
+        )
+
+    with closing(_client(endpoint)) as client:
+        streamed = client.invoke_model_with_response_stream(
+            modelId=MODEL, body=body("invoke, streamed")
+        )
+        seen: list[Any] = [json.loads(event["chunk"]["bytes"]) for event in streamed["body"]]
+        whole = client.invoke_model(modelId=MODEL, body=body("invoke, whole"))
+        seen.append(json.loads(whole["body"].read()))
+    return seen
+
+
+@pytest.mark.asyncio
+async def test_bedrock_invoke_model_with_an_anthropic_payload_replays_alike(
+    fixture_dir: Path, tmp_path: Path
+) -> None:
+    with StubServer.from_toml(INVOKE_RULES) as stub:
+        direct = await asyncio.to_thread(_invocations, stub.base_url)
+        async with start_proxy("record", upstream=stub.base_url, fixture=fixture_dir) as proxy:
+            recorded = await asyncio.to_thread(_invocations, proxy.base_url)
+        paths = [r.path for r in stub.requests]
+    assert recorded == direct
+    assert f"/model/{MODEL.replace(':', '%3A')}/invoke-with-response-stream" in paths
+    report = tmp_path / "report.json"
+    async with start_proxy("replay", fixture=fixture_dir, report=report) as proxy:
+        replayed = await asyncio.to_thread(_invocations, proxy.base_url)
+    assert replayed == recorded
+    assert recorded[0]["type"] == "message_start"
+    assert recorded[-1]["content"][-1] == {"type": "text", "text": "Invoked, streamed."}
+    assert recorded[-1]["model"] == MODEL
+    assert read_report(report).ok
+    assert '"api":"bedrock-invoke"' in _written(fixture_dir)

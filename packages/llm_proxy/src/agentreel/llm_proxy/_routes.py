@@ -39,9 +39,15 @@ _AZURE_PATH = re.compile(
 # AWS Bedrock Converse: /model/<modelId>/converse-stream (an AWS event stream) and /converse.
 _BEDROCK_PATH = re.compile(
     rf"(?:/{RUN_PREFIX}/(?P<run>{_TOKEN}))?(?:/s/(?P<token>{_TOKEN}))?"
-    r"/model/(?P<model>[^/]{1,300})/(?P<operation>converse-stream|converse)/?"
+    r"/model/(?P<model>[^/]{1,300})"
+    r"/(?P<operation>converse-stream|converse|invoke-with-response-stream|invoke)/?"
 )
-STREAMING_METHODS = (GEMINI_STREAM, "converse-stream", "streamRawPredict")
+STREAMING_METHODS = (
+    GEMINI_STREAM,
+    "converse-stream",
+    "invoke-with-response-stream",
+    "streamRawPredict",
+)
 """The path methods that ask for a stream (Gemini's, Bedrock's)."""
 # Vertex AI: Gemini and Claude under /v1|v1beta1/projects/<p>/locations/<l>/publishers/.
 _VERTEX_PATH = re.compile(
@@ -84,7 +90,8 @@ SUPPORTED_PATHS = (
     "POST /v1beta/models/<model>:streamGenerateContent?alt=sse, :generateContent and "
     ":countTokens, GET /v1beta/models (Gemini; /v1/ accepted too)",
     "POST /api/chat and /api/generate, GET /api/tags (Ollama)",
-    "POST /model/<modelId>/converse-stream and /converse (AWS Bedrock Converse)",
+    "POST /model/<modelId>/converse-stream and /converse (AWS Bedrock Converse), "
+    "/invoke-with-response-stream and /invoke (Bedrock InvokeModel, Anthropic payloads)",
     "POST /v1/projects/<p>/locations/<l>/publishers/google/models/<model>:streamGenerateContent"
     " and publishers/anthropic/models/<model>:streamRawPredict|rawPredict (Vertex AI)",
     "POST /openai/deployments/<deployment>/chat/completions?api-version=…, /openai/responses "
@@ -225,7 +232,7 @@ def _bedrock_route(method: str, path: str) -> Route | None:
         run=run,
         model=model,
         method=operation,
-        wire="bedrock-converse",
+        wire="bedrock-invoke" if operation.startswith("invoke") else "bedrock-converse",
     )
 
 

@@ -38,6 +38,7 @@ WIRE_API_PATHS: dict[WireApi, str] = {
     "ollama-chat": "POST /api/chat (Ollama)",
     "ollama-generate": "POST /api/generate (Ollama)",
     "bedrock-converse": "POST /model/<modelId>/converse-stream|converse (AWS Bedrock)",
+    "bedrock-invoke": "POST /model/<modelId>/invoke-with-response-stream|invoke (AWS Bedrock)",
 }
 
 

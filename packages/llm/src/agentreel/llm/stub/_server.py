@@ -22,8 +22,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
+from urllib.parse import unquote
 
 import msgspec
+import msgspec.structs
 
 from agentreel.llm._chunks import Chunk, Finish
 from agentreel.llm.stub._answers import (
@@ -82,6 +84,7 @@ _GEMINI_METHODS = (":streamGenerateContent", ":generateContent")
 _OLLAMA_PATHS = ("/api/chat", "/api/generate")
 _RAW_PREDICT = (":streamRawPredict", ":rawPredict")
 _BEDROCK_PATHS = ("/converse", "/converse-stream")
+_INVOKE_PATHS = ("/invoke", "/invoke-with-response-stream")
 
 
 class StubRequest(msgspec.Struct, kw_only=True):
@@ -263,6 +266,12 @@ class StubServer:
                 view = gemini_request_view(body, index, headers, path)
             elif api == "ollama":
                 view = ollama_request_view(body, index, headers, path)
+            elif api == "bedrock" and path.endswith(_INVOKE_PATHS):
+                view = msgspec.structs.replace(
+                    anthropic_request_view(body, index, headers),
+                    api="bedrock",
+                    stream=path.endswith("-with-response-stream"),
+                )
             elif api == "bedrock":
                 view = bedrock_request_view(body, index, headers, path)
             else:
@@ -362,8 +371,8 @@ class _Handler(BaseHTTPRequestHandler):
             api = "responses"
         elif path.endswith(_OLLAMA_PATHS):
             api = "ollama"
-        elif "/model/" in path and path.endswith(_BEDROCK_PATHS):
-            api = "bedrock"
+        elif "/model/" in path and path.endswith(_BEDROCK_PATHS + _INVOKE_PATHS):
+            api = "bedrock"  # InvokeModel: an Anthropic Messages body in Bedrock's framing
         else:
             message = (
                 f"agentreel stub server: no endpoint {self.path!r}; it serves "
@@ -442,8 +451,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if api in ("ollama", "bedrock"):
             spec = _wire_spec(path)
-            parsed = spec.parse(body, "", True)
-            frames = spec.encode_stream(parsed, rule_chunks(rule, call_ids), "", None)
+            parsed = spec.parse(body, _path_model(path), True)
+            answer = rule_chunks(rule, call_ids)
+            frames = spec.encode_stream(parsed, answer, f"msg_stub{digest[:24]}", None)
         elif api == "openai":
             frames = openai_frames(rule, body, f"chatcmpl-stub{digest[:24]}", call_ids)
         elif api == "anthropic":
@@ -507,8 +517,9 @@ class _Handler(BaseHTTPRequestHandler):
                 payload = anthropic_message_body(rule, body, f"msg_stub{digest[:24]}", call_ids)
             elif api in ("ollama", "bedrock"):
                 spec = _wire_spec(record.path)
-                parsed = spec.parse(body, "", False)
-                payload = spec.encode_body(parsed, rule_chunks(rule, call_ids), "", None)
+                parsed = spec.parse(body, _path_model(record.path), False)
+                answer = rule_chunks(rule, call_ids)
+                payload = spec.encode_body(parsed, answer, f"msg_stub{digest[:24]}", None)
             elif api == "gemini":
                 payload = gemini_chunk_body(
                     _gemini_chunks(rule, call_ids),
@@ -663,11 +674,19 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
 
+def _path_model(path: str) -> str:
+    """The model a Bedrock path names (``/model/<modelId>/…``), else none."""
+    if "/model/" not in path:
+        return ""
+    return unquote(path.rsplit("/model/", 1)[-1].partition("/")[0])
+
+
 def _wire_spec(path: str) -> WireApiSpec:
     """The wire API (Ollama's, Bedrock's) a stub request's path names, for the APIs the
     stub answers through the wire registry."""
     if "/model/" in path:
-        return wire_api("bedrock-converse")
+        invoke = path.endswith(_INVOKE_PATHS)
+        return wire_api("bedrock-invoke" if invoke else "bedrock-converse")
     return wire_api("ollama-generate" if path.endswith("/api/generate") else "ollama-chat")
 
 

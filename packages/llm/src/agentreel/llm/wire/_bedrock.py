@@ -501,7 +501,7 @@ def _body(
     return converse_chunk_body(chunks, meta=meta)
 
 
-def _error_frame(raw: str) -> bytes:
+def bedrock_error_frame(raw: str) -> bytes:
     """A recorded in-stream exception (``<type>\n<payload>``) sent again."""
     kind, _, payload = raw.partition("\n")
     return exception_frame(kind or "internalServerException", payload.encode())
@@ -520,7 +520,7 @@ BEDROCK_CONVERSE_API = WireApiSpec(
     models_body=bedrock_models_body,
     response_id_prefix="",
     auth_headers=("authorization", "x-amz-security-token"),
-    error_frame=_error_frame,
+    error_frame=bedrock_error_frame,
     ends_stream=ends_converse_stream,
 )
 """AWS Bedrock ``POST /model/<modelId>/converse-stream`` and ``/converse``."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from agentreel.llm.wire._api import WireApiSpec
 from agentreel.llm.wire._bedrock import BEDROCK_CONVERSE_API
+from agentreel.llm.wire._bedrock_invoke import BEDROCK_INVOKE_API
 from agentreel.llm.wire._chat import CHAT_API
 from agentreel.llm.wire._gemini import GEMINI_API
 from agentreel.llm.wire._messages import MESSAGES_API
@@ -25,6 +26,7 @@ WIRE_APIS: dict[WireApiName, WireApiSpec] = {
         OLLAMA_CHAT_API,
         OLLAMA_GENERATE_API,
         BEDROCK_CONVERSE_API,
+        BEDROCK_INVOKE_API,
     )
 }
 """Every wire API agentreel speaks, by its session-log name."""

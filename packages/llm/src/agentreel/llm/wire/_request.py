@@ -24,7 +24,14 @@ from agentreel.llm._messages import (
 from agentreel.llm._options import GenerateOptions
 
 WireApiName = Literal[
-    "chat", "messages", "responses", "gemini", "ollama-chat", "ollama-generate", "bedrock-converse"
+    "chat",
+    "messages",
+    "responses",
+    "gemini",
+    "ollama-chat",
+    "ollama-generate",
+    "bedrock-converse",
+    "bedrock-invoke",
 ]
 """The wire APIs, as the session log names them (``request/header`` ``api``; SPEC 11)."""
 
