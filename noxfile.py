@@ -97,13 +97,20 @@ UNUSED_PYTEST_PLUGINS = ("-p", "no:langsmith_plugin")
 
 
 def _test_env() -> dict[str, str | None]:
-    """The environment of every test run: the command hints, and bytecode caching on.
+    """The environment of every test run: the command hints, bytecode caching on, and the
+    fixture timer's folder on PYTHONPATH (``tools.suite_report``).
 
     With PYTHONDONTWRITEBYTECODE set (some images and coding clients set it) every
     subprocess a test starts — agents, pytester runs, xdist workers — compiles every module
     it imports from source again: about 40 % of a pytester run's CPU time, measured.
     """
-    return {**COMMAND_HINTS, "PYTHONDONTWRITEBYTECODE": None}
+    plugins = str(suite_report.FIXTURE_PLUGIN_DIR)
+    outer = os.environ.get("PYTHONPATH")
+    return {
+        **COMMAND_HINTS,
+        "PYTHONDONTWRITEBYTECODE": None,
+        "PYTHONPATH": os.pathsep.join([plugins, outer]) if outer else plugins,
+    }
 
 
 @dataclass(frozen=True)
@@ -181,7 +188,9 @@ def _run_tests(
 ) -> bool:
     """One pytest run, writing its JUnit report for the summary. True when it passed."""
     pytest_command = [str(venv / "bin" / "pytest")] if venv is not None else ["pytest"]
-    workers = ["-p", "no:xdist"] if run.serial else ["-n", "auto"]
+    # worksteal: an idle worker takes queued tests from a busy one, so a run does not end
+    # with one core idle behind a worker that was handed the last long tests.
+    workers = ["-p", "no:xdist"] if run.serial else ["-n", "auto", "--dist", "worksteal"]
     report = suite_report.junit_report(run.name)
     report.unlink(missing_ok=True)
     try:
@@ -189,6 +198,7 @@ def _run_tests(
             *pytest_command,
             *workers,
             *UNUSED_PYTEST_PLUGINS,
+            *suite_report.fixture_plugin_args(),
             f"--junitxml={report}",
             *options,
             *targets,
@@ -217,6 +227,7 @@ def tests(session: nox.Session) -> None:
     started = time.monotonic()
     paths, options = _split_posargs(session.posargs)
     suite_report.REPORTS_DIR.mkdir(parents=True, exist_ok=True)
+    suite_report.clear_fixture_times()
     failed: list[str] = []
     timings: list[tuple[str, float]] = []
     for run in _test_runs():
@@ -632,6 +643,27 @@ def _interop_report(session: nox.Session, timings: list[tuple[str, float]]) -> N
         "interop wall times:\n"
         + "\n".join(f"  {step:<{width}}  {seconds:7.1f} s" for step, seconds in timings)
     )
+
+
+@nox.session(python=PYTHON, default=False)
+def compat(session: nox.Session) -> None:
+    """Does installing agentreel hold back an agent framework or its SDK? Not a default
+    session: it resolves against the package index.
+
+    Resolves (``uv pip compile``, nothing installed) each framework of
+    ``tools/compat.py`` at its newest release alone, then beside
+    ``agentreel-snapshot-harness`` from the built wheels in ``dist/`` (``nox -s build``
+    first), prints the table and fails if a framework or a provider SDK it brings is
+    older beside agentreel (``nox -s compat -- --only crewai`` checks one). Then the
+    ``index``-marked tests of ``tools/tests/test_compat.py`` (wheels built afresh).
+    """
+    # pytest-asyncio: the root pytest config names its options (--strict-config).
+    session.install("uv", "packaging", "pytest", "pytest-asyncio>=0.24")
+    session.run("python", "-m", "tools.compat", "--dist", str(ROOT / "dist"), *session.posargs)
+    session.run(
+        "pytest", "-p", "no:cacheprovider", "-m", "index", str(TOOLS / "tests" / "test_compat.py"),
+        env={"AGENTREEL_INDEX_TESTS": "1"},
+    )  # fmt: skip
 
 
 @nox.session(python=PYTHON, default=False)

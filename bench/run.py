@@ -46,6 +46,7 @@ BENCHMARKS: dict[str, str] = {
     "proxy": "bench.proxy",
     "secrets": "bench.secret_scan",
     "schedule": "bench.schedule",
+    "mcp": "bench.mcp",
 }
 RESULTS = ROOT / "bench" / "results.json"
 

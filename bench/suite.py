@@ -10,6 +10,11 @@ fresh process from the command line:
 
 Only scenarios that replay cleanly right now are timed (the others are listed); if none
 does, the benchmark's own recorded scenarios are used.
+
+And the test suite (``nox -s tests``, the README's second command): its wall time and test
+count as the last complete run left them (``tools.suite_report``; the suite takes minutes,
+so the bench reads it rather than running it), against a floor measured here — one pytest
+process running one empty test in the same venv — so growth per test shows in every table.
 """
 
 from __future__ import annotations
@@ -25,6 +30,10 @@ from pathlib import Path
 from agentreel.snapshot_harness import HarnessError, check_scenario, discover_scenarios
 from bench._common import FIXTURES, ROOT, BenchResult, Settings, timed
 from bench._scenarios import scenario_pair
+from tools import suite_report
+
+# The README's test command must stay within this on two cores (issue 36).
+SUITE_WALL_LIMIT_S = 8 * 60
 
 
 def _agentreel() -> list[str]:
@@ -68,8 +77,40 @@ def _replaying(fixtures: Path) -> tuple[list[Path], list[str]]:
     return passing, skipped
 
 
+def _test_suite_rows(result: BenchResult, settings: Settings) -> None:
+    """The last complete ``nox -s tests``: wall time, per test, and per test over a floor."""
+    summary = suite_report.read_summary()
+    if summary is None:
+        result.notes.append(
+            "test suite: no complete nox -s tests run to read "
+            f"({suite_report.SUMMARY.relative_to(ROOT)}); run nox -s tests, then this bench"
+        )
+        return
+    with tempfile.TemporaryDirectory(prefix="agentreel-bench-floor-") as tmp_text:
+        empty = Path(tmp_text) / "test_floor.py"
+        empty.write_text("def test_nothing():\n    pass\n")
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(empty)]
+        # As nox -s tests runs its pytest processes: bytecode caching on.
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        floor_run = partial(subprocess.run, command, env=env, capture_output=True, check=True)
+        floor_run()  # warm-up: writes the bytecode caches
+        floor = result.median(
+            "pytest floor", [timed(floor_run) for _ in range(settings.scaled(5, 2))]
+        )
+    wall, tests = float(summary["wall_seconds"]), int(summary["tests"])
+    result.figure(f"nox -s tests wall time ({summary['finished']})", wall, "s")
+    result.figure("nox -s tests tests", tests, "")
+    result.figure("nox -s tests wall time per test", 1000 * wall / tests, "ms")
+    result.figure("floor: one pytest process, one empty test", floor, "s")
+    result.figure("test suite wall per test / floor", wall / tests / floor, "x")
+    result.target("nox -s tests wall time / 8 min", wall / SUITE_WALL_LIMIT_S, 1.0)
+    runs = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in summary["runs"].items())
+    result.notes.append(f"nox -s tests runs: {runs}")
+
+
 def run(settings: Settings) -> BenchResult:
-    result = BenchResult("suite", "5. Replay suite wall time")
+    result = BenchResult("suite", "5. Replay suite and test suite wall time")
+    _test_suite_rows(result, settings)
     repeats = settings.scaled(3, 1)
     with tempfile.TemporaryDirectory(prefix="agentreel-bench-suite-") as tmp_text:
         scenarios, skipped = _replaying(FIXTURES)

@@ -18,6 +18,11 @@ ROOT = Path(__file__).resolve().parent.parent
 REPORTS_DIR = ROOT / ".nox" / "test-reports"
 SUMMARY = REPORTS_DIR / "suite.json"
 SLOWEST_SHOWN = 10
+# The pytest plugin that times fixtures (tools/pytest_plugins/agentreel_fixture_times.py):
+# its folder goes on PYTHONPATH of every run, and it writes one file per process here.
+FIXTURE_PLUGIN_DIR = ROOT / "tools" / "pytest_plugins"
+FIXTURE_PLUGIN = "agentreel_fixture_times"
+_FIXTURE_TIMES = "fixtures-*.json"
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,30 @@ def case_times(report: Path, root: Path = ROOT) -> list[CaseTime]:
     ]
 
 
+def fixture_plugin_args(reports_dir: Path = REPORTS_DIR) -> list[str]:
+    """pytest arguments loading the fixture timer, writing into ``reports_dir``."""
+    return ["-p", FIXTURE_PLUGIN, f"--fixture-times-dir={reports_dir}"]
+
+
+def clear_fixture_times(reports_dir: Path = REPORTS_DIR) -> None:
+    """Before a suite runs: only its own processes' fixture times are summed."""
+    for path in reports_dir.glob(_FIXTURE_TIMES):
+        path.unlink()
+
+
+def costliest_fixtures(reports_dir: Path = REPORTS_DIR) -> list[tuple[str, float, int]]:
+    """Every fixture's set-up time summed over all processes of the suite, costliest
+    first: ``(fixture (scope), seconds, set-ups)``."""
+    totals: dict[str, list[float]] = {}
+    for path in reports_dir.glob(_FIXTURE_TIMES):
+        for name, (seconds, count) in json.loads(path.read_text()).items():
+            entry = totals.setdefault(name, [0.0, 0])
+            entry[0] += seconds
+            entry[1] += count
+    ranked = sorted(totals.items(), key=lambda item: -item[1][0])
+    return [(name, seconds, int(count)) for name, (seconds, count) in ranked]
+
+
 def summarize(
     runs: list[tuple[str, float]],
     wall: float,
@@ -75,11 +104,16 @@ def summarize(
     lines.append(f"{'total':<18} {wall:7.1f} s wall, {len(times)} tests")
     lines.append(f"{min(SLOWEST_SHOWN, len(times))} slowest tests:")
     lines += [f"  {t.seconds:6.1f} s  {t.node}" for t in times[:SLOWEST_SHOWN]]
+    fixtures = costliest_fixtures(reports_dir)[:SLOWEST_SHOWN]
+    if fixtures:
+        lines.append(f"{len(fixtures)} costliest fixtures (set-up time summed over the suite):")
+        lines += [f"  {sec:6.1f} s  {name}, {count} set-up(s)" for name, sec, count in fixtures]
     summary = {
         "wall_seconds": round(wall, 1),
         "tests": len(times),
         "runs": {run: round(seconds, 1) for run, seconds in runs},
         "complete": complete,
+        "fixtures": {name: round(sec, 1) for name, sec, _ in fixtures},
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     return lines, summary

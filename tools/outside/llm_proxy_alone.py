@@ -1,21 +1,24 @@
 """Record and replay through ``agentreel-llm-proxy`` installed alone, as a user would.
 
 ``nox -s build`` runs this in a fresh venv outside the repository holding only the
-``agentreel-llm-proxy`` wheel and what its metadata pulls in: the stub model server (from
-``agentreel-llm``) answers a plain ``openai`` SDK program through the proxy in record
-mode; the stub is stopped; the same program through the proxy in replay mode must get the
-same text, with a report that every recorded call was consumed. Usage:
-``python llm_proxy_alone.py``.
+``agentreel-llm-proxy`` wheel and what its metadata pulls in, which is no provider SDK
+(the proxy speaks HTTP; which SDK major an agent uses is the agent's business): none is
+installed there. The stub model server (from ``agentreel-llm``) answers a plain streaming
+Chat Completions request through the proxy in record mode; the stub is stopped; the same
+request through the proxy in replay mode must get the same text, with a report that every
+recorded call was consumed. Usage: ``python llm_proxy_alone.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import json
 import sys
 import tempfile
 from pathlib import Path
 
-import openai
+import aiohttp
 
 from agentreel.llm.stub import StubServer
 from agentreel.llm_proxy import start_proxy
@@ -24,17 +27,45 @@ from agentreel.llm_replay import read_report
 RULES = '[[rule]]\nmatch.last_user = "hello"\ntext = "hello from the recording"\n'
 
 
+SDKS = ("openai", "anthropic", "google.genai")
+
+
 async def ask(base_url: str) -> str:
-    client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-outside-check", max_retries=0)
-    stream = await client.chat.completions.create(
-        model="stub-model", messages=[{"role": "user", "content": "hello"}], stream=True
-    )
-    text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
-    await client.close()
+    body = {
+        "model": "stub-model",
+        "messages": [{"role": "user", "content": "hello"}],
+        "stream": True,
+    }
+    text = ""
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(f"{base_url}/chat/completions", json=body) as response,
+    ):
+        async for line in response.content:
+            data = line.decode().strip().removeprefix("data:").strip()
+            if not data or data == "[DONE]":
+                continue
+            for choice in json.loads(data).get("choices") or []:
+                text += (choice.get("delta") or {}).get("content") or ""
     return text
 
 
+def installed_sdks() -> list[str]:
+    found = []
+    for name in SDKS:
+        try:
+            if importlib.util.find_spec(name) is not None:
+                found.append(name)
+        except ModuleNotFoundError:  # google.genai without google
+            pass
+    return found
+
+
 async def main() -> int:
+    sdks = installed_sdks()
+    if sdks:
+        print(f"FAIL: agentreel-llm-proxy pulled in provider SDKs {sdks}", file=sys.stderr)
+        return 1
     work = Path(tempfile.mkdtemp(prefix="agentreel-proxy-alone-"))
     fixture, report = work / "fixture", work / "report.json"
     with StubServer.from_toml(RULES) as stub:
@@ -49,7 +80,7 @@ async def main() -> int:
     if [(s.calls, s.consumed) for s in scripts] != [(1, 1)]:
         print(f"FAIL: report {scripts}", file=sys.stderr)
         return 1
-    print(f"agentreel-llm-proxy alone: recorded and replayed {replayed!r}")
+    print(f"agentreel-llm-proxy alone, no provider SDK: recorded and replayed {replayed!r}")
     return 0
 
 

@@ -412,3 +412,69 @@ def test_new_keys_are_validated_strictly(rules: str, fragment: str) -> None:
 def test_cwd_is_a_built_in_placeholder() -> None:
     rules = parse_rules('[[rule]]\ntext = "{{cwd}}"', source="r.toml")
     assert rules.rules[0].placeholders() == [("text", "cwd")]
+
+
+def test_any_message_regex_sees_tool_results_of_every_api() -> None:
+    # A tool result earlier in the conversation (not the last message): Chat Completions'
+    # role "tool", Messages' tool_result, Responses' function_call_output and Gemini's
+    # functionResponse all count as message text.
+    from agentreel.llm.stub._rules import (
+        anthropic_request_view,
+        gemini_request_view,
+        openai_request_view,
+        responses_request_view,
+    )
+
+    result = "listing: secret-plans.txt"
+    tool_result = {"type": "tool_result", "tool_use_id": "c1", "content": result}
+    views = [
+        openai_request_view(
+            {
+                "messages": [
+                    {"role": "user", "content": "ls"},
+                    {"role": "tool", "tool_call_id": "c1", "content": result},
+                    {"role": "user", "content": "and now?"},
+                ]
+            },
+            0,
+        ),
+        anthropic_request_view(
+            {
+                "messages": [
+                    {"role": "user", "content": "ls"},
+                    {"role": "user", "content": [tool_result]},
+                    {"role": "user", "content": "and now?"},
+                ]
+            },
+            0,
+        ),
+        responses_request_view(
+            {
+                "input": [
+                    {"role": "user", "content": "ls"},
+                    {"type": "function_call_output", "call_id": "c1", "output": result},
+                    {"role": "user", "content": "and now?"},
+                ]
+            },
+            0,
+        ),
+        gemini_request_view(
+            {
+                "contents": [
+                    {"role": "user", "parts": [{"text": "ls"}]},
+                    {
+                        "role": "user",
+                        "parts": [
+                            {"functionResponse": {"name": "ls", "response": {"output": result}}}
+                        ],
+                    },
+                    {"role": "user", "parts": [{"text": "and now?"}]},
+                ]
+            },
+            0,
+            None,
+            "/v1beta/models/stub-model:streamGenerateContent",
+        ),
+    ]
+    assert [view.api for view in views] == ["openai", "anthropic", "responses", "gemini"]
+    assert [result in view.all_text for view in views] == [True] * 4

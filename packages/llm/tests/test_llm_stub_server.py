@@ -143,7 +143,24 @@ def test_stub_no_matching_rule_answers_400_naming_the_request() -> None:
     assert error["type"] == "invalid_request_error"
     assert "no rule in <inline rules> matches request #0" in error["message"]
     assert "'bye'" in error["message"]
+    # Where the format is, for a user who installed the package (no repository paths).
+    assert "python -m agentreel.llm.stub --rules-format" in error["message"]
+    assert "packages/" not in error["message"]
     assert record.outcome == "no-rule"
+
+
+def test_rules_format_prints_the_installed_readmes_rules_section() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "agentreel.llm.stub", "--rules-format"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("### Rules file\n")
+    assert "[[rule]]" in result.stdout
+    assert "### Scripting real agents" not in result.stdout
 
 
 def test_stub_openai_wire_shape() -> None:

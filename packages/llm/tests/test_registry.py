@@ -106,3 +106,46 @@ def test_the_wire_package_and_its_mappers_pull_in_no_provider_sdk() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == ""
+def test_the_wire_mappers_decode_with_no_provider_sdk_importable() -> None:
+    # The proxy records through these (agentreel-llm-proxy installs no SDK): with every
+    # SDK and its HTTP client refused at import, a Chat Completions and a Messages stream
+    # still decode, and nothing of an SDK was imported.
+    code = """
+import sys
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in ('openai', 'anthropic', 'httpx', 'httpx2', 'google'):
+            raise ImportError('refused: ' + name)
+        return None
+sys.meta_path.insert(0, Refuse())
+from agentreel.llm.wire import ChatDecoder, MessagesDecoder, SseEvent
+from agentreel.llm.wire.mappers import AnthropicStreamMapper, OpenAIStreamMapper
+chat = ChatDecoder('http://upstream')
+out = chat.event(SseEvent('', '{"choices":[{"index":0,"delta":{"content":"hi"}}]}'))
+out += chat.event(SseEvent('', '{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],'
+                             '"usage":{"prompt_tokens":3,"completion_tokens":1}}'))
+out += chat.finish()
+messages = MessagesDecoder('http://upstream')
+for data in (
+    '{"type":"message_start","message":{"usage":{"input_tokens":4}}}',
+    '{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}',
+    '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"yo"}}',
+    '{"type":"content_block_stop","index":0}',
+    '{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}',
+    '{"type":"message_stop"}',
+):
+    out += messages.event(SseEvent('', data))
+out += messages.finish()
+print(' '.join(type(c).__name__ + ':' + getattr(c, 'text', '') for c in out))
+print(sorted(m for m in sys.modules if m.split('.')[0] in ('openai', 'anthropic', 'httpx2')))
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    decoded, imported = result.stdout.splitlines()
+    assert decoded.count("TextDelta:") == 2
+    assert "TextDelta:hi" in decoded
+    assert "TextDelta:yo" in decoded
+    assert decoded.count("Finish:") == 2
+    assert imported == "[]"

@@ -150,7 +150,7 @@ def proxy_cli(tmp_path: Path) -> Iterator[ProxyCli]:
             env={**os.environ, "OPENAI_API_KEY": ""},
         )
         started.append(process)
-        # Start-up imports both provider SDKs: on a loaded 2-core machine that took > 60 s.
+        # Start-up on a loaded 2-core machine took > 60 s (when it imported both SDKs).
         deadline = time.monotonic() + 240
         while not port_file.exists():
             if process.poll() is not None or time.monotonic() > deadline:

@@ -27,7 +27,13 @@ from agentreel.llm.stub import StubServer
 from agentreel.llm.wire import EventStreamSplitter, encode_event_message
 from agentreel.llm_proxy import start_proxy
 from agentreel.llm_replay import read_report
-from agentreel.session import RequestHeader, load_session_log, recording_names
+from agentreel.session import (
+    MASKS_VERSION,
+    RECORDING_FORMAT,
+    RequestHeader,
+    load_session_log,
+    recording_names,
+)
 
 KEY_ID = "AKIAZ7QJ3X5TESTKEY01"
 SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzz0123456789"
@@ -400,6 +406,11 @@ async def test_bedrock_streams_replay_the_upstreams_bytes_verbatim(
     finally:
         await runner.cleanup()
     assert recorded == sent
+    # The binary answer's wire.ndjson carries the format stamp first, as every other's does
+    # (SPEC 15), and the reader skips it.
+    stamp, *answers = (fixture_dir / "wire.ndjson").read_bytes().splitlines()
+    assert json.loads(stamp) == {"format": RECORDING_FORMAT, "masks": MASKS_VERSION}
+    assert [json.loads(line)["binary"] for line in answers] == [True]
     async with start_proxy("replay", fixture=fixture_dir, report=tmp_path / "r.json") as proxy:
         replayed = await _raw(proxy.base_url)
     assert replayed == sent  # the padding and the latency too: not a re-encoding

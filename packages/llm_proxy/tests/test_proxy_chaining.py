@@ -21,7 +21,14 @@ from aiohttp import web
 from agentreel.llm.stub import StubServer
 from agentreel.llm_proxy import start_proxy
 from agentreel.llm_replay import read_report
-from agentreel.session import VERBATIM_FILE, TurnEnd, load_session_log, recording_names
+from agentreel.session import (
+    MASKS_VERSION,
+    RECORDING_FORMAT,
+    VERBATIM_FILE,
+    TurnEnd,
+    load_session_log,
+    recording_names,
+)
 
 KEY = "sk-proxy-chaining-0123456789"
 SYSTEM = "You are a helper. Wait for your task, then do it."
@@ -263,7 +270,8 @@ async def test_a_body_broken_after_done_is_kept_as_a_complete_call(
     assert recorded == "Ready. What is the task?"
     log = load_session_log(fixture_dir / "session.jsonl")
     assert [e.data.reason for e in log.events if isinstance(e, TurnEnd)] == ["completed"]
-    (kept,) = (fixture_dir / VERBATIM_FILE).read_text().splitlines()
+    stamp, kept = (fixture_dir / VERBATIM_FILE).read_text().splitlines()
+    assert json.loads(stamp) == {"format": RECORDING_FORMAT, "masks": MASKS_VERSION}
     assert json.loads(kept).get("cut") in (None, False), kept
     report = tmp_path / "report.json"
     async with start_proxy("replay", fixture=fixture_dir, report=report) as proxy:

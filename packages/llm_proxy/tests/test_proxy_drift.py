@@ -1,12 +1,15 @@
 """Readable drift past the preview (SPEC 13), through the proxy and the plain ``openai`` SDK:
-a recording keeps each message's whole text once per lane log, and a drift deep inside a
-long message shows that text on both sides and writes the full masked requests beside the
-report."""
+a recording keeps each message's and each tool's whole text once per lane log, and a drift
+deep inside a long message shows that text on both sides and writes the full masked
+requests beside the report. A new built-in mask never breaks a recording that kept the
+text; one that kept a digest only says which agentreel made it and the fix (SPEC 15)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import msgspec
 import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
@@ -14,6 +17,16 @@ from openai.types.chat import ChatCompletionMessageParam
 from agentreel.llm.stub import StubServer
 from agentreel.llm_proxy import start_proxy
 from agentreel.llm_replay import read_report
+from agentreel.session import (
+    MADE_BY,
+    NO_TEXT_KEPT,
+    OLDEST_FORMAT,
+    RECORDING_FORMAT,
+    RERECORD_COMMAND_ENV,
+    RequestHeaderData,
+    ToolHeader,
+    remasked_tools,
+)
 
 RULES = '[[rule]]\ntext = "noted"\n'
 
@@ -94,3 +107,125 @@ async def test_start_proxy_writes_a_drifts_requests_to_the_drift_dir_it_is_given
     assert str(live) in error.message
     assert "clause 640: payment is due in ninety days" in live.read_text()
     assert not (report.parent / "drift").exists()
+
+
+# -- an older recording that kept no text of what differs (SPEC 15) ----------------------
+
+TOOL: dict[str, object] = {
+    "type": "function",
+    "function": {
+        "name": "remind",
+        "description": "Set a reminder. Reminders fire on Thu, 03 Dec 2026 09:00 +0000.",
+        "parameters": {"type": "object", "properties": {"what": {"type": "string"}}},
+    },
+}
+
+
+async def _with_tool(base_url: str) -> str:
+    client = openai.AsyncOpenAI(base_url=f"{base_url}/v1", api_key="sk-drift-0123456789")
+    try:
+        reply = await client.chat.completions.create(
+            model="reader",
+            messages=[{"role": "user", "content": "Remind me."}],
+            tools=[TOOL],  # type: ignore[list-item]
+        )
+        return reply.choices[0].message.content or ""
+    finally:
+        await client.close()
+
+
+def _as_if_recorded_by(fixture: Path, *, stamped: bool) -> str:
+    """The fixture's log as an earlier agentreel wrote it: its tool kept as a digest only,
+    taken through the masks of the time (which left this date as it was), and — unless
+    ``stamped`` — no format stamp. Returns the digest written."""
+    log = fixture / "session.jsonl"
+    lines = log.read_text().splitlines()
+    header = json.loads(lines[0])
+    if not stamped:
+        del header["format"], header["masks"]
+    lines[0] = json.dumps(header, separators=(",", ":"))
+    old = "0123456789abcdef"
+    for number, line in enumerate(lines[1:], 1):
+        event = json.loads(line)
+        if event["type"] == "request/header":
+            (tool,) = event["data"]["tools"]
+            tool["digest"] = old
+            tool.pop("text", None)
+            lines[number] = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    log.write_text("\n".join(lines) + "\n")
+    return old
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("stamped", [False, True], ids=["format-1", "current-format"])
+async def test_a_drift_where_an_older_recording_kept_no_text_names_its_agentreel_and_the_fix(
+    fixture_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stamped: bool
+) -> None:
+    monkeypatch.setenv(RERECORD_COMMAND_ENV, "agentreel record {scenario}")
+    with StubServer.from_toml(RULES) as stub:
+        async with start_proxy("record", upstream=stub.base_url, fixture=fixture_dir) as proxy:
+            assert await _with_tool(proxy.base_url) == "noted"
+    digest = _as_if_recorded_by(fixture_dir, stamped=stamped)
+
+    report = tmp_path / "report.json"
+    async with start_proxy("replay", fixture=fixture_dir, report=report) as proxy:
+        with pytest.raises(openai.BadRequestError):
+            await _with_tool(proxy.base_url)
+    (error,) = read_report(report).errors
+    assert error.type == "RequestDriftError"
+    message = error.message
+    assert "tool 'remind': schema or description changed" in message
+    assert NO_TEXT_KEPT in message
+    assert digest not in message
+    assert "digest" not in message
+    assert len(message.splitlines()) <= 20, message
+    if stamped:
+        # A recording of the current format: the agent changed, as before.
+        assert "The agent now sends a different request" in message
+        assert MADE_BY[OLDEST_FORMAT] not in message
+    else:
+        assert f"session.jsonl was made by {MADE_BY[OLDEST_FORMAT]}" in message
+        assert f"recording format {OLDEST_FORMAT}, built-in mask set {OLDEST_FORMAT}" in message
+        assert f"this agentreel: format {RECORDING_FORMAT}" in message
+        assert "the difference may be the masks, not your agent" in message
+        assert f"Fix: re-record it: agentreel record {fixture_dir.name}" in message
+        assert "The agent now sends a different request" not in message
+
+
+@pytest.mark.asyncio
+async def test_a_new_mask_never_breaks_a_recording_that_kept_the_tools_text(
+    fixture_dir: Path, tmp_path: Path
+) -> None:
+    with StubServer.from_toml(RULES) as stub:
+        async with start_proxy("record", upstream=stub.base_url, fixture=fixture_dir) as proxy:
+            assert await _with_tool(proxy.base_url) == "noted"
+    log = fixture_dir / "session.jsonl"
+    recorded = log.read_text()
+    # The tool's whole masked JSON is kept, once in the log.
+    assert recorded.count("Reminders fire on {{date}}.") == 1
+    # As an agentreel whose masks left this date alone wrote it: the raw date in the
+    # tool's text, the digest of that text, no stamp.
+    lines = recorded.splitlines()
+    header = json.loads(lines[0])
+    del header["format"], header["masks"]
+    lines[0] = json.dumps(header, separators=(",", ":"))
+    for number, line in enumerate(lines[1:], 1):
+        event = json.loads(line)
+        if event["type"] == "request/header":
+            data = RequestHeaderData(**{**event["data"], "tools": ()})
+            (tool,) = event["data"]["tools"]
+            raw = tool["text"].replace("{{date}}", "Thu, 03 Dec 2026 09:00 +0000")
+            old = ToolHeader(name=tool["name"], digest=tool["digest"], text=raw)
+            # The digest as the older agentreel took it: of the text it kept.
+            (again,) = remasked_tools(
+                msgspec.structs.replace(data, tools=(old,)), {}, lambda text: text
+            ).tools
+            tool.update(text=raw, digest=again.digest)
+            assert again.digest != json.loads(line)["data"]["tools"][0]["digest"]
+            lines[number] = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    log.write_text("\n".join(lines) + "\n")
+
+    report = tmp_path / "report.json"
+    async with start_proxy("replay", fixture=fixture_dir, report=report) as proxy:
+        assert await _with_tool(proxy.base_url) == "noted"
+    assert read_report(report).ok, read_report(report).errors

@@ -210,6 +210,11 @@ async def test_a_deleted_worker_recording_names_that_worker(tmp_path: Path) -> N
     report = tmp_path / "report.json"
     message = await _replay_failure(fixture, report, TASKS)
     _the_worker_is_named(message, report, "Research pears.")
+    # Named by its parent's file and the delegating payload, not compared with another
+    # session's next request (the lead's call 2, which says nothing about the worker).
+    assert "parent session.jsonl ({{session:main}})" in message
+    assert "session.jsonl ({{session:main}}) handed on (text 'Research pears.')" in message
+    assert "nearest recorded" not in message
 
 
 @pytest.mark.asyncio

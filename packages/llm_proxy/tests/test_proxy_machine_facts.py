@@ -11,14 +11,23 @@ rewritten to other machines' — a raw fact the masks missed at record, and each
 recording holds as its token — and the masked requests must give the recorded text back.
 A Python client through the proxy, recorded with one machine's facts and replayed with
 another's, must replay.
+
+Time is a machine fact too (SPEC 13, 15), in every spelling agents and libraries use. Every
+committed recording (``fixtures/*`` and ``interop/fixtures/*``: logs and their goldens) is
+travelled in time: each date, time, weekday and zone it holds as a token is written as it
+would have been on each day of a week, on 29 February, at 23:59:59 on 31 December and just
+after midnight on 1 January, in UTC, UTC-12 and UTC+14 — and must mask back to the
+recorded text.
 """
 
 from __future__ import annotations
 
+import email.utils
 import json
 import re
 import shutil
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import openai
@@ -31,6 +40,11 @@ from agentreel.session import RequestHeaderData, diff_request_headers
 
 ROOT = Path(__file__).resolve().parents[3]
 INTEROP = sorted(path.parent for path in (ROOT / "interop" / "fixtures").glob("*/scenario.toml"))
+COMMITTED = sorted(
+    path.parent
+    for folder in (ROOT / "fixtures", ROOT / "interop" / "fixtures")
+    for path in folder.glob("*/scenario.toml")
+)
 
 # Another machine's spelling of each fact, by the shapes found in real agents' prompts.
 # Each entry: a pattern finding the fact as this machine wrote it, and what another
@@ -257,7 +271,8 @@ MACHINE_A = (
     " - OS Version: Linux 6.18.44-fc-v1045\n - Home: /home/ada\n - Hostname: ada-laptop-01\n"
     " - Username: ada\nMy operating system is: linux\n"
     "Installed at /usr/lib/node_modules/@qwen-code/qwen-code. Node.js v22.3.0, Python "
-    "3.12.1, time zone Europe/Berlin.\n"
+    "3.12.1, time zone Europe/Berlin.\nToday's date is 2026-12-31 (Thursday); it is "
+    "Thu, 31 Dec 2026 23:59:59 -1200.\n"
     "<location>/home/ada/.nvm/versions/node/v22.3.0/lib/node_modules/@google/gemini-cli/"
     "SKILL.md</location>\nScripts in /home/ada/.local/share/uv/tools/agent/bin/agent"
 )
@@ -266,7 +281,8 @@ MACHINE_B = (
     " - OS Version: Darwin 24.1.0\n - Home: /Users/grace\n - Hostname: grace-mbp.local\n"
     " - Username: grace\nMy operating system is: darwin\n"
     "Installed at /Users/grace/.npm-global/lib/node_modules/@qwen-code/qwen-code. Node.js "
-    "v18.19.1, Python 3.13.1, time zone America/New_York.\n"
+    "v18.19.1, Python 3.13.1, time zone America/New_York.\nToday's date is 2027-01-01 "
+    "(Friday); it is Fri, 01 Jan 2027 00:00:01 +1400.\n"
     "<location>/opt/homebrew/lib/node_modules/.pnpm/@google+gemini-cli@0.61.0/node_modules/"
     "@google/gemini-cli/SKILL.md</location>\nScripts in /Users/grace/.local/pipx/venvs/agent/"
     "bin/agent"
@@ -305,6 +321,8 @@ async def test_a_recording_replays_on_another_machine(fixture_dir: Path, tmp_pat
         "3.12.1",
         "/usr/lib/node_modules",
         "uv/tools",
+        "Thursday",
+        "23:59:59",
     ):
         assert fact not in recording, fact
     header = json.loads(next(line for line in recording.splitlines() if "request/header" in line))
@@ -314,3 +332,150 @@ async def test_a_recording_replays_on_another_machine(fixture_dir: Path, tmp_pat
         assert await _ask(proxy.base_url, MACHINE_B) == "on a machine"
     outcome = read_report(report)
     assert outcome.ok, outcome.errors
+
+
+# -- time travel -----------------------------------------------------------------------
+
+MINUS_12 = timezone(timedelta(hours=-12))
+PLUS_14 = timezone(timedelta(hours=14))
+# Each day of a week (Monday 7 to Sunday 13 December 2026), 29 February, and the turn of a
+# year in the zones furthest apart: recorded at 23:59:59 on 31 December, replayed just
+# after midnight on 1 January.
+MOMENTS = (
+    *(datetime(2026, 12, day, 9, 5, 7, tzinfo=UTC) for day in range(7, 14)),
+    datetime(2028, 2, 29, 12, 0, 0, tzinfo=UTC),
+    *(datetime(2026, 12, 31, 23, 59, 59, tzinfo=zone) for zone in (UTC, MINUS_12, PLUS_14)),
+    *(datetime(2027, 1, 1, 0, 0, 1, tzinfo=zone) for zone in (UTC, MINUS_12, PLUS_14)),
+)
+
+
+def _zone_name(moment: datetime) -> str:
+    """The zone as date(1) writes it: ``UTC``, ``-12``, ``+14``."""
+    offset = moment.utcoffset() or timedelta()
+    hours = int(offset.total_seconds() // 3600)
+    return "UTC" if hours == 0 else f"{hours:+03d}"
+
+
+def _js_string(moment: datetime) -> str:
+    """JavaScript's Date.toString()."""
+    zone = moment.strftime("%z")
+    name = "Coordinated Universal Time" if zone == "+0000" else f"GMT{zone[:3]}:{zone[3:]}"
+    return moment.strftime("%a %b %d %Y %H:%M:%S GMT") + f"{zone} ({name})"
+
+
+def _day(moment: datetime) -> str:
+    return str(moment.day)
+
+
+# How a date is written, by agents (Codex, Mistral Vibe, Gemini CLI and Qwen Code, opencode,
+# fast-agent) and by the usual libraries; written apart from the masks.
+DATE_SPELLINGS: tuple[Callable[[datetime], str], ...] = (
+    lambda m: m.strftime("%Y-%m-%d"),
+    lambda m: m.strftime("%Y-%m-%d (%A)"),
+    lambda m: m.strftime("%A, %B ") + _day(m) + m.strftime(", %Y"),
+    lambda m: m.strftime("%a %b %d %Y"),
+    lambda m: m.strftime("%d %B %Y"),
+    lambda m: email.utils.format_datetime(m),
+    lambda m: m.strftime("%a %b ") + f"{m.day:>2}" + m.strftime(" %H:%M:%S %Y"),
+    lambda m: m.strftime("%a %b ") + _day(m) + m.strftime(" %H:%M:%S %Y"),
+    lambda m: (
+        m.strftime("%a %b ")
+        + f"{m.day:>2}"
+        + m.strftime(" %H:%M:%S ")
+        + _zone_name(m)
+        + m.strftime(" %Y")
+    ),
+    lambda m: m.strftime("%m/%d/%Y"),
+    lambda m: m.strftime("%d.%m.%Y"),
+    lambda m: m.isoformat(),
+    lambda m: m.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+    _js_string,
+    lambda m: m.strftime("%A, %B ") + _day(m) + m.strftime(", %Y at %I:%M:%S %p"),
+)
+TIME_SPELLINGS: dict[str, tuple[Callable[[datetime], str], ...]] = {
+    "{{date}}": DATE_SPELLINGS,
+    "{{time}}": (
+        lambda m: m.strftime("%H:%M:%S"),
+        lambda m: m.strftime("%I:%M %p"),
+        lambda m: m.strftime("%H:%M:%S ") + _zone_name(m),
+    ),
+    "{{weekday}}": (lambda m: m.strftime("%A"),),
+    "{{timezone}}": (
+        lambda m: "UTC" + _zone_name(m).replace("UTC", "+0"),
+        lambda m: {"UTC": "Etc/UTC", "-12": "Etc/GMT+12", "+14": "Pacific/Kiritimati"}[
+            _zone_name(m)
+        ],
+    ),
+}
+TIME_TOKEN = re.compile("|".join(re.escape(token) for token in TIME_SPELLINGS))
+
+
+def _recorded_texts(fixture: Path) -> set[str]:
+    """Every request text of a fixture's logs and goldens (system prompts, whole message
+    texts and previews)."""
+    texts: set[str] = set()
+    for path in (*fixture.glob("session*.jsonl"), *fixture.glob("golden/session*.jsonl")):
+        for header in _headers(path):
+            texts.add(header.system or "")
+            for message in header.messages:
+                texts.add(message.preview)
+                if message.text is not None:
+                    texts.add(message.text)
+    return texts
+
+
+def test_the_time_spellings_are_written_apart_from_the_masks() -> None:
+    # The spellings the travel below writes are the real ones, read back by the standard
+    # library where it reads them: the test cannot pass on spellings nobody writes.
+    moment = datetime(2026, 12, 31, 23, 59, 59, tzinfo=MINUS_12)
+    assert email.utils.parsedate_to_datetime(DATE_SPELLINGS[5](moment)) == moment
+    assert datetime.fromisoformat(DATE_SPELLINGS[11](moment)) == moment
+    assert DATE_SPELLINGS[1](moment) == "2026-12-31 (Thursday)"
+    assert DATE_SPELLINGS[2](moment) == "Thursday, December 31, 2026"
+    assert DATE_SPELLINGS[8](moment) == "Thu Dec 31 23:59:59 -12 2026"
+    assert _js_string(moment) == "Thu Dec 31 2026 23:59:59 GMT-1200 (GMT-12:00)"
+
+
+def test_the_masks_leave_prose_about_time_alone() -> None:
+    # Only a date expression is masked: a bare year, month or weekday, a file:line:col, a
+    # version number stay what they are.
+    masks = Masks()
+    for prose in (
+        "Assistant knowledge cutoff is August 2025.",
+        "May I help? In May we ship the 2026 roadmap.",
+        'convert relative dates (e.g., "Thursday" to a date); freeze after Thursday',
+        "src/app.py:12:30: E501 line too long; retry at 12:30",
+        "build 10.0.22631, release 1.2.3",
+    ):
+        assert masks.text(prose) == prose
+    # A date takes no word after it that is no part of it (GET ends in T like PST).
+    assert masks.text("2026-12-02 GET /api") == "{{date}} GET /api"
+    assert masks.text("Today is Friday, the 4th of December, 2026.") == "Today is {{date}}."
+    assert masks.text("Today is Friday.") == "Today is {{weekday}}."
+
+
+@pytest.mark.parametrize("fixture", COMMITTED, ids=lambda p: p.name)
+def test_every_committed_recording_replays_on_any_day_in_any_zone(fixture: Path) -> None:
+    masks = Masks(cwd="/work/somewhere/else")
+    travelled = 0
+    for text in sorted(_recorded_texts(fixture)):
+        assert masks.text(text) == text, f"{fixture.name}: the masks change a recorded text"
+        if not TIME_TOKEN.search(text):
+            continue
+        # Every moment and every spelling at least once (the moments in turn, each token
+        # in its spellings in turn): not every pair, which would take 15 times as long.
+        for number in range(max(len(MOMENTS), *map(len, TIME_SPELLINGS.values()))):
+            moment = MOMENTS[number % len(MOMENTS)]
+
+            def spelled(found: re.Match[str], moment: datetime = moment, k: int = number) -> str:
+                spellings = TIME_SPELLINGS[found[0]]
+                return spellings[k % len(spellings)](moment)
+
+            live = TIME_TOKEN.sub(spelled, text)
+            assert masks.text(live) == text, (
+                f"{fixture.name} as written at {moment.isoformat()} reads differently:\n"
+                + _first_difference(masks.text(live), text)
+            )
+            travelled += 1
+    if fixture.name in {"mistral-vibe-subagent", "codex-read", "gemini-cli-read"}:
+        assert travelled > 0, f"{fixture}: no date found in a real agent's requests"

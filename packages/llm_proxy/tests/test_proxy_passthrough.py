@@ -57,7 +57,7 @@ asyncio.run(main())
 
 
 def test_record_mode_listens_before_the_provider_sdks_are_imported(tmp_path: Path) -> None:
-    # The decoders' import (agentreel.llm.wire.mappers: both provider SDKs) is held until the proxy
+    # The decoders' import (agentreel.llm.wire.mappers; it was both SDKs') is held until the proxy
     # listens; awaited before listening, as it was, it took most of a start (8-14 s of
     # 12-18 s to listen on the loaded 2-core machine) and here would hold the start for 20 s.
     script = tmp_path / "held_import.py"

@@ -139,7 +139,8 @@ async def test_skills_listed_in_another_order_replay_and_a_missing_skill_does_no
             await _turn(proxy.base_url, ["skill-creator"])
     (error,) = read_report(gone).errors
     assert error.type == "UnrecordedSessionError"
-    assert "tool 'activate_skill': schema or description changed" in error.message
+    # Shown as text: the recording keeps the tool's whole JSON (SPEC 15).
+    assert "tool 'activate_skill' (schema and description) differs at character" in error.message
 
 
 def test_only_gemini_clis_skill_listings_are_put_in_order() -> None:

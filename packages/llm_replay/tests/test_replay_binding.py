@@ -7,10 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from agentreel.brand import new_session_id
-from agentreel.llm import Chunk, TextDelta
+from agentreel.llm import Chunk, Message, TextDelta
 from agentreel.llm_replay import (
     ReplayProvider,
     RequestDriftError,
@@ -20,7 +21,13 @@ from agentreel.llm_replay import (
     _binding,
     _lanes,
 )
-from agentreel.llm_replay.testing import FixtureRecorder, collect, options_for, text_call
+from agentreel.llm_replay.testing import (
+    FixtureRecorder,
+    collect,
+    options_for,
+    text_call,
+    tool_call,
+)
 from agentreel.session import rerecord_command
 
 
@@ -202,6 +209,26 @@ async def test_extra_live_session_is_unrecorded(
 
 
 @pytest.mark.asyncio
+async def test_a_main_recording_cut_to_its_header_is_named_not_all_bound(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    _main_only(recorder, fixture_dir, "an answer")
+    main = fixture_dir / "session.jsonl"
+    main.write_text(main.read_text().splitlines()[0] + "\n")
+    provider = ReplayProvider(fixture_dir, scenario="plain-turn")
+
+    with pytest.raises(UnrecordedSessionError) as caught:
+        provider.stream(options_for(new_session_id()))
+
+    message = str(caught.value)
+    assert "session.jsonl ({{session:main}}) recorded no model call (the file was cut short" in (
+        message
+    )
+    assert "already bound" not in message
+    assert "none bound yet" in message
+
+
+@pytest.mark.asyncio
 async def test_child_with_unrecorded_spawn_index_is_unrecorded_not_misrouted(
     recorder: FixtureRecorder, fixture_dir: Path
 ) -> None:
@@ -212,7 +239,10 @@ async def test_child_with_unrecorded_spawn_index_is_unrecorded_not_misrouted(
         provider.stream(options_for(child, parent=parent, spawn_index=2))
 
     message = str(caught.value)
-    assert f"live session {child} (parent {parent}, spawn index 2)" in message
+    assert (
+        f"live session {child} (parent session.jsonl ({{{{session:main}}}}) (live {parent}), "
+        "spawn index 2)" in message
+    )
     assert "recorded no child with spawn index 2 (recorded spawn indexes: [0, 1])" in message
     assert "session.jsonl ({{session:main}})" in message
     assert rerecord_command("my-scenario") in message
@@ -268,7 +298,10 @@ async def test_a_proxied_parents_side_lane_is_never_served_to_a_child(
     with pytest.raises(UnrecordedSessionError) as caught:
         provider.stream(options_for(child, parent=parent, spawn_index=0))
     first = str(caught.value).splitlines()[0]
-    assert first.startswith(f"live session {child} (parent {parent}, spawn index 0)"), first
+    assert first.startswith(
+        f"live session {child} (parent session.jsonl ({{{{session:main}}}}) (live {parent}), "
+        "spawn index 0)"
+    ), first
     assert "no unclaimed script recorded as a child of session.jsonl" in first
 
 
@@ -486,3 +519,34 @@ async def test_a_headerless_request_reads_no_reply_that_did_not_hand_on_its_mess
         served = await collect(provider.stream(options_for(None, prompt=f"question {number}")))
         assert _text(served) == f"answer {number}"
     assert len(reads) == 0
+
+
+@pytest.mark.asyncio
+async def test_an_unrecorded_named_child_without_index_is_named_as_record_numbered_it(
+    recorder: FixtureRecorder, fixture_dir: Path
+) -> None:
+    # Codex: a native header names the child's parent, no spawn index; its first user
+    # message is its environment context, the delegated prompt comes second. The child's
+    # recording is gone: the error names the parent's file, the spawn index record gave
+    # the child (its delegation's order) and the delegating call — not "spawn index none".
+    main = recorder.main()
+    recorder.call(main, tool_call("c1", "spawn_agent", ['{"message": "Review the patch."}']))
+    recorder.save(fixture_dir)
+    provider = ReplayProvider(fixture_dir, scenario="codex", content_binding=True)
+    parent, child = new_session_id(), new_session_id()
+    await collect(provider.stream(options_for(parent, prompt="Fix the bug.")))
+    live = msgspec.structs.replace(
+        options_for(child, parent=parent),
+        messages=(
+            Message.user("<environment_context>cwd</environment_context>"),
+            Message.user("Review the patch."),
+        ),
+    )
+
+    with pytest.raises(UnrecordedSessionError) as caught:
+        provider.stream(live)
+
+    first = str(caught.value).splitlines()[0]
+    assert f"(parent session.jsonl ({{{{session:main}}}}) (live {parent}), spawn index 0)" in first
+    assert 'handed it on with tool spawn_agent(\'{"message": "Review the patch."}\')' in first
+    assert caught.value.parent_session_id == parent

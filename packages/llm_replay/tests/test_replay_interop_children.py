@@ -101,7 +101,10 @@ async def test_a_deleted_child_recording_is_unrecorded_naming_child_and_parent(
 
     message = str(caught.value)
     first = message.splitlines()[0]
-    assert first.startswith(f"live session {live_child} (parent {parent}, spawn index "), message
+    assert first.startswith(
+        f"live session {live_child} (parent session.jsonl ({{{{session:main}}}}) (live {parent}), "
+        "spawn index "
+    ), message
     assert f"spawn index {spawn_index})" in first
     assert len(message.splitlines()) <= 20, message
     assert rerecord_command(scenario.name) in message  # the command this run names (nox sets it)

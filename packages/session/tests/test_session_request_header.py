@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import msgspec
+
 from agentreel.llm import GenerateOptions, Message, TextPart, ToolCallPart, ToolResultPart, ToolSpec
 from agentreel.session import (
+    NO_TEXT_KEPT,
     Normalizer,
     RequestHeader,
     build_request_header,
     diff_request_headers,
     encode_record,
+    remasked_tools,
     request_text,
     without_texts,
 )
@@ -89,7 +93,10 @@ def test_diff_names_model_system_tools_and_messages() -> None:
     assert differences[1].startswith("system prompt differs at character 17: recorded ")
     assert "'Work in {{cwd}}. Session {{uuid:1}}.'" in differences[1]
     assert "'Work in {{cwd}}. Be brief.'" in differences[1]
-    assert differences[2].startswith("tool 'read_file': schema or description changed (digest ")
+    assert differences[2].startswith("tool 'read_file': schema or description changed; ")
+    # Said as what it is, never as a digest pair nobody can read.
+    assert NO_TEXT_KEPT in differences[2]
+    assert recorded.tools[0].digest not in differences[2]
     assert differences[3] == "tool 'ls': in the live request, not recorded"
     assert "message count: recorded 3, live 1" in differences
     assert (
@@ -279,3 +286,50 @@ def test_request_text_writes_a_whole_request_with_known_texts() -> None:
     assert "row 250: the answer is alpha" in text
     assert "--- messages[1] (user) ---\nhi\n" in text
     assert "preview only" in request_text(bare)
+
+
+def test_a_message_that_reads_the_same_under_todays_masks_is_said_so() -> None:
+    # A recording made with older masks: its whole text, masked again today, equals the
+    # live one, but its checksum was taken with the old masking. Not shown as two equal
+    # texts, nor as a pair of digests.
+    recorded = build_request_header(
+        _options("/w", messages=(_long("alpha"),)), turn=0, step=0, cwd="/w", full_text=True
+    )
+    live = build_request_header(
+        _options("/w", messages=(_long("alpha"),)), turn=0, step=0, cwd="/w", full_text=True
+    )
+    old = msgspec.structs.replace(recorded.messages[0], digest="0123456789abcdef")
+    recorded = msgspec.structs.replace(recorded, messages=(old,))
+    (difference,) = diff_request_headers(recorded, live)
+    assert difference.startswith("messages[0] (user): reads the same on both sides")
+    assert NO_TEXT_KEPT in difference
+    assert "digest" not in difference
+    assert "0123456789abcdef" not in difference
+
+
+def test_a_tools_whole_json_is_kept_and_masked_again_to_its_digest() -> None:
+    # full_text keeps each tool's canonical JSON, whose digest is the tool's; masked again
+    # with nothing to mask it stays as it was; with a new mask, text and digests follow it.
+    tool = ToolSpec(name="remind", description="Fires on 2026-12-03 at /w/x.")
+    header = build_request_header(
+        _options("/w", tools=(tool,)), turn=0, step=0, cwd="/w", full_text=True
+    )
+    (kept,) = header.tools
+    assert kept.text is not None
+    assert "{{cwd}}/x" in kept.text
+    assert without_texts(header).tools[0].text is None
+    assert remasked_tools(header, {}, lambda text: text) == header
+    masked = remasked_tools(header, {}, lambda text: text.replace("2026-12-03", "{{date}}"))
+    (again,) = masked.tools
+    assert again.text is not None
+    assert "{{date}}" in again.text
+    assert again.digest != kept.digest
+    assert masked.tools_digest != header.tools_digest
+    # A tool kept as a digest only, its text known from an earlier call of the log.
+    bare = msgspec.structs.replace(header, tools=(msgspec.structs.replace(kept, text=None),))
+    texts = {kept.digest: kept.text}
+    (from_log,) = remasked_tools(
+        bare, texts, lambda text: text.replace("2026-12-03", "{{date}}")
+    ).tools
+    assert from_log.digest == again.digest
+    assert from_log.text is None

@@ -90,9 +90,12 @@ def scenario_text() -> Callable[..., str]:
 
 @pytest.fixture
 def agent_start() -> str:
-    """How ``make_scenario``'s scenarios start the agent: ``spawn`` here; test modules
-    whose tests must hold both ways override it with ``params=["spawn", "fork"]``."""
-    return "spawn"
+    """How ``make_scenario``'s scenarios start the agent: forked from the fork server's warm
+    interpreter, as the committed scenarios start theirs (``fixtures/agentreel.toml``) — a
+    spawned fake agent pays ~0.5 s of CPU importing acp and agentreel first, a third of what
+    these tests cost. Test modules whose tests must hold both ways override it with
+    ``params=["spawn", "fork"]`` (``test_harness_runs.py``: every run shape, spawned too)."""
+    return "fork"
 
 
 @pytest.fixture

@@ -9,7 +9,10 @@ misbehave on the first prompt: ``crash``, ``hang`` (after starting a grandchild 
 whose pid goes to ``FAKE_PID_FILE``), ``garbage`` (a non-JSON line on stdout),
 ``fail-exit`` (exit 5 at stdin EOF), ``network`` (try an HTTP request, report on stderr),
 ``dump-env`` (print the environment to stderr at start), ``random-system`` (a random
-system prompt on every run).
+system prompt on every run). ``FAKE_AUTH_METHOD=<id>`` makes it list that auth method in
+``initialize`` and refuse ``session/new`` until ``authenticate`` with it succeeds, which
+needs the variable ``FAKE_AUTH_ENV`` names set; ``FAKE_AUTH_LEAK=1`` puts that key into
+its system prompt (into what is recorded).
 """
 
 from __future__ import annotations
@@ -23,9 +26,17 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from acp import PROTOCOL_VERSION, run_agent, update_agent_message_text
+from acp import PROTOCOL_VERSION, RequestError, run_agent, update_agent_message_text
 from acp.interfaces import Client
-from acp.schema import InitializeResponse, NewSessionResponse, PromptResponse
+from acp.schema import (
+    AuthenticateResponse,
+    AuthMethodAgent,
+    EnvVarAuthMethod,
+    InitializeResponse,
+    NewSessionResponse,
+    PromptResponse,
+    TerminalAuthMethod,
+)
 
 from agentreel.brand import SessionId
 from agentreel.llm import (
@@ -60,6 +71,10 @@ SYSTEM_PROMPT = os.environ.get("FAKE_SYSTEM_PROMPT", "You are a terse test agent
 SUBAGENTS = int(os.environ.get("FAKE_SUBAGENTS", "0"))
 if BEHAVIOUR == "random-system":  # a different request on every run: cannot replay
     SYSTEM_PROMPT += f" Run {os.urandom(4).hex()}."
+AUTH_METHOD = os.environ.get("FAKE_AUTH_METHOD")
+AUTH_ENV = os.environ.get("FAKE_AUTH_ENV", "")
+if os.environ.get("FAKE_AUTH_LEAK"):
+    SYSTEM_PROMPT += f" Key {os.environ.get(AUTH_ENV, '')}."
 
 
 class EchoProvider:
@@ -96,14 +111,29 @@ class FakeAgent:
         self.turns: dict[str, int] = {}
         self.client: Client | None = None
         self.running: dict[str, asyncio.Task[str]] = {}
+        self.authenticated = False
 
     def on_connect(self, conn: Client) -> None:
         self.client = conn
 
     async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
-        return InitializeResponse(protocol_version=PROTOCOL_VERSION)
+        if AUTH_METHOD is None:
+            return InitializeResponse(protocol_version=PROTOCOL_VERSION)
+        methods: list[EnvVarAuthMethod | TerminalAuthMethod | AuthMethodAgent] = [
+            AuthMethodAgent(id=AUTH_METHOD, name="API key"),
+            AuthMethodAgent(id="oauth", name="OAuth"),
+        ]
+        return InitializeResponse(protocol_version=PROTOCOL_VERSION, auth_methods=methods)
+
+    async def authenticate(self, method_id: str, **kwargs: Any) -> AuthenticateResponse:
+        if method_id != AUTH_METHOD or not os.environ.get(AUTH_ENV):
+            raise RequestError.invalid_params({"method": method_id, "needs": AUTH_ENV})
+        self.authenticated = True
+        return AuthenticateResponse()
 
     async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
+        if AUTH_METHOD is not None and not self.authenticated:
+            raise RequestError.auth_required()
         session = self.store.create(cwd)
         self.sessions[session.id] = session
         self.turns[session.id] = 0

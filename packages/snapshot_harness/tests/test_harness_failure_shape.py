@@ -67,7 +67,7 @@ def test_cli_drift_failure_reads_cause_first_in_at_most_20_lines(drifted: Path) 
 def test_pytest_drift_failure_reads_cause_first_in_at_most_20_lines(
     pytester: pytest.Pytester, drifted: Path
 ) -> None:
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         "-p", "no:cacheprovider", "-p", "no:asyncio", "-q", str(drifted.parent)
     )
     result.assert_outcomes(failed=1)

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from agentreel.snapshot_harness import HarnessError, check_scenario
+from agentreel.snapshot_harness import HarnessError, ScenarioFilesError, check_scenario
 
 pytestmark = pytest.mark.slow
 
@@ -99,13 +99,18 @@ BREAKAGES: dict[str, tuple[Callable[[Path], None], str]] = {
     "spawn index changed": (spawn_index_changed, "FixtureError"),
     "chunk after finish": (chunk_after_finish, "IncompleteCallError"),
     "finish removed": (finish_removed, "IncompleteCallError"),
-    "header only": (header_only, "UnrecordedSessionError"),
+    # Named by the harness before any replay binds: the file, cut short (not "unrecorded").
+    "header only": (header_only, "session.jsonl: the recording holds only its header line"),
     "model edited": (model_edited, "RequestDriftError"),
 }
 
 
+def scenario_dir(root: Path, name: str) -> Path:
+    return root / "fixtures" / name
+
+
 def broken_copy(name: str, breakage: str, root: Path) -> Path:
-    copy = root / "fixtures" / name
+    copy = scenario_dir(root, name)
     shutil.copytree(FIXTURES / name, copy)
     BREAKAGES[breakage][0](copy)
     return copy
@@ -124,9 +129,15 @@ def test_a_broken_recording_fails_proxied_as_in_process(breakage: str, tmp_path:
     for name in (IN_PROCESS, PROXIED):
         error = failure(broken_copy(name, breakage, tmp_path / name))
         first_line = str(error).splitlines()[0]
+        if breakage == "header only":
+            assert isinstance(error, ScenarioFilesError), first_line
+            assert first_line.startswith(f"{scenario_dir(tmp_path / name, name)}/{expected}")
+            outcomes[name] = (type(error).__name__, expected)
+            continue
         outcomes[name] = (type(error).__name__, first_line.split(": ", 2)[1])
         assert first_line.startswith(f"{name}: {expected}: "), first_line
-    assert outcomes[IN_PROCESS] == outcomes[PROXIED] == ("ReplayConsumptionError", expected)
+    failed_as = "ScenarioFilesError" if breakage == "header only" else "ReplayConsumptionError"
+    assert outcomes[IN_PROCESS] == outcomes[PROXIED] == (failed_as, expected)
 
 
 def test_agentreel_replay_names_a_proxied_fixture_error_without_a_traceback(

@@ -7,15 +7,19 @@ from pathlib import Path
 
 import pytest
 
+from agentreel.llm_replay import ConsumptionReport, ReportedError
 from agentreel.session import refresh_command
 from agentreel.snapshot_harness import (
     AgentTimeoutError,
     FixtureInventoryError,
     GoldenMismatchError,
     ReplayConsumptionError,
+    ScenarioError,
+    ScenarioFilesError,
     check_scenario,
     load_scenario,
 )
+from agentreel.snapshot_harness._consumption import replay_mismatch
 from agentreel.snapshot_harness._layout import take_inventory
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
@@ -140,3 +144,158 @@ def test_files_the_scenarios_agent_imports_or_names_are_inputs_not_orphans(
     inventory = take_inventory(load_scenario(directory))
     assert inventory.orphans == ["stray.txt"]
     assert inventory.recordings == ["session.jsonl"]
+
+
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [
+        ('{"overrides": [', "cancel/replay.override.json: invalid override file"),
+        (
+            '{"overrides": [{"action": "hang", "session": 0, "call": 99, "chunks": 2}]}',
+            "cancel/replay.override.json: $.overrides[0]: session 0 has no call 99",
+        ),
+    ],
+    ids=["malformed", "no-such-call"],
+)
+def test_a_broken_override_is_named_broken_not_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, override: str, named: str
+) -> None:
+    # cancel needs a hang override: a broken one is that file's error, not "add {…hang…}".
+    shutil.copytree(FIXTURES / "cancel", tmp_path / "cancel")
+    (tmp_path / "cancel" / "replay.override.json").write_text(override)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ScenarioFilesError) as caught:
+        check_scenario(Path("cancel"), "replay")
+    message = str(caught.value)
+    assert message.startswith(f"cancel: OverrideError: {named}")
+    assert "add {" not in message
+    assert str(tmp_path) not in message
+
+
+@pytest.mark.parametrize("name", ["plain-turn", "subagent-multi", "command-sdk-script"])
+def test_a_recording_cut_to_its_header_is_named_not_a_drift_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    # In process (only recording; a parent of children) and proxied (command-sdk-script
+    # bound the live "tea" session to session.2.jsonl and blamed a drift instead).
+    shutil.copytree(FIXTURES / name, tmp_path / name)
+    main = tmp_path / name / "session.jsonl"
+    main.write_text(main.read_text().splitlines()[0] + "\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ScenarioFilesError) as caught:
+        check_scenario(Path(name), "replay")
+    message = str(caught.value)
+    assert message.startswith(
+        f"{name}/session.jsonl: the recording holds only its header line, no events"
+    )
+    assert "Drift" not in message
+    assert "already bound" not in message
+
+
+def test_a_replay_error_met_by_absolute_path_prints_the_path_as_typed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The agent and the proxy open the recordings by absolute path; the user typed another.
+    shutil.copytree(FIXTURES / "plain-turn", tmp_path / "plain-turn")
+    monkeypatch.chdir(tmp_path)
+    scenario = load_scenario(Path("plain-turn"))
+    absolute = tmp_path / "plain-turn" / "replay.override.json"
+    report = ConsumptionReport(
+        fixture_dir=str(tmp_path / "plain-turn"),
+        scenario="plain-turn",
+        scripts=[],
+        errors=[ReportedError(type="OverrideError", message=f"{absolute}: invalid")],
+    )
+    failure = replay_mismatch(scenario, report, stderr_tail=f"OverrideError: {absolute}: x")
+    assert failure is not None
+    assert str(failure).splitlines()[0] == (
+        "plain-turn: OverrideError: plain-turn/replay.override.json: invalid"
+    )
+    assert str(tmp_path) not in str(failure)
+
+
+def _own_agent(directory: Path, toml: str) -> Path:
+    directory.mkdir()
+    (directory / "scenario.toml").write_text(toml + '\n[[steps]]\ntype = "initialize"\n')
+    (directory / "agent.py").write_text("print('hi')\n")
+    return directory
+
+
+@pytest.mark.parametrize(
+    "agent",
+    ['["{python}", "agent.py", "{prompt}"]', '["{python}", "./agent.py", "{prompt}"]'],
+    ids=["bare", "dot-slash"],
+)
+def test_an_agent_named_with_or_without_dot_slash_is_an_input(tmp_path: Path, agent: str) -> None:
+    directory = _own_agent(tmp_path / "own-agent", f"agent = {agent}")
+    (directory / "config.json").write_text("{}")
+    toml = directory / "scenario.toml"
+    toml.write_text(toml.read_text() + '\n[env]\nAGENT_CONFIG = "config.json"\n')
+    assert take_inventory(load_scenario(directory)).orphans == []
+    assert {"agent.py", "config.json"} <= load_scenario(directory).own_files()
+
+
+def test_a_declared_fixture_input_is_an_input_and_a_missing_one_is_missing(
+    tmp_path: Path,
+) -> None:
+    directory = _own_agent(
+        tmp_path / "wrapped",
+        'agent = ["sh", "-c", "exec sh \\"$0\\"/run.sh", "{scenario}"]\n\n'
+        '[fixture]\ninputs = ["./run.sh", "agent.py", "prompts/"]',
+    )
+    (directory / "run.sh").write_text("exec python3 agent.py\n")
+    assert "run.sh" in load_scenario(directory).own_files()
+    assert take_inventory(load_scenario(directory)).orphans == []
+    with pytest.raises(FixtureInventoryError) as caught:
+        check_scenario(directory, "record")
+    assert "prompts" in caught.value.missing
+
+
+def test_an_orphan_the_scenario_mentions_is_never_called_one_to_delete(tmp_path: Path) -> None:
+    directory = _own_agent(
+        tmp_path / "mentions",
+        '# the agent reads notes.md (found by its own config)\nagent = ["{python}", "./agent.py"]',
+    )
+    (directory / "notes.md").write_text("n\n")
+    (directory / "stray.txt").write_text("s\n")
+    with pytest.raises(FixtureInventoryError) as caught:
+        check_scenario(directory, "record")
+    message = str(caught.value)
+    assert caught.value.orphans == ["notes.md", "stray.txt"]
+    mentioned = next(line for line in message.splitlines() if "notes.md" in line)
+    assert "delete" not in mentioned
+    assert "[fixture] inputs" in mentioned
+    unmentioned = next(line for line in message.splitlines() if "stray.txt" in line)
+    assert "delete them" in unmentioned
+
+
+def test_fixture_inputs_outside_the_directory_are_refused(tmp_path: Path) -> None:
+    directory = _own_agent(
+        tmp_path / "outside", 'agent = ["{python}", "./agent.py"]\n[fixture]\ninputs = ["../x"]'
+    )
+    with pytest.raises(ScenarioError, match=r"fixture\.inputs\[0\]"):
+        load_scenario(directory)
+
+
+def test_a_retried_failing_call_is_reported_once(tmp_path: Path) -> None:
+    # crewai retries a failed call: three reports of one error, their request files numbered.
+    scenario = load_scenario(FIXTURES / "plain-turn")
+    message = "live session <anonymous> ... full masked request: /d/unrecorded-{k}.live.txt"
+    report = ConsumptionReport(
+        fixture_dir=str(scenario.directory),
+        scenario=scenario.name,
+        scripts=[],
+        errors=[
+            *(
+                ReportedError(type="UnrecordedSessionError", message=message.format(k=k))
+                for k in (1, 2, 3)
+            ),
+            ReportedError(type="RequestDriftError", message="another"),
+        ],
+    )
+    failure = replay_mismatch(scenario, report, stderr_tail="")
+    assert failure is not None
+    text = str(failure)
+    assert text.count("UnrecordedSessionError") == 1
+    assert text.splitlines()[1] == "(met 3 times: the agent retried the same call; shown once)"
+    assert "(then RequestDriftError: another)" in text

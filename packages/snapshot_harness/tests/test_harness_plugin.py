@@ -1,4 +1,4 @@
-"""The pytest plugin, driven through pytester in subprocesses (as users run it)."""
+"""The pytest plugin, driven through pytester: in process, and in subprocesses under xdist."""
 
 from __future__ import annotations
 
@@ -19,7 +19,9 @@ QUIET = ("-p", "no:cacheprovider", "-p", "no:asyncio", "-q")
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(*QUIET, *args)
+    if "-n" in args:  # the xdist controller and its workers: processes of their own
+        return pytester.runpytest_subprocess(*QUIET, *args)
+    return pytester.runpytest_inprocess(*QUIET, *args)
 
 
 def recorded_fixtures(make_scenario: MakeScenario, *names: str) -> Path:

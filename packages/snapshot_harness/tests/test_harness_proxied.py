@@ -131,7 +131,8 @@ def test_a_key_in_a_recorded_answer_is_refused_by_the_harness_scan(
     with pytest.raises(SecretLeakError) as caught:
         check_scenario(load_scenario(directory), "record")
     message = str(caught.value)
-    assert "\n  wire.ndjson:1: the value of $TINY_SERVICE_TOKEN" in message
+    # Line 2: the first is the format stamp.
+    assert "\n  wire.ndjson:2: the value of $TINY_SERVICE_TOKEN" in message
     assert key not in message
     assert not (directory / "wire.ndjson").exists()
     assert not (directory / "session.jsonl").exists()

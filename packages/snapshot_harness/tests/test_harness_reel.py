@@ -1,4 +1,4 @@
-"""The ``agentreel`` pytest fixture (SPEC 14), driven through pytester in subprocesses.
+"""The ``agentreel`` pytest fixture (SPEC 14), through pytester: in process, or under xdist.
 
 Each inner test calls the real ``openai`` SDK at ``agentreel.base_url``; record mode goes
 through the stub model server on the ``stub-rules.toml`` beside the test module, replay
@@ -13,6 +13,10 @@ import shutil
 import socket
 from pathlib import Path
 
+# What the inner tests import, imported here: an in-process inner run drops the modules it
+# imported when it ends, so without these each run would import both SDKs again.
+import anthropic  # noqa: F401
+import openai  # noqa: F401
 import pytest
 
 pytest_plugins = ["pytester"]
@@ -75,7 +79,11 @@ def closed_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(*QUIET, *args)
+    """The inner pytest in this process (the SDKs imported once, below), unless it runs
+    xdist: a controller and workers of its own are what those tests are about."""
+    if "-n" in args:
+        return pytester.runpytest_subprocess(*QUIET, *args)
+    return pytester.runpytest_inprocess(*QUIET, *args)
 
 
 def write_tests(pytester: pytest.Pytester, hello: str = "hello", extra: str = "") -> Path:
@@ -205,7 +213,7 @@ def test_config_and_marker_configure_the_fixture(pytester: pytest.Pytester) -> N
     )
     pytester.makepyfile(
         test_config="""
-import os
+import time
 import openai
 import pytest
 
@@ -218,12 +226,12 @@ def ask(agentreel, text):
 
 
 def test_masked(agentreel):
-    assert ask(agentreel, f"hello from run-{os.getpid()}") == "Hi there."
+    assert ask(agentreel, f"hello from run-{time.time_ns()}") == "Hi there."
 
 
 @pytest.mark.agentreel(masks=[])
 def test_unmasked(agentreel):
-    assert ask(agentreel, f"hello from run-{os.getpid()}") == "Hi there."
+    assert ask(agentreel, f"hello from run-{time.time_ns()}") == "Hi there."
 
 
 @pytest.mark.agentreel(record_modes="all")
@@ -283,7 +291,10 @@ def test_example_records_once_replays_offline_and_names_what_broke(
             shutil.copy2(path, pytester.path / path.name)
     closed_network(monkeypatch)
 
-    run(pytester, "--agentreel-record=once").assert_outcomes(passed=1)
+    # Recorded as a user records it, in a pytest of its own: the example's prompt holds its
+    # working directory, which the replay below (xdist workers) must see as recorded.
+    recording = pytester.runpytest_subprocess(*QUIET, "--agentreel-record=once")
+    recording.assert_outcomes(passed=1)
     recordings = pytester.path / "recordings"
     recorded = recordings / module / test
     # The logs, and the answers as the upstream sent them (replay serves them byte for byte).
@@ -371,3 +382,29 @@ def test_the_fixture_refuses_known_key_shapes_and_writes_nothing(
     secret_lines = [line for v in keys.values() for line in v.splitlines() if "-----" not in line]
     assert not [line for line in secret_lines if line in said], "a key was printed"
     assert not (pytester.path / "recordings" / "test_chat" / name).exists()
+
+
+@pytest.mark.usefixtures("offline")
+def test_a_numbering_gap_fails_the_test_first_with_its_node_id_command(
+    pytester: pytest.Pytester,
+) -> None:
+    write_tests(pytester)
+    run(pytester, "--agentreel-record=once", "-k", "hello").assert_outcomes(passed=1)
+    folder = pytester.path / "recordings" / "test_chat" / "test_hello"
+    # A child recording past a deleted one: session.2.jsonl with no session.1.jsonl.
+    shutil.copy(folder / "session.jsonl", folder / "session.2.jsonl")
+    result = run(pytester, "-k", "hello", "-rN")
+    result.assert_outcomes(failed=1)  # a failure of the test, not an error of its setup
+    lines = [line for line in result.stdout.lines if line.strip()]
+    failure = lines.index(next(line for line in lines if "FixtureError" in line))
+    assert "test_chat.py::test_hello: FixtureError: " in lines[failure]
+    section = lines[failure - 1 :]
+    end = next(i for i, line in enumerate(section) if line.startswith(("=", "1 failed")))
+    section = section[:end]
+    assert section[0].startswith("_")  # the failure's header
+    assert "test_hello" in section[0]
+    assert len(section) <= 20, "\n".join(section)
+    assert "pytest test_chat.py::test_hello --agentreel-record=all" in "\n".join(section)
+    assert "recordings/test_chat/test_hello/session.1.jsonl" in lines[failure]
+    assert str(pytester.path) not in lines[failure]
+    assert "Traceback" not in result.stdout.str()

@@ -135,7 +135,7 @@ def test_plugin_writes_pending_goldens_under_xdist_and_never_under_ci(
     quiet = ("-p", "no:cacheprovider", "-p", "no:asyncio", "-q")
 
     monkeypatch.setenv("CI", "true")  # one worker is enough to show CI writes nothing
-    result = pytester.runpytest_subprocess(*quiet, "-p", "no:xdist", str(fixtures))
+    result = pytester.runpytest_inprocess(*quiet, "-p", "no:xdist", str(fixtures))
     result.assert_outcomes(failed=2)
     assert pending_names(first) == pending_names(second) == []
 

@@ -1,7 +1,8 @@
 """Splitting a scenario suite across CI machines with pytest-split (no home-made scheduler).
 
-Driven through pytester subprocesses as a CI matrix runs it: the durations stored once,
-then ``--splits 2 --group 1`` and ``--group 2`` (one of them under xdist). Together the two
+Driven through pytester as a CI matrix runs it (in process; the xdist shard in a process of
+its own): the durations stored once, then ``--splits 2 --group 1`` and ``--group 2`` (one
+of them under xdist). Together the two
 shards must run every scenario exactly once. The committed durations file must name
 exactly the committed scenarios, so a new scenario cannot silently fall back to guesses.
 """
@@ -49,14 +50,15 @@ def test_two_shards_run_every_scenario_exactly_once(
     fixtures = str(first.parent)
     durations = pytester.path / "fixtures.durations"
 
-    stored = pytester.runpytest_subprocess(
+    stored = pytester.runpytest_inprocess(
         *QUIET, fixtures, "--store-durations", f"--durations-path={durations}"
     )
     stored.assert_outcomes(passed=len(NAMES))
     assert {node.rsplit("::", 1)[1] for node in json.loads(durations.read_text())} == set(NAMES)
 
+    # Shard 1 in this process, shard 2 as a CI job runs it under xdist: a process of its own.
     shards = [
-        pytester.runpytest_subprocess(
+        (pytester.runpytest_subprocess if "-n" in extra else pytester.runpytest_inprocess)(
             *QUIET,
             fixtures,
             "--splits=2",

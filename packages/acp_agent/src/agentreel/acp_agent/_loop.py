@@ -34,6 +34,7 @@ from agentreel.acp_agent._channel import (
     TurnOutcome,
 )
 from agentreel.acp_agent._config import DEFAULT_MAX_DEPTH, DEFAULT_SYSTEM_PROMPT, ChildIdentity
+from agentreel.acp_agent._mcp import McpClient
 from agentreel.acp_agent._process import ProcessChild
 from agentreel.acp_agent._subagents import Delegation
 from agentreel.acp_agent._tools import describe_call, run_file_tool
@@ -118,7 +119,12 @@ class AgentRuntime:
     # Set in a process subagent: its one session is the child its parent announced.
     identity: ChildIdentity | None = None
 
-    def open_main(self, cwd: str, channel_for: Callable[[str], ClientChannel]) -> AgentSession:
+    def open_main(
+        self,
+        cwd: str,
+        channel_for: Callable[[str], ClientChannel],
+        mcp: McpClient | None = None,
+    ) -> AgentSession:
         """Create a top-level session; ``channel_for(session_id)`` makes its channel.
 
         In a process subagent the first session is the parent's announced child: the id,
@@ -137,7 +143,7 @@ class AgentRuntime:
             )
             depth = identity.depth
         self.sessions.append(session)
-        return AgentSession(self, session, channel_for(session.header.id), depth=depth)
+        return AgentSession(self, session, channel_for(session.header.id), depth=depth, mcp=mcp)
 
     def close_all(self) -> None:
         """Flush and close every session this runtime opened."""
@@ -178,8 +184,12 @@ class AgentSession:
         *,
         depth: int,
         cancel_scope: CancelScope | None = None,
+        mcp: McpClient | None = None,
     ) -> None:
         self.runtime = runtime
+        # The session's MCP tools (the servers of session/new), its own connections.
+        self.mcp = mcp
+        self._mcp_tools: tuple[ToolSpec, ...] = ()
         self.session = session
         self.channel = channel
         self.depth = depth
@@ -226,12 +236,14 @@ class AgentSession:
     def _open_child(self, session: Session) -> AgentSession:
         """A child session's loop: one level deeper, the editor reached only for permission,
         cancelled with its parent."""
+        spawn_index = session.header.spawn_index or 0
         return AgentSession(
             self.runtime,
             session,
             SubagentChannel(self.channel),
             depth=self.depth + 1,
             cancel_scope=self.cancel_scope,
+            mcp=self.mcp.child(spawn_index) if self.mcp is not None else None,
         )
 
     async def run_turn(self, prompt: str) -> TurnOutcome:
@@ -316,7 +328,7 @@ class AgentSession:
             self.session,
             model=self.runtime.model,
             system=self.runtime.system_prompt,
-            tools=self.runtime.tools,
+            tools=(*self.runtime.tools, *self._mcp_tools),
             messages=self.conversation.messages,
         )
 
@@ -324,6 +336,8 @@ class AgentSession:
         return "cancelled by the client" if self.cancel_scope.requested else "interrupted"
 
     async def _model_step(self, turn: int, step: int) -> _StepResult:
+        if self.mcp is not None:
+            self._mcp_tools = await self.mcp.tool_specs()
         options = self._options()
         # The kit's recorder: request/header now, every chunk appended before it reaches
         # this loop, and a call that ends without finish sealed with one.
@@ -409,9 +423,12 @@ class AgentSession:
         for call in calls:
             if call.name != SUBAGENT.name:
                 await self.channel.tool_call_running(call.id)
-                content, is_error = await run_file_tool(
-                    call, self.workspace, self.channel, self.runtime.tools
-                )
+                if self.mcp is not None and self.mcp.handles(call.name):
+                    content, is_error = await self.mcp.call(call)
+                else:
+                    content, is_error = await run_file_tool(
+                        call, self.workspace, self.channel, self.runtime.tools
+                    )
                 self._record_result(turn, step, call, content, is_error, pending)
                 await self.channel.tool_call_finished(
                     call.id, "failed" if is_error else "completed", content

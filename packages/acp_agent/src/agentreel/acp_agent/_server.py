@@ -53,6 +53,7 @@ from acp.schema import (
 from agentreel.acp_agent._channel import ToolKindName, ToolStatus, TurnOutcome
 from agentreel.acp_agent._config import AgentConfig
 from agentreel.acp_agent._loop import ALL_TOOLS, PROCESS_TOOLS, AgentRuntime, AgentSession
+from agentreel.acp_agent._mcp import mcp_client
 from agentreel.acp_agent.exceptions import ClientDisconnectedError
 from agentreel.llm import AgentEnvironment, Provider, ToolCallPart, load_provider
 from agentreel.session import SessionStore
@@ -208,7 +209,9 @@ class ReferenceAgent:
         session_cwd = str(Path(cwd))
         # The ACP session id is the agentreel main session's id.
         agent = runtime.open_main(
-            session_cwd, lambda session_id: AcpChannel(client, session_id, session_cwd)
+            session_cwd,
+            lambda session_id: AcpChannel(client, session_id, session_cwd),
+            mcp=mcp_client(mcp_servers),
         )
         self._sessions[agent.id] = _AcpSession(agent)
         logger.info("session %s opened in %s (%s)", agent.id, session_cwd, agent.session.path)

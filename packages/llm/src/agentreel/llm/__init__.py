@@ -31,6 +31,8 @@ from agentreel.llm._chunks import (
 from agentreel.llm._contract import StreamContractChecker, checked_stream, validate_stream
 from agentreel.llm._identity import (
     IDENTITY_HEADERS,
+    MCP_SESSION_ENV,
+    MCP_SESSION_HEADER,
     PARENT_HEADER,
     SESSION_HEADER,
     SPAWN_INDEX_HEADER,
@@ -67,6 +69,8 @@ from agentreel.llm.exceptions import (
 __all__ = [
     "IDENTITY_HEADERS",
     "LIVE_CWD_SETTING",
+    "MCP_SESSION_ENV",
+    "MCP_SESSION_HEADER",
     "PARENT_HEADER",
     "PROVIDER_ENTRY_POINT_GROUP",
     "SESSION_HEADER",

@@ -30,8 +30,8 @@ from agentreel.llm._messages import TextPart, ToolCallPart, ToolResultPart, Tool
 from agentreel.llm._options import GenerateOptions
 from agentreel.llm._retry import RetryNotice
 from agentreel.llm._sdk_common import (
-    SdkErrorTypes,
     SdkProvider,
+    sdk_error_types,
     stub_settings,
 )
 from agentreel.llm.wire._messages_mapper import AnthropicStreamMapper
@@ -44,12 +44,7 @@ __all__ = [
     "to_anthropic_tools",
 ]
 
-_SDK_ERRORS = SdkErrorTypes(
-    status=anthropic.APIStatusError,
-    timeout=anthropic.APITimeoutError,
-    connection=anthropic.APIConnectionError,
-    api=anthropic.APIError,
-)
+_SDK_ERRORS = sdk_error_types(anthropic)
 
 
 def to_anthropic_messages(options: GenerateOptions) -> tuple[str, list[dict[str, Any]]]:

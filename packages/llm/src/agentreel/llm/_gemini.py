@@ -34,6 +34,9 @@ _SDK_ERRORS = SdkErrorTypes(
     timeout=httpx2.TimeoutException,
     connection=httpx2.TransportError,
     api=genai_errors.APIError,
+    http_timeout=httpx2.TimeoutException,
+    http_transport=httpx2.TransportError,
+    timeout_type=httpx2.Timeout,
 )
 
 

@@ -13,6 +13,11 @@ SESSION_HEADER = "x-agentreel-session-id"
 PARENT_HEADER = "x-agentreel-parent-session-id"
 SPAWN_INDEX_HEADER = "x-agentreel-spawn-index"
 IDENTITY_HEADERS = (SESSION_HEADER, PARENT_HEADER, SPAWN_INDEX_HEADER)
+# The calling session on an MCP connection (SPEC 19): a name stable across runs (its
+# lineage: main, main/0), in a stdio server's environment or on every HTTP request. The
+# agent sets it, agentreel's MCP record and replay bind each connection by it.
+MCP_SESSION_ENV = "AGENTREEL_MCP_SESSION"
+MCP_SESSION_HEADER = "x-agentreel-mcp-session"
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")

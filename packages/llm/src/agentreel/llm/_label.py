@@ -1,5 +1,5 @@
-"""How an error message names a provider: SDK-free, shared by the adapters and the wire
-mappers."""
+"""The name of where a model call went, for error messages (SDK-free: the adapters and the
+wire decoders of ``agentreel.llm.wire`` both use it)."""
 
 from __future__ import annotations
 

@@ -47,8 +47,8 @@ from agentreel.llm._options import GenerateOptions
 from agentreel.llm._retry import RetryNotice
 from agentreel.llm._sdk_common import (
     STUB_API_KEY,
-    SdkErrorTypes,
     SdkProvider,
+    sdk_error_types,
     stub_settings,
 )
 from agentreel.llm.wire._chat_mapper import OpenAIStreamMapper, WireWatch
@@ -62,12 +62,7 @@ __all__ = [
     "to_openai_tools",
 ]
 
-_SDK_ERRORS = SdkErrorTypes(
-    status=openai.APIStatusError,
-    timeout=openai.APITimeoutError,
-    connection=openai.APIConnectionError,
-    api=openai.APIError,
-)
+_SDK_ERRORS = sdk_error_types(openai)
 
 
 def to_openai_messages(options: GenerateOptions) -> list[dict[str, Any]]:
@@ -140,12 +135,12 @@ class _WatchingDecoder:
 
     def iter_bytes(self, iterator: Iterator[bytes]) -> Iterator[ServerSentEvent]:
         for sse in self._inner.iter_bytes(iterator):
-            self._watch.see(sse)
+            self._watch.see_data(sse.data)
             yield sse
 
     async def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[ServerSentEvent]:
         async for sse in self._inner.aiter_bytes(iterator):
-            self._watch.see(sse)
+            self._watch.see_data(sse.data)
             yield sse
 
 

@@ -1,17 +1,19 @@
-"""What the two SDK adapters share: settings, error classification, a per-loop client.
+"""What the SDK adapters share: settings, error classification, a per-loop client.
 
-Imported only by the adapter modules (it imports ``httpx2``, the SDKs' HTTP client).
+Imported only by the adapter modules. The HTTP client under an SDK is the one that SDK
+release is built on (``httpx`` for openai 1-2 and anthropic 0.x, ``httpx2`` after):
+``sdk_error_types`` finds it from the SDK itself, so no adapter names either.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Generic, Protocol, Self, TypeVar
-
-import httpx2
 
 from agentreel.llm._agent_env import AgentEnv
 from agentreel.llm._chunks import Chunk
@@ -35,12 +37,52 @@ STUB_API_KEY = "agentreel-stub-not-a-secret"
 
 @dataclass(frozen=True, slots=True)
 class SdkErrorTypes:
-    """The SDK's own exception classes (both SDKs have the same four; ``api`` is the base)."""
+    """The SDK's own exception classes (the SDKs have the same four; ``api`` is the base),
+    the errors its HTTP client raises mid-stream (which the SDK passes on unwrapped), and
+    that client's ``Timeout`` class (what the SDK's ``timeout=`` takes)."""
 
     status: type[Exception]
     timeout: type[Exception]
     connection: type[Exception]
     api: type[Exception]
+    http_timeout: type[Exception]
+    http_transport: type[Exception]
+    timeout_type: Any
+
+
+HTTP_CLIENTS = ("httpx2", "httpx")
+"""The HTTP clients the SDK generations are built on: httpx2 (openai 3, anthropic 1-2),
+httpx (openai 1-2, anthropic 0.x)."""
+
+
+def sdk_error_types(sdk: ModuleType) -> SdkErrorTypes:
+    """``SdkErrorTypes`` of an SDK module with the openai/anthropic names (``APIError``, ...,
+    ``Timeout``): its HTTP client is the one of ``HTTP_CLIENTS`` (imported by the SDK) whose
+    ``Timeout`` the SDK re-exports (the SDKs rename their exports' ``__module__``)."""
+    http = next(
+        (
+            module
+            for name in HTTP_CLIENTS
+            if (module := sys.modules.get(name)) is not None
+            and getattr(module, "Timeout", None) is sdk.Timeout
+        ),
+        None,
+    )
+    if http is None:
+        raise ImportError(
+            f"{sdk.__name__} {getattr(sdk, '__version__', '?')} is built on none of "
+            f"{', '.join(HTTP_CLIENTS)}; agentreel-llm's adapters support the releases its "
+            "extras name (pip install 'agentreel-llm[openai,anthropic]')"
+        )
+    return SdkErrorTypes(
+        status=sdk.APIStatusError,
+        timeout=sdk.APITimeoutError,
+        connection=sdk.APIConnectionError,
+        api=sdk.APIError,
+        http_timeout=http.TimeoutException,
+        http_transport=http.TransportError,
+        timeout_type=sdk.Timeout,
+    )
 
 
 def setting_or_env(value: str | None, env_name: str) -> str | None:
@@ -170,14 +212,14 @@ def stream_error(
     exc: Exception, sdk: SdkErrorTypes, label: ProviderLabel, chunks_seen: int
 ) -> LlmError | None:
     """Map an error raised while reading an open stream (never retried)."""
-    if isinstance(exc, sdk.timeout | httpx2.TimeoutException):
+    if isinstance(exc, sdk.timeout | sdk.http_timeout):
         return ProviderTimeoutError(
             "timeout",
             None,
             f"{label.where()} stopped sending mid-stream (after {chunks_seen} events) for "
             "longer than the `timeout` setting.",
         )
-    if isinstance(exc, sdk.connection | httpx2.TransportError):
+    if isinstance(exc, sdk.connection | sdk.http_transport):
         cause = exc.__cause__ or exc
         return StreamInterruptedError(
             "stream_cut",
@@ -360,8 +402,9 @@ class SdkProvider(Generic[ClientT]):
     def _make_client(self) -> ClientT:
         raise NotImplementedError
 
-    def _http_timeout(self) -> httpx2.Timeout:
-        return httpx2.Timeout(self.timeout, connect=self.connect_timeout)
+    def _http_timeout(self) -> Any:
+        """The read and connect timeouts, in the SDK's HTTP client's ``Timeout``."""
+        return self._errors.timeout_type(self.timeout, connect=self.connect_timeout)
 
     async def aclose(self) -> None:
         """Close the HTTP connection pool."""

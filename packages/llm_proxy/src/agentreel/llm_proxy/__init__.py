@@ -33,7 +33,7 @@ from agentreel.llm_proxy._identity import (
     resolve_identity,
 )
 from agentreel.llm_proxy._masks import Masks
-from agentreel.llm_proxy._routes import SUPPORTED_PATHS
+from agentreel.llm_proxy._routes import SUPPORTED_PATHS, unspoken_summary
 from agentreel.llm_proxy._run import ProxyRun, RunLogFilter
 from agentreel.llm_proxy._server import Proxy, ProxyServer, start_proxy
 from agentreel.llm_proxy._settings import DUMMY_KEY, KEY_VARIABLES, MODES, Mode, ProxySettings
@@ -69,5 +69,6 @@ __all__ = [
     "recorded_files",
     "resolve_identity",
     "start_proxy",
+    "unspoken_summary",
     "write_fixture",
 ]

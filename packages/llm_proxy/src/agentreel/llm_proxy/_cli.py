@@ -230,6 +230,7 @@ def _watch_stdin() -> bool:
 
 
 async def _run(args: argparse.Namespace, out: TextIO) -> int:
+    from agentreel.llm_proxy._routes import unspoken_summary
     from agentreel.llm_proxy._run import NO_CALLS_RECORDED
     from agentreel.llm_proxy._server import start_proxy
 
@@ -295,8 +296,14 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     errors = list(proxy.errors)
     recorder = proxy.recorder
     if recorder is not None and not recorder.recorded_any and not errors:
-        # --sessions-root: nothing to refuse writing, but a record run nobody called failed.
-        errors.append(NO_CALLS_RECORDED.format(where=f"--sessions-root {args.sessions_root}"))
+        # --sessions-root: nothing to refuse writing, but a record run nobody called failed
+        # (or one whose calls were all on paths the proxy does not speak: said instead).
+        where = f"--sessions-root {args.sessions_root}"
+        errors.append(
+            f"record: {unspoken_summary(proxy.unspoken)}, and no other call ({where})"
+            if proxy.unspoken
+            else NO_CALLS_RECORDED.format(where=where)
+        )
     for error in errors:
         print(f"agentreel proxy: {error}", file=sys.stderr)
     failed = bool(errors)

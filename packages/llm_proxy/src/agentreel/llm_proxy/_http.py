@@ -10,7 +10,7 @@ from aiohttp import web
 from agentreel.llm import Finish
 from agentreel.llm_proxy._errors import error_body
 from agentreel.llm_proxy._identity import IDENTITY_HEADERS
-from agentreel.llm_proxy._routes import SUPPORTED_PATHS, api_for_path, shown_url
+from agentreel.llm_proxy._routes import SUPPORTED_PATHS, api_for_path, shown_url, unspoken_guess
 
 HOP_BY_HOP = frozenset(
     {
@@ -74,6 +74,9 @@ def not_found(request: web.Request) -> web.StreamResponse:
     what = f"{request.method} {request.path}"
     if upgrade:
         what += f" (Upgrade: {upgrade}; the proxy speaks HTTP only, POST instead)"
+    guess = unspoken_guess(request.path)
+    if guess is not None:
+        what += f" (looks like {guess}, which agentreel does not speak)"
     message = f"agentreel proxy: no endpoint {what}. Supported: " + "; ".join(SUPPORTED_PATHS)
     return json_response(404, error_body(api_for_path(request.path), 404, message))
 

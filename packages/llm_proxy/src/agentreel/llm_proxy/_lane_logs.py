@@ -128,9 +128,11 @@ class Lane:
 
 
 def _texts_once(header: RequestHeaderData, written: set[str]) -> RequestHeaderData:
-    """``header`` without the message texts already in ``written`` (digests), which it
-    then holds every text of ``header``: replay finds each by its digest."""
-    if not any(message.text is not None for message in header.messages):
+    """``header`` without the message and tool texts already in ``written`` (digests),
+    which it then holds every text of ``header``: replay finds each by its digest."""
+    if not any(message.text is not None for message in header.messages) and not any(
+        tool.text is not None for tool in header.tools
+    ):
         return header
     messages = []
     for message in header.messages:
@@ -139,7 +141,14 @@ def _texts_once(header: RequestHeaderData, written: set[str]) -> RequestHeaderDa
         elif message.text is not None:
             written.add(message.digest)
         messages.append(message)
-    return msgspec.structs.replace(header, messages=tuple(messages))
+    tools = []
+    for tool in header.tools:
+        if tool.text is not None and tool.digest in written:
+            tool = msgspec.structs.replace(tool, text=None)
+        elif tool.text is not None:
+            written.add(tool.digest)
+        tools.append(tool)
+    return msgspec.structs.replace(header, messages=tuple(messages), tools=tuple(tools))
 
 
 class CallRecording:

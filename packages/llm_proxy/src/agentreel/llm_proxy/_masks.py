@@ -15,7 +15,9 @@ of the same fact: OS name and kernel version, platform, architecture, shell, hos
 name, home directory, time zone, runtime versions (Node.js, Python, ...), and the agent's
 own install path (an npm ``node_modules`` folder, a Python ``site-packages`` or venv one:
 ``agentreel.session``'s rules, which the golden normalizer shares). Each becomes
-``{{<fact>}}``, so a recording replays on any machine.
+``{{<fact>}}``, so a recording replays on any machine. Time is one of them, in every
+spelling (``_TIME_RULES``: dates with their weekday, time and zone, times, a weekday that
+names today, UTC offsets), so a recording replays on any day and in any time zone.
 
 Listings in no fixed order: Gemini CLI lists its skills in the order a directory glob
 returned them (the system prompt's ``<available_skills>``, its ``activate_skill`` tool's
@@ -43,24 +45,6 @@ from agentreel.session import install_path_rules
 _BUILT_IN: tuple[tuple[str, str], ...] = (
     # Claude Code's first system block: x-anthropic-billing-header: cc_version=...; ...
     (r"x-anthropic-billing-header:[^\n]*", "{{billing-header}}"),
-    (
-        r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b",
-        "{{date}}",
-    ),
-    (r"\b\d{1,2}/\d{1,2}/\d{4}\b", "{{date}}"),
-    # JavaScript's Date.toDateString(), as opencode puts today's date in its system prompt.
-    (
-        r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
-        r" \d{2} \d{4}\b",
-        "{{date}}",
-    ),
-    # Date.toLocaleDateString(undefined, {weekday, year, month, day}) in English, as Gemini
-    # CLI and Qwen Code write today's date ("Today's date is Wednesday, December 2, 2026").
-    (
-        r"\b(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day, (?:January|February|March|April|May"
-        r"|June|July|August|September|October|November|December) \d{1,2}, \d{4}\b",
-        "{{date}}",
-    ),
     # Prefixed random ids agents and APIs mint (opencode ses_, Codex items, API objects).
     (
         r"\b(?:ses|msg|prt|thread|thr|turn|item|rs|fc|resp|req|agent|toolu|call|chatcmpl)"
@@ -71,6 +55,86 @@ _BUILT_IN: tuple[tuple[str, str], ...] = (
     # Claude Code's subagent id, "a" + 16 random hex digits, new per spawn: its Task/Agent
     # tool result says "agentId: a1b2… (use SendMessage with to: 'a1b2…' …)".
     (r"(?<![\w-])a(?=[0-9a-f]{0,15}[0-9])[0-9a-f]{16}(?![\w-])", "{{agent-id}}"),
+)
+
+# -- time: a machine fact in every spelling ---------------------------------------------
+
+# What agents write about today: Codex's ``<current_date>2026-12-02</current_date>``,
+# opencode's ``Tue Dec 02 2026`` (Date.toDateString), Gemini CLI's and Qwen Code's
+# ``Wednesday, December 2, 2026``, fast-agent's ``02 December 2026``, Mistral Vibe's
+# ``2026-12-02 (Wednesday)``; and the other common spellings: ISO 8601 with time and offset,
+# RFC 2822 (``Fri, 04 Dec 2026 17:03:11 +0000``), ctime and date(1) (``Fri Dec  4 17:03:11
+# UTC 2026``), JavaScript's Date.toString (``… GMT+0000 (Coordinated Universal Time)``),
+# ``12/04/2026``, ``04.12.2026``. A whole date expression (its weekday, time and zone with
+# it) becomes ``{{date}}``; a time of day alone ``{{time}}``; a weekday alone where it
+# says which day today is ``{{weekday}}``; a UTC offset alone (``UTC+14``) ``{{timezone}}``.
+# A bare year, month or weekday name in prose stays text ("knowledge cutoff is August
+# 2025", "after Thursday", "May"): only a day with its month, or numbers in a date's shape.
+# ``{{date}}`` is itself a date here, so masking masked text changes nothing and a token
+# an earlier rule wrote takes the rest of its expression with it.
+_WEEKDAY_FULL = r"(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day(?![\w-])"
+_WEEKDAY = (
+    r"(?:(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day|(?:Mon|Tues?|Wed|Thu(?:rs?)?|Fri|Sat|Sun)"
+    r"\.?)(?![\w-])"
+)
+_MONTH = (
+    r"(?:January|February|March|April|May|June|July|August|September|October|November"
+    r"|December|(?:Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept?|Oct|Nov|Dec)\.?|May)(?![\w-])"
+)
+_DAY = r"(?:0?[1-9]|[12]\d|3[01])(?:st|nd|rd|th)?(?!\d)"
+_YEAR = r"\d{4}(?![\w-])"
+_MERIDIEM = r"(?:[ \u202f]?(?:[AaPp][Mm]|[AaPp]\.[Mm]\.)(?!\w))"
+_CLOCK = (
+    r"(?:[01]?\d|2[0-3]):[0-5]\d(?::[0-5]\d(?:[.,]\d+)?)?(?![\d:])"
+    rf"{_MERIDIEM}?"
+)
+_SIGN = "[+\\-\u2212]"
+_ZONE = (
+    rf"(?:(?:UTC|GMT){_SIGN}\d{{1,2}}(?::?\d{{2}})?(?!\d)|{_SIGN}\d{{2}}(?::?\d{{2}})?(?![\d:])"
+    r"|(?:UTC|GMT|Z|[A-Z]{1,4}T)(?![\w-]))"
+    # Date.toString's zone name: "(Coordinated Universal Time)", "(GMT-12:00)".
+    r"(?: \([A-Z][A-Za-z0-9 .:'+\-\u2212]*\))?"
+)
+# A zone after a date with no time of day: no abbreviation (a word ending in T is no zone).
+_OFFSET = rf"(?:(?:UTC|GMT)(?:{_SIGN}\d{{1,2}}(?::?\d{{2}})?)?|{_SIGN}\d{{2}}:?\d{{2}})(?![\w:])"
+# The earlier rules' shapes (``\b`` on both sides: "gpt-4o-2024-11-20" is masked), so a
+# text they masked is masked the same way.
+_ISO = (
+    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?"
+    rf"(?:Z|{_SIGN}\d{{2}}(?::?\d{{2}})?)?)?\b"
+)
+_DATE_CORE = (
+    r"(?:\{\{date\}\}"
+    rf"|{_ISO}"
+    r"|\d{1,2}/\d{1,2}/\d{4}\b"
+    r"|(?<![\w./-])(?:\d{4}/\d{1,2}/\d{1,2}|\d{1,2}-\d{1,2}-\d{4}|\d{1,2}\.\d{1,2}\.\d{4})"
+    r"(?![\w/]|[.-]\d)"
+    # "December 4, 2026", "Dec 04 2026", "Dec  4 17:03:11 UTC 2026", "Dec  4 17:03".
+    rf"|{_MONTH} +{_DAY}(?:,? +{_YEAR}|,? +(?:at +)?{_CLOCK}(?: +{_ZONE})?(?: +{_YEAR})?)"
+    # "4 December 2026", "04 Dec 2026", "the 4th of December, 2026".
+    rf"|(?:the +)?{_DAY} +(?:of +)?{_MONTH},? +{_YEAR})"
+)
+_DATE_EXPRESSION = (
+    rf"(?<!\w)(?:{_WEEKDAY},? +(?:the +)?)?{_DATE_CORE}"
+    rf"(?:,? +(?:at +)?{_CLOCK}(?: *{_ZONE})?|,? +{_OFFSET})?"
+    rf"(?: +\({_WEEKDAY}\)|, +{_WEEKDAY_FULL})?"
+)
+_TIME_RULES: tuple[tuple[str, str], ...] = (
+    (_DATE_EXPRESSION, "{{date}}"),
+    # A time of day alone: with seconds, AM/PM or a zone (never a file:line:column).
+    (
+        rf"(?<![\w:./-])(?:[01]?\d|2[0-3]):[0-5]\d(?:(?::[0-5]\d(?:[.,]\d+)?)(?![\d:])"
+        rf"{_MERIDIEM}?(?: ?{_ZONE})?"
+        rf"|(?![\d:])(?:{_MERIDIEM}(?: ?{_ZONE})?| ?(?:UTC|GMT){_SIGN}?\d{{0,2}}"
+        r"(?::?\d{2})?(?![\w:])))",
+        "{{time}}",
+    ),
+    # Which day today is, said by its weekday alone.
+    (
+        rf"(?<=\b[Tt]oday is )(?:{_WEEKDAY})|(?<=[Dd]ay of the week is )(?:{_WEEKDAY})",
+        "{{weekday}}",
+    ),
+    (rf"(?<![\w-])(?:UTC|GMT){_SIGN}\d{{1,2}}(?::?\d{{2}})?(?![\d:])", "{{timezone}}"),
 )
 
 # -- machine facts ---------------------------------------------------------------------
@@ -133,7 +197,7 @@ _MACHINE: tuple[tuple[str, str], ...] = (
         "{{runtime-version}}",
     ),
     # Time zones: IANA names, and JavaScript's Date.toString() offset and zone name.
-    (rf"\b(?:{_IANA_AREAS})/[A-Z][A-Za-z_+-]*(?:/[A-Z][A-Za-z_-]*)?", "{{timezone}}"),
+    (rf"\b(?:{_IANA_AREAS})/[A-Z][A-Za-z0-9_+-]*(?:/[A-Z][A-Za-z_-]*)?", "{{timezone}}"),
     (r"\bGMT[+-]\d{4} \([A-Z][A-Za-z .'-]*\)", "{{timezone}}"),
 )
 
@@ -310,6 +374,7 @@ class Masks:
             *_path_rules(cwd),
             *_home_rules(not_cwd),
             *_this_machine(),
+            *_TIME_RULES,
             *_labelled_rules(),
             *_MACHINE,
             *_BUILT_IN,

@@ -101,6 +101,55 @@ SUPPORTED_PATHS = (
 )
 
 
+# Paths of APIs (or of their operations) the proxy does not speak, to say what a call on one
+# most likely was. Bedrock's Converse/InvokeModel, Vertex AI's Gemini and Claude, Azure
+# OpenAI's Chat Completions/Responses and Ollama's chat/generate are spoken (routed above):
+# what reaches these is what is left of those services, and APIs not spoken at all.
+_UNSPOKEN_GUESSES = (
+    (re.compile(r"/model/[^/]+/"), "AWS Bedrock (an operation other than Converse/InvokeModel)"),
+    (re.compile(r":(streamRawPredict|rawPredict|predict)$"), "Google Vertex AI"),
+    (re.compile(r"/openai/"), "Azure OpenAI (an endpoint other than chat/responses/models)"),
+    (re.compile(r"^/api/[a-z]+$"), "Ollama's native API (an endpoint other than chat/generate)"),
+    (re.compile(r"^/v2/(chat|embed|rerank)$"), "Cohere"),
+    (re.compile(r"/embeddings$"), "OpenAI embeddings"),
+)
+_RUN_ONLY = re.compile(rf"/{RUN_PREFIX}/(?P<run>{_TOKEN})(?P<rest>/.*)?")
+
+
+def unspoken_run(path: str) -> tuple[str | None, str]:
+    """``(run, rest)`` of a path the proxy does not serve: the ``/r/<run>`` it names, if
+    any, and the path after it (what the client asked for under its base URL)."""
+    match = _RUN_ONLY.fullmatch(path)
+    if match is None:
+        return None, path
+    return match.group("run"), match.group("rest") or "/"
+
+
+def unspoken_guess(path: str) -> str | None:
+    """What API a path the proxy does not speak most likely belongs to, or None."""
+    for pattern, name in _UNSPOKEN_GUESSES:
+        if pattern.search(path):
+            return name
+    return None
+
+
+def unspoken_summary(requests: list[str]) -> str:
+    """``N requests on paths agentreel does not speak (`POST /v2/chat` looks like Cohere)
+    — supported: …``, for ``requests`` as ``METHOD path`` (first of each kept)."""
+    shown: list[str] = []
+    for request in dict.fromkeys(requests):
+        guess = unspoken_guess(request.split(" ", 1)[-1])
+        shown.append(f"`{request}`" + (f" looks like {guess}" if guess else ""))
+    count = len(requests)
+    return (
+        f"{count} request{'s' if count != 1 else ''} on paths agentreel does not speak "
+        f"({'; '.join(shown[:5])}{'; ...' if len(shown) > 5 else ''}) — supported: "
+        + "; ".join(SUPPORTED_PATHS)
+        + ". Point that client at an API the proxy speaks (e.g. an OpenAI-compatible model "
+        "in the framework), or record it another way"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Route:
     """A served request: its endpoint, the API whose error format answers it, the identity

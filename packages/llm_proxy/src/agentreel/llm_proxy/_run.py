@@ -39,6 +39,7 @@ from agentreel.llm_proxy._routes import (
     RUN_PREFIX,
     STREAMING_METHODS,
     Route,
+    unspoken_summary,
 )
 from agentreel.llm_proxy._served_logs import ServedLogs
 from agentreel.llm_proxy._settings import (
@@ -130,6 +131,9 @@ class ProxyRun(RecordSide, ReplaySide):
         # whether and how far they ran is not part of what a harness compares.
         self._partial = PartialLanes(settings.partial_lanes)
         self.errors: list[str] = []
+        self.unspoken: list[str] = []
+        """``METHOD path`` of each request meant for this run on a path the proxy does not
+        speak (answered 404): a Cohere client pointed here, say."""
         self.warnings: list[str] = []
         """Record: what the recorder had to guess (``Recorder.warnings``), each naming the
         run's scenario or fixture — filled at close, beside ``errors``. Not a failure: the
@@ -182,9 +186,11 @@ class ProxyRun(RecordSide, ReplaySide):
     async def _open(self, server: RunHost, token: str | None) -> None:
         """Made ready to serve on ``server`` (``ProxyServer.open_run`` calls it)."""
         if self.mode == "record":
-            # The wire mappers are imported off the loop while the run starts serving (they
-            # imported both provider SDKs once, seconds on a loaded machine; they import none
-            # now, but a call still awaits the import before forwarding, never the start).
+            # The wire mappers' import (SDK-free now; when it imported both provider SDKs it
+            # took seconds on a loaded machine). Imported on the loop at the first call, it
+            # blocked the loop while upstream bytes piled up, so the first stream reached
+            # its client all at once at the end; awaited here, it delayed every start. So:
+            # off the loop, while the run starts serving; a call awaits it before forwarding.
             self._wire = asyncio.ensure_future(
                 asyncio.to_thread(importlib.import_module, "agentreel.llm.wire.mappers")
             )
@@ -228,6 +234,13 @@ class ProxyRun(RecordSide, ReplaySide):
                 self.provider.close()
                 for line in _unconsumed(self.provider):
                     logger.warning("%s", line)
+            if self.unspoken and (self.recorder is None or self.recorder.recorded_any):
+                # Beside calls that were served (nothing else: said as the run's error).
+                said = f"{self.mode} ({self._recording_named()}): " + unspoken_summary(
+                    self.unspoken
+                )
+                self.warnings.append(said)
+                logger.warning("%s", said)
         finally:
             _SERVING.reset(serving)
 
@@ -246,7 +259,13 @@ class ProxyRun(RecordSide, ReplaySide):
             if fixture is not None and not recorder.recorded_any and not recorder.errors:
                 # A record run nobody called: an empty fixture folder (and the earlier
                 # recordings it would replace, gone) is no recording. Say so, write nothing.
-                self.errors.append(NO_CALLS_RECORDED.format(where=f"the fixture {fixture}"))
+                self.errors.append(
+                    f"record: {unspoken_summary(self.unspoken)}, and no other call, so "
+                    f"nothing was written (the fixture {fixture} left as it was)"
+                    if self.unspoken
+                    else NO_CALLS_RECORDED.format(where=f"the fixture {fixture}")
+                )
+                self.unspoken = []
                 if self._temp_root is not None:
                     remove_tree(self._temp_root)
                 return

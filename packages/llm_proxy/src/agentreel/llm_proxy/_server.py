@@ -28,6 +28,7 @@ from agentreel.llm_proxy._routes import (
     RUN_PREFIX,
     Route,
     match_route,
+    unspoken_run,
 )
 from agentreel.llm_proxy._run import _SERVING, ProxyRun
 from agentreel.llm_proxy._settings import DEFAULT_MAX_BODY, SHUTDOWN_GRACE, Mode, ProxySettings
@@ -145,6 +146,11 @@ class ProxyServer:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         route = match_route(request.method, request.path)
         if route is None:
+            # Kept by the run it was meant for: its end names it (a call did reach us).
+            run_name, rest = unspoken_run(request.path)
+            meant = self._runs.get(run_name) if run_name is not None else self._default
+            if meant is not None:
+                meant.unspoken.append(f"{request.method} {rest}")
             return not_found(request)
         run = self._runs.get(route.run) if route.run is not None else self._default
         if run is None:

@@ -10,6 +10,10 @@ headers, one line per call in ``wire.ndjson`` beside the session logs (not ``.js
 the logs stay what the harness reads and reviewers diff). Replay serves a call bound as
 recorded (no override) from here; an overridden call is re-encoded from its chunks.
 
+A fixture's ``wire.ndjson`` starts with its format stamp, ``{"format":…,"masks":…}``
+(``agentreel.session``'s ``RECORDING_FORMAT``, SPEC 15); one without is format 1, a newer
+one is refused naming both versions.
+
 Keyed by the session log's id and the call's turn, which replay's binding gives back
 (``Script.header.id``, ``RecordedCall.turn``). The cwd is kept as ``{{cwd}}``, as in the
 logs, and becomes the live cwd when served. Chosen over keeping only what differs from
@@ -28,7 +32,13 @@ from pathlib import Path
 import msgspec
 
 from agentreel.llm_proxy.exceptions import ProxyConfigError
-from agentreel.session import CWD_TOKEN, VERBATIM_FILE
+from agentreel.session import (
+    CWD_TOKEN,
+    MASKS_VERSION,
+    RECORDING_FORMAT,
+    VERBATIM_FILE,
+    newer_stamp_problem,
+)
 
 
 class VerbatimCall(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -56,8 +66,16 @@ class VerbatimCall(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
         return (self.session, self.turn)
 
 
+class VerbatimStamp(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``wire.ndjson``'s first line: which recording format and mask set wrote it."""
+
+    format: int = RECORDING_FORMAT
+    masks: int = MASKS_VERSION
+
+
 _ENCODER = msgspec.json.Encoder()
 _DECODER = msgspec.json.Decoder(VerbatimCall)
+_STAMP_LINE = _ENCODER.encode(VerbatimStamp()) + b"\n"
 
 
 def _cwd_forms(cwd: str) -> tuple[str, ...]:
@@ -135,6 +153,9 @@ def read_verbatim(directory: Path) -> dict[tuple[str, int], VerbatimCall]:
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
+        if number == 1 and line.lstrip().startswith(b'{"format"'):
+            _check_stamp(path, line)
+            continue
         try:
             call = _DECODER.decode(line)
         except msgspec.DecodeError as error:
@@ -147,9 +168,27 @@ def read_verbatim(directory: Path) -> dict[tuple[str, int], VerbatimCall]:
     return calls
 
 
+def _check_stamp(path: Path, line: bytes) -> None:
+    try:
+        stamp = msgspec.json.decode(line)
+    except msgspec.DecodeError as error:
+        raise ProxyConfigError(
+            f"{path}:1: not a format stamp ({error}); re-record the scenario"
+        ) from None
+    found = stamp if isinstance(stamp, dict) else {}
+    problem = newer_stamp_problem(found.get("format"), found.get("masks"))
+    if problem is not None:
+        raise ProxyConfigError(
+            f"{path} was {problem}. Upgrade agentreel to a release that reads it "
+            "(pip install -U agentreel), or re-record the scenario with this one"
+        )
+
+
 def verbatim_file(calls: Iterable[VerbatimCall], cwd: str) -> bytes:
-    """``wire.ndjson``'s bytes for ``calls``, the cwd tokenized (scan them before writing)."""
-    return b"".join(encode_line(tokenized(call, cwd)) for call in calls)
+    """``wire.ndjson``'s bytes for ``calls``, the cwd tokenized, after the format stamp
+    (empty without calls; scan them before writing)."""
+    lines = b"".join(encode_line(tokenized(call, cwd)) for call in calls)
+    return _STAMP_LINE + lines if lines else b""
 
 
 def recorded_verbatim(sessions_root: Path, cwd: str) -> bytes:

@@ -379,13 +379,22 @@ class Binder:
         self, options: GenerateOptions, parent_number: int
     ) -> UnrecordedSessionError:
         parent = self._scripts[parent_number]
-        return self._unrecorded(
-            msgspec.structs.replace(options, parent_session_id=SessionId(parent.label)),
-            f"its first message is what {parent.label} handed on (a pending delegating tool "
-            "call's argument or a task in its reply), so it is that session's child, but no "
-            "unclaimed recording of a child starts with this request (a session.<n>.jsonl "
-            "file is missing, or the child's first request changed)",
+        handed = delegated_by(
+            first_user_texts(options.messages),
+            self._delegations(parent_number),
+            set(),
+            anonymous=True,
         )
+        # Named as the recording knows it: the parent's file and its delegating call.
+        how = f" ({handed.said})" if handed is not None and handed.said else ""
+        error = self._unrecorded(
+            msgspec.structs.replace(options, parent_session_id=SessionId(parent.label)),
+            f"its first message is what {parent.label} handed on{how}, so it is that "
+            "session's child, but no unclaimed recording of a child starts with this request "
+            "(a session.<n>.jsonl file is missing, or the child's first request changed)",
+        )
+        error.delegation = f"{parent.label}{how}"
+        return error
 
     def _delegations(self, number: int) -> list[Delegation]:
         """What script ``number``'s replies served so far handed on, in the order issued."""
@@ -582,6 +591,17 @@ class Binder:
                 )
         else:
             reason = "every recorded script with model calls is already bound"
+            callless = [
+                s.label for s in self._scripts if not s.calls and s.header.parent_session is None
+            ]
+            if callless and not any(holder is not None for holder in self.bound_to):
+                # Nothing is bound yet, so this is the run's first caller: the top-level
+                # recording it would be holds no call at all — cut short, not "all taken".
+                reason = (
+                    f"{', '.join(callless)} recorded no model call (the file was cut short, "
+                    "or the recording run never called the model); restore it from version "
+                    "control"
+                )
         raise self._unrecorded(options, reason)
 
     def _conversation_of(self, number: int) -> int:
@@ -620,6 +640,36 @@ class Binder:
 
     def _unrecorded(self, options: GenerateOptions, reason: str) -> UnrecordedSessionError:
         bound = sum(1 for holder in self.bound_to if holder is not None)
+        parent = self._bound.get(options.parent_session_id) if options.parent_session_id else None
+        if parent is not None:
+            # A child whose parent a header names: named as the recording knows them — the
+            # parent's file, and (without a spawn index header) the spawn index record gave
+            # it, the parent's delegation whose prompt is one of its user messages.
+            handed = None
+            for message in options.messages:
+                if message.role == "user" and handed is None:
+                    handed = delegated_by(
+                        first_user_texts([message]),
+                        self._delegations(parent),
+                        set(),
+                        anonymous=False,
+                    )
+            spawn = options.spawn_index
+            if spawn is None and handed is not None:
+                spawn = handed.ordinal
+            label = self._scripts[parent].label
+            if handed is not None and handed.said and handed.said not in reason:
+                reason += f"; {label} handed it on with {handed.said}"
+            return unrecorded_error(
+                options,
+                reason,
+                self._recording,
+                bound,
+                self._scenario,
+                proxied=self._index is not None,
+                parent_label=f"{label} (live {options.parent_session_id})",
+                recorded_spawn_index=spawn,
+            )
         return unrecorded_error(
             options,
             reason,

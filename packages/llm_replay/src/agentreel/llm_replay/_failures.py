@@ -9,7 +9,7 @@ from pathlib import Path
 from agentreel.llm import GenerateOptions, TextPart, ToolResultPart
 from agentreel.llm_replay._fixture import RecordedCall, Recording, Script
 from agentreel.llm_replay.exceptions import ScriptExhaustedError, UnrecordedSessionError
-from agentreel.session import rerecord_command
+from agentreel.session import NO_TEXT_KEPT, older_recording_note, rerecord_command
 
 ANONYMOUS = "<anonymous>"
 
@@ -64,15 +64,22 @@ def unrecorded_error(
     scenario: str,
     *,
     proxied: bool = False,
+    parent_label: str | None = None,
+    recorded_spawn_index: int | None = None,
 ) -> UnrecordedSessionError:
-    """A live caller the recording has no script for; ``bound`` scripts are already taken."""
+    """A live caller the recording has no script for; ``bound`` scripts are already taken.
+    ``parent_label`` names the parent as the recording knows it (its file), and
+    ``recorded_spawn_index`` the spawn index record gave a child without one."""
+    parent = parent_label or options.parent_session_id or "none"
+    spawn = options.spawn_index if options.spawn_index is not None else recorded_spawn_index
     return UnrecordedSessionError(
-        f"live session {caller_name(options)} (parent {options.parent_session_id or 'none'}, "
-        f"spawn index {options.spawn_index if options.spawn_index is not None else 'none'}), "
+        f"live session {caller_name(options)} (parent {parent}, "
+        f"spawn index {spawn if spawn is not None else 'none'}), "
         f"first message {first_message(options)}, made a model call the recording has no "
         f"script for: {reason}. The recording "
         f"{recording.fixture_dir} holds {len(recording.scripts)} session script(s), "
-        f"{bound} already bound.{identity_hint(options, proxied=proxied)}{_UNRECORDED_NEXT}"
+        f"{f'{bound} already bound' if bound else 'none bound yet'}."
+        f"{identity_hint(options, proxied=proxied)}{_UNRECORDED_NEXT}"
         f"{rerecord_command(scenario)}",
         session_id=options.session_id,
         parent_session_id=options.parent_session_id,
@@ -106,9 +113,9 @@ def with_live_request(
         said = f" Its full masked request: {files[0]}"
         said += f"; the nearest recorded one: {files[1]}." if files[1] is not None else "."
     shown_after = ""
-    if nearest is None:
+    if nearest is None and error.delegation is None:
         said += " The recording has no request left to compare it with."
-    else:
+    if nearest is not None:
         # After the first line (what failed and the command to run, as every cause's first
         # line is read), the lines showing what differs.
         script, call, differences = nearest
@@ -131,12 +138,14 @@ def with_live_request(
     message = str(error)
     at = message.rfind(_UNRECORDED_NEXT)
     at = at if at >= 0 else len(message)
-    return UnrecordedSessionError(
+    result = UnrecordedSessionError(
         message[:at] + said + message[at:] + shown_after,
         session_id=error.session_id,
         parent_session_id=error.parent_session_id,
         spawn_index=error.spawn_index,
     )
+    result.delegation = error.delegation
+    return result
 
 
 def exhausted_error(
@@ -174,11 +183,24 @@ def drift_message(
         if files is not None
         else ""
     )
-    return (
+    head = (
         f"live session {caller_name(options)}, call {call.number} of "
         f"{script.label} (recorded turn {call.turn}, step {call.step}): the request "
         f"differs from the recorded request/header:\n  {listing}\n{written}"
-        f"{identity_hint(options, proxied=proxied).lstrip()}"
+    )
+    # A recording of an earlier format or mask set that kept no text of what differs:
+    # say which agentreel made it and the one fix, not that the agent changed.
+    older = (
+        older_recording_note(
+            script.path.name, script.header.format, script.header.masks, rerecord_command(scenario)
+        )
+        if any(NO_TEXT_KEPT in line for line in differences)
+        else None
+    )
+    if older is not None:
+        return head + older
+    return (
+        f"{head}{identity_hint(options, proxied=proxied).lstrip()}"
         f"{' ' if options.session_id is None else ''}"
         "The agent now sends a different request (prompt, tools or history changed). "
         f"If that is intended, re-record: {rerecord_command(scenario)}"

@@ -48,6 +48,7 @@ from agentreel.session import (
     ToolCall,
     open_session_log,
     order_sessions,
+    remasked_tools,
     rerecord_command,
     session_file_name,
     session_file_number,
@@ -597,9 +598,19 @@ def masked_recording(recording: Recording, mask: Callable[[str], str]) -> Record
     The masks are idempotent, so a recording made with them is unchanged; one made before
     a rule existed (a machine fact in a system prompt) compares equal again. Digests were
     taken when recorded: a masked fact inside a message beyond its preview needs a
-    re-record. Each distinct text is masked once (a conversation repeats its system prompt).
+    re-record. A tool whose whole JSON the recording keeps (``ToolHeader.text``, once per
+    log) is masked again and digested again (``remasked_tools``), so a new mask never
+    breaks it. Each distinct text is masked once (a conversation repeats its system prompt).
     """
     masked: dict[str, str] = {}
+    tool_texts = {
+        tool.digest: tool.text
+        for script in recording.scripts
+        for call in script.calls
+        if call.request is not None
+        for tool in call.request.tools
+        if tool.text is not None
+    }
 
     def text(value: str) -> str:
         found = masked.get(value)
@@ -608,6 +619,8 @@ def masked_recording(recording: Recording, mask: Callable[[str], str]) -> Record
         return found
 
     def header(request: RequestHeaderData) -> RequestHeaderData:
+        if tool_texts:
+            request = remasked_tools(request, tool_texts, text)
         system = text(request.system) if request.system is not None else None
         messages = tuple(
             message
@@ -640,10 +653,10 @@ def masked_recording(recording: Recording, mask: Callable[[str], str]) -> Record
 
 
 def message_texts(recording: Recording) -> tuple[Recording, dict[str, str]]:
-    """The whole message texts a recording keeps (``MessageHeader.text``, each written once
-    per log), by digest, and the recording without them: replay compares digests and
-    previews, served logs and goldens hold what they always held, and a drift shows the
-    texts (``diff_request_headers(texts=...)``)."""
+    """The whole message and tool texts a recording keeps (``MessageHeader.text``,
+    ``ToolHeader.text``, each written once per log), by digest, and the recording without
+    them: replay compares digests and previews, served logs and goldens hold what they
+    always held, and a drift shows the texts (``diff_request_headers(texts=...)``)."""
     texts: dict[str, str] = {}
     for script in recording.scripts:
         for call in script.calls:
@@ -651,6 +664,9 @@ def message_texts(recording: Recording) -> tuple[Recording, dict[str, str]]:
                 for message in call.request.messages:
                     if message.text is not None:
                         texts.setdefault(message.digest, message.text)
+                for tool in call.request.tools:
+                    if tool.text is not None:
+                        texts.setdefault(tool.digest, tool.text)
     if not texts:
         return recording, texts
 

@@ -281,6 +281,9 @@ class Delegation(NamedTuple):
     in_text: bool
     """Found in the reply's text, not a tool call: only a caller with no identity at all
     is bound by it (a named caller's conversation says who its parent is by header)."""
+    said: str = ""
+    """How the reply said it, for messages: ``tool task('<first 80 characters of its
+    arguments>')`` or ``text '<first 80 characters>'``."""
 
 
 def argument_strings(arguments: str) -> frozenset[str]:
@@ -331,19 +334,30 @@ def delegations(
     masking (replay compares masked requests with masked replies)."""
     found: list[Delegation] = []
 
-    def add(texts: Iterable[str], in_text: bool) -> None:
+    def add(texts: Iterable[str], in_text: bool, said: str) -> None:
         masked = frozenset(mask(t).strip() if mask is not None else t for t in texts)
-        found.append(Delegation(start + len(found), masked, in_text))
+        found.append(Delegation(start + len(found), masked, in_text, said))
 
     for chunk in chunks:
         if not isinstance(chunk, BlockEnd):
             continue
         if isinstance(chunk.block, ToolCallPart):
-            add(argument_strings(chunk.block.arguments), False)
+            call = chunk.block
+            add(
+                argument_strings(call.arguments),
+                False,
+                f"tool {call.name}({_short(call.arguments)})",
+            )
         elif isinstance(chunk.block, TextPart):
             for piece in _text_payloads(chunk.block.text):
-                add((piece,), True)
+                add((piece,), True, f"text {_short(piece)}")
     return found
+
+
+def _short(text: str) -> str:
+    """``text`` on one line, its first 80 characters, quoted (how messages cite a call)."""
+    flat = " ".join(text.split())
+    return repr(flat if len(flat) <= 80 else flat[:80] + "…")
 
 
 def first_user_text(messages: Sequence[Message]) -> str | None:

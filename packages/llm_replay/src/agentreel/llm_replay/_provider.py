@@ -405,7 +405,9 @@ class ReplayProvider:
         live = build_request_header(
             options, turn=0, step=0, cwd=self.live_cwd, api=api, full_text=True
         )
-        nearest = self._nearest_call(live)
+        # A child its parent handed on is compared with nothing: the delegating call the
+        # error names says what was expected, another session's next request would not.
+        nearest = self._nearest_call(live) if error.delegation is None else None
         if self._secrets is None:
             self._secrets = SecretScan()
         files: tuple[Path, Path | None] | None = None

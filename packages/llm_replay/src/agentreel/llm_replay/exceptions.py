@@ -84,6 +84,9 @@ class UnrecordedSessionError(ReplayError):
         self.session_id = session_id
         self.parent_session_id = parent_session_id
         self.spawn_index = spawn_index
+        # For a child whose parent handed it on: that parent and its delegating call (the
+        # request to compare with is that call, not another session's nearest request).
+        self.delegation: str | None = None
         super().__init__(message)
 
 

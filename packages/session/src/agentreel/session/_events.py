@@ -20,6 +20,7 @@ import msgspec
 
 from agentreel.llm import Chunk, Message
 from agentreel.llm.wire import WireApiName
+from agentreel.session._format import MASKS_VERSION, RECORDING_FORMAT
 
 HEADER_VERSION = 1
 
@@ -54,7 +55,8 @@ class SessionHeader(
 
     ``spawn_index``: the child's ordinal among its parent's children (None at top level).
     ``seed_length``: events copied from the parent into a fork child, 0 otherwise; written,
-    never inferred.
+    never inferred. ``format``, ``masks``: the format stamp (``_format``; last, so a golden
+    drops them as one suffix); a log without them is read as format 1, mask set 1.
     """
 
     version: int = HEADER_VERSION
@@ -65,6 +67,8 @@ class SessionHeader(
     spawn_index: int | None = None
     origin: Origin = "main"
     seed_length: int = 0
+    format: int = RECORDING_FORMAT
+    masks: int = MASKS_VERSION
 
 
 class _Data(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):
@@ -90,9 +94,16 @@ class UserMessageData(_Data, frozen=True, gc=False):
     text: str
 
 
-class ToolHeader(_Data, frozen=True, gc=False):
+class ToolHeader(_Data, frozen=True, gc=False, omit_defaults=True):
+    """One tool of a request: its name, the digest of its canonical JSON and — where the
+    recorder keeps it (the proxy: the first time the tool appears in a lane's log) — that
+    JSON whole (``text``), so replay can mask it again with today's masks (a new mask never
+    breaks a recording) and a drift shows what changed. Absent in process and in older
+    recordings."""
+
     name: str
     digest: str
+    text: str | None = None
 
 
 class MessageHeader(_Data, frozen=True, gc=False, omit_defaults=True):

@@ -11,6 +11,7 @@ import msgspec
 
 from agentreel.session._codec import EVENT_DECODER, EVENTS_DECODER, HEADER_DECODER
 from agentreel.session._events import HEADER_VERSION, EndSeed, Event, SessionHeader
+from agentreel.session._format import OLDEST_FORMAT, newer_stamp_problem
 from agentreel.session.exceptions import (
     CorruptLineError,
     SeedLengthError,
@@ -270,14 +271,31 @@ def _decode_header(path: Path, line: bytes, *, torn: bool) -> SessionHeader:
     try:
         header = HEADER_DECODER.decode(line)
     except msgspec.DecodeError as exc:
-        version = _peek_version(line)
+        version, stamp = _peek_version(line)
         if version is not None and version != HEADER_VERSION:
             raise _version_error(path, version) from None
+        if stamp is not None and (problem := newer_stamp_problem(*stamp)) is not None:
+            raise _stamp_error(path, problem) from None
         problem = "torn session header" if torn else "invalid session header"
         raise CorruptLineError(path, 1, f"{problem}: {exc}", _REPAIR) from None
     if header.version != HEADER_VERSION:
         raise _version_error(path, header.version)
+    if b'"format"' not in line:
+        # No stamp: the oldest format, never read as the current one.
+        return msgspec.structs.replace(header, format=OLDEST_FORMAT, masks=OLDEST_FORMAT)
+    if (problem := newer_stamp_problem(header.format, header.masks)) is not None:
+        raise _stamp_error(path, problem)
     return header
+
+
+def _stamp_error(path: Path, problem: str) -> UnsupportedVersionError:
+    return UnsupportedVersionError(
+        path,
+        1,
+        f"this session log was {problem}",
+        "Upgrade agentreel to a release that reads it (pip install -U agentreel), or "
+        "re-record the scenario with this one",
+    )
 
 
 def _version_error(path: Path, version: object) -> UnsupportedVersionError:
@@ -345,9 +363,13 @@ def _check_seed(
         )
 
 
-def _peek_version(line: bytes) -> object:
+def _peek_version(line: bytes) -> tuple[object, tuple[object, object] | None]:
+    """A header line's ``version`` and its stamp (format, masks; ``None`` without one)."""
     try:
         value = msgspec.json.decode(line)
     except msgspec.DecodeError:
-        return None
-    return value.get("version") if isinstance(value, dict) else None
+        return None, None
+    if not isinstance(value, dict):
+        return None, None
+    stamp = (value.get("format"), value.get("masks", OLDEST_FORMAT)) if "format" in value else None
+    return value.get("version"), stamp

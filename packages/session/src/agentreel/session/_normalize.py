@@ -320,6 +320,25 @@ def _check_token(token: str) -> None:
         )
 
 
+# A golden holds what a run did, not which agentreel wrote its log: the header's format
+# stamp (``_format``; its last two fields) is left out, so a golden stays byte for byte what
+# it was when the stamp changes.
+_STAMP = re.compile(rb',"format":-?\d+,"masks":-?\d+\}\n$')
+_STAMP_KEYS = ("format", "masks")
+
+
+def _unstamped(header_line: bytes) -> bytes:
+    """An encoded header line without its format stamp."""
+    return _STAMP.sub(b"}\n", header_line)
+
+
+def _unstamped_value(record: Any) -> Any:
+    """A decoded header without its format stamp (any other record as it is)."""
+    if isinstance(record, dict) and record.get("type") == "session":
+        return {key: item for key, item in record.items() if key not in _STAMP_KEYS}
+    return record
+
+
 def is_time_key(key: str) -> bool:
     """Whether a field named ``key`` holds a time or duration (normalized to 0)."""
     return key in _TIME_KEYS or _TIME_KEY.search(key) is not None
@@ -730,7 +749,7 @@ class Normalizer:
     def _walked_log(self, log: SessionLog) -> bytes:
         out = io.BytesIO()
         for record in (log.header, *log.events):
-            out.write(_ENCODER.encode(self.value(msgspec.to_builtins(record))))
+            out.write(_ENCODER.encode(self.value(_unstamped_value(msgspec.to_builtins(record)))))
             out.write(b"\n")
         return out.getvalue()
 
@@ -742,6 +761,8 @@ class Normalizer:
         try:
             for number, line in enumerate(_lines(data), start=1):
                 value = _decode_object(line, source, number, _REPAIR_LOG)
+                if number == 1:
+                    value = _unstamped_value(value)
                 out.write(_ENCODER.encode(self.value(value)))
                 out.write(b"\n")
         except NotJsonLineError:
@@ -759,7 +780,8 @@ class Normalizer:
         # so UUIDs are numbered by first appearance as in one whole-log scan.
         replace = msgspec.structs.replace
         out = io.BytesIO()
-        out.write(self._encoded_slice(_ENCODER.encode_lines([replace(log.header, created_at=0)])))
+        header = _ENCODER.encode_lines([replace(log.header, created_at=0)])
+        out.write(self._encoded_slice(_unstamped(header)))
         events = log.events
         for start in range(0, len(events), _RECORDS_PER_SLICE):
             records = [

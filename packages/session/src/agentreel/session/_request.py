@@ -18,7 +18,7 @@ import functools
 import hashlib
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import msgspec
 
@@ -30,10 +30,17 @@ from agentreel.session._events import (
     ToolHeader,
     WireApi,
 )
+from agentreel.session._format import NO_TEXT_KEPT
 from agentreel.session._install_paths import INSTALL_PATH_ANCHORS
 from agentreel.session._normalize import Normalizer
 
-__all__ = ["build_request_header", "diff_request_headers", "request_text", "without_texts"]
+__all__ = [
+    "build_request_header",
+    "diff_request_headers",
+    "remasked_tools",
+    "request_text",
+    "without_texts",
+]
 
 _DIGEST_LENGTH = 16
 _PREVIEW_LENGTH = 80
@@ -151,10 +158,9 @@ def build_request_header(
     text = _fast_normalizer(cwd)
     system = text(options.system) if options.system is not None else None
     tools = tuple(
-        ToolHeader(name=text(tool.name), digest=_digest(text(_canonical(tool))))
-        for tool in options.tools
+        _tool_header(text(tool.name), text(_canonical(tool)), full_text) for tool in options.tools
     )
-    tools_digest = _digest("\n".join(f"{tool.name}\t{tool.digest}" for tool in tools))
+    tools_digest = _tools_digest(tools)
     messages = tuple(_message_header(message, text, full_text) for message in options.messages)
     return RequestHeaderData(
         turn=turn,
@@ -167,6 +173,48 @@ def build_request_header(
         message_count=len(messages),
         api=api,
     )
+
+
+def _tool_header(name: str, canonical: str, full_text: bool) -> ToolHeader:
+    return ToolHeader(name=name, digest=_digest(canonical), text=canonical if full_text else None)
+
+
+def _tools_digest(tools: Sequence[ToolHeader]) -> str:
+    return _digest("\n".join(f"{tool.name}\t{tool.digest}" for tool in tools))
+
+
+def remasked_tools(
+    header: RequestHeaderData, texts: Mapping[str, str], mask: Callable[[str], str]
+) -> RequestHeaderData:
+    """``header`` with each tool whose canonical JSON is known (its ``text``, or ``texts``
+    by digest: a recording keeps each once per log) masked again with ``mask`` — every
+    string in it, as the proxy masks a live request's — and digested again: a recording
+    made with older masks compares equal to a live request under today's (what replay
+    compares is the text, masked alike on both sides). A tool without a known text stays
+    as it was."""
+    changed = False
+    tools: list[ToolHeader] = []
+    for tool in header.tools:
+        known = tool.text if tool.text is not None else texts.get(tool.digest)
+        if known is not None:
+            canonical = _canonical(_masked_strings(msgspec.json.decode(known), mask))
+            if canonical != known or _digest(canonical) != tool.digest:
+                tool = _tool_header(tool.name, canonical, tool.text is not None)
+                changed = True
+        tools.append(tool)
+    if not changed:
+        return header
+    return msgspec.structs.replace(header, tools=tuple(tools), tools_digest=_tools_digest(tools))
+
+
+def _masked_strings(value: object, mask: Callable[[str], str]) -> object:
+    if isinstance(value, str):
+        return mask(value)
+    if isinstance(value, dict):
+        return {key: _masked_strings(item, mask) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_masked_strings(item, mask) for item in value]
+    return value
 
 
 def _message_header(message: Message, text: Callable[[str], str], full_text: bool) -> MessageHeader:
@@ -183,13 +231,19 @@ def _message_header(message: Message, text: Callable[[str], str], full_text: boo
 def without_texts(header: RequestHeaderData) -> RequestHeaderData:
     """``header`` without its messages' whole texts: what replay compares and serves (the
     texts a recording keeps are for a drift's excerpt only)."""
-    if all(message.text is None for message in header.messages):
+    if all(message.text is None for message in header.messages) and all(
+        tool.text is None for tool in header.tools
+    ):
         return header
     messages = tuple(
         msgspec.structs.replace(message, text=None) if message.text is not None else message
         for message in header.messages
     )
-    return msgspec.structs.replace(header, messages=messages)
+    tools = tuple(
+        msgspec.structs.replace(tool, text=None) if tool.text is not None else tool
+        for tool in header.tools
+    )
+    return msgspec.structs.replace(header, messages=messages, tools=tools)
 
 
 def request_text(header: RequestHeaderData, texts: Mapping[str, str] | None = None) -> str:
@@ -291,16 +345,22 @@ def _describe(text: str | None) -> str:
     return "none" if text is None else repr(_shorten(text))
 
 
-def _tool_changes(recorded: RequestHeaderData, live: RequestHeaderData) -> list[str]:
+def _tool_changes(
+    recorded: RequestHeaderData, live: RequestHeaderData, texts: Mapping[str, str]
+) -> list[str]:
     old = {tool.name: tool.digest for tool in recorded.tools}
     new = {tool.name: tool.digest for tool in live.tools}
+    live_texts = {tool.name: tool.text for tool in live.tools}
     changes: list[str] = []
     for name, digest in old.items():
         if name not in new:
             changes.append(f"tool {name!r}: recorded, missing from the live request")
+        elif new[name] != digest and (was := texts.get(digest)) and (now := live_texts[name]):
+            changes.append(_text_change(f"tool {name!r} (schema and description)", was, now))
         elif new[name] != digest:
             changes.append(
-                f"tool {name!r}: schema or description changed (digest {digest} → {new[name]})"
+                f"tool {name!r}: schema or description changed; {NO_TEXT_KEPT}, so the "
+                "change cannot be shown: see the live request written beside the run"
             )
     changes.extend(
         f"tool {name!r}: in the live request, not recorded" for name in new if name not in old
@@ -353,12 +413,22 @@ def _message_changes(
                     f"messages[{position}] ({old.role}): recorded {old.preview!r}, "
                     f"live {new.preview!r}"
                 )
+            elif (old.text or texts.get(old.digest)) is not None and (
+                old.text or texts.get(old.digest)
+            ) == (new.text or (new.preview if len(new.preview) < _PREVIEW_LENGTH else None)):
+                # Both sides read the same through today's masks: what differs is what the
+                # recording compares, a checksum taken with the masks of its time.
+                differing.append(
+                    f"messages[{position}] ({old.role}): reads the same on both sides through "
+                    "today's masks, but the recording compares it by a checksum taken with the "
+                    f"masks it was recorded with; {NO_TEXT_KEPT} in that masking"
+                )
             else:
                 differing.append(
                     f"messages[{position}] ({old.role}): content differs beyond the preview "
-                    f"{old.preview!r}; the recording keeps no whole text of it (recorded "
-                    "before the proxy kept texts, or in process): compare the full requests "
-                    "written beside the run, or re-record"
+                    f"{old.preview!r}; {NO_TEXT_KEPT} (recorded before the proxy kept "
+                    "texts, or in process): compare the full requests written "
+                    "beside the run, or re-record"
                 )
         elif old is not None:
             differing.append(
@@ -404,6 +474,6 @@ def diff_request_headers(
         differences.append(f"model: recorded {recorded.model!r}, live {live.model!r}")
     if recorded.system != live.system:
         differences.append(_text_change("system prompt", recorded.system, live.system))
-    differences.extend(_tool_changes(recorded, live))
+    differences.extend(_tool_changes(recorded, live, texts or {}))
     differences.extend(_message_changes(recorded, live, texts or {}))
     return differences

@@ -36,9 +36,11 @@ def record_backend(config: RecordConfig) -> Iterator[dict[str, str]]:
         return
     rules = config.rules
     if rules is None or not rules.is_file():
+        from agentreel.llm.stub import RULES_FORMAT_HINT
+
         raise RecordSetupError(
-            f"record provider 'stub' needs its rules file {rules}; create it (rules format: "
-            "packages/llm/README.md) or set [record] provider to a real one"
+            f"record provider 'stub' needs its rules file {rules}; create it "
+            f"({RULES_FORMAT_HINT}) or set [record] provider to a real one"
         )
     from agentreel.llm.exceptions import StubRulesError
     from agentreel.llm.stub import StubServer

@@ -29,6 +29,7 @@ from agentreel.snapshot_harness._layout import (
     check_inventory,
     write_files,
 )
+from agentreel.snapshot_harness._mcp import split_mcp_files, write_mcp_files
 from agentreel.snapshot_harness._pending import (
     PendingGolden,
     clear_pending,
@@ -117,7 +118,7 @@ def check_scenario(
         if diffs:
             written: list[PendingGolden] = []
             refused = ""
-            secrets = envvars.secret_values(os.environ, scenario.env)
+            secrets = envvars.secret_values(os.environ, scenario.env, keys=scenario.auth_env())
             allow = scenario.record.allow_secrets
             if pending:  # pending goldens are goldens: scanned like any before written
                 try:
@@ -142,7 +143,7 @@ def check_scenario(
     goldens = {f"{GOLDEN_DIR}/{k}": v for k, v in rendered.items()}
     scan_for_secrets(
         goldens,
-        envvars.secret_values(os.environ, scenario.env),
+        envvars.secret_values(os.environ, scenario.env, keys=scenario.auth_env()),
         scenario.name,
         allow=scenario.record.allow_secrets,
         action="write the goldens",
@@ -151,6 +152,13 @@ def check_scenario(
     if pending:
         clear_pending(scenario.directory)
     return Outcome(scenario, mode, sessions, time.monotonic() - started, list(goldens), result)
+
+
+def write_recordings(directory: Path, recordings: dict[str, bytes]) -> None:
+    """The session logs and proxy files beside scenario.toml, the MCP ones in ``mcp/``."""
+    files, mcp = split_mcp_files(recordings)
+    write_files(directory, files, keep_pattern=RECORDING_FILE_PATTERN)
+    write_mcp_files(directory, mcp)
 
 
 def _record(
@@ -167,7 +175,7 @@ def _record(
             '([model] via = "proxy" in scenario.toml). See its stderr with --keep-runs DIR.'
         )
     recordings = render_recordings(recorded)
-    secrets = envvars.secret_values(os.environ, scenario.env)
+    secrets = envvars.secret_values(os.environ, scenario.env, keys=scenario.auth_env())
     allow = scenario.record.allow_secrets
     scan_for_secrets(recordings, secrets, scenario.name, allow=allow)
 
@@ -180,7 +188,7 @@ def _record(
                 shutil.copy2(scenario.directory / name, copy / name)
         if scenario.workspace is not None:
             shutil.copytree(scenario.workspace, copy / WORKSPACE_DIR, symlinks=True)
-        write_files(copy, recordings, keep_pattern=RECORDING_FILE_PATTERN)
+        write_recordings(copy, recordings)
         trial = dataclasses.replace(
             scenario, directory=copy, agent_root=scenario.agent_root or scenario.directory
         )
@@ -207,7 +215,7 @@ def _record(
     scan_for_secrets(
         {f"{GOLDEN_DIR}/{k}": v for k, v in goldens.items()}, secrets, scenario.name, allow=allow
     )
-    write_files(scenario.directory, recordings, keep_pattern=RECORDING_FILE_PATTERN)
+    write_recordings(scenario.directory, recordings)
     write_files(scenario.directory / GOLDEN_DIR, goldens, keep_pattern=GOLDEN_FILE_PATTERN)
     written = [*recordings, *(f"{GOLDEN_DIR}/{name}" for name in goldens)]
     return Outcome(

@@ -2,7 +2,8 @@
 ``agentreel proxy ...`` hands over to the model proxy's command line.
 
 Commands with their own options (``agentreel review``: ``_review``; ``agentreel report``:
-``_report_cli``; ``agentreel check-secrets``: ``_check_secrets``) are dispatched by their
+``_report_cli``; ``agentreel check-secrets``: ``_check_secrets``; ``agentreel upgrade``:
+``_upgrade``) are dispatched by their
 first word to their module. ``agentreel --help`` (or no arguments) lists every command with
 one line each — the modes, each module of ``_COMMANDS`` (its ``SUMMARY``) and ``proxy`` —
 and every command's own ``--help`` ends with examples.
@@ -28,7 +29,15 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from agentreel.session import REFRESH_COMMAND_ENV, RERECORD_COMMAND_ENV, rerecord_command
+from agentreel.session import (
+    MAIN_SESSION_FILE,
+    RECORDING_FORMAT,
+    REFRESH_COMMAND_ENV,
+    RERECORD_COMMAND_ENV,
+    SessionLogError,
+    load_session_log,
+    rerecord_command,
+)
 from agentreel.snapshot_harness._check import check_scenario
 from agentreel.snapshot_harness._pending import is_default_fixtures, pending_allowed
 from agentreel.snapshot_harness._scenario import (
@@ -148,6 +157,7 @@ _COMMANDS = {
     "review": "agentreel.snapshot_harness._review",
     "report": "agentreel.snapshot_harness._report_cli",
     "check-secrets": "agentreel.snapshot_harness._check_secrets",
+    "upgrade": "agentreel.snapshot_harness._upgrade",
 }
 
 
@@ -270,8 +280,11 @@ def _dispatch(argv: list[str], out: TextIO) -> int:
     finally:
         # Always the failures in full, the guesses and the summary line, even when
         # interrupted: what to act on, once, at the end.
+        by_name = {directory.name: directory for directory in directories}
         for name, message in failures:
             print(f"\n=== {name} ===\n{message}", file=out)
+            if mode != "record" and (hint := _upgrade_hint(by_name[name], args.fixtures)):
+                print(hint, file=out)
         for name, warnings in guessed:
             print(_guesses_message(name, warnings), file=out)
         total = time.monotonic() - started
@@ -284,6 +297,23 @@ def _dispatch(argv: list[str], out: TextIO) -> int:
             summary += f"; interrupted, {len(directories) - done} not run"
         print(f"\n{summary}", file=out, flush=True)
     return 1 if failures else 0
+
+
+def _upgrade_hint(directory: Path, fixtures: str | None) -> str | None:
+    """For a scenario that failed: if an earlier agentreel recorded it (an older format
+    stamp, or none), the command that brings it to the current format."""
+    try:
+        made = load_session_log(directory / MAIN_SESSION_FILE).header.format
+    except (OSError, SessionLogError):
+        return None
+    if made >= RECORDING_FORMAT:
+        return None
+    option = f"--fixtures {shlex.quote(fixtures)} " if fixtures else ""
+    return (
+        f"{directory.name} was recorded by an earlier agentreel (recording format {made}; "
+        f"this one writes {RECORDING_FORMAT}): `agentreel upgrade {option}{directory.name}` "
+        "rewrites it to the current format keylessly"
+    )
 
 
 def _guesses_message(name: str, warnings: list[str]) -> str:

@@ -11,6 +11,7 @@ surfaces in the agent as a failed step).
 from __future__ import annotations
 
 import contextlib
+import re
 from pathlib import Path
 
 from agentreel.llm import AgentEnv
@@ -42,11 +43,31 @@ def replay_mismatch(
     lines = report_problem(scenario.name, report, rerecord_command(scenario.name))
     if lines is None:
         return None
-    cause = report.errors[0].message if report.errors else ""
+    # The agent and the proxy open the recordings by absolute path; the reader typed one.
+    lines = [as_typed(scenario, line) for line in lines]
+    stderr_tail = as_typed(scenario, stderr_tail)
+    cause = as_typed(scenario, report.errors[0].message) if report.errors else ""
     if then is not None:
         step = then.where or "the run"
         lines.append(f"The run failed at {step} because of it ({type(then).__name__}).")
     return ReplayConsumptionError("\n".join(lines), stderr_tail=_without_cause(stderr_tail, cause))
+
+
+def as_typed(scenario: Scenario, text: str) -> str:
+    """``text`` with the scenario directory's absolute path written as the user typed it."""
+    absolute = str(scenario.directory.resolve())
+    typed = str(scenario.directory)
+    return text.replace(absolute, typed) if absolute != typed else text
+
+
+# What differs between two reports of one retried call: the numbered request files.
+_RETRY_NUMBERING = re.compile(r"(unrecorded-)\d+")
+
+
+def _again(times: int) -> list[str]:
+    if times == 1:
+        return []
+    return [f"(met {times} times: the agent retried the same call; shown once)"]
 
 
 def report_problem(name: str, report: ConsumptionReport, advice: str) -> list[str] | None:
@@ -58,9 +79,20 @@ def report_problem(name: str, report: ConsumptionReport, advice: str) -> list[st
     if not report.errors and not unconsumed:
         return None
     if report.errors:
-        first = report.errors[0]
-        lines = [f"{name}: {first.type}: {first.message}"]
-        lines += [f"(then {error.type}: {error.message})" for error in report.errors[1:]]
+        # A framework retrying a failing call meets the same error again: said once, counted.
+        distinct: dict[tuple[str, str], int] = {}
+        for error in report.errors:
+            key = (error.type, _RETRY_NUMBERING.sub(r"\1", error.message))
+            distinct[key] = distinct.get(key, 0) + 1
+        said = [
+            (error, distinct.pop(key))
+            for error in report.errors
+            if (key := (error.type, _RETRY_NUMBERING.sub(r"\1", error.message))) in distinct
+        ]
+        first, times = said[0]
+        lines = [f"{name}: {first.type}: {first.message}", *_again(times)]
+        for error, times in said[1:]:
+            lines += [f"(then {error.type}: {error.message})", *_again(times)]
     else:
         lines = [f"{name}: the replay ended with recorded model calls never made"]
     if unconsumed:

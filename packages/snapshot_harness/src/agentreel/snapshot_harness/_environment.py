@@ -12,11 +12,12 @@ from __future__ import annotations
 import os
 import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from agentreel.llm import AgentEnv
 from agentreel.session import REFRESH_COMMAND_ENV, RERECORD_COMMAND_ENV
+from agentreel.snapshot_harness.exceptions import RecordSetupError
 
 # The contract's names, owned by agentreel.llm (the agent kit's one list), under the names
 # the harness's modules use.
@@ -29,7 +30,14 @@ REPLAY_LIVE_CWD = AgentEnv.REPLAY_LIVE_CWD.value
 REPLAY_REPORT = AgentEnv.REPLAY_REPORT.value
 
 
-_PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+PROXY_VARIABLES = (
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+)
 _NO_PROXY_VARS = ("NO_PROXY", "no_proxy")
 # Credential-looking names: never inherited in replay, scanned for in record.
 SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.IGNORECASE)
@@ -80,7 +88,7 @@ def base_environment(run_dir: Path) -> dict[str, str]:
 def offline_proxies() -> dict[str, str]:
     """Proxy variables aimed at a closed loopback port, with no bypass list."""
     proxy = f"http://127.0.0.1:{closed_port()}"
-    env = dict.fromkeys(_PROXY_VARS, proxy)
+    env = dict.fromkeys(PROXY_VARIABLES, proxy)
     env.update(dict.fromkeys(_NO_PROXY_VARS, ""))
     return env
 
@@ -95,11 +103,31 @@ def record_passthrough(source: Mapping[str, str]) -> dict[str, str]:
     return {key: value for key, value in source.items() if _RECORD_PASSTHROUGH.match(key)}
 
 
-def secret_values(*sources: Mapping[str, str]) -> dict[str, str]:
-    """``{value: variable name}`` for every credential-looking variable worth scanning for."""
+def secret_values(*sources: Mapping[str, str], keys: Iterable[str] = ()) -> dict[str, str]:
+    """``{value: variable name}`` for every credential-looking variable worth scanning for,
+    and every variable named in ``keys`` whatever its name (an auth method's variables)."""
+    named = set(keys)
     found: dict[str, str] = {}
     for source in sources:
         for key, value in source.items():
-            if SECRET_NAME.search(key) and len(value) >= 8:
+            if (key in named or SECRET_NAME.search(key)) and len(value) >= 8:
                 found.setdefault(value, key)
     return found
+
+
+# What an auth method's variables hold in a replay: keyless, yet set.
+REPLAY_AUTH_VALUE = "agentreel-replay-has-no-key"
+
+
+def auth_environment(names: Iterable[str], *, record: bool, where: str) -> dict[str, str]:
+    """The variables an ``authenticate`` method reads: the harness's own values while
+    recording (each must be set), a placeholder in replay. ``where`` names the scenario."""
+    if not record:
+        return dict.fromkeys(names, REPLAY_AUTH_VALUE)
+    unset = [name for name in names if not os.environ.get(name)]
+    if unset:
+        raise RecordSetupError(
+            f"{where}: the scenario's auth method reads {', '.join(unset)}, not set in this "
+            "environment; export it to record (its value is refused from every recording)"
+        )
+    return {name: os.environ[name] for name in names}

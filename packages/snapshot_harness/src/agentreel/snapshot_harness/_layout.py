@@ -42,13 +42,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentreel.llm import Finish
-from agentreel.llm_replay import PartialLanes
+from agentreel.llm_replay import FixtureError, PartialLanes, load_recording
+from agentreel.mcp_replay import MCP_RECORDING_PATTERN, MCP_RECORDINGS_DIR
 from agentreel.session import (
     OVERRIDE_FILE,
     PROXY_RECORDING_FILES,
     SESSION_FILE_PATTERN,
     AssistantChunk,
     RequestHeader,
+    SessionLog,
     SessionLogError,
     load_session_log,
     recording_names,
@@ -61,6 +63,7 @@ from agentreel.snapshot_harness._scenario import (
     SCENARIO_FILE,
     WORKSPACE_DIR,
     Mode,
+    Prompt,
     PromptAndCancel,
     Scenario,
 )
@@ -121,6 +124,15 @@ def take_inventory(scenario: Scenario) -> Inventory:
     for path in _entries(scenario, directory):
         name = path.name
         if name == WORKSPACE_DIR and path.is_dir() and not path.is_symlink():
+            continue
+        if name == MCP_RECORDINGS_DIR and path.is_dir() and not path.is_symlink():
+            declared = {server.name for server in scenario.mcp_servers}
+            for recording in _entries(scenario, path):
+                match = MCP_RECORDING_PATTERN.fullmatch(recording.name)
+                if match is None or match["server"] not in declared:
+                    orphans.append(f"{MCP_RECORDINGS_DIR}/{recording.name}")
+                else:
+                    _check_readable(scenario, recording)
             continue
         if name == GOLDEN_DIR and path.is_dir() and not path.is_symlink():
             for golden in _entries(scenario, path):
@@ -197,6 +209,7 @@ def check_inventory(scenario: Scenario, mode: Mode) -> Inventory:
     orphans = list(inventory.orphans)
     rerecord = rerecord_command(scenario.name)
     recorded_golden: list[str] = []  # missing recordings whose golden log is there
+    missing += [name for name in scenario.inputs if not (scenario.directory / name).exists()]
     if mode == "record":
         rules = scenario.record.rules
         if rules is not None and not rules.is_file():
@@ -235,6 +248,8 @@ def check_inventory(scenario: Scenario, mode: Mode) -> Inventory:
     if mode != "record" and not missing:
         for name in inventory.recordings:
             _check_recording(scenario.directory / name, rerecord)
+        _check_cut_to_header(scenario, inventory.recordings, rerecord)
+        _check_overrides(scenario)
         _check_cancelled_calls_hang(scenario, inventory.recordings)
     if missing or orphans or extra:
         lines = [f"{scenario.directory}: the fixture files do not fit {mode} mode"]
@@ -255,9 +270,19 @@ def check_inventory(scenario: Scenario, mode: Mode) -> Inventory:
         other = [n for n in missing if n not in recorded_golden]
         if other:
             lines.append(f"  missing: {', '.join(other)}")
-        if orphans:
+        mentioned = _mentioned(scenario, orphans)
+        unmentioned = [n for n in orphans if n not in mentioned]
+        if unmentioned:
             lines.append(
-                f"  orphans (no scenario needs them; delete them): {', '.join(sorted(orphans))}"
+                f"  orphans (nothing in the scenario names them): {', '.join(sorted(unmentioned))}"
+                " — delete them, or, if the agent uses them, list them in scenario.toml's "
+                "[fixture] inputs"
+            )
+        if mentioned:
+            lines.append(
+                f"  not recognised as inputs: {', '.join(sorted(mentioned))} — scenario.toml "
+                "mentions them but no key the inventory reads names them; if the agent uses "
+                'them, list them in [fixture] inputs = ["..."]'
             )
         if mode == "record":
             lines.append(f"Then record again: {rerecord}")
@@ -271,6 +296,20 @@ def check_inventory(scenario: Scenario, mode: Mode) -> Inventory:
             "\n".join(lines), missing=missing, orphans=sorted(orphans + extra)
         )
     return inventory
+
+
+def _mentioned(scenario: Scenario, names: list[str]) -> list[str]:
+    """The ``names`` that ``scenario.toml`` mentions anywhere (a comment, a step's text):
+    never called orphans to delete — the scenario may well need them."""
+    try:
+        text = scenario.toml_path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []
+    return [
+        name
+        for name in names
+        if re.search(rf"(?<![\w.-]){re.escape(name.rstrip('/'))}(?![\w-])", text)
+    ]
 
 
 def _check_recording(path: Path, rerecord: str) -> None:
@@ -288,6 +327,46 @@ def _check_recording(path: Path, rerecord: str) -> None:
             f"({log.torn_tail.problem}); restore it from version control or re-record: "
             f"{rerecord}"
         )
+
+
+def _check_cut_to_header(scenario: Scenario, recordings: list[str], rerecord: str) -> None:
+    """A recording holding only its header line, where the run that wrote it must have
+    logged more, was cut short: named here, before a replay binds the live session to
+    another script and blames a drift (or an "unrecorded" session) instead.
+
+    Must have logged more: a proxied scenario's recording (the proxy writes a lane only for
+    a model call), a session other recordings name as their parent (it logged their
+    ``subagent/start``), or the only recording of a scenario that prompts."""
+    logs: dict[str, SessionLog] = {}
+    for name in recordings:
+        try:
+            logs[name] = load_session_log(scenario.directory / name)
+        except SessionLogError:
+            return  # _check_recording named it
+    parents = {log.header.parent_session for log in logs.values()}
+    prompts = any(isinstance(step, Prompt | PromptAndCancel) for step in scenario.steps)
+    for name, log in logs.items():
+        if log.events:
+            continue
+        if not (scenario.model.proxied or log.header.id in parents or (prompts and len(logs) == 1)):
+            continue
+        raise ScenarioFilesError(
+            f"{scenario.directory / name}: the recording holds only its header line, no "
+            "events — cut short (an editor, a failed copy, a crash while recording?). "
+            f"Restore it from version control or re-record: {rerecord}"
+        )
+
+
+def _check_overrides(scenario: Scenario) -> None:
+    """A ``replay.override.json`` must be valid for the recording it patches before anything
+    reads it: a malformed file, or one naming a call the recording lacks, is that file's
+    error (named as the user typed the scenario's path), never a "missing override"."""
+    if not (scenario.directory / OVERRIDE_FILE).exists():
+        return
+    try:
+        load_recording(scenario.directory)
+    except FixtureError as exc:
+        raise ScenarioFilesError(f"{scenario.name}: {type(exc).__name__}: {exc}") from None
 
 
 def _check_cancelled_calls_hang(scenario: Scenario, recordings: list[str]) -> None:

@@ -131,8 +131,8 @@ class WorkerProxy:
 
 
 def _wait(future: concurrent.futures.Future[T], timeout: float) -> T:
-    # Bounded by the scenario's timeout, like the rest of the run: record mode imports
-    # both provider SDKs before a run serves, which takes long on a busy machine.
+    # Bounded by the scenario's timeout, like the rest of the run: starting a run takes
+    # long on a busy machine.
     try:
         return future.result(timeout)
     except concurrent.futures.TimeoutError:
@@ -290,9 +290,11 @@ def _upstream(
         return
     rules = record.rules
     if rules is None or not rules.is_file():
+        from agentreel.llm.stub import RULES_FORMAT_HINT
+
         raise RecordSetupError(
             f"{scenario.name}: recording through the proxy with the stub needs its rules file "
-            f"{rules}; create it (rules format: packages/llm/README.md)"
+            f"{rules}; create it ({RULES_FORMAT_HINT})"
         )
     from agentreel.llm.exceptions import StubRulesError
     from agentreel.llm.stub import StubServer

@@ -16,20 +16,23 @@ as pytest-recording's ``vcr_config``), then the ``agentreel`` marker's keyword a
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
 import shlex
 import shutil
+import socket
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentreel.llm_replay import ScheduleSettings
-from agentreel.session import RECORDING_FILE_PATTERN, RERECORD_COMMAND_ENV
+from agentreel.llm_replay import ReplayError, ScheduleSettings
+from agentreel.session import RECORDING_FILE_PATTERN, RERECORD_COMMAND_ENV, rerecord_command
 from agentreel.snapshot_harness import _environment as envvars
 from agentreel.snapshot_harness._pending import CI_ENV
 from agentreel.snapshot_harness._scenario import DEFAULT_STUB_RULES
@@ -42,13 +45,15 @@ RecordMode = Literal["none", "once", "all"]
 RECORD_MODES: tuple[RecordMode, ...] = ("none", "once", "all")
 RECORD_OPTION = "--agentreel-record"
 UPSTREAM_OPTION = "--agentreel-upstream"
+NETWORK_OPTION = "--agentreel-network"
+NETWORK_MODES = ("sealed", "open")
 RECORDINGS_DIR = "recordings"
 # What the proxy writes into a recording folder (a user's stub-rules.toml stays untouched).
 _RECORDED = RECORDING_FILE_PATTERN
 _UNSAFE = re.compile(r"[^A-Za-z0-9._\[\]-]+")
 # agentreel_config / marker keys: the fixture's own, and those passed to the proxy as they
 # are (ProxySettings' fields of the same name; what the installed proxy knows decides).
-_OWN_KEYS = frozenset({"upstream", "record_mode", "cwd"})
+_OWN_KEYS = frozenset({"upstream", "record_mode", "cwd", "private_home"})
 _PROXY_KEYS = frozenset(
     {
         "masks",
@@ -63,6 +68,24 @@ _START_TIMEOUT = 120.0
 
 class ReelError(HarnessError):
     """A misuse of the fixture (unknown config key, refused record mode, no upstream)."""
+
+
+class RecordingUnusableError(ReelError):
+    """The test's recording cannot be replayed (a numbering gap, a corrupt file): a failure
+    of the test itself, not of its setup — the fixture is fine, the recording is not."""
+
+
+def _unusable(reel_plan: ReelPlan, error: ReplayError) -> str:
+    """``error`` as the test's failure: its node id first, the recording's path as seen from
+    where pytest runs, and the re-record command naming the node id (the recording folder's
+    name alone is no pytest target)."""
+    message = str(error)
+    directory = reel_plan.directory
+    with contextlib.suppress(ValueError):
+        message = message.replace(str(directory), str(directory.relative_to(Path.cwd())))
+    by_folder = rerecord_command(directory.name)
+    message = message.replace(by_folder, record_command(reel_plan.name, "all"))
+    return f"{reel_plan.name}: {type(error).__name__}: {message}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +231,12 @@ class Reel:
         return self._run.base_url
 
     @property
+    def gemini_base_url(self) -> str:
+        """The base URL for ``google-genai`` (``HttpOptions(base_url=...)``) and Gemini CLI
+        (``GOOGLE_GEMINI_BASE_URL`` in ``env``): the proxy's root, which speaks Gemini."""
+        return self._run.base_url
+
+    @property
     def api_key(self) -> str:
         """A dummy key: the stub and replay need none (a real upstream gets yours)."""
         from agentreel.llm_proxy import DUMMY_KEY
@@ -216,8 +245,8 @@ class Reel:
 
     @property
     def env(self) -> dict[str, str]:
-        """``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL``, both keys, and loopback exempt
-        from ``HTTP(S)_PROXY``: for ``monkeypatch`` or a subprocess's environment."""
+        """``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL``, ``GOOGLE_GEMINI_BASE_URL``, the SDKs'
+        keys, and loopback exempt from ``HTTP(S)_PROXY``: for a subprocess's environment."""
         from agentreel.llm_proxy import KEY_VARIABLES
 
         env = self._run.environment()
@@ -240,6 +269,144 @@ class Reel:
         return headers
 
 
+class EgressGuard:
+    """Where the sealed fixture points every proxy variable for a test: a loopback listener
+    that answers each request sent through it ``403`` and keeps what it was (a client that
+    honours ``HTTP(S)_PROXY``/``ALL_PROXY`` sends ``CONNECT host:port`` or an absolute URL),
+    so the test's output can name the outside host an agent tried (telemetry, an update
+    check), or a client that sent its call for the proxy there instead of to it."""
+
+    def __init__(self) -> None:
+        self._socket = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
+        self.seen: list[str] = []
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._serve, name="agentreel-egress", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self._socket.accept()
+            except OSError:
+                return
+            with conn:
+                self._answer(conn)
+
+    def _answer(self, conn: socket.socket) -> None:
+        conn.settimeout(2.0)
+        head = b""
+        try:
+            while b"\r\n\r\n" not in head and len(head) < 16384:
+                piece = conn.recv(4096)
+                if not piece:
+                    break
+                head += piece
+        except OSError:
+            pass
+        line = head.split(b"\r\n", 1)[0].decode("latin-1").strip()
+        if line:
+            with self._lock:
+                self.seen.append(" ".join(line.split()[:2]))
+        body = (
+            b"agentreel: this test's network is sealed (the agentreel fixture points the "
+            b"proxy variables here); the request is refused. --agentreel-network=open lets "
+            b"it through.\n"
+        )
+        with suppress(OSError):
+            conn.sendall(
+                b"HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+
+    def close(self) -> list[str]:
+        """Stop listening; what was sent through it."""
+        with suppress(OSError):  # wakes the accept() in the thread (Linux), then closes
+            self._socket.shutdown(socket.SHUT_RDWR)
+        self._socket.close()
+        self._thread.join(timeout=5)
+        with self._lock:
+            return list(self.seen)
+
+
+def _target_host(request_line: str) -> str:
+    """``host:port`` of ``CONNECT host:port`` or ``host`` of ``GET http://host/...``."""
+    target = request_line.split(" ", 1)[-1]
+    if "://" in target:
+        target = target.split("://", 1)[1]
+    return target.split("/", 1)[0]
+
+
+def _is_loopback(host: str) -> bool:
+    name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    name = name.strip("[]")
+    return name in ("localhost", "::1") or name.startswith("127.")
+
+
+def egress_lines(seen: list[str], proxy_url: str) -> tuple[list[str], list[str]]:
+    """(``unreached``, ``blocked``): the requests meant for the agentreel proxy that a client
+    sent to the proxy variables instead, and the outside hosts refused, each as a line."""
+    unreached: list[str] = []
+    blocked: list[str] = []
+    for request_line in seen:
+        host = _target_host(request_line)
+        variable = (
+            "HTTPS_PROXY / ALL_PROXY"
+            if request_line.startswith("CONNECT")
+            else ("HTTP_PROXY / ALL_PROXY")
+        )
+        if _is_loopback(host):
+            unreached.append(
+                f"a client could not reach the agentreel proxy ({proxy_url}): it sent "
+                f"`{request_line}` to {variable} instead, which this test points at a blocker; "
+                "the client ignores NO_PROXY (set by the fixture to exempt loopback): give it "
+                "no proxy (e.g. httpx trust_env=False, requests session.trust_env = False) or "
+                "pass it agentreel.env"
+            )
+        else:
+            blocked.append(
+                f"blocked an outside connection to {host} (`{request_line}`, sent there by "
+                f"{variable}): the agentreel fixture seals the test's network; turn that call "
+                f"off in the agent (telemetry, update checks) or run with {NETWORK_OPTION}=open"
+            )
+    return unreached, blocked
+
+
+@contextmanager
+def sealed(
+    reel_plan: ReelPlan, *, network: str, private_root: Path | None
+) -> Iterator[EgressGuard | None]:
+    """The test's environment while its reel serves: loopback exempt in ``NO_PROXY``; every
+    proxy variable at an ``EgressGuard`` (unless ``network`` is ``open``); a private
+    ``HOME`` and temp dir under ``private_root`` (``None``: the test keeps its own)."""
+    import pytest
+
+    with pytest.MonkeyPatch.context() as patch:
+        exempt = envvars.loopback_bypass()
+        for name, value in exempt.items():
+            kept = os.environ.get(name, "") if network == "open" else ""
+            patch.setenv(name, ",".join(v for v in (kept, value) if v))
+        guard: EgressGuard | None = None
+        if network != "open":
+            guard = EgressGuard()
+            for name in envvars.PROXY_VARIABLES:
+                patch.setenv(name, guard.url)
+        if private_root is not None:
+            home, tmp = private_root / "home", private_root / "tmp"
+            home.mkdir(parents=True, exist_ok=True)
+            tmp.mkdir(parents=True, exist_ok=True)
+            patch.setenv("HOME", str(home))
+            for name in ("TMPDIR", "TEMP", "TMP"):
+                patch.setenv(name, str(tmp))
+            patch.setattr(tempfile, "tempdir", str(tmp))
+        try:
+            yield guard
+        finally:
+            if guard is not None:
+                guard.close()
+
+
 @dataclass(slots=True)
 class OpenReel:
     """A reel being served; ``finish`` closes it once and says what went wrong, if anything."""
@@ -249,16 +416,24 @@ class OpenReel:
     staging: Path
     problem: str | None = None
     finished: bool = False
+    guard: EgressGuard | None = None
+    blocked: list[str] = field(default_factory=list)
 
     def finish(self, *, passed: bool) -> str | None:
         if self.finished:
             return self.problem
         self.finished = True
+        seen = self.guard.close() if self.guard is not None else []
+        unreached, self.blocked = egress_lines(seen, self.reel.base_url)
         try:
             self.stack.close()
             self.problem = _judge(self.reel, self.staging, passed=passed)
         except Exception as exc:  # a close that failed is the test's failure, named
             self.problem = f"{self.reel.plan.name}: closing the agentreel proxy failed: {exc}"
+        if unreached:
+            # The cause first: what follows (calls never made, a failed client) comes of it.
+            named = [f"{self.reel.plan.name}: {line}" for line in unreached]
+            self.problem = "\n".join([*named, *([self.problem] if self.problem else [])])
         if self.problem is None or self.reel.mode == "replay":
             shutil.rmtree(self.staging, ignore_errors=True)
         return self.problem
@@ -299,6 +474,8 @@ def open_reel(reel_plan: ReelPlan) -> OpenReel:
             raise ReelError(f"{reel_plan.name}: {exc}") from None
         try:
             run = WORKER_PROXY.open_run(proxy_settings, timeout=_START_TIMEOUT)
+        except ReplayError as exc:
+            raise RecordingUnusableError(_unusable(reel_plan, exc)) from None
         except (ProxyConfigError, ValueError, OSError) as exc:
             raise ReelError(
                 f"{reel_plan.name}: cannot serve {reel_plan.directory}: {exc}"
@@ -373,7 +550,14 @@ def _judge(reel: Reel, staging: Path, *, passed: bool) -> str | None:
     run = reel._run
     reel_plan = reel.plan
     if reel_plan.mode == "replay":
-        return _replay_problem(reel_plan, staging / "replay-report.json", run.errors)
+        problem = _replay_problem(reel_plan, staging / "replay-report.json", run.errors)
+        if problem is not None and run.unspoken:
+            # The likely cause first: a call the agent made on an API the proxy lacks.
+            from agentreel.llm_proxy import unspoken_summary
+
+            said = f"{reel_plan.name}: replay: {unspoken_summary(run.unspoken)}"
+            return f"{said}\n{problem}"
+        return problem
     recorded = staging / "recording"
     if run.errors:
         return (

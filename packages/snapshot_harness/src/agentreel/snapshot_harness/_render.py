@@ -82,4 +82,5 @@ def render_recordings(result: RunResult) -> dict[str, bytes]:
         for number, raw in enumerate(result.session_log_bytes)
     }
     recordings.update(result.proxy_files)
+    recordings.update(result.mcp_files)
     return recordings

@@ -55,6 +55,8 @@ class RunResult:
     fork_fallback: str | None = None
     proxy_files: dict[str, bytes] = field(default_factory=dict)
     proxy_warnings: list[str] = field(default_factory=list)
+    # A record run's MCP recordings, ``mcp/<server>.<n>.jsonl`` → bytes (SPEC 19).
+    mcp_files: dict[str, bytes] = field(default_factory=dict)
 
     def stderr_tail(self, lines: int = STDERR_TAIL_LINES) -> str:
         return tail(self.stderr, lines)

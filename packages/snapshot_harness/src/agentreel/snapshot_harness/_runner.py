@@ -34,6 +34,7 @@ from acp import Client, RequestError, connect_to_agent
 
 from agentreel.llm import AgentEnvironment
 from agentreel.llm_replay import ReplayError
+from agentreel.mcp_replay import McpSettings
 from agentreel.session import OVERRIDE_FILE, harvest_session_logs, session_file_name
 from agentreel.snapshot_harness import _environment as envvars
 from agentreel.snapshot_harness._backend import record_backend, replay_backend
@@ -46,6 +47,13 @@ from agentreel.snapshot_harness._consumption import (
 )
 from agentreel.snapshot_harness._forkserver import AgentProcess, started_agent
 from agentreel.snapshot_harness._layout import hang_overrides
+from agentreel.snapshot_harness._mcp import (
+    AcpMcpServers,
+    acp_mcp_servers,
+    check_mcp,
+    mcp_settings,
+    recorded_mcp_files,
+)
 from agentreel.snapshot_harness._proxied import proxy_backend
 from agentreel.snapshot_harness._result import RunResult, StartMethod, tail
 from agentreel.snapshot_harness._scenario import (
@@ -246,6 +254,7 @@ def _run_in(
     env.update(AgentEnvironment(sessions_root=str(sessions_root)).to_environ())
     logs_root = sessions_root
     proxy_warnings: list[str] = []
+    mcp = mcp_settings(scenario, mode, run_dir, cwd)
     with contextlib.ExitStack() as stack:
         if scenario.model.proxied:
             # The proxy's logs are the run's: whatever the agent writes itself is not.
@@ -273,7 +282,16 @@ def _run_in(
             env.update(stack.enter_context(record_backend(record or scenario.record)))
         else:
             env.update(replay_backend(scenario, cwd, report, drift_dir))
+        if any(server.url is not None for server in scenario.mcp_servers):
+            # The MCP endpoint listens on loopback: the agent reaches it past the closed
+            # proxy (which still stops everything off this machine).
+            env.update(envvars.loopback_bypass())
         env.update(scenario.env)
+        env.update(
+            envvars.auth_environment(
+                scenario.auth_env(), record=mode == "record", where=scenario.name
+            )
+        )
         started = time.monotonic()
         try:
             with stderr_path.open("wb") as stderr_file:
@@ -282,8 +300,9 @@ def _run_in(
                         _drive_command(scenario, env, cwd, stderr_file, stderr_path)
                     )
                 else:
-                    driven = asyncio.run(_drive(scenario, env, cwd, stderr_file, stderr_path))
+                    driven = asyncio.run(_drive(scenario, env, cwd, stderr_file, stderr_path, mcp))
         except RunError as failure:
+            check_mcp(mcp, failures_only=True)  # an MCP drift the agent failed on: named
             mismatch = explain_failed_run(scenario, report, failure) if mode != "record" else None
             if mismatch is not None:
                 raise mismatch from failure
@@ -300,6 +319,7 @@ def _run_in(
             raise
         duration = time.monotonic() - started
 
+    check_mcp(mcp)
     stderr = stderr_path.read_text(encoding="utf-8", errors="replace")
     logs = harvest_session_logs(logs_root)
     proxy_files: dict[str, bytes] = {}
@@ -325,6 +345,7 @@ def _run_in(
         fork_fallback=driven.fork_fallback,
         proxy_files=proxy_files,
         proxy_warnings=list(proxy_warnings),
+        mcp_files=recorded_mcp_files(mcp),
     )
 
 
@@ -362,6 +383,19 @@ async def _drive(
     cwd: Path,
     stderr_file: BinaryIO,
     stderr_path: Path,
+    mcp: McpSettings | None = None,
+) -> _Driven:
+    async with acp_mcp_servers(scenario, mcp) as mcp_servers:
+        return await _drive_acp(scenario, env, cwd, stderr_file, stderr_path, mcp_servers)
+
+
+async def _drive_acp(
+    scenario: Scenario,
+    env: dict[str, str],
+    cwd: Path,
+    stderr_file: BinaryIO,
+    stderr_path: Path,
+    mcp_servers: AcpMcpServers,
 ) -> _Driven:
     command = scenario.agent_command()
     # The one seam between supervising and starting: spawned, or forked by a fork server.
@@ -396,7 +430,7 @@ async def _drive(
         return _read_tail(stderr_path)
 
     async def steps_then_exit() -> int:
-        await run_steps(scenario, conn, client, cwd, progress)
+        await run_steps(scenario, conn, client, cwd, progress, mcp_servers)
         progress.current = "closing stdin and waiting for the agent to exit"
         with contextlib.suppress(OSError, RuntimeError):
             process.stdin.close()  # type: ignore[union-attr]

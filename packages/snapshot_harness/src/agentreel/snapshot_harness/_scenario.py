@@ -118,7 +118,20 @@ class ExpectError:
     message: str | None = None
 
 
-Step = Initialize | NewSession | Prompt | PromptAndCancel | ExpectError
+@dataclass(frozen=True, slots=True)
+class Authenticate:
+    """``authenticate``: the ACP ``authenticate`` request with auth method ``method`` (an
+    id the agent's ``initialize`` lists). ``env`` names the variables that method reads:
+    passed from the harness's environment while recording (a placeholder in replay, which
+    is keyless), and their values refused from every recording and golden like any key.
+    As the ``[authenticate]`` table, the same request made automatically after each
+    ``initialize`` whose answer lists auth methods."""
+
+    method: str
+    env: tuple[str, ...] = ()
+
+
+Step = Initialize | NewSession | Prompt | PromptAndCancel | ExpectError | Authenticate
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +234,16 @@ class ForkServerConfig:
     preload: tuple[str, ...] | None = None
 
 
+def _bare_input(directory: Path, name: str) -> bool:
+    """A command or env argument without ``./`` names an input when it is there and is no
+    part of the fixture's own layout (``agent.py``, ``run.sh``; never ``session.jsonl``)."""
+    return (
+        name not in (SCENARIO_FILE, WORKSPACE_DIR, "golden", *PROXY_RECORDING_FILES)
+        and not SESSION_FILE_PATTERN.fullmatch(name)
+        and (directory / name).exists()
+    )
+
+
 def _used_by(directory: Path, names: set[str]) -> set[str]:
     """The entries of ``directory`` that its Python files among ``names`` import (a module
     ``x.py`` or package ``x/`` beside them) or name in a string, transitively."""
@@ -264,6 +287,18 @@ def _used_by(directory: Path, names: set[str]) -> set[str]:
 
 
 @dataclass(frozen=True, slots=True)
+class McpServerConfig:
+    """``[[mcp_servers]]``: an MCP server the agent is given in ACP ``session/new`` —
+    ``command`` (with its ``args`` appended) and ``env`` for stdio, or ``url`` for
+    streamable HTTP. Record and replay stand in its place (SPEC 19)."""
+
+    name: str
+    command: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    url: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Scenario:
     """One loaded, validated scenario."""
 
@@ -294,9 +329,22 @@ class Scenario:
     # ``[transcript] merge``: sessionUpdate kinds whose consecutive updates of one thing are
     # written as one (a command's output and completion, sent as one update or two).
     merge: tuple[str, ...] = ()
+    # ``[authenticate]``: the auth method called after each ``initialize`` listing methods.
+    authenticate: Authenticate | None = None
+    # ``[fixture] inputs``: files of the scenario directory the agent uses that nothing else
+    # names (a ``run.sh`` a wrapper calls): inputs, never orphans.
+    inputs: tuple[str, ...] = ()
     # Where the agent command's relative paths point: the scenario's own directory, also
     # when a run uses a scratch copy of it (record's trial replay).
     agent_root: Path | None = None
+    # ``[[mcp_servers]]``: what the harness passes as ``mcpServers`` (SPEC 19).
+    mcp_servers: tuple[McpServerConfig, ...] = ()
+
+    def auth_env(self) -> tuple[str, ...]:
+        """The variables the scenario's auth method(s) read (``Authenticate.env``)."""
+        named = [*(self.authenticate.env if self.authenticate else ())]
+        named += [n for step in self.steps if isinstance(step, Authenticate) for n in step.env]
+        return tuple(dict.fromkeys(named))
 
     @property
     def toml_path(self) -> Path:
@@ -322,14 +370,17 @@ class Scenario:
         files import or name from the scenario directory (``import helpers`` of a
         ``helpers.py`` or ``helpers/`` beside them, ``"prompts.txt"`` in a string), followed
         through the modules they import."""
-        names = {file.source for file in self.model.files if file.source}
-        for part in [*(self.agent or ()), *self.env.values()]:
-            for prefix in ("./", "{scenario}/"):
-                if part.startswith(prefix):
-                    inside = Path(part[len(prefix) :]).parts
-                    if inside:
-                        names.add(inside[0])
-        own = {Path(name).parts[0] for name in names}
+        names = {file.source for file in self.model.files if file.source} | set(self.inputs)
+        for part in [*(self.agent or ()), *self.env.values(), *self.model.env.values()]:
+            for value in (part, part.partition("=")[2]):  # also --config=./x.toml
+                for prefix in ("./", "{scenario}/", ""):
+                    if value.startswith(prefix):
+                        inside = Path(value[len(prefix) :]).parts
+                        # Bare (no ./): only a name that is there (agent.py, run.sh).
+                        if inside and (prefix or _bare_input(self.directory, inside[0])):
+                            names.add(inside[0])
+                        break
+        own = {Path(name).parts[0] for name in names if Path(name).parts}
         return own | _used_by(self.directory, own)
 
     def agent_command(self) -> list[str]:

@@ -20,6 +20,7 @@ from agentreel.llm_replay import (
     SCHEDULE_MODES,
     Capture,
 )
+from agentreel.mcp_replay import check_server_name
 from agentreel.session import (
     KeyMask,
     Mask,
@@ -43,10 +44,12 @@ from agentreel.snapshot_harness._scenario import (
     VIAS,
     WIRE_APIS,
     WORKSPACE_DIR,
+    Authenticate,
     ExpectError,
     ForkServerConfig,
     HomeFile,
     Initialize,
+    McpServerConfig,
     ModelConfig,
     NewSession,
     PermissionKind,
@@ -118,7 +121,13 @@ _TOP_KEYS = {
     "golden_masks",
     "transcript",
     "replay",
+    "mcp_servers",
+    "fixture",
+    "authenticate",
 }
+_MCP_SERVER_KEYS = {"name", "command", "args", "env", "url"}
+_FIXTURE_KEYS = {"inputs"}
+_AUTHENTICATE_KEYS = {"method", "env"}
 _GOLDEN_MASK_KEYS = {"regex", "key", "token"}
 _TRANSCRIPT_KEYS = {"unordered", "merge"}
 _REPLAY_KEYS = {setting.name for setting in fields(ReplayConfig)}
@@ -129,6 +138,7 @@ _STEP_KEYS: dict[str, set[str]] = {
     "prompt": {"type", "text"},
     "prompt_and_cancel": {"type", "text"},
     "expect_error": {"type", "method", "text", "session", "code", "message"},
+    "authenticate": {"type", *_AUTHENTICATE_KEYS},
 }
 _RECORD_KEYS = {"provider", "model", "rules", "base_url", "allow_secrets"}
 _MODEL_KEYS = {
@@ -225,6 +235,19 @@ def load_scenario(directory: Path | str) -> Scenario:
     golden_masks = _golden_masks(reader, data.get("golden_masks"))
     unordered, merge = _transcript(reader, data.get("transcript"))
     replay = _replay(reader, data.get("replay"))
+    mcp_servers = _mcp_servers(reader, data.get("mcp_servers"))
+    if mcp_servers and protocol == "command":
+        raise reader.fail(
+            "mcp_servers",
+            'not supported yet with protocol = "command" (only ACP agents are given servers, '
+            "in session/new)",
+        )
+    inputs = _fixture_inputs(reader, data.get("fixture"))
+    authenticate = data.get("authenticate")
+    if authenticate is not None and not isinstance(authenticate, dict):
+        raise reader.fail("authenticate", f"expected a table, got {_kind(authenticate)}")
+    if authenticate is not None:
+        reader.check_keys(authenticate, _AUTHENTICATE_KEYS, "authenticate.")
     scenario = Scenario(
         name=name,
         directory=directory,
@@ -243,9 +266,34 @@ def load_scenario(directory: Path | str) -> Scenario:
         unordered=unordered,
         merge=merge,
         replay=replay,
+        mcp_servers=mcp_servers,
+        inputs=inputs,
+        authenticate=(
+            _authenticate(reader, authenticate, "authenticate.") if authenticate else None
+        ),
     )
     check_workspace(scenario)
     return scenario
+
+
+def _fixture_inputs(reader: _Reader, value: object) -> tuple[str, ...]:
+    """``[fixture] inputs = ["run.sh", ...]``: paths inside the scenario directory."""
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        raise reader.fail("fixture", f"expected a table, got {_kind(value)}")
+    reader.check_keys(value, _FIXTURE_KEYS, "fixture.")
+    inputs = value.get("inputs", [])
+    if not isinstance(inputs, list):
+        raise reader.fail("fixture.inputs", f"expected an array of paths, got {_kind(inputs)}")
+    for position, item in enumerate(inputs):
+        where = f"fixture.inputs[{position}]"
+        if not isinstance(item, str) or not item:
+            raise reader.fail(where, f"expected a non-empty path, got {_kind(item)}")
+        parts = Path(item.removeprefix("./")).parts
+        if Path(item).is_absolute() or ".." in parts or not parts:
+            raise reader.fail(where, f"{item!r}: name a file inside the scenario directory")
+    return tuple(str(Path(item.removeprefix("./"))) for item in inputs)
 
 
 def _replay(reader: _Reader, value: object) -> ReplayConfig:
@@ -327,6 +375,54 @@ def _env(reader: _Reader, value: object) -> dict[str, str]:
             raise reader.fail(f"env.{key}", f"expected a string, got {_kind(item)}")
         env[key] = item
     return env
+
+
+def _mcp_servers(reader: _Reader, value: object) -> tuple[McpServerConfig, ...]:
+    """``[[mcp_servers]]``: ``name`` and either ``command`` (+ ``args``, ``env``) or ``url``."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise reader.fail(
+            "mcp_servers",
+            f"expected an array of tables, got {_kind(value)}, e.g. [[mcp_servers]] "
+            'name = "time" command = "mcp-server-time"',
+        )
+    servers: list[McpServerConfig] = []
+    for index, item in enumerate(value):
+        key = f"mcp_servers[{index}]"
+        if not isinstance(item, dict):
+            raise reader.fail(key, f"expected a table, got {_kind(item)}")
+        reader.check_keys(item, _MCP_SERVER_KEYS, f"{key}.")
+        name = reader.required_string(item, "name", f"{key}.")
+        try:
+            check_server_name(name)
+        except ValueError as exc:
+            raise reader.fail(f"{key}.name", str(exc)) from None
+        if name in {server.name for server in servers}:
+            raise reader.fail(f"{key}.name", f"{name!r} is declared twice; names are unique")
+        command = reader.string(item, "command", f"{key}.")
+        url = reader.string(item, "url", f"{key}.")
+        if (command is None) == (url is None):
+            raise reader.fail(
+                key, "give either `command` (a stdio server) or `url` (streamable HTTP)"
+            )
+        args = item.get("args", [])
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            raise reader.fail(f"{key}.args", "expected an array of strings")
+        if url is not None and ("args" in item or "env" in item):
+            raise reader.fail(key, "`args` and `env` belong to a stdio server (`command`)")
+        env = item.get("env", {})
+        if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+            raise reader.fail(f"{key}.env", "expected a table of strings")
+        servers.append(
+            McpServerConfig(
+                name=name,
+                command=(command, *args) if command is not None else (),
+                env=dict(env),
+                url=url,
+            )
+        )
+    return tuple(servers)
 
 
 def _golden_masks(reader: _Reader, value: object) -> tuple[Mask | KeyMask, ...]:
@@ -441,10 +537,25 @@ def _steps(reader: _Reader, value: object, *, command: bool = False) -> tuple[St
                     "(or use expect_error to test that the agent refuses it)",
                 )
             step = Prompt(text) if kind == "prompt" else PromptAndCancel(text)
+        elif kind == "authenticate":
+            step = _authenticate(reader, table, prefix)
         else:
             step = _expect_error(reader, table, prefix, have_session)
         steps.append(step)
     return tuple(steps)
+
+
+def _authenticate(reader: _Reader, table: Mapping[str, object], prefix: str) -> Authenticate:
+    """An ``authenticate`` step or the ``[authenticate]`` table: ``method``, ``env``."""
+    method = reader.required_string(table, "method", prefix)
+    env = table.get("env", [])
+    if not isinstance(env, list) or not all(
+        isinstance(name, str) and _ENV_NAME.match(name) for name in env
+    ):
+        raise reader.fail(
+            f"{prefix}env", 'expected an array of environment variable names, e.g. ["MY_KEY"]'
+        )
+    return Authenticate(method=method, env=tuple(env))
 
 
 def _expect_error(

@@ -16,7 +16,9 @@ from acp.client.connection import ClientSideConnection
 from acp.schema import ClientCapabilities, Implementation
 
 from agentreel.snapshot_harness._client import HarnessClient
+from agentreel.snapshot_harness._mcp import AcpMcpServers
 from agentreel.snapshot_harness._scenario import (
+    Authenticate,
     ExpectError,
     Initialize,
     NewSession,
@@ -38,6 +40,7 @@ def describe_step(index: int, step: Step) -> str:
         Prompt: "prompt",
         PromptAndCancel: "prompt_and_cancel",
         ExpectError: "expect_error",
+        Authenticate: "authenticate",
     }[type(step)]
     text = getattr(step, "text", "")
     if text:
@@ -60,19 +63,29 @@ async def run_steps(
     client: HarnessClient,
     cwd: Path,
     progress: Progress,
+    mcp_servers: AcpMcpServers | None = None,
 ) -> None:
+    """``mcp_servers``: what every ``session/new`` passes (the scenario's MCP servers as
+    record or replay stands them in, SPEC 19)."""
+    servers: AcpMcpServers = list(mcp_servers or [])
     session_id: str | None = None
     for index, step in enumerate(scenario.steps):
         progress.current = describe_step(index, step)
         where = f"{scenario.name}: {progress.current}"
         if isinstance(step, Initialize):
-            await conn.initialize(
+            answer = await conn.initialize(
                 protocol_version=PROTOCOL_VERSION,
                 client_capabilities=ClientCapabilities(),
                 client_info=Implementation(name="agentreel-snapshot-harness", version="0.1.0"),
             )
+            offered = [method.id for method in answer.auth_methods or []]
+            if offered and scenario.authenticate is not None:
+                progress.current += f" then authenticate {scenario.authenticate.method!r}"
+                await authenticate(scenario.authenticate, conn, offered, f"{where}: [authenticate]")
+        elif isinstance(step, Authenticate):
+            await authenticate(step, conn, None, where)
         elif isinstance(step, NewSession):
-            response = await conn.new_session(cwd=str(cwd), mcp_servers=[])
+            response = await conn.new_session(cwd=str(cwd), mcp_servers=list(servers))
             session_id = response.session_id
         elif isinstance(step, Prompt):
             assert session_id is not None
@@ -99,7 +112,7 @@ async def run_steps(
                     "replay.override.json streams a little, then waits)"
                 )
         else:
-            await expect_error(step, conn, cwd, session_id, where)
+            await expect_error(step, conn, cwd, session_id, where, servers)
     if client.unused_answers:
         raise StepError(
             f"{scenario.name}: {len(client.unused_answers)} permission answer(s) were never "
@@ -108,14 +121,40 @@ async def run_steps(
         )
 
 
+async def authenticate(
+    step: Authenticate, conn: ClientSideConnection, offered: list[str] | None, where: str
+) -> None:
+    """ACP ``authenticate`` with ``step.method``; ``offered``: the ids ``initialize`` listed
+    (``None``: not known here), which must include it."""
+    if offered is not None and step.method not in offered:
+        raise StepError(
+            f"{where}: the agent's initialize offers auth methods {', '.join(offered)}, not "
+            f"{step.method!r}; set `method` to one of them in scenario.toml"
+        )
+    try:
+        await conn.authenticate(method_id=step.method)
+    except RequestError as exc:
+        needs = f" (it reads {', '.join(step.env)})" if step.env else ""
+        raise StepError(
+            f"{where}: the agent refused authenticate with method {step.method!r}{needs}: "
+            f"{exc}; check the method id and that the variables it needs are set when "
+            "recording"
+        ) from None
+
+
 async def expect_error(
-    step: ExpectError, conn: ClientSideConnection, cwd: Path, session_id: str | None, where: str
+    step: ExpectError,
+    conn: ClientSideConnection,
+    cwd: Path,
+    session_id: str | None,
+    where: str,
+    mcp_servers: AcpMcpServers | None = None,
 ) -> None:
     try:
         if step.method == "initialize":
             await conn.initialize(protocol_version=PROTOCOL_VERSION)
         elif step.method == "new_session":
-            await conn.new_session(cwd=step.text or str(cwd), mcp_servers=[])
+            await conn.new_session(cwd=step.text or str(cwd), mcp_servers=list(mcp_servers or []))
         else:
             target = session_id if step.session == "current" and session_id else _UNKNOWN_SESSION
             await conn.prompt(session_id=target, prompt=[text_block(step.text)])

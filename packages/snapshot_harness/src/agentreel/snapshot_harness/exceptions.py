@@ -14,8 +14,10 @@ Hierarchy::
         │   ├── AgentTimeoutError       the run exceeded the scenario timeout (group killed)
         │   ├── AgentOutputError        agent stdout held a line that is not JSON (line named)
         │   ├── StepError               a step's outcome was not what the scenario expects
-        │   └── ReplayConsumptionError  the replay report says scripts or calls were unused
-        │       └── NoReplayReportError the agent wrote no report: it never loaded the provider
+        │   ├── ReplayConsumptionError  the replay report says scripts or calls were unused
+        │   │   └── NoReplayReportError the agent wrote no report: it never loaded the provider
+        │   └── McpMismatchError        a replayed MCP call drifted, was not recorded, or a
+        │                               recorded one was never made (SPEC 19)
         ├── GoldenMismatchError         normalized output differs from the goldens (diffs)
         ├── SecretLeakError             record mode found a live key in what it would write
         ├── RecordSetupError            record mode cannot start (provider, stub server, ...)
@@ -49,6 +51,7 @@ __all__ = [
     "FixtureInventoryError",
     "GoldenMismatchError",
     "HarnessError",
+    "McpMismatchError",
     "NoReplayReportError",
     "RecordError",
     "RecordSetupError",
@@ -153,6 +156,11 @@ class StepError(RunError):
 
 class ReplayConsumptionError(RunError):
     """The replay provider reports recorded scripts or calls the live run never used."""
+
+
+class McpMismatchError(RunError):
+    """A replayed MCP connection met a call its recording does not answer, or left a
+    recorded call unmade; names session, server, tool and the re-record command."""
 
 
 class NoReplayReportError(ReplayConsumptionError):

@@ -28,10 +28,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from agentreel.snapshot_harness._reel import (
+    NETWORK_MODES,
+    NETWORK_OPTION,
     RECORD_MODES,
     RECORD_OPTION,
     UPSTREAM_OPTION,
     OpenReel,
+    RecordingUnusableError,
     Reel,
     ReelError,
     refuse_under_ci,
@@ -54,6 +57,8 @@ _REPORT_OPTION = "--agentreel-report"
 _REPORT_PROPERTY = "agentreel_scenario_result"
 # The key of the files a record/refresh item wrote, in its ``user_properties``.
 _WRITTEN_PROPERTY = "agentreel_written"
+# The outside connections a test's sealed network refused, in its ``user_properties``.
+_BLOCKED_PROPERTY = "agentreel_blocked"
 # The reel a test's ``agentreel`` fixture opened, judged when the test's call phase ends.
 _REEL_KEY = pytest.StashKey[OpenReel]()
 
@@ -95,6 +100,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="the agentreel fixture records from URL (default: the stub model server on "
         "the recording folder's stub-rules.toml, else the one beside the test module).",
     )
+    group.addoption(
+        NETWORK_OPTION,
+        choices=NETWORK_MODES,
+        default="sealed",
+        help="the agentreel fixture's test network: sealed (default; every proxy variable "
+        "at a blocker that names each outside host tried, loopback exempt) or open (proxy "
+        "variables left as they are; the model calls still go through agentreel's proxy).",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -117,6 +130,30 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_ReportWriter(Path(report)), "agentreel-report")
     if config.getoption(_MODE_OPTION) != "replay" and not hasattr(config, "workerinput"):
         config.pluginmanager.register(_WrittenSummary(), "agentreel-written")
+    if not hasattr(config, "workerinput"):
+        config.pluginmanager.register(_BlockedSummary(), "agentreel-blocked")
+
+
+class _BlockedSummary:
+    """Lists, at the end of the run, the outside connections each test's sealed network
+    refused (a test whose agent swallowed the refusal still passes)."""
+
+    def __init__(self) -> None:
+        self.blocked: dict[str, list[str]] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call":
+            for key, value in report.user_properties:
+                if key == _BLOCKED_PROPERTY and isinstance(value, list):
+                    self.blocked[report.nodeid] = [str(line) for line in value]
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.blocked:
+            return
+        terminalreporter.section("agentreel: outside connections blocked")
+        for nodeid in sorted(self.blocked):
+            for line in self.blocked[nodeid]:
+                terminalreporter.write_line(f"{nodeid}: {line}")
 
 
 class _WrittenSummary:
@@ -247,7 +284,7 @@ def agentreel(request: pytest.FixtureRequest, agentreel_config: dict[str, Any]) 
     """A recording/replaying model endpoint for this test (SPEC 14): point the agent's SDK
     at ``agentreel.base_url`` (OpenAI style) or ``agentreel.anthropic_base_url`` with
     ``agentreel.api_key``; name subagents with ``agentreel.headers(...)``."""
-    from agentreel.snapshot_harness._reel import open_reel, plan, recording_dir
+    from agentreel.snapshot_harness._reel import open_reel, plan, recording_dir, sealed
 
     config = dict(agentreel_config)
     for marker in reversed(list(request.node.iter_markers("agentreel"))):
@@ -265,6 +302,23 @@ def agentreel(request: pytest.FixtureRequest, agentreel_config: dict[str, Any]) 
             basetemp=request.getfixturevalue("tmp_path_factory").getbasetemp(),
         )
         opened = open_reel(reel_plan)
+        private = (
+            None
+            if config.get("private_home", True) is False
+            else request.getfixturevalue("tmp_path_factory").mktemp("agentreel-private")
+        )
+        opened.guard = opened.stack.enter_context(
+            sealed(
+                reel_plan,
+                network=request.config.getoption(NETWORK_OPTION),
+                private_root=private,
+            )
+        )
+    except RecordingUnusableError as exc:
+        # The test fails (its call phase, first thing in its report), not its setup.
+        request.node.stash[_UNUSABLE_KEY] = str(exc)
+        yield _UnusableReel(str(exc))  # type: ignore[misc]
+        return
     except ReelError as exc:
         refused = str(exc)
     else:
@@ -282,12 +336,28 @@ def agentreel(request: pytest.FixtureRequest, agentreel_config: dict[str, Any]) 
 
 
 _REEL_KEY_JUDGED = pytest.StashKey[bool]()
+_UNUSABLE_KEY = pytest.StashKey[str]()
+
+
+class _UnusableReel:
+    """What the fixture hands a test whose recording cannot be replayed; the test body never
+    runs (``pytest_runtest_call`` fails it first), so any use is a mistake, said as such."""
+
+    def __init__(self, problem: str) -> None:
+        self._problem = problem
+
+    def __getattr__(self, name: str) -> Any:
+        raise ReelError(self._problem)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     """Closes the test's reel as its call ends, so a replay problem fails the test itself
-    (not its teardown) and, when the test failed because of it, comes first."""
+    (not its teardown) and, when the test failed because of it, comes first. A recording
+    that cannot be replayed fails the test before its body runs."""
+    unusable = item.stash.get(_UNUSABLE_KEY, None)
+    if unusable is not None:
+        raise pytest.fail.Exception(unusable, pytrace=False)
     try:
         result = yield
     except BaseException as failure:
@@ -296,6 +366,9 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
             raise
         item.stash[_REEL_KEY_JUDGED] = True
         problem = opened.finish(passed=False)
+        _note_blocked(item, opened)
+        for line in opened.blocked:
+            failure.add_note(f"agentreel: {line}")
         if problem is None:
             if opened.reel.mode == "record":
                 failure.add_note(
@@ -312,6 +385,12 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     if opened is not None:
         item.stash[_REEL_KEY_JUDGED] = True
         problem = opened.finish(passed=True)
+        _note_blocked(item, opened)
         if problem is not None:
             pytest.fail(problem, pytrace=False)
     return result
+
+
+def _note_blocked(item: pytest.Item, opened: OpenReel) -> None:
+    if opened.blocked:
+        item.user_properties.append((_BLOCKED_PROPERTY, list(opened.blocked)))

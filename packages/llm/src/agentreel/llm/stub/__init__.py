@@ -1,6 +1,7 @@
 """The stub model server: an offline, loopback model speaking the OpenAI and Anthropic wires.
 
-It answers from a TOML rules file (see ``packages/llm/README.md``), can inject faults
+It answers from a TOML rules file (its format: ``python -m agentreel.llm.stub --rules-format``),
+can inject faults
 (429 with retry-after, 500, a stream cut, slow chunks), and records every request it
 received so tests can inspect them. Start it in process with ``StubServer`` or from a
 shell with ``python -m agentreel.llm.stub --rules FILE`` (prints its base URL). The wire
@@ -20,9 +21,11 @@ from agentreel.llm.stub._rules import (
     parse_rules,
     rules_from_mapping,
 )
+from agentreel.llm.stub._rules_doc import RULES_FORMAT_HINT, rules_format
 from agentreel.llm.stub._server import StubRequest, StubServer
 
 __all__ = [
+    "RULES_FORMAT_HINT",
     "RequestView",
     "Rule",
     "RuleMatch",
@@ -34,5 +37,6 @@ __all__ = [
     "UsageRule",
     "load_rules",
     "parse_rules",
+    "rules_format",
     "rules_from_mapping",
 ]

@@ -16,6 +16,7 @@ import threading
 from types import FrameType
 
 from agentreel.llm.exceptions import StubRulesError
+from agentreel.llm.stub._rules_doc import rules_format
 from agentreel.llm.stub._server import StubServer
 
 
@@ -24,7 +25,10 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m agentreel.llm.stub",
         description="Run the agentreel stub model server on 127.0.0.1.",
     )
-    parser.add_argument("--rules", required=True, help="TOML rules file")
+    parser.add_argument("--rules", help="TOML rules file (required to serve)")
+    parser.add_argument(
+        "--rules-format", action="store_true", help="print the rules file format and exit"
+    )
     parser.add_argument("--port", type=int, default=0, help="port (default: a free one)")
     parser.add_argument(
         "--exit-on-stdin-eof",
@@ -33,6 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quiet", action="store_true", help="log only warnings")
     args = parser.parse_args(argv)
+    if args.rules_format:
+        print(rules_format(), end="")
+        return 0
+    if args.rules is None:
+        parser.error("--rules FILE is required (the format: --rules-format)")
     logging.basicConfig(
         level=logging.WARNING if args.quiet else logging.INFO,
         format="stub: %(message)s",

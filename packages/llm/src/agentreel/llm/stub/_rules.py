@@ -4,7 +4,8 @@ A rules file is an ordered list of ``[[rule]]`` tables. For each request the fir
 whose ``[rule.match]`` fits (and whose ``times`` budget is not spent) answers it. Named
 groups of the match's regexes are captured and fill ``{{name}}`` placeholders in what the
 rule answers, so one rule can call a tool the request names or offers, or echo a path the
-request carries. The format is documented with an example in ``packages/llm/README.md``.
+request carries. The format is documented with an example in the agentreel-llm README
+(``python -m agentreel.llm.stub --rules-format`` prints it).
 """
 
 from __future__ import annotations
@@ -916,7 +917,7 @@ def gemini_request_view(
     structured = config.get("responseMimeType") == "application/json" or any(
         key in config for key in ("responseSchema", "responseJsonSchema")
     )
-    texts = [_text_of(c.get("parts", [])) for c in contents]
+    texts = [_gemini_parts_text(c.get("parts", [])) for c in contents]
     return RequestView(
         api="gemini",
         model=model,
@@ -933,6 +934,17 @@ def gemini_request_view(
         stop_sequences=_stops(config.get("stopSequences")),
         cwd=_stated_cwd(system, *texts),
     )
+
+
+def _gemini_parts_text(parts: Any) -> str:
+    """A content's text parts and its ``functionResponse`` parts' texts, so
+    ``any_message`` and friends see tool results here as in the other APIs."""
+    results = [
+        _gemini_result_text(p["functionResponse"])
+        for p in (parts if isinstance(parts, list) else [])
+        if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)
+    ]
+    return "\n".join(text for text in (_text_of(parts), *results) if text)
 
 
 def _gemini_result_text(result: dict[str, Any]) -> str:

@@ -49,6 +49,7 @@ from agentreel.llm.stub._rules import (
     parse_rules,
     responses_request_view,
 )
+from agentreel.llm.stub._rules_doc import RULES_FORMAT_HINT
 from agentreel.llm.wire import (
     MINTED_CALL_ID_PREFIX,
     OLLAMA_MINTED_CALL_ID_PREFIX,
@@ -401,7 +402,7 @@ class _Handler(BaseHTTPRequestHandler):
             message = (
                 f"agentreel stub server: no rule in {stub.rules.source} matches "
                 f"{view.summary()}. Add a [[rule]] whose [rule.match] fits this request "
-                "(rules format: packages/llm/README.md)."
+                f"({RULES_FORMAT_HINT})."
             )
             logger.warning("%s", message)
             record.status = 400

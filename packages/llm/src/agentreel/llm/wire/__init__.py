@@ -9,9 +9,10 @@ the stub server dispatch through them.
 Each API's module owns its rules — the frames of a stream and how it ends, the
 non-streaming body, the error bodies and in-stream error frames, the finish/stop reason
 names — for both directions: chunks → wire (the proxy's replay, the stub server's answers)
-and wire → chunks (the proxy's record mode, which feeds the decoded JSON to the same mappers the SDK
-adapters use, ``agentreel.llm.wire.mappers``, so a proxied stream is recorded as the
-in-process adapters would record it).
+and wire → chunks (the proxy's record mode, which feeds the decoded JSON to the SDK
+adapters' own mappers, ``agentreel.llm.wire.mappers``, so a proxied stream is recorded as
+the in-process adapters would record it). The mappers are SDK-free (``_chat_mapper``,
+``_messages_mapper``, ``_gemini``): the adapters feed them SDK objects, the proxy JSON.
 
 - Chat Completions (``_chat``): ``chat_chunk_frames``, ``chat_chunk_body``,
   ``openai_error_body``, ``openai_stream_error_frame``, ``ChatDecoder``.
@@ -39,9 +40,10 @@ created, fingerprint, raw stop reason and sequence, Responses item ids) and a re
 block its signature, the encoders answer with them as recorded; without them, they mint
 ids from the caller's ``response_id`` and answer with the request's model.
 
-Importing this package imports no provider SDK (only the standard library and msgspec):
-the wire → chunk mappers live here (``_chat_mapper``, ``_messages_mapper``, ``_gemini``) and
-the SDK adapters import them, never the other way round.
+Importing this package imports no provider SDK (only the standard library and msgspec),
+and neither does decoding: the proxy records and replays with no SDK installed. The wire →
+chunk mappers live here (``_chat_mapper``, ``_messages_mapper``, ``_gemini``) and the SDK
+adapters import them, never the other way round.
 """
 
 from agentreel.llm.wire._api import WireApiSpec

@@ -1,22 +1,9 @@
-"""Chat Completions wire chunks → agentreel chunks: ``OpenAIStreamMapper``, the one owner of
-these rules for the ``openai`` adapter (SDK objects) and the proxy's ``ChatDecoder`` (decoded
-JSON wrapped for attribute access). Imports no SDK.
+"""Chat Completions stream objects → agentreel chunks: the rules the ``openai`` adapter and
+the proxy's record side share (the mapping is in ``agentreel.llm._openai``'s docstring).
 
-- ``delta.content`` → one text block; ``delta.reasoning_content`` / ``delta.reasoning``
-  (OpenAI-compatible servers that stream reasoning) → one reasoning block;
-- ``delta.tool_calls[k]`` → one tool-call block per wire index ``k``: the first delta
-  brings ``id`` and ``name``, later ones argument pieces, possibly interleaved between
-  calls; a call that streamed no arguments gets ``{}``;
-- ``finish_reason`` ends every open block (the wire has no per-block end), the final
-  usage chunk (``stream_options.include_usage``) becomes ``usage``, then ``finish``:
-  ``stop`` → stop, ``tool_calls``/``function_call`` → tool-calls, ``length`` →
-  max-tokens, ``content_filter`` and anything else → error (code = the wire reason).
-- ``data: [DONE]`` without any ``finish_reason`` (some OpenAI-compatible routers, e.g.
-  OpenRouter-routed models) is a finished stream: ``tool-calls`` when it streamed tool
-  calls, else ``stop``. A stream that ends with neither was cut (``StreamInterruptedError``).
-- an error chunk mid-stream (``data: {"error": {...}}``) keeps what came before it — the
-  deltas already streamed and the usage seen so far, including usage sent in the error
-  chunk itself — then raises the typed error of its code (see ``stream_error``).
+SDK-free: the adapter feeds it the SDK's ``ChatCompletionChunk`` objects, the proxy the
+decoded wire JSON wrapped for attribute access; both show it each event's raw ``data``
+(``WireWatch``) for what the SDK's iterator does not pass on.
 """
 
 from __future__ import annotations
@@ -39,6 +26,8 @@ from agentreel.llm._label import ProviderLabel
 from agentreel.llm._messages import ReasoningPart, TextPart, ToolCallPart
 from agentreel.llm.exceptions import StreamInterruptedError
 from agentreel.llm.wire._common import wrap
+
+__all__ = ["OpenAIStreamMapper", "WireWatch"]
 
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",
@@ -68,12 +57,9 @@ class WireWatch:
         self.done = False
         self.error_usage: Usage | None = None
 
-    def see(self, sse: Any) -> None:
-        """One SSE event (anything with a ``data`` text: the SDK's ``ServerSentEvent``)."""
-        self.see_data(sse.data)
-
     def see_data(self, data: str) -> None:
-        """What one event's ``data`` tells (the proxy's decoder shows it raw SSE data)."""
+        """What one event's ``data`` tells (the adapter's SSE decoder and the proxy's
+        record side both show it the raw SSE data)."""
         if data.startswith("[DONE]"):
             self.done = True
         elif '"error"' in data and '"usage"' in data:
@@ -81,7 +67,7 @@ class WireWatch:
                 usage = json.loads(data).get("usage")
                 if isinstance(usage, dict):
                     self.error_usage = _usage(wrap(usage))
-            except (ValueError, AttributeError):
+            except (ValueError, AttributeError, TypeError):
                 pass  # the SDK raises for the error chunk itself; its usage is a bonus
 
 

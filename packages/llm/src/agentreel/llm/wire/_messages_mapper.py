@@ -1,19 +1,9 @@
-"""Anthropic Messages stream events → agentreel chunks: ``AnthropicStreamMapper``, the one
-owner of these rules for the ``anthropic`` adapter (SDK events) and the proxy's
-``MessagesDecoder`` (decoded JSON wrapped for attribute access). Imports no SDK.
+"""Anthropic Messages stream events → agentreel chunks: the rules the ``anthropic`` adapter
+and the proxy's record side share (the mapping is in ``agentreel.llm._anthropic``'s
+docstring).
 
-Mapping of the raw stream events to chunks:
-
-- ``message_start`` → input (and cache) token counts;
-- ``content_block_start/delta/stop`` → one agentreel block per wire block: ``text``
-  (``text_delta``), ``thinking`` → reasoning (``thinking_delta``; its ``signature_delta``
-  kept as the ``ReasoningPart``'s signature),
-  ``tool_use`` → tool-call (``input_json_delta`` pieces; a call that streamed no input
-  gets ``{}``); other block types (server tools, redacted thinking) are skipped;
-- ``message_delta`` → stop reason and output tokens; ``message_stop`` → ``usage`` then
-  ``finish``: ``end_turn``/``stop_sequence``/``pause_turn`` → stop, ``tool_use`` →
-  tool-calls, ``max_tokens``/``model_context_window_exceeded`` → max-tokens, ``refusal``
-  and anything else → error (code = the wire reason).
+SDK-free: the adapter feeds it the SDK's raw stream events, the proxy the decoded wire
+JSON wrapped for attribute access.
 """
 
 from __future__ import annotations
@@ -33,9 +23,10 @@ from agentreel.llm._chunks import (
     Usage,
 )
 from agentreel.llm._label import ProviderLabel
-from agentreel.llm._messages import ReasoningPart as _ReasoningPart
-from agentreel.llm._messages import TextPart, ToolCallPart
+from agentreel.llm._messages import ReasoningPart, TextPart, ToolCallPart
 from agentreel.llm.exceptions import StreamInterruptedError
+
+__all__ = ["AnthropicStreamMapper"]
 
 _FINISH: dict[str, FinishReason] = {
     "end_turn": "stop",
@@ -176,7 +167,7 @@ class AnthropicStreamMapper:
         if block.kind == "text":
             return [BlockEnd(index=block.index, block=TextPart(text))]
         if block.kind == "reasoning":
-            signed = _ReasoningPart(text, signature=block.signature or None)
+            signed = ReasoningPart(text, signature=block.signature or None)
             return [BlockEnd(index=block.index, block=signed)]
         out: list[Chunk] = []
         if not text:

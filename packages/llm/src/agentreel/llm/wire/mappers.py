@@ -1,11 +1,10 @@
-"""The wire → chunk mappers, for code that sees a raw wire stream instead of an SDK.
+"""The SDK adapters' wire mappers, for code that sees a raw wire stream instead of an SDK.
 
 ``OpenAIStreamMapper`` (Chat Completions chunks) and ``AnthropicStreamMapper`` (Messages
 events) turn wire items into agentreel chunks; any object with the SDK's attribute names
 will do, so decoded JSON wrapped for attribute access maps exactly as the adapters map it
-(the proxy records this way: one owner of the wire → chunk rules). They live in the wire
-package (``_chat_mapper``, ``_messages_mapper``) and the SDK adapters import them from
-there; importing this module imports no provider SDK.
+(the proxy records this way: one owner of the wire → chunk rules). SDK-free: importing
+this module imports no provider SDK, so the proxy records without one installed.
 """
 
 from agentreel.llm._label import ProviderLabel

@@ -1,0 +1,140 @@
+"""The reference agent's MCP client (the official ``mcp`` SDK): the servers the client
+gives in ``session/new`` (stdio or streamable HTTP), their tools offered to the model as
+``mcp__<server>__<tool>``, each call made on a connection of the calling session's own.
+
+Every session — the main one and each subagent — opens its own connections and names
+itself on them by its lineage (``main``, ``main/0`` for its first spawned child), a name
+the same on every run: ``AGENTREEL_MCP_SESSION`` for a stdio server, the
+``x-agentreel-mcp-session`` header for HTTP (what agentreel's MCP record and replay bind by,
+SPEC 19). A connection lasts one listing or one call, so it opens and closes in the task
+that uses it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentreel.llm import MCP_SESSION_ENV, MCP_SESSION_HEADER, ToolCallPart, ToolSpec
+
+TOOL_PREFIX = "mcp__"
+_SEPARATOR = "__"
+
+
+@dataclass(frozen=True, slots=True)
+class McpServer:
+    """One server from ``session/new``: ``command``/``args``/``env`` (stdio) or ``url``."""
+
+    name: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    url: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def from_acp(cls, server: Any) -> McpServer:
+        url = getattr(server, "url", None)
+        if url is not None:
+            return cls(name=server.name, url=url, headers=_pairs(getattr(server, "headers", ())))
+        return cls(
+            name=server.name,
+            command=server.command,
+            args=tuple(server.args or ()),
+            env=_pairs(server.env),
+        )
+
+
+@dataclass
+class McpClient:
+    """A session's MCP tools: listed once (lazily), each call on its own connection."""
+
+    servers: tuple[McpServer, ...]
+    lineage: str = "main"
+    _tools: dict[str, tuple[McpServer, str]] = field(default_factory=dict)
+    _specs: tuple[ToolSpec, ...] | None = None
+
+    def child(self, spawn_index: int) -> McpClient:
+        """The client of a child session: the same servers, its own connections."""
+        return McpClient(self.servers, f"{self.lineage}/{spawn_index}")
+
+    async def tool_specs(self) -> tuple[ToolSpec, ...]:
+        if self._specs is None:
+            specs: list[ToolSpec] = []
+            for server in self.servers:
+                async with self._connect(server) as session:
+                    listed = await session.list_tools()
+                for tool in listed.tools:
+                    name = f"{TOOL_PREFIX}{server.name}{_SEPARATOR}{tool.name}"
+                    self._tools[name] = (server, tool.name)
+                    specs.append(
+                        ToolSpec(
+                            name=name,
+                            description=tool.description or tool.name,
+                            parameters=dict(tool.input_schema),
+                        )
+                    )
+            self._specs = tuple(specs)
+        return self._specs
+
+    def handles(self, name: str) -> bool:
+        return name in self._tools
+
+    async def call(self, call: ToolCallPart) -> tuple[str, bool]:
+        """``(content, is_error)`` of one tool call; a failure is an error result."""
+        server, tool = self._tools[call.name]
+        try:
+            arguments = json.loads(call.arguments or "{}")
+            async with self._connect(server) as session:
+                result = await session.call_tool(tool, arguments)
+        except Exception as exc:  # the model sees the failure; the turn goes on
+            return f"{call.name}: MCP server {server.name!r} failed: {_first_error(exc)}", True
+        texts = [str(getattr(block, "text", "")) for block in result.content]
+        return "\n".join(texts), bool(result.is_error)
+
+    @asynccontextmanager
+    async def _connect(self, server: McpServer) -> AsyncIterator[Any]:
+        from mcp.client.session import ClientSession
+
+        if server.url is not None:
+            from mcp.client.streamable_http import streamable_http_client
+            from mcp.shared._httpx_utils import create_mcp_http_client
+
+            headers = {**dict(server.headers), MCP_SESSION_HEADER: self.lineage}
+            async with (
+                create_mcp_http_client(headers=headers) as http,
+                streamable_http_client(server.url, http_client=http) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                yield session
+            return
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        assert server.command is not None
+        env = {**os.environ, **dict(server.env), MCP_SESSION_ENV: self.lineage}
+        parameters = StdioServerParameters(command=server.command, args=list(server.args), env=env)
+        async with stdio_client(parameters) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+
+
+def _pairs(items: Sequence[Any] | None) -> tuple[tuple[str, str], ...]:
+    return tuple((str(item.name), str(item.value)) for item in items or ())
+
+
+def _first_error(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def mcp_client(servers: Sequence[Any] | None) -> McpClient | None:
+    """The main session's client for ACP ``mcpServers``, or None when there are none."""
+    if not servers:
+        return None
+    return McpClient(tuple(McpServer.from_acp(server) for server in servers))

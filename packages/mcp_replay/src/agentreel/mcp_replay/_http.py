@@ -1,0 +1,217 @@
+"""The streamable-HTTP endpoint: ``/mcp/<server>`` on 127.0.0.1. Record: forwards each
+POST to the real server's URL and writes the exchanged messages; replay: answers them from
+the session's recording with nothing listening upstream (SPEC 19).
+
+A connection is an MCP session (``mcp-session-id``); the calling session's identity is the
+``x-agentreel-mcp-session`` header where the agent sends one. The standalone GET stream is not
+offered (405, which the protocol allows): server messages travel on the POSTs' answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from agentreel.mcp_replay._layout import SESSION_HEADER
+from agentreel.mcp_replay._recording import (
+    ConnectionRecorder,
+    Message,
+    encode,
+    load_recordings,
+)
+from agentreel.mcp_replay._replay import ConnectionReplay, RunState
+from agentreel.mcp_replay._settings import McpSettings, check_server_name
+from agentreel.mcp_replay.exceptions import McpConfigError, McpDriftError, McpReplayError
+
+_SESSION_ID = "mcp-session-id"
+_FORWARDED = ("content-type", "accept", _SESSION_ID, "mcp-protocol-version", "authorization")
+_REPLAY_ERROR_CODE = -32603
+
+
+def _messages(body: Any) -> list[Message]:
+    if isinstance(body, list):
+        return [m for m in body if isinstance(m, dict)]
+    return [body] if isinstance(body, dict) else []
+
+
+def _sse_messages(text: str) -> list[Message]:
+    found: list[Message] = []
+    for event in text.replace("\r\n", "\n").split("\n\n"):
+        data = "\n".join(
+            line[5:].lstrip() for line in event.split("\n") if line.startswith("data:")
+        )
+        if data:
+            try:
+                found += _messages(json.loads(data))
+            except json.JSONDecodeError:
+                continue
+    return found
+
+
+@dataclass
+class McpEndpoint:
+    """A running endpoint: ``url(server)`` is what the agent is given for ``server``."""
+
+    settings: McpSettings
+    upstreams: dict[str, str]
+    base_url: str = ""
+    _runner: web.AppRunner | None = None
+    _client: aiohttp.ClientSession | None = None
+    _recorders: dict[tuple[str, str], ConnectionRecorder] = field(default_factory=dict)
+    _replays: dict[tuple[str, str], ConnectionReplay] = field(default_factory=dict)
+    _ids: itertools.count[int] = field(default_factory=itertools.count)
+
+    def url(self, server: str) -> str:
+        check_server_name(server)
+        return f"{self.base_url}/mcp/{server}"
+
+    async def start(self, port: int = 0) -> None:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_route("*", "/mcp/{server}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", port)
+        await site.start()
+        server = site._server
+        assert isinstance(server, asyncio.base_events.Server)
+        self.base_url = f"http://127.0.0.1:{int(server.sockets[0].getsockname()[1])}"
+        if self.settings.mode == "record":
+            self._client = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None))
+
+    async def close(self) -> None:
+        for recorder in self._recorders.values():
+            recorder.close()
+        for replay in self._replays.values():
+            replay.close()
+        self._recorders.clear()
+        self._replays.clear()
+        if self._client is not None:
+            await self._client.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        server = request.match_info["server"]
+        if request.method == "GET":
+            return web.Response(status=405, headers={"Allow": "POST, DELETE"})
+        if request.method not in ("POST", "DELETE"):
+            return web.Response(status=405)
+        if server not in self.upstreams and self.settings.mode == "record":
+            return web.json_response({"error": f"no MCP server {server!r} is declared"}, status=404)
+        try:
+            if self.settings.mode == "record":
+                return await self._record(request, server)
+            return await self._replay(request, server)
+        except McpReplayError as exc:
+            RunState(self.settings.state).fail(server, str(exc))
+            return web.json_response({"error": str(exc)}, status=502)
+
+    # -- record -----------------------------------------------------------------------
+
+    async def _record(self, request: web.Request, server: str) -> web.StreamResponse:
+        assert self._client is not None
+        body = await request.read()
+        headers = {k: v for k, v in request.headers.items() if k.lower() in _FORWARDED}
+        try:
+            upstream = await self._client.request(
+                request.method, self.upstreams[server], data=body, headers=headers
+            )
+        except aiohttp.ClientConnectionError as exc:
+            raise McpConfigError(
+                f"MCP server {server!r}: cannot reach {self.upstreams[server]} ({exc}); "
+                "start it, or fix the server's url in [[mcp_servers]]"
+            ) from None
+        async with upstream:
+            answer = await upstream.read()
+        session_id = upstream.headers.get(_SESSION_ID) or request.headers.get(_SESSION_ID) or ""
+        key = (server, session_id)
+        if request.method == "DELETE":
+            recorder = self._recorders.pop(key, None)
+            if recorder is not None:
+                recorder.close()
+        else:
+            recorder = self._recorders.get(key)
+            if recorder is None:
+                recorder = ConnectionRecorder(
+                    self.settings.recordings,
+                    server,
+                    "http",
+                    request.headers.get(SESSION_HEADER),
+                    self.settings.masking,
+                )
+                self._recorders[key] = recorder
+            for message in _messages(json.loads(body) if body else None):
+                recorder.client(message)
+            content_type = upstream.headers.get("content-type", "")
+            text = answer.decode("utf-8", "replace")
+            if "text/event-stream" in content_type:
+                replies = _sse_messages(text)
+            else:
+                replies = _messages(json.loads(text)) if text.strip() else []
+            for message in replies:
+                recorder.server(message)
+        kept = {
+            k: v
+            for k, v in upstream.headers.items()
+            if k.lower() in ("content-type", _SESSION_ID, "mcp-protocol-version")
+        }
+        return web.Response(status=upstream.status, body=answer, headers=kept)
+
+    # -- replay -----------------------------------------------------------------------
+
+    async def _replay(self, request: web.Request, server: str) -> web.StreamResponse:
+        session_id = request.headers.get(_SESSION_ID, "")
+        if request.method == "DELETE":
+            replay = self._replays.pop((server, session_id), None)
+            if replay is not None:
+                replay.close()
+            return web.Response(status=200)
+        messages = _messages(await request.json())
+        replay = self._replays.get((server, session_id))
+        headers: dict[str, str] = {}
+        if replay is None:
+            session_id = f"agentreel-{server}-{next(self._ids)}"
+            headers[_SESSION_ID] = session_id
+            replay = ConnectionReplay(
+                server,
+                load_recordings(self.settings.recordings, server),
+                RunState(self.settings.state),
+                request.headers.get(SESSION_HEADER),
+                self.settings.masking,
+                self.settings.scenario,
+            )
+            self._replays[(server, session_id)] = replay
+        replies: list[Message] = []
+        for message in messages:
+            try:
+                replies += replay.answer(message)
+            except McpDriftError as exc:
+                if "id" in message and "method" in message:
+                    error = {"code": _REPLAY_ERROR_CODE, "message": str(exc)}
+                    replies.append({"jsonrpc": "2.0", "id": message["id"], "error": error})
+        if not replies:
+            return web.Response(status=202, headers=headers)
+        if len(replies) == 1:
+            return web.Response(
+                body=encode(replies[0]), content_type="application/json", headers=headers
+            )
+        events = "".join(f"event: message\ndata: {encode(r)}\n\n" for r in replies)
+        return web.Response(body=events, content_type="text/event-stream", headers=headers)
+
+
+async def start_endpoint(
+    settings: McpSettings, upstreams: dict[str, str] | None = None, port: int = 0
+) -> McpEndpoint:
+    """Start the endpoint on 127.0.0.1 (``port`` 0: a free one). ``upstreams``: each HTTP
+    server's real URL (record mode needs it; replay runs nothing upstream)."""
+    for name in upstreams or {}:
+        check_server_name(name)
+    endpoint = McpEndpoint(settings, dict(upstreams or {}))
+    await endpoint.start(port)
+    return endpoint

@@ -1,0 +1,116 @@
+"""A scenario's ``[[mcp_servers]]`` in a run (SPEC 19): the settings of MCP record or
+replay for the run, the ACP ``mcpServers`` the agent is given in ``session/new`` (the stdio
+shim's command line; the endpoint's URL, started for the run), the recordings a record
+run made, their writing into the scenario, and the check after a replay."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from acp.schema import EnvVariable, HttpMcpServer, McpServerStdio
+
+from agentreel.mcp_replay import (
+    MCP_RECORDING_PATTERN,
+    MCP_RECORDINGS_DIR,
+    McpDriftError,
+    McpSettings,
+    check_replayed,
+    start_endpoint,
+    stdio_command,
+)
+from agentreel.session import Mask
+from agentreel.snapshot_harness._layout import write_files
+from agentreel.snapshot_harness._scenario import Mode, Scenario
+from agentreel.snapshot_harness.exceptions import McpMismatchError
+
+AcpMcpServers = list[HttpMcpServer | McpServerStdio]
+# Where a record run's MCP recordings go before the fixture is written, and a run's state.
+_RECORD_DIR = "mcp-record"
+_STATE_DIR = "mcp-state"
+
+
+def mcp_settings(scenario: Scenario, mode: Mode, run_dir: Path, cwd: Path) -> McpSettings | None:
+    """The run's MCP settings, or None for a scenario that declares no server."""
+    if not scenario.mcp_servers:
+        return None
+    return McpSettings(
+        mode="record" if mode == "record" else "replay",
+        recordings=run_dir / _RECORD_DIR if mode == "record" else scenario.directory,
+        state=run_dir / _STATE_DIR,
+        scenario=scenario.name,
+        cwd=str(cwd),
+        masks=tuple(m for m in scenario.golden_masks if isinstance(m, Mask)),
+    )
+
+
+@asynccontextmanager
+async def acp_mcp_servers(
+    scenario: Scenario, settings: McpSettings | None
+) -> AsyncIterator[AcpMcpServers]:
+    """What ``session/new`` passes as ``mcpServers``; the HTTP endpoint runs meanwhile."""
+    if settings is None:
+        yield []
+        return
+    urls = {s.name: s.url for s in scenario.mcp_servers if s.url is not None}
+    endpoint = await start_endpoint(settings, urls) if urls else None
+    try:
+        servers: AcpMcpServers = []
+        for server in scenario.mcp_servers:
+            if server.url is None:
+                argv = stdio_command(settings, server.name, server.command)
+                env = [EnvVariable(name=k, value=v) for k, v in server.env.items()]
+                servers.append(
+                    McpServerStdio(name=server.name, command=argv[0], args=argv[1:], env=env)
+                )
+            else:
+                assert endpoint is not None
+                url = endpoint.url(server.name)
+                servers.append(HttpMcpServer(name=server.name, url=url, headers=[], type="http"))
+        yield servers
+    finally:
+        if endpoint is not None:
+            await endpoint.close()
+
+
+def recorded_mcp_files(settings: McpSettings | None) -> dict[str, bytes]:
+    """A record run's MCP recordings, ``mcp/<server>.<n>.jsonl`` → bytes."""
+    if settings is None or settings.mode != "record":
+        return {}
+    folder = settings.recordings / MCP_RECORDINGS_DIR
+    if not folder.is_dir():
+        return {}
+    return {
+        f"{MCP_RECORDINGS_DIR}/{path.name}": path.read_bytes()
+        for path in sorted(folder.iterdir())
+        if MCP_RECORDING_PATTERN.fullmatch(path.name)
+    }
+
+
+def split_mcp_files(files: dict[str, bytes]) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """``(the other recordings, the MCP ones by their name in mcp/)``."""
+    prefix = f"{MCP_RECORDINGS_DIR}/"
+    mcp = {k.removeprefix(prefix): v for k, v in files.items() if k.startswith(prefix)}
+    return {k: v for k, v in files.items() if not k.startswith(prefix)}, mcp
+
+
+def write_mcp_files(directory: Path, files: dict[str, bytes]) -> None:
+    """Write a recording's MCP files into ``directory/mcp/``, deleting stale ones."""
+    if files or (directory / MCP_RECORDINGS_DIR).is_dir():
+        write_files(directory / MCP_RECORDINGS_DIR, files, keep_pattern=MCP_RECORDING_PATTERN)
+
+
+def check_mcp(settings: McpSettings | None, *, failures_only: bool = False) -> None:
+    """After a replay: ``McpMismatchError`` for a call that drifted or was not recorded,
+    or (unless ``failures_only``: the run failed anyway) a recorded call never made."""
+    if settings is None or settings.mode != "replay":
+        return
+    try:
+        if failures_only:
+            if settings.state.is_dir() and any(settings.state.glob("failure-*.txt")):
+                check_replayed(settings.recordings, settings.state, settings.scenario)
+        else:
+            check_replayed(settings.recordings, settings.state, settings.scenario)
+    except McpDriftError as exc:
+        raise McpMismatchError(str(exc)) from None

@@ -1,0 +1,191 @@
+"""``agentreel upgrade [--fixtures DIR] [NAME|PATH...]``: recordings and goldens of an earlier
+format rewritten to the current one (SPEC 15), keylessly, without running any agent.
+
+Per recording folder (a scenario, or a pytest fixture's ``recordings/<module>/<test>/``):
+
+- each session log's header gets the format stamp (``RECORDING_FORMAT``; its mask set stays
+  what it was: the digests were taken with those masks);
+- every request text a log or golden keeps whole (system prompts; a message's preview and
+  whole text where the current masks leave its digest valid) passes through the current
+  built-in masks (``agentreel.llm_proxy.Masks``), as a recording made today would hold it;
+- ``wire.ndjson`` gets its stamp line.
+
+A message whose text the current masks change keeps a digest of the old masking, which
+cannot be recomputed from the recording: it is left as it is and named, with the re-record
+command. Lines nothing changes stay byte for byte; running it twice changes nothing the
+second time. Prints per file what changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from agentreel.llm_proxy import Masks
+from agentreel.session import (
+    MASKS_VERSION,
+    OLDEST_FORMAT,
+    RECORDING_FORMAT,
+    SESSION_FILE_PATTERN,
+    VERBATIM_FILE,
+    rerecord_command,
+)
+from agentreel.snapshot_harness._cli import (
+    add_fixtures_option,
+    fixtures_directory,
+    scenario_directories,
+)
+from agentreel.snapshot_harness.exceptions import HarnessError
+
+SUMMARY = "rewrite recordings and goldens of an earlier format to the current one, keylessly"
+
+_EXAMPLES = """\
+examples:
+  agentreel upgrade                          # every scenario under ./fixtures
+  agentreel upgrade plain-turn --fixtures path/to/fixtures
+  agentreel upgrade tests/recordings         # a pytest fixture's recordings, every test
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agentreel upgrade",
+        description=__doc__.split("\n\n")[0] if __doc__ else SUMMARY,
+        epilog=_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "scenarios",
+        nargs="*",
+        metavar="NAME",
+        help="scenario names under the fixtures directory, paths to scenario directories, or "
+        "a pytest fixture's recordings/ folder (default: every scenario)",
+    )
+    add_fixtures_option(parser)
+    return parser
+
+
+def _folders(fixtures: Path, names: Sequence[str]) -> list[Path]:
+    """Recording folders: a scenario's directory, or each folder holding a ``session.jsonl``
+    under a path that is no scenario (a pytest fixture's ``recordings/``)."""
+    found: list[Path] = []
+    scenario_names: list[str] = []
+    for name in names:
+        path = Path(name)
+        if path.is_dir() and not (path / "scenario.toml").is_file():
+            found += sorted(
+                {log.parent for log in path.rglob("session.jsonl") if log.parent.name != "golden"}
+            )
+        else:
+            scenario_names.append(name)
+    if scenario_names or not names:
+        found += scenario_directories(fixtures, scenario_names)
+    return found
+
+
+class _Upgrade:
+    def __init__(self, masks: Masks) -> None:
+        self._masks = masks
+        self.stranded: list[str] = []
+        self.stranded_folders: set[str] = set()
+
+    def log(self, path: Path, *, golden: bool) -> list[str]:
+        """``path`` (a session log, or a golden one) upgraded in place; what changed."""
+        data = path.read_bytes()
+        lines = data.split(b"\n")
+        changes: list[str] = []
+        for number, line in enumerate(lines):
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            changed = self._record(path, record, golden=golden)
+            if changed:
+                changes += changed
+                lines[number] = json.dumps(
+                    record, separators=(",", ":"), ensure_ascii=False
+                ).encode()
+        if changes:
+            _write(path, b"\n".join(lines))
+        return changes
+
+    def _record(self, path: Path, record: dict[str, Any], *, golden: bool) -> list[str]:
+        kind = record.get("type")
+        if kind == "session":
+            if golden or "format" in record:
+                return []  # a golden holds no stamp; a stamped header is current
+            record["format"] = RECORDING_FORMAT
+            record["masks"] = OLDEST_FORMAT
+            return [f"format stamp: format {RECORDING_FORMAT} (masks {OLDEST_FORMAT})"]
+        if kind != "request/header":
+            return []
+        data = record["data"]
+        changes: list[str] = []
+        system = data.get("system")
+        if isinstance(system, str) and (masked := self._masks.text(system)) != system:
+            data["system"] = masked
+            changes.append(f"seq {record['seq']}: system prompt masked")
+        for position, message in enumerate(data.get("messages", [])):
+            texts = [message.get("preview"), message.get("text")]
+            if any(isinstance(t, str) and self._masks.text(t) != t for t in texts):
+                self.stranded_folders.add(
+                    path.parent.name if not golden else path.parent.parent.name
+                )
+                self.stranded.append(
+                    f"{path}: seq {record['seq']} messages[{position}]: its text changes under "
+                    "the current masks, but the recording keeps only the digest of its old "
+                    "masking"
+                )
+        return changes
+
+    def wire(self, path: Path) -> list[str]:
+        data = path.read_bytes()
+        if not data.strip() or data.lstrip().startswith(b'{"format"'):
+            return []
+        stamp = json.dumps({"format": RECORDING_FORMAT, "masks": MASKS_VERSION})
+        _write(path, stamp.replace(" ", "").encode() + b"\n" + data)
+        return [f"format stamp: format {RECORDING_FORMAT}"]
+
+
+def _write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".upgrade")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def main(argv: Sequence[str], out: TextIO) -> int:
+    args = _parser().parse_intermixed_args(list(argv))
+    fixtures = fixtures_directory(args.fixtures)
+    try:
+        folders = _folders(fixtures, args.scenarios)
+    except HarnessError as exc:
+        print(f"agentreel upgrade: {exc}", file=out)
+        return 2
+    if not folders:
+        print(f"agentreel upgrade: no recordings under {fixtures}", file=out)
+        return 2
+    upgrade = _Upgrade(Masks())
+    changed = 0
+    for folder in folders:
+        files: list[tuple[Path, list[str]]] = []
+        for golden, where in ((False, folder), (True, folder / "golden")):
+            for path in sorted(where.glob("session*.jsonl")):
+                if SESSION_FILE_PATTERN.fullmatch(path.name):
+                    files.append((path, upgrade.log(path, golden=golden)))
+        if (folder / VERBATIM_FILE).is_file():
+            files.append((folder / VERBATIM_FILE, upgrade.wire(folder / VERBATIM_FILE)))
+        for path, changes in files:
+            if changes:
+                changed += 1
+                print(f"{path}: {'; '.join(changes)}", file=out)
+    if upgrade.stranded:
+        print("\nCannot be upgraded without their text (replay may drift there):", file=out)
+        for line in upgrade.stranded:
+            print(f"  {line}", file=out)
+        commands = [rerecord_command(name) for name in sorted(upgrade.stranded_folders)]
+        print(f"Re-record: {'; '.join(commands)}", file=out)
+    print(f"\n{changed} file(s) upgraded in {len(folders)} recording(s)", file=out)
+    return 1 if upgrade.stranded else 0

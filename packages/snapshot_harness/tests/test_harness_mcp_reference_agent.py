@@ -1,0 +1,157 @@
+"""The reference agent's MCP client under the harness (SPEC 19): the servers of
+``session/new`` — one stdio, one streamable HTTP — offered to the model as
+``mcp__<server>__<tool>``; the parent and a spawned child each call both on connections of
+their own, named by lineage. Recorded through the stub model, replayed with the stdio
+command gone and the HTTP server stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import shutil
+import socket
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import uvicorn
+
+from agentreel.snapshot_harness import McpMismatchError, check_scenario
+
+SERVER = Path(__file__).with_name("mcp_calc_server.py")
+
+RULES = """\
+[[rule]]
+name = "parent: both servers, and a helper"
+match = { last_user = "Add two and three" }
+tool_calls = [
+  { id = "call_add", name = "mcp__calc__add", arguments = { a = 2, b = 3 } },
+  { id = "call_shout", name = "mcp__web__echo", arguments = { text = "parent" } },
+  { id = "call_helper", name = "subagent", arguments = HELPER },
+]
+
+[[rule]]
+name = "helper: both servers"
+match = { last_user = "add forty and two" }
+tool_calls = [
+  { id = "call_child_add", name = "mcp__calc__add", arguments = { a = 40, b = 2 } },
+  { id = "call_child_echo", name = "mcp__web__echo", arguments = { text = "child" } },
+]
+
+[[rule]]
+name = "helper answers"
+match = { last_tool_result = "child" }
+text = "forty-two"
+
+[[rule]]
+name = "parent sums up"
+match = { last_tool_result = "forty-two" }
+text = "5, and the helper said forty-two."
+""".replace("HELPER", '{ description = "add", prompt = "add forty and two", mode = "spawn" }')
+
+
+def _scenario(url: str) -> str:
+    return f"""\
+timeout = 120
+
+[[mcp_servers]]
+name = "calc"
+command = "{sys.executable}"
+args = ["{SERVER}"]
+
+[[mcp_servers]]
+name = "web"
+url = "{url}"
+
+[[steps]]
+type = "initialize"
+
+[[steps]]
+type = "new_session"
+
+[[steps]]
+type = "prompt"
+text = "Add two and three, and ask a helper"
+
+[record]
+provider = "stub"
+model = "stub-model"
+"""
+
+
+@pytest.fixture(scope="module")
+def http_server() -> Iterator[str]:
+    """The test server over streamable HTTP, in a thread, on a socket bound before."""
+    spec = importlib.util.spec_from_file_location("mcp_calc_server", SERVER)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    config = uvicorn.Config(module.app.streamable_http_app(), log_level="error")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])))
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    finally:
+        server.should_exit = True
+        thread.join()
+        sock.close()
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory, http_server: str) -> Path:
+    directory = tmp_path_factory.mktemp("fixtures") / "mcp-reference"
+    directory.mkdir()
+    (directory / "scenario.toml").write_text(_scenario(http_server))
+    (directory / "stub-rules.toml").write_text(RULES)
+    assert check_scenario(directory, "record").sessions == 2
+    return directory
+
+
+def test_parent_and_child_call_both_servers_on_their_own_connections(recorded: Path) -> None:
+    sessions: dict[tuple[str, str], list[object]] = {}
+    for path in sorted((recorded / "mcp").iterdir()):
+        lines = path.read_text().splitlines()
+        header = json.loads(lines[0])
+        for line in lines[1:]:
+            message = json.loads(line)["message"]
+            if message.get("method") == "tools/call":
+                key = (header["server"], header["session"])
+                sessions.setdefault(key, []).append(message["params"]["arguments"])
+    assert sessions == {
+        ("calc", "main"): [{"a": 2, "b": 3}],
+        ("calc", "main/0"): [{"a": 40, "b": 2}],
+        ("web", "main"): [{"text": "parent"}],
+        ("web", "main/0"): [{"text": "child"}],
+    }
+    texts = []
+    for line in (recorded / "golden" / "transcript.jsonl").read_text().splitlines():
+        update = json.loads(line).get("params", {}).get("update", {})
+        if update.get("sessionUpdate") == "agent_message_chunk":
+            texts.append(update["content"]["text"])
+    assert "".join(texts).endswith("5, and the helper said forty-two.")
+
+
+def test_replays_with_the_servers_gone(recorded: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "mcp-reference"
+    shutil.copytree(recorded, copy)
+    toml = copy / "scenario.toml"
+    toml.write_text(
+        toml.read_text()
+        .replace(str(SERVER), "/nonexistent/calc-server.py")
+        .replace("127.0.0.1:", "127.0.0.1:1")  # a port nothing listens on
+    )
+    assert check_scenario(copy, "replay").sessions == 2
+    # The child's HTTP recording gone: its call fails, named.
+    for path in (copy / "mcp").glob("web.*.jsonl"):
+        if '"session":"main/0"' in path.read_text().splitlines()[0]:
+            path.unlink()
+    with pytest.raises(McpMismatchError, match="server 'web', session 'main/0'"):
+        check_scenario(copy, "replay")

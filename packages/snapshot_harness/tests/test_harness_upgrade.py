@@ -1,0 +1,114 @@
+"""``agentreel upgrade`` (SPEC 15): recordings and goldens of an earlier format rewritten to the
+current one keylessly, idempotently, per file said; what cannot be upgraded without its text
+named with the re-record command."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+from agentreel.session import OLDEST_FORMAT, RECORDING_FORMAT, load_session_log
+from agentreel.snapshot_harness._cli import main
+
+ROOT = Path(__file__).resolve().parents[3]
+MISTRAL = ROOT / "interop" / "fixtures" / "mistral-vibe-subagent"
+WEDNESDAY = "Today's date is {{date}} (Wednesday)."
+
+
+def _as_recorded_on_a_wednesday(tmp_path: Path) -> Path:
+    """mistral-vibe-subagent as agentreel recorded it before time was masked in every
+    spelling: its system prompts (logs and goldens) held the weekday after the date."""
+    fixtures = tmp_path / "fixtures"
+    shutil.copytree(MISTRAL, fixtures / MISTRAL.name)
+    for path in (fixtures / MISTRAL.name).rglob("session*.jsonl"):
+        text = path.read_text()
+        assert "Today's date is {{date}}." in text or "{{date}}" not in text
+        path.write_text(text.replace("Today's date is {{date}}.", WEDNESDAY))
+    return fixtures
+
+
+def _upgrade(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = main(["upgrade", *argv], out=out)
+    return code, out.getvalue()
+
+
+def test_upgrade_brings_an_old_recording_to_the_current_format_once(tmp_path: Path) -> None:
+    fixtures = _as_recorded_on_a_wednesday(tmp_path)
+    scenario = fixtures / MISTRAL.name
+    code, output = _upgrade("--fixtures", str(fixtures), MISTRAL.name)
+    assert code == 0, output
+    # Per file what changed: the stamp, and the system prompts through today's masks.
+    assert f"{scenario / 'session.jsonl'}: format stamp: format {RECORDING_FORMAT}" in output
+    assert "seq 1: system prompt masked" in output
+    assert f"{scenario / 'golden' / 'session.jsonl'}: seq 1: system prompt masked" in output
+    # What a recording made today holds: the committed fixture, line for line, and its
+    # goldens byte for byte (a golden holds no stamp).
+    for path in sorted(scenario.rglob("session*.jsonl")):
+        relative = path.relative_to(scenario)
+        committed = (MISTRAL / relative).read_bytes()
+        assert WEDNESDAY not in path.read_text()
+        if relative.parts[0] == "golden":
+            assert path.read_bytes() == committed
+        else:
+            header, *body = path.read_bytes().splitlines()
+            assert body == committed.splitlines()[1:]
+            stamp = json.loads(header)
+            assert (stamp["format"], stamp["masks"]) == (RECORDING_FORMAT, OLDEST_FORMAT)
+            assert load_session_log(path).header.format == RECORDING_FORMAT
+    # Twice: nothing changes the second time.
+    before = {path: path.read_bytes() for path in scenario.rglob("*") if path.is_file()}
+    code, output = _upgrade("--fixtures", str(fixtures), MISTRAL.name)
+    assert code == 0
+    assert "0 file(s) upgraded in 1 recording(s)" in output
+    assert before == {path: path.read_bytes() for path in scenario.rglob("*") if path.is_file()}
+
+
+def test_a_message_the_masks_change_is_named_with_the_re_record_command(
+    tmp_path: Path,
+) -> None:
+    # A message keeps a digest of its old masking, which the recording cannot give again:
+    # it stays as it was, and the command that fixes it is named.
+    recordings = tmp_path / "tests" / "recordings" / "test_mod" / "test_it"
+    recordings.mkdir(parents=True)
+    log = recordings / "session.jsonl"
+    shutil.copy(MISTRAL / "session.2.jsonl", log)
+    lines = log.read_text().splitlines()
+    for number, line in enumerate(lines):
+        event = json.loads(line)
+        if event["type"] == "request/header":
+            event["data"]["messages"][0]["preview"] = "Due Fri, 04 Dec 2026 17:03:11 +0000"
+            lines[number] = json.dumps(event, separators=(",", ":"))
+            break
+    log.write_text("\n".join(lines) + "\n")
+    code, output = _upgrade(str(tmp_path / "tests" / "recordings"))
+    assert code == 1
+    assert f"{log}: seq " in output
+    assert "messages[0]: its text changes under the current masks" in output
+    assert "Re-record: " in output
+    assert "test_it" in output.split("Re-record: ")[1]
+    assert "Due Fri, 04 Dec 2026 17:03:11 +0000" in log.read_text()
+    assert f"{log}: format stamp" in output  # the rest of the file is upgraded
+
+
+def test_a_failed_replay_of_an_old_recording_says_to_upgrade_it(tmp_path: Path) -> None:
+    fixtures = tmp_path / "fixtures"
+    shutil.copytree(ROOT / "fixtures" / "plain-turn", fixtures / "plain-turn")
+    shutil.copy(ROOT / "fixtures" / "agentreel.toml", fixtures / "agentreel.toml")
+    golden = fixtures / "plain-turn" / "golden" / "transcript.jsonl"
+    golden.write_text(golden.read_text() + "{}\n")  # a golden the run does not give
+    out = io.StringIO()
+    assert main(["replay", "--fixtures", str(fixtures), "plain-turn"], out=out) == 1
+    expected = (
+        f"plain-turn was recorded by an earlier agentreel (recording format {OLDEST_FORMAT}; "
+        f"this one writes {RECORDING_FORMAT}): `agentreel upgrade --fixtures {fixtures} "
+        "plain-turn`"
+    )
+    assert expected in out.getvalue()
+    # Upgraded, the same failure says nothing of formats.
+    assert _upgrade("--fixtures", str(fixtures), "plain-turn")[0] == 0
+    out = io.StringIO()
+    assert main(["replay", "--fixtures", str(fixtures), "plain-turn"], out=out) == 1
+    assert "agentreel upgrade" not in out.getvalue()
