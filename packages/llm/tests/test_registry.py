@@ -106,6 +106,8 @@ def test_the_wire_package_and_its_mappers_pull_in_no_provider_sdk() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == ""
+
+
 def test_the_wire_mappers_decode_with_no_provider_sdk_importable() -> None:
     # The proxy records through these (agentreel-llm-proxy installs no SDK): with every
     # SDK and its HTTP client refused at import, a Chat Completions and a Messages stream

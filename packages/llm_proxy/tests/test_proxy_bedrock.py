@@ -13,12 +13,12 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-import boto3  # type: ignore[import-untyped]
+import boto3
 import httpx2
 import pytest
 from aiohttp import web
-from botocore.config import Config  # type: ignore[import-untyped]
-from botocore.exceptions import (  # type: ignore[import-untyped]
+from botocore.config import Config
+from botocore.exceptions import (
     ClientError,
     EventStreamError,
 )

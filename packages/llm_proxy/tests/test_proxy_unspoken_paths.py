@@ -12,9 +12,9 @@ import asyncio
 from pathlib import Path
 
 import aiohttp
-import boto3  # type: ignore[import-untyped]
+import boto3
 import pytest
-from botocore.config import Config  # type: ignore[import-untyped]
+from botocore.config import Config
 
 from agentreel.llm.stub import StubServer
 from agentreel.llm_proxy import start_proxy
