@@ -91,6 +91,23 @@ def test_import_agentreel_llm_pulls_in_no_provider_sdk() -> None:
     assert result.stdout.strip() == ""
 
 
+def test_the_wire_package_and_its_mappers_pull_in_no_provider_sdk() -> None:
+    # The wire layer owns the wire → chunk rules; the SDK adapters import them, never the
+    # other way round (a decoder built for record mode imports no SDK either).
+    code = (
+        "import sys, agentreel.llm.wire, agentreel.llm.wire.mappers;"
+        "from agentreel.llm.wire import ChatDecoder, MessagesDecoder, ResponsesDecoder;"
+        "ChatDecoder('u'); MessagesDecoder('u'); ResponsesDecoder('u');"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('openai', 'anthropic', 'google', 'httpx', 'httpx2', 'pydantic'));"
+        "print(','.join(bad))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == ""
+
+
 def test_the_wire_mappers_decode_with_no_provider_sdk_importable() -> None:
     # The proxy records through these (agentreel-llm-proxy installs no SDK): with every
     # SDK and its HTTP client refused at import, a Chat Completions and a Messages stream

@@ -213,17 +213,17 @@ def test_gemini(agentreel):
 
 @pytest.mark.usefixtures("proxied_machine")
 def test_a_call_on_a_path_agentreel_does_not_speak_is_named(pytester: pytest.Pytester) -> None:
-    # What a boto3 bedrock-runtime client pointed at the fixture sends (strands-agents'
-    # default model): it reached the proxy, so the failure never says no call did.
+    # What Cohere's v2 client pointed at the fixture sends (Bedrock, the earlier example,
+    # is spoken now): it reached the proxy, so the failure never says no call did.
     pytester.makefile(".toml", **{"stub-rules": RULES})
     pytester.makepyfile(
         test_chat=ASK
         + """
 
-def test_bedrock(agentreel):
-    body = {"messages": [{"role": "user", "content": [{"text": "hello"}]}]}
+def test_cohere(agentreel):
+    body = {"model": "command-r", "messages": [{"role": "user", "content": "hello"}]}
     request = urllib.request.Request(
-        agentreel.anthropic_base_url + "/model/stub-model/converse-stream",
+        agentreel.anthropic_base_url + "/v2/chat",
         data=json.dumps(body).encode(),
         headers={"content-type": "application/json"},
     )
@@ -237,7 +237,7 @@ def test_bedrock(agentreel):
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     assert (
-        "1 request on paths agentreel does not speak (`POST /model/stub-model/converse-stream` "
-        "looks like AWS Bedrock) — supported: POST /v1/chat/completions"
+        "1 request on paths agentreel does not speak (`POST /v2/chat` "
+        "looks like Cohere) — supported: POST /v1/chat/completions"
     ) in out
     assert "no model call" not in out

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentreel.llm.wire import anthropic_error_body, gemini_error_body, openai_error_body
+from agentreel.llm.wire import wire_api
 from agentreel.llm_proxy._routes import Api
 
 HTTP_CODE_PREFIX = "http-"
@@ -16,8 +16,4 @@ STREAM_ERROR_CODE = "stream-error"
 
 def error_body(api: Api, status: int, message: str, code: str | None = None) -> bytes:
     """The JSON error body ``api``'s SDK parses into its own error (message kept whole)."""
-    if api == "messages":
-        return anthropic_error_body(status, message)
-    if api == "gemini":
-        return gemini_error_body(status, message)
-    return openai_error_body(status, message, code)
+    return wire_api(api).error_body(status, message, code)

@@ -39,10 +39,13 @@ def unreachable(url: str, exc: Exception) -> str:
     )
 
 
-async def prepare_sse(request: web.Request) -> web.StreamResponse:
+async def prepare_sse(
+    request: web.Request, content_type: str = "text/event-stream"
+) -> web.StreamResponse:
+    """A started stream response of ``content_type`` (the request's wire API's framing)."""
     response = web.StreamResponse(
         status=200,
-        headers={"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"},
+        headers={"content-type": f"{content_type}; charset=utf-8", "cache-control": "no-cache"},
     )
     await response.prepare(request)
     return response

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import msgspec
 
-from agentreel.llm.wire import gemini_models_body, models_listing_body
+from agentreel.llm.wire import WIRE_APIS, WireApiName, wire_api
 from agentreel.llm_proxy._routes import GEMINI_KEY_HEADER, Route, without_key
 from agentreel.llm_proxy.exceptions import ProxyConfigError
 from agentreel.llm_replay import Recording
@@ -72,6 +72,8 @@ def listing_key(route: Route, headers: Mapping[str, str], query: Mapping[str, st
     """Which recorded listing a ``GET .../models`` request asks for: its query string
     without a Gemini ``key=`` (never written), a Gemini listing's marked as such."""
     kept = without_key("&".join(f"{name}={value}" for name, value in query.items()))
+    if route.wire is not None:
+        return f"{route.wire}:{kept}"
     gemini = route.gemini or GEMINI_KEY_HEADER in headers or "key" in query
     return GEMINI_LISTING + kept if gemini else kept
 
@@ -82,17 +84,23 @@ def listing_for(
     """What replay answers a models listing with (``key``: ``listing_key``): the listing
     recorded for that query, else the one recorded without a query, else the recorded
     calls' models (a Gemini listing: the Gemini calls' models, in Gemini's shape)."""
-    gemini = key.startswith(GEMINI_LISTING)
-    found = listings.get(key) or listings.get(GEMINI_LISTING if gemini else "")
+    prefix, separator, _ = key.partition(":")
+    api: WireApiName = "chat"
+    if separator and prefix in WIRE_APIS:
+        api = prefix
+    found = listings.get(key) or listings.get(f"{api}:" if api != "chat" else "")
     if found is not None:
         return found
+    # The models of the calls made in the listing's API family (Gemini's or Ollama's own
+    # listing shape; the OpenAI and Anthropic listings share one).
+    family = wire_api(api).models_body
     models = sorted(
         {
             c.request.model
             for s in recording.scripts
             for c in s.calls
-            if c.request and (c.request.api == "gemini") == gemini
+            if c.request and wire_api(c.request.api or "chat").models_body is family
         }
     )
-    body = gemini_models_body(models) if gemini else models_listing_body(models)
+    body = family(models)
     return ModelsListing(status=200, content_type="application/json", body=body.decode())

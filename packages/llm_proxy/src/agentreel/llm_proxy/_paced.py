@@ -11,6 +11,7 @@ import msgspec
 from aiohttp import web
 
 from agentreel.llm import BlockStart, Chunk, Finish, LlmError, ResponseMeta, Usage
+from agentreel.llm.wire import wire_api
 from agentreel.llm_proxy._codecs import encode_stream, response_id, without_ending
 from agentreel.llm_proxy._http import prepare_sse
 from agentreel.llm_proxy._identity import Identity
@@ -67,7 +68,7 @@ async def stream_as_it_comes(
                 continue
             if response is None:
                 wire_id = response_id(parsed.api, msgspec.json.encode(chunk).decode())
-                response = await prepare_sse(request)
+                response = await prepare_sse(request, wire_api(parsed.api).stream_content_type)
             deltas = [c for c in chunks if not isinstance(c, Usage | Finish)]
             frames = without_ending(parsed.api, encode_stream(parsed, deltas, wire_id, meta))
             for frame in frames[sent:]:

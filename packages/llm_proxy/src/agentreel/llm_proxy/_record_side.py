@@ -14,13 +14,11 @@ from types import ModuleType
 from typing import Any
 
 import aiohttp
+import yarl
 from aiohttp import web
 
 from agentreel.llm.exceptions import StreamInterruptedError
-from agentreel.llm.wire import SseSplitter, UpstreamStreamError, WireDecoder, split_frames
-from agentreel.llm_proxy._codecs import (
-    decoder,
-)
+from agentreel.llm.wire import UpstreamStreamError, WireDecoder, wire_api
 from agentreel.llm_proxy._http import HOP_BY_HOP, RESPONSE_DROP, abort, unreachable
 from agentreel.llm_proxy._identity import Identity
 from agentreel.llm_proxy._lane_logs import CallRecording, kept_headers
@@ -131,7 +129,10 @@ class RecordSide:
                 # The decoders' SDK import (``start``); shielded: a cancelled call must not
                 # cancel it for the others.
                 await asyncio.shield(self._wire)
-            upstream = await client.post(url, data=raw, headers=headers)
+            # A path the route re-quoted (a Bedrock model id's ``%3A``) goes out as it is:
+            # SigV4 signed it so.
+            target = yarl.URL(url, encoded=True) if "%" in route.upstream_path else url
+            upstream = await client.post(target, data=raw, headers=headers)
         except aiohttp.ClientError as exc:
             call.cut(f"could not reach the upstream {shown_url(url)}: {exc}")
             raise RequestError(502, unreachable(url, exc)) from None
@@ -178,8 +179,9 @@ class RecordSide:
             body = await upstream.read()
             call.http_error(upstream.status, upstream.headers, body)
             return web.Response(status=upstream.status, body=body, headers=out_headers)
-        wire = decoder(route.api, self.settings.upstream or "")
-        if "text/event-stream" not in content_type:
+        spec = wire_api(route.api)
+        wire = spec.decoder(self.settings.upstream or "")
+        if not spec.streams(content_type):
             body = await upstream.read()
             try:
                 call.chunks(wire.body(json.loads(body)))
@@ -189,7 +191,7 @@ class RecordSide:
             return web.Response(status=200, body=body, headers=out_headers)
         response = web.StreamResponse(status=200, headers=out_headers)
         await response.prepare(request)
-        splitter = SseSplitter()
+        splitter = spec.splitter()
         client_gone = False
         decoding = True
         cut: str | None = None  # why the stream counts as cut, once it is judged so
@@ -249,8 +251,20 @@ def _answer(
     body: bytes | None,
     cut: bool,
 ) -> VerbatimCall | None:
-    """One call's answer as the upstream sent it (None when it is not UTF-8 text: replay
-    then re-encodes it from its chunks)."""
+    """One call's answer as the upstream sent it (None when it is not UTF-8 text, nor
+    binary frames of a binary framing: replay then re-encodes it from its chunks)."""
+    split = wire_api(route.api).split_frames(frames) if frames is not None else None
+    if split is not None and wire_api(route.api).framing == "eventstream":
+        return VerbatimCall(
+            session=call.lane.session.id,
+            turn=call.turn,
+            api=route.api,
+            status=upstream.status,
+            headers=kept_headers(upstream.headers),
+            frames=[frame.decode("latin-1") for frame in split],
+            cut=cut,
+            binary=True,
+        )
     try:
         return VerbatimCall(
             session=call.lane.session.id,
@@ -258,9 +272,7 @@ def _answer(
             api=route.api,
             status=upstream.status,
             headers=kept_headers(upstream.headers),
-            frames=(
-                [frame.decode() for frame in split_frames(frames)] if frames is not None else None
-            ),
+            frames=[frame.decode() for frame in split] if split is not None else None,
             body=body.decode() if body is not None else None,
             cut=cut,
         )

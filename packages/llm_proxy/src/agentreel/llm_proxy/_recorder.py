@@ -38,11 +38,16 @@ import msgspec
 
 from agentreel.brand import new_session_id
 from agentreel.llm import SPAWN_INDEX_HEADER
+from agentreel.llm.wire import WIRE_APIS
 from agentreel.llm_proxy._identity import Identity
 from agentreel.llm_proxy._lane_logs import CallRecording, Lane, LaneKind, LaneLogs
 from agentreel.llm_proxy._requests import ParsedRequest
-from agentreel.llm_proxy._routes import GEMINI_KEY_HEADER
-from agentreel.llm_proxy._verbatim import VerbatimCall, cuts_the_cwd, encode_line
+from agentreel.llm_proxy._verbatim import (
+    VerbatimCall,
+    cuts_the_cwd,
+    encode_line,
+    holds_the_cwd,
+)
 from agentreel.llm_replay import Capture
 from agentreel.llm_replay.lanes import (
     Chain,
@@ -73,7 +78,10 @@ from agentreel.session import (
 logger = logging.getLogger("agentreel.llm_proxy")
 
 ANONYMOUS_KEY = "<anonymous>"
-_SECRET_HEADERS = ("authorization", "x-api-key", "api-key", GEMINI_KEY_HEADER)
+_SECRET_HEADERS = tuple(
+    sorted({header for spec in WIRE_APIS.values() for header in spec.auth_headers})
+)
+"""Where clients send their keys: every wire API's ``auth_headers``."""
 
 
 class Recorder(LaneLogs):
@@ -138,7 +146,7 @@ class Recorder(LaneLogs):
             # It carries a captured live value, perhaps split across frames: replay
             # re-encodes it from its chunks, where the value is its placeholder.
             return
-        if cuts_the_cwd(answer, call.streamed_text(), self.cwd):
+        if cuts_the_cwd(answer, call.streamed_text(), self.cwd) or holds_the_cwd(answer, self.cwd):
             return  # the same for the cwd cut between frames: {{cwd}} is whole in chunks
         self.verbatim.append((lane, answer))
         with (self.sessions_root / VERBATIM_FILE).open("ab") as out:

@@ -13,6 +13,7 @@ import msgspec
 from aiohttp import web
 
 from agentreel.llm import Chunk, Finish, LlmError, ResponseMeta
+from agentreel.llm.wire import wire_api
 from agentreel.llm_proxy._codecs import (
     encode_body,
     encode_stream,
@@ -34,7 +35,7 @@ from agentreel.llm_proxy._routes import (
 )
 from agentreel.llm_proxy._served_logs import ServedLogs
 from agentreel.llm_proxy._settings import REPLAY_ERROR_STATUS, ProxySettings
-from agentreel.llm_proxy._verbatim import VerbatimCall, with_cwd
+from agentreel.llm_proxy._verbatim import VerbatimCall, served_frames, with_cwd
 from agentreel.llm_replay import (
     BoundCall,
     PartialLanes,
@@ -208,7 +209,7 @@ class ReplaySide:
                     status = failure.status or 500
                     return json_response(status, error_body(parsed.api, status, str(failure)))
                 return json_response(200, encode_body(parsed, chunks, wire_id, meta))
-            response = await prepare_sse(request)
+            response = await prepare_sse(request, wire_api(parsed.api).stream_content_type)
         special = finish is not None and finish.code in (CUT_CODE, STREAM_ERROR_CODE)
         frames = encode_stream(parsed, chunks[:-1] if special else chunks, wire_id, meta)
         if special or failure is not None:
@@ -227,9 +228,9 @@ class ReplaySide:
                 await before_final()
             rest = b"".join(frames[max(sent, split) :])
             if finish is not None and finish.code == STREAM_ERROR_CODE:
-                # Chat Completions and Gemini send a bare data frame; the others name it.
-                name = b"event: error\n" if parsed.api not in ("chat", "gemini") else b""
-                rest += name + b"data: " + (finish.message or "").encode() + b"\n\n"
+                # Each API frames it its own way (Chat Completions and Gemini: a bare data
+                # frame; the others name it; Ollama: one line).
+                rest += wire_api(parsed.api).error_frame(finish.message or "")
             elif (finish is not None and finish.code == CUT_CODE) or failure is not None:
                 if rest:
                     await response.write(rest)
@@ -274,8 +275,7 @@ async def _send_verbatim(
         return web.Response(status=answer.status, body=body, headers=answer.headers)
     response = web.StreamResponse(status=answer.status, headers=answer.headers)
     await response.prepare(request)
-    # The cwd per frame, as it was tokenized: a token never spans two frames.
-    frames = [with_cwd(frame, cwd).encode() for frame in answer.frames]
+    frames = served_frames(answer, cwd)
     held = frames.pop() if before_final is not None and frames else b""
     try:
         if before_final is not None:

@@ -6,12 +6,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Literal
+from urllib.parse import quote
 
 from agentreel.session import WireApi
 
 Api = WireApi
 """The wire APIs, as the session log names them (``request/header`` ``api``)."""
-Endpoint = Literal["chat", "messages", "responses", "count_tokens", "models", "gemini"]
+Endpoint = Literal["chat", "messages", "responses", "count_tokens", "models", "gemini", "wire"]
 
 RUN_PREFIX = "r"
 """``/r/<run>/``: the path segment naming a run of a server that serves several."""
@@ -28,6 +29,43 @@ _GEMINI_PATH = re.compile(
     r"(?:/(?P<model>[^/:]{1,200}):(?P<method>streamGenerateContent|generateContent|countTokens))?/?"
 )
 GEMINI_STREAM = "streamGenerateContent"
+# Azure OpenAI: Chat Completions and Responses bodies under /openai/deployments/<deployment>/,
+# /openai/ (the Responses API) or /openai/v1/; ``api-version`` in the query, forwarded.
+_AZURE_PATH = re.compile(
+    rf"(?:/{RUN_PREFIX}/(?P<run>{_TOKEN}))?(?:/s/(?P<token>{_TOKEN}))?"
+    r"/openai(?:/deployments/[^/]{1,200}|/v1)?"
+    r"/(?P<endpoint>chat/completions|responses|models)/?"
+)
+# AWS Bedrock Converse: /model/<modelId>/converse-stream (an AWS event stream) and /converse.
+_BEDROCK_PATH = re.compile(
+    rf"(?:/{RUN_PREFIX}/(?P<run>{_TOKEN}))?(?:/s/(?P<token>{_TOKEN}))?"
+    r"/model/(?P<model>[^/]{1,300})"
+    r"/(?P<operation>converse-stream|converse|invoke-with-response-stream|invoke)/?"
+)
+STREAMING_METHODS = (
+    GEMINI_STREAM,
+    "converse-stream",
+    "invoke-with-response-stream",
+    "streamRawPredict",
+)
+"""The path methods that ask for a stream (Gemini's, Bedrock's)."""
+# Vertex AI: Gemini and Claude under /v1|v1beta1/projects/<p>/locations/<l>/publishers/.
+_VERTEX_PATH = re.compile(
+    rf"(?:/{RUN_PREFIX}/(?P<run>{_TOKEN}))?(?:/s/(?P<token>{_TOKEN}))?"
+    r"/(?:v1|v1beta1)/projects/[^/]{1,200}/locations/[^/]{1,100}"
+    r"/publishers/(?P<publisher>google|anthropic)/models/(?P<model>[^/:]{1,200})"
+    r":(?P<method>streamGenerateContent|generateContent|countTokens|streamRawPredict|rawPredict)"
+)
+# Ollama's native API: /api/chat, /api/generate (NDJSON streams), /api/tags (its listing).
+_OLLAMA_PATH = re.compile(
+    rf"(?:/{RUN_PREFIX}/(?P<run>{_TOKEN}))?(?:/s/(?P<token>{_TOKEN}))?"
+    r"/api/(?P<endpoint>chat|generate|tags)/?"
+)
+_OLLAMA_WIRE: dict[str, Api] = {
+    "chat": "ollama-chat",
+    "generate": "ollama-generate",
+    "tags": "ollama-chat",
+}
 _ENDPOINTS: dict[str, Endpoint] = {
     "chat/completions": "chat",
     "messages": "messages",
@@ -42,6 +80,7 @@ _METHOD: dict[Endpoint, str] = {
     "responses": "POST",
     "models": "GET",
     "gemini": "POST",
+    "wire": "POST",
 }
 SUPPORTED_PATHS = (
     "POST /v1/chat/completions (OpenAI Chat Completions)",
@@ -50,20 +89,28 @@ SUPPORTED_PATHS = (
     "GET /v1/models",
     "POST /v1beta/models/<model>:streamGenerateContent?alt=sse, :generateContent and "
     ":countTokens, GET /v1beta/models (Gemini; /v1/ accepted too)",
+    "POST /api/chat and /api/generate, GET /api/tags (Ollama)",
+    "POST /model/<modelId>/converse-stream and /converse (AWS Bedrock Converse), "
+    "/invoke-with-response-stream and /invoke (Bedrock InvokeModel, Anthropic payloads)",
+    "POST /v1/projects/<p>/locations/<l>/publishers/google/models/<model>:streamGenerateContent"
+    " and publishers/anthropic/models/<model>:streamRawPredict|rawPredict (Vertex AI)",
+    "POST /openai/deployments/<deployment>/chat/completions?api-version=…, /openai/responses "
+    "and /openai/v1/… (Azure OpenAI; key in api-key)",
     "each also under a /s/<token>/ prefix",
     "all of them under a /r/<run>/ prefix first where a server serves several runs",
 )
 
 
-# Paths of APIs the proxy does not speak, to say what a call on one most likely was.
+# Paths of APIs (or of their operations) the proxy does not speak, to say what a call on one
+# most likely was. Bedrock's Converse/InvokeModel, Vertex AI's Gemini and Claude, Azure
+# OpenAI's Chat Completions/Responses and Ollama's chat/generate are spoken (routed above):
+# what reaches these is what is left of those services, and APIs not spoken at all.
 _UNSPOKEN_GUESSES = (
-    (
-        re.compile(r"/model/[^/]+/(converse|converse-stream|invoke|invoke-with-response-stream)"),
-        "AWS Bedrock",
-    ),
+    (re.compile(r"/model/[^/]+/"), "AWS Bedrock (an operation other than Converse/InvokeModel)"),
     (re.compile(r":(streamRawPredict|rawPredict|predict)$"), "Google Vertex AI"),
-    (re.compile(r"/openai/deployments/"), "Azure OpenAI (a deployment path)"),
-    (re.compile(r"^/api/(chat|generate|embed|embeddings)$"), "Ollama's native API"),
+    (re.compile(r"/openai/"), "Azure OpenAI (an endpoint other than chat/responses/models)"),
+    (re.compile(r"^/api/[a-z]+$"), "Ollama's native API (an endpoint other than chat/generate)"),
+    (re.compile(r"^/v2/(chat|embed|rerank)$"), "Cohere"),
     (re.compile(r"/embeddings$"), "OpenAI embeddings"),
 )
 _RUN_ONLY = re.compile(rf"/{RUN_PREFIX}/(?P<run>{_TOKEN})(?P<rest>/.*)?")
@@ -87,8 +134,8 @@ def unspoken_guess(path: str) -> str | None:
 
 
 def unspoken_summary(requests: list[str]) -> str:
-    """``N requests on paths agentreel does not speak (`POST /model/…` looks like AWS
-    Bedrock) — supported: …``, for ``requests`` as ``METHOD path`` (first of each kept)."""
+    """``N requests on paths agentreel does not speak (`POST /v2/chat` looks like Cohere)
+    — supported: …``, for ``requests`` as ``METHOD path`` (first of each kept)."""
     shown: list[str] = []
     for request in dict.fromkeys(requests):
         guess = unspoken_guess(request.split(" ", 1)[-1])
@@ -117,10 +164,15 @@ class Route:
     model: str = ""
     """The model a Gemini path names."""
     method: str = ""
-    """The Gemini method: ``streamGenerateContent``, ``generateContent``, ``countTokens``."""
+    """The path's method: Gemini's ``streamGenerateContent``, ``generateContent``,
+    ``countTokens``; Bedrock's ``converse-stream``, ``converse``."""
+    wire: Api | None = None
+    """The wire API, where the path names it alone (Ollama's)."""
 
     @property
     def api(self) -> Api:
+        if self.wire is not None:
+            return self.wire
         if self.gemini:
             return "gemini"
         if self.endpoint in ("messages", "count_tokens"):
@@ -134,7 +186,11 @@ def match_route(method: str, path: str) -> Route | None:
     """The route of ``method path``, or None when the proxy does not serve it."""
     match = _PATH.fullmatch(path)
     if match is None:
-        return _gemini_route(method, path)
+        for other in (_gemini_route, _ollama_route, _azure_route, _bedrock_route, _vertex_route):
+            route = other(method, path)
+            if route is not None:
+                return route
+        return None
     endpoint = _ENDPOINTS[match.group("endpoint")]
     if method != _METHOD[endpoint]:
         return None
@@ -172,11 +228,92 @@ def _gemini_route(method: str, path: str) -> Route | None:
     )
 
 
+def _azure_route(method: str, path: str) -> Route | None:
+    match = _AZURE_PATH.fullmatch(path)
+    if match is None:
+        return None
+    endpoint = _ENDPOINTS[match.group("endpoint")]
+    if method != _METHOD[endpoint]:
+        return None
+    token = match.group("token")
+    run = match.group("run")
+    prefix = (f"/{RUN_PREFIX}/{run}" if run else "") + (f"/s/{token}" if token else "")
+    return Route(endpoint=endpoint, token=token, upstream_path=path[len(prefix) :], run=run)
+
+
+def _vertex_route(method: str, path: str) -> Route | None:
+    match = _VERTEX_PATH.fullmatch(path)
+    if match is None or method != "POST":
+        return None
+    token = match.group("token")
+    run = match.group("run")
+    prefix = (f"/{RUN_PREFIX}/{run}" if run else "") + (f"/s/{token}" if token else "")
+    vertex_method = match.group("method")
+    anthropic = match.group("publisher") == "anthropic"
+    endpoint: Endpoint = (
+        "messages" if anthropic else "count_tokens" if vertex_method == "countTokens" else "gemini"
+    )
+    return Route(
+        endpoint=endpoint,
+        token=token,
+        upstream_path=path[len(prefix) :],
+        run=run,
+        gemini=not anthropic,
+        model=match.group("model"),
+        method=vertex_method,
+    )
+
+
+def _bedrock_route(method: str, path: str) -> Route | None:
+    match = _BEDROCK_PATH.fullmatch(path)
+    if match is None or method != "POST":
+        return None
+    token = match.group("token")
+    run = match.group("run")
+    model = match.group("model")
+    operation = match.group("operation")
+    # Forwarded as botocore sent it (a model id's ``:`` percent-encoded): SigV4 signed it so.
+    upstream = f"/model/{quote(model, safe='-_.~')}/{operation}"
+    return Route(
+        endpoint="wire",
+        token=token,
+        upstream_path=upstream,
+        run=run,
+        model=model,
+        method=operation,
+        wire="bedrock-invoke" if operation.startswith("invoke") else "bedrock-converse",
+    )
+
+
+def _ollama_route(method: str, path: str) -> Route | None:
+    match = _OLLAMA_PATH.fullmatch(path)
+    if match is None:
+        return None
+    name = match.group("endpoint")
+    endpoint: Endpoint = "models" if name == "tags" else "wire"
+    if method != _METHOD[endpoint]:
+        return None
+    token = match.group("token")
+    run = match.group("run")
+    prefix = (f"/{RUN_PREFIX}/{run}" if run else "") + (f"/s/{token}" if token else "")
+    return Route(
+        endpoint=endpoint,
+        token=token,
+        upstream_path=path[len(prefix) :],
+        run=run,
+        wire=_OLLAMA_WIRE[name],
+    )
+
+
 def api_for_path(path: str) -> Api:
     """The API whose error format fits an unserved path best (OpenAI's unless it says
     messages or names a Gemini model method)."""
     if "/messages" in path:
         return "messages"
+    if path.startswith("/model/") or ("/model/" in path and "/converse" in path):
+        return "bedrock-converse"
+    if "/api/" in path:
+        return "ollama-chat"
     if "/models/" in path and ":" in path.rsplit("/", 1)[-1]:
         return "gemini"
     return "chat"

@@ -36,8 +36,8 @@ from agentreel.llm_proxy._recorder import Recorder
 from agentreel.llm_proxy._replay_side import ReplaySide
 from agentreel.llm_proxy._requests import parse_request
 from agentreel.llm_proxy._routes import (
-    GEMINI_STREAM,
     RUN_PREFIX,
+    STREAMING_METHODS,
     Route,
     unspoken_summary,
 )
@@ -133,7 +133,7 @@ class ProxyRun(RecordSide, ReplaySide):
         self.errors: list[str] = []
         self.unspoken: list[str] = []
         """``METHOD path`` of each request meant for this run on a path the proxy does not
-        speak (answered 404): a Bedrock or Vertex client pointed here, say."""
+        speak (answered 404): a Cohere client pointed here, say."""
         self.warnings: list[str] = []
         """Record: what the recorder had to guess (``Recorder.warnings``), each naming the
         run's scenario or fixture — filled at close, beside ``errors``. Not a failure: the
@@ -434,7 +434,7 @@ class ProxyRun(RecordSide, ReplaySide):
             route.api,
             self.masks.value(body),
             model=route.model,
-            stream=route.method == GEMINI_STREAM,
+            stream=route.method in STREAMING_METHODS,
         )
         identity = resolve_identity(request.headers, body, route.token)
         if self.recorder is not None:

@@ -56,6 +56,10 @@ class VerbatimCall(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     frames: list[str] | None = None
     body: str | None = None
     cut: bool = False
+    binary: bool = False
+    """The frames are binary (AWS event-stream messages), each byte one code point
+    (latin-1): served as those bytes, never with the cwd put in (their CRCs cover it), so
+    an answer holding the cwd is not kept."""
 
     @property
     def key(self) -> tuple[str, int]:
@@ -93,9 +97,25 @@ def cuts_the_cwd(call: VerbatimCall, streamed: str, cwd: str) -> bool:
     return sum(streamed.count(form) for form in _cwd_forms(cwd)) > whole
 
 
+def holds_the_cwd(call: VerbatimCall, cwd: str) -> bool:
+    """Whether a binary answer holds the cwd anywhere (so it cannot be kept: its frames'
+    CRCs forbid writing ``{{cwd}}`` into them)."""
+    if not call.binary or not cwd or cwd == "/":
+        return False
+    return any(form in frame for frame in call.frames or () for form in _cwd_forms(cwd))
+
+
+def served_frames(call: VerbatimCall, cwd: str) -> list[bytes]:
+    """A kept stream's frames as served: the live cwd put in (a binary one: its bytes)."""
+    if call.binary:
+        return [frame.encode("latin-1") for frame in call.frames or ()]
+    # The cwd per frame, as it was tokenized: a token never spans two frames.
+    return [with_cwd(frame, cwd).encode() for frame in call.frames or ()]
+
+
 def tokenized(call: VerbatimCall, cwd: str) -> VerbatimCall:
     """``call`` with the cwd written as ``{{cwd}}`` (a fixture holds no machine path)."""
-    if not cwd or cwd == "/":
+    if not cwd or cwd == "/" or call.binary:
         return call
 
     def token(text: str) -> str:

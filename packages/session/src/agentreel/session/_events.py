@@ -19,6 +19,7 @@ from typing import Literal
 import msgspec
 
 from agentreel.llm import Chunk, Message
+from agentreel.llm.wire import WireApiName
 from agentreel.session._format import MASKS_VERSION, RECORDING_FORMAT
 
 HEADER_VERSION = 1
@@ -27,13 +28,18 @@ Origin = Literal["main", "spawn", "fork"]
 TurnEndReason = Literal["completed", "aborted", "error", "max-turns", "interrupted"]
 SubagentMode = Literal["spawn", "fork"]
 SubagentOutcome = Literal["completed", "error", "cancelled"]
-WireApi = Literal["chat", "messages", "responses", "gemini"]
-"""The HTTP wire API a model call was made in (``request/header`` ``api``; SPEC 11)."""
+WireApi = WireApiName
+"""The HTTP wire API a model call was made in (``request/header`` ``api``; SPEC 11); the
+wire registry (``agentreel.llm.wire``) owns the names."""
 WIRE_API_PATHS: dict[WireApi, str] = {
     "chat": "POST /v1/chat/completions (OpenAI Chat Completions)",
     "messages": "POST /v1/messages (Anthropic Messages)",
     "responses": "POST /v1/responses (OpenAI Responses)",
     "gemini": "POST /v1beta/models/<model>:streamGenerateContent|generateContent (Gemini)",
+    "ollama-chat": "POST /api/chat (Ollama)",
+    "ollama-generate": "POST /api/generate (Ollama)",
+    "bedrock-converse": "POST /model/<modelId>/converse-stream|converse (AWS Bedrock)",
+    "bedrock-invoke": "POST /model/<modelId>/invoke-with-response-stream|invoke (AWS Bedrock)",
 }
 
 

@@ -16,13 +16,14 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import unquote
 
 import msgspec
 import msgspec.structs
 
 from agentreel.llm.exceptions import StubRulesError
 
-Api = Literal["openai", "anthropic", "responses", "gemini"]
+Api = Literal["openai", "anthropic", "responses", "gemini", "ollama", "bedrock"]
 Lane = Literal["conversation", "title", "classifier", "side"]
 """What a request is (``match.lane``): the agent's ``conversation`` (it offers tools), a
 ``classifier`` (no tools, one non-streamed body or a ``</severity>``-like stop sequence), a
@@ -954,3 +955,94 @@ def _gemini_result_text(result: dict[str, Any]) -> str:
             if isinstance(response.get(key), str):
                 return str(response[key])
     return json.dumps(response, sort_keys=True, ensure_ascii=False)
+
+
+def ollama_request_view(
+    body: dict[str, Any], call_index: int, headers: Mapping[str, str] | None, path: str
+) -> RequestView:
+    """Project an Ollama ``/api/chat`` or ``/api/generate`` request (``path`` tells which):
+    chat messages are Chat Completions' (a ``tool`` message's result, ``tool_calls`` with
+    object arguments), a generate's ``system`` and ``prompt`` one system and one user
+    message. It streams unless it says ``"stream": false``; structured output is
+    ``format`` (``"json"`` or a schema)."""
+    if path.endswith("/api/generate"):
+        system = body.get("system")
+        messages: list[Any] = [
+            *([{"role": "system", "content": system}] if isinstance(system, str) else []),
+            {"role": "user", "content": body.get("prompt") or ""},
+        ]
+    else:
+        messages = list(body.get("messages") or [])
+    view = openai_request_view(
+        {"model": body.get("model", ""), "messages": messages, "tools": body.get("tools") or []},
+        call_index,
+        headers,
+    )
+    return msgspec.structs.replace(
+        view,
+        api="ollama",
+        stream=body.get("stream") is not False,
+        structured_output=bool(body.get("format")),
+    )
+
+
+def _converse_text(block: Any) -> str:
+    if not isinstance(block, dict):
+        return _text_of(block)
+    if isinstance(block.get("text"), str):
+        return str(block["text"])
+    result = block.get("toolResult")
+    if isinstance(result, dict):
+        return "".join(_converse_text(item) for item in result.get("content") or [])
+    if "json" in block:
+        return json.dumps(block["json"], sort_keys=True, ensure_ascii=False)
+    return ""
+
+
+def bedrock_request_view(
+    body: dict[str, Any], call_index: int, headers: Mapping[str, str] | None, path: str
+) -> RequestView:
+    """Project a Bedrock Converse request (``/model/<modelId>/converse-stream`` or
+    ``/converse``: the model and whether it streams are the path's): ``system`` blocks, a
+    user turn of ``toolResult`` blocks is the tools' answer, ``toolConfig.tools[].toolSpec``
+    with ``inputSchema.json``; structured output is a forced tool choice's JSON."""
+    resource = path.rsplit("/model/", 1)[-1]
+    quoted, _, operation = resource.partition("/")
+    model = unquote(quoted)  # botocore sends a model id's ``:`` as ``%3A``
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": block["text"]}
+        for block in body.get("system") or []
+        if isinstance(block, dict) and isinstance(block.get("text"), str)
+    ]
+    for raw in body.get("messages") or []:
+        if not isinstance(raw, dict):
+            continue
+        blocks = [b for b in raw.get("content") or [] if isinstance(b, dict)]
+        if blocks and all("toolResult" in b for b in blocks):
+            messages += [{"role": "tool", "content": _converse_text(b)} for b in blocks]
+        else:
+            messages.append(
+                {
+                    "role": "assistant" if raw.get("role") == "assistant" else "user",
+                    "content": "".join(_converse_text(b) for b in blocks),
+                }
+            )
+    config = body.get("toolConfig")
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": spec.get("name"),
+                "description": spec.get("description") or "",
+                "parameters": (spec.get("inputSchema") or {}).get("json") or {},
+            },
+        }
+        for tool in ((config.get("tools") or []) if isinstance(config, dict) else [])
+        if isinstance(tool, dict)
+        for spec in [tool.get("toolSpec")]
+        if isinstance(spec, dict)
+    ]
+    view = openai_request_view(
+        {"model": model, "messages": messages, "tools": tools}, call_index, headers
+    )
+    return msgspec.structs.replace(view, api="bedrock", stream=operation == "converse-stream")

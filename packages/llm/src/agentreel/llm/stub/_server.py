@@ -22,8 +22,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
+from urllib.parse import unquote
 
 import msgspec
+import msgspec.structs
 
 from agentreel.llm._chunks import Chunk, Finish
 from agentreel.llm.stub._answers import (
@@ -39,8 +41,10 @@ from agentreel.llm.stub._rules import (
     Rule,
     RuleSet,
     anthropic_request_view,
+    bedrock_request_view,
     gemini_request_view,
     load_rules,
+    ollama_request_view,
     openai_request_view,
     parse_rules,
     responses_request_view,
@@ -48,8 +52,12 @@ from agentreel.llm.stub._rules import (
 from agentreel.llm.stub._rules_doc import RULES_FORMAT_HINT
 from agentreel.llm.wire import (
     MINTED_CALL_ID_PREFIX,
+    OLLAMA_MINTED_CALL_ID_PREFIX,
+    WireApiSpec,
     anthropic_error_body,
     anthropic_stream_error_frame,
+    bedrock_error_body,
+    bedrock_stream_error_frame,
     count_tokens_body,
     gemini_chunk_body,
     gemini_chunk_frames,
@@ -58,11 +66,15 @@ from agentreel.llm.wire import (
     gemini_models_body,
     gemini_stream_error_frame,
     models_listing_body,
+    ollama_error_body,
+    ollama_models_body,
+    ollama_stream_error_frame,
     openai_error_body,
     openai_stream_error_frame,
     responses_chunk_body,
     responses_chunk_frames,
     responses_namespaced,
+    wire_api,
 )
 
 logger = logging.getLogger("agentreel.llm.stub")
@@ -70,6 +82,10 @@ logger = logging.getLogger("agentreel.llm.stub")
 Outcome = Literal["pending", "completed", "cut", "disconnected", "error", "no-rule"]
 _SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-key"})
 _GEMINI_METHODS = (":streamGenerateContent", ":generateContent")
+_OLLAMA_PATHS = ("/api/chat", "/api/generate")
+_RAW_PREDICT = (":streamRawPredict", ":rawPredict")
+_BEDROCK_PATHS = ("/converse", "/converse-stream")
+_INVOKE_PATHS = ("/invoke", "/invoke-with-response-stream")
 
 
 class StubRequest(msgspec.Struct, kw_only=True):
@@ -247,11 +263,20 @@ class StubServer:
                 "anthropic": anthropic_request_view,
                 "responses": responses_request_view,
             }
-            view = (
-                gemini_request_view(body, index, headers, path)
-                if api == "gemini"
-                else views[api](body, index, headers)
-            )
+            if api == "gemini":
+                view = gemini_request_view(body, index, headers, path)
+            elif api == "ollama":
+                view = ollama_request_view(body, index, headers, path)
+            elif api == "bedrock" and path.endswith(_INVOKE_PATHS):
+                view = msgspec.structs.replace(
+                    anthropic_request_view(body, index, headers),
+                    api="bedrock",
+                    stream=path.endswith("-with-response-stream"),
+                )
+            elif api == "bedrock":
+                view = bedrock_request_view(body, index, headers, path)
+            else:
+                view = views[api](body, index, headers)
             taken = self.rules.take_answer(view)
             record = StubRequest(
                 index=index,
@@ -303,6 +328,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0].rstrip("/")
+        if path.endswith("/api/tags"):  # Ollama's listing
+            rules = self.server.stub.rules.rules
+            models = sorted({rule.match.model for rule in rules if rule.match.model})
+            self._send_json(200, ollama_models_body(models))
+            return
         if path.endswith("/models"):
             # The models its rules name (``match.model``), as a provider lists what it serves.
             rules = self.server.stub.rules.rules
@@ -334,16 +364,23 @@ class _Handler(BaseHTTPRequestHandler):
             return
         elif "/models/" in path and path.endswith(_GEMINI_METHODS):
             api = "gemini"
+        elif "/publishers/anthropic/models/" in path and path.endswith(_RAW_PREDICT):
+            api = "anthropic"  # Claude on Vertex AI: a Messages body, the model in the path
         elif path.endswith("/messages"):
             api = "anthropic"
         elif path.endswith("/responses"):
             api = "responses"
+        elif path.endswith(_OLLAMA_PATHS):
+            api = "ollama"
+        elif "/model/" in path and path.endswith(_BEDROCK_PATHS + _INVOKE_PATHS):
+            api = "bedrock"  # InvokeModel: an Anthropic Messages body in Bedrock's framing
         else:
             message = (
                 f"agentreel stub server: no endpoint {self.path!r}; it serves "
                 "POST /v1/chat/completions (OpenAI), POST /v1/messages (Anthropic), "
                 "POST /v1/responses (OpenAI Responses) and POST /v1beta/models/<model>:"
-                "streamGenerateContent|generateContent|countTokens (Gemini)"
+                "streamGenerateContent|generateContent|countTokens (Gemini), "
+                "POST /api/chat and /api/generate (Ollama)"
             )
             self._drain_body()
             self._send_json(404, openai_error_body(404, message))
@@ -403,10 +440,22 @@ class _Handler(BaseHTTPRequestHandler):
                 call.id or f"{MINTED_CALL_ID_PREFIX}stub{digest[:20]}-{i}"
                 for i, call in enumerate(rule.tool_calls)
             ]
+        if api == "ollama":
+            # Ollama sends tool calls without ids: so does the stub, unless the rule names
+            # one (the ids minted here are the ones the Ollama decoder mints).
+            call_ids = [
+                call.id or f"{OLLAMA_MINTED_CALL_ID_PREFIX}{i}"
+                for i, call in enumerate(rule.tool_calls)
+            ]
         if not view.stream:
             stub._finish(record, self._answer_whole(record, rule, label, body, digest, call_ids))
             return
-        if api == "openai":
+        if api in ("ollama", "bedrock"):
+            spec = _wire_spec(path)
+            parsed = spec.parse(body, _path_model(path), True)
+            answer = rule_chunks(rule, call_ids)
+            frames = spec.encode_stream(parsed, answer, f"msg_stub{digest[:24]}", None)
+        elif api == "openai":
             frames = openai_frames(rule, body, f"chatcmpl-stub{digest[:24]}", call_ids)
         elif api == "anthropic":
             frames = anthropic_frames(rule, body, f"msg_stub{digest[:24]}", call_ids)
@@ -431,6 +480,8 @@ class _Handler(BaseHTTPRequestHandler):
             error_frame = {
                 "anthropic": anthropic_stream_error_frame,
                 "gemini": gemini_stream_error_frame,
+                "ollama": ollama_stream_error_frame,
+                "bedrock": bedrock_stream_error_frame,
             }.get(api, openai_stream_error_frame)(message)
             frames = [*frames[: rule.error_after], error_frame]
         stub._finish(record, self._stream(record, frames, rule.delay_ms, rule.cut_after, api))
@@ -465,6 +516,11 @@ class _Handler(BaseHTTPRequestHandler):
                 )
             elif api == "anthropic":
                 payload = anthropic_message_body(rule, body, f"msg_stub{digest[:24]}", call_ids)
+            elif api in ("ollama", "bedrock"):
+                spec = _wire_spec(record.path)
+                parsed = spec.parse(body, _path_model(record.path), False)
+                answer = rule_chunks(rule, call_ids)
+                payload = spec.encode_body(parsed, answer, f"msg_stub{digest[:24]}", None)
             elif api == "gemini":
                 payload = gemini_chunk_body(
                     _gemini_chunks(rule, call_ids),
@@ -545,6 +601,13 @@ class _Handler(BaseHTTPRequestHandler):
         elif api == "gemini":
             payload = gemini_error_body(status, message)
             headers = {"x-request-id": "req_stub", **(extra or {})}
+        elif api == "bedrock":
+            payload = bedrock_error_body(status, message)
+            kind = json.loads(payload)["__type"]
+            headers = {"x-amzn-errortype": kind, "x-amzn-requestid": "req_stub", **(extra or {})}
+        elif api == "ollama":
+            payload = ollama_error_body(status, message)
+            headers = {"x-request-id": "req_stub", **(extra or {})}
         else:
             payload = openai_error_body(status, message)
             headers = {"x-request-id": "req_stub", **(extra or {})}
@@ -559,7 +622,9 @@ class _Handler(BaseHTTPRequestHandler):
         api: Api,
     ) -> Outcome:
         self.send_response(200)
-        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        wired = api in ("ollama", "bedrock")
+        content_type = _wire_spec(record.path).stream_content_type if wired else None
+        self.send_header("content-type", f"{content_type or 'text/event-stream'}; charset=utf-8")
         self.send_header("cache-control", "no-cache")
         self.send_header("transfer-encoding", "chunked")
         self.send_header("request-id" if api == "anthropic" else "x-request-id", "req_stub")
@@ -608,6 +673,22 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+
+
+def _path_model(path: str) -> str:
+    """The model a Bedrock path names (``/model/<modelId>/…``), else none."""
+    if "/model/" not in path:
+        return ""
+    return unquote(path.rsplit("/model/", 1)[-1].partition("/")[0])
+
+
+def _wire_spec(path: str) -> WireApiSpec:
+    """The wire API (Ollama's, Bedrock's) a stub request's path names, for the APIs the
+    stub answers through the wire registry."""
+    if "/model/" in path:
+        invoke = path.endswith(_INVOKE_PATHS)
+        return wire_api("bedrock-invoke" if invoke else "bedrock-converse")
+    return wire_api("ollama-generate" if path.endswith("/api/generate") else "ollama-chat")
 
 
 def _answer_digest(label: str, body: Mapping[str, Any], call_ids: list[str]) -> str:

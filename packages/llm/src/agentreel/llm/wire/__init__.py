@@ -1,4 +1,10 @@
-"""The wire APIs agentreel speaks, one module each: encoders and decoders in one home.
+"""The wire APIs agentreel speaks, one module each, behind one interface and registry.
+
+Every API's module ends with its ``WireApiSpec`` (``_api``): request parsing into the
+common request view (``WireRequest``), decoding (wire → chunks), encoding (chunks → wire,
+streamed and whole), what ends a stream, error bodies, the models listing, the headers
+its key travels in. ``WIRE_APIS`` / ``wire_api`` (``_registry``) list them; the proxy and
+the stub server dispatch through them.
 
 Each API's module owns its rules — the frames of a stream and how it ends, the
 non-streaming body, the error bodies and in-stream error frames, the finish/stop reason
@@ -19,6 +25,12 @@ the in-process adapters would record it). The mappers are SDK-free (``_chat_mapp
   ``gemini_count_tokens_body``, ``GeminiDecoder``; its wire → chunk rules are its own
   ``GeminiStreamMapper`` (SDK-free, also the ``gemini`` adapter's), and the request side
   ``to_gemini_contents`` / ``to_gemini_tools``.
+- Ollama native (``_ollama``): ``/api/chat`` and ``/api/generate`` as NDJSON
+  (``_ndjson``), ``ollama_chunk_frames``, ``ollama_chunk_body``, ``ollama_error_body``,
+  ``ollama_models_body`` (``/api/tags``), ``OllamaDecoder``.
+- AWS Bedrock Converse (``_bedrock``): ``converse-stream`` as AWS event-stream messages
+  (``_eventstream``: prelude, headers, payload, both CRC32s), ``converse_chunk_frames``,
+  ``converse_chunk_body``, ``bedrock_error_body``, ``ConverseDecoder``.
 - Shared: SSE splitting and framing (``_sse``), the recorded ``ResponseMeta`` and the
   decoders' protocol (``_common``), the models listing and token count bodies
   (``_listing``).
@@ -29,9 +41,19 @@ block its signature, the encoders answer with them as recorded; without them, th
 ids from the caller's ``response_id`` and answer with the request's model.
 
 Importing this package imports no provider SDK (only the standard library and msgspec),
-and neither does decoding: the proxy records and replays with no SDK installed.
+and neither does decoding: the proxy records and replays with no SDK installed. The wire →
+chunk mappers live here (``_chat_mapper``, ``_messages_mapper``, ``_gemini``) and the SDK
+adapters import them, never the other way round.
 """
 
+from agentreel.llm.wire._api import WireApiSpec
+from agentreel.llm.wire._bedrock import (
+    ConverseDecoder,
+    bedrock_error_body,
+    bedrock_stream_error_frame,
+    converse_chunk_body,
+    converse_chunk_frames,
+)
 from agentreel.llm.wire._chat import (
     CHAT_FINISH_REASONS,
     ChatDecoder,
@@ -42,6 +64,13 @@ from agentreel.llm.wire._chat import (
 )
 from agentreel.llm.wire._chat import STREAM_ENDINGS as CHAT_STREAM_ENDINGS
 from agentreel.llm.wire._common import CREATED, UpstreamStreamError, WireDecoder
+from agentreel.llm.wire._eventstream import (
+    EventStreamError,
+    EventStreamSplitter,
+    decode_event_message,
+    encode_event_message,
+    split_messages,
+)
 from agentreel.llm.wire._gemini import (
     GEMINI_STATUS,
     MINTED_CALL_ID_PREFIX,
@@ -67,6 +96,18 @@ from agentreel.llm.wire._messages import (
     messages_chunk_frames,
 )
 from agentreel.llm.wire._messages import STREAM_ENDINGS as MESSAGES_STREAM_ENDINGS
+from agentreel.llm.wire._ndjson import NdjsonSplitter, split_lines
+from agentreel.llm.wire._ollama import MINTED_CALL_ID_PREFIX as OLLAMA_MINTED_CALL_ID_PREFIX
+from agentreel.llm.wire._ollama import (
+    OllamaDecoder,
+    ollama_chunk_body,
+    ollama_chunk_frames,
+    ollama_error_body,
+    ollama_models_body,
+    ollama_stream_error_frame,
+)
+from agentreel.llm.wire._registry import WIRE_APIS, wire_api
+from agentreel.llm.wire._request import WireApiName, WireRequest
 from agentreel.llm.wire._responses import (
     NAMESPACE_SEPARATOR,
     ResponsesDecoder,
@@ -87,21 +128,37 @@ __all__ = [
     "MESSAGES_STREAM_ENDINGS",
     "MINTED_CALL_ID_PREFIX",
     "NAMESPACE_SEPARATOR",
+    "OLLAMA_MINTED_CALL_ID_PREFIX",
     "RESPONSES_STREAM_ENDINGS",
+    "WIRE_APIS",
     "ChatDecoder",
+    "ConverseDecoder",
+    "EventStreamError",
+    "EventStreamSplitter",
     "GeminiDecoder",
     "GeminiStreamMapper",
     "MessagesDecoder",
+    "NdjsonSplitter",
+    "OllamaDecoder",
     "ResponsesDecoder",
     "SseEvent",
     "SseSplitter",
     "UpstreamStreamError",
+    "WireApiName",
+    "WireApiSpec",
     "WireDecoder",
+    "WireRequest",
     "anthropic_error_body",
     "anthropic_stream_error_frame",
+    "bedrock_error_body",
+    "bedrock_stream_error_frame",
     "chat_chunk_body",
     "chat_chunk_frames",
+    "converse_chunk_body",
+    "converse_chunk_frames",
     "count_tokens_body",
+    "decode_event_message",
+    "encode_event_message",
     "event_frame",
     "gemini_chunk_body",
     "gemini_chunk_frames",
@@ -113,12 +170,20 @@ __all__ = [
     "messages_chunk_body",
     "messages_chunk_frames",
     "models_listing_body",
+    "ollama_chunk_body",
+    "ollama_chunk_frames",
+    "ollama_error_body",
+    "ollama_models_body",
+    "ollama_stream_error_frame",
     "openai_error_body",
     "openai_stream_error_frame",
     "responses_chunk_body",
     "responses_chunk_frames",
     "responses_namespaced",
     "split_frames",
+    "split_lines",
+    "split_messages",
     "to_gemini_contents",
     "to_gemini_tools",
+    "wire_api",
 ]

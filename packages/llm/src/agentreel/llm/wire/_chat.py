@@ -21,7 +21,16 @@ from agentreel.llm._chunks import (
     ToolCallDelta,
     Usage,
 )
-from agentreel.llm._messages import ReasoningPart, TextPart, ToolCallPart
+from agentreel.llm._messages import (
+    ContentPart,
+    Message,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    ToolSpec,
+)
+from agentreel.llm.wire._api import WireApiSpec
 from agentreel.llm.wire._chat_mapper import OpenAIStreamMapper
 from agentreel.llm.wire._common import (
     CREATED,
@@ -34,7 +43,16 @@ from agentreel.llm.wire._common import (
     wire_reason,
     wrap,
 )
-from agentreel.llm.wire._sse import SseEvent, json_bytes
+from agentreel.llm.wire._listing import models_listing_body
+from agentreel.llm.wire._request import (
+    WireRequest,
+    body_model,
+    canonical,
+    flag,
+    text_of,
+    tool_spec,
+)
+from agentreel.llm.wire._sse import SseEvent, bare_error_frame, json_bytes
 
 CHAT_FINISH_REASONS = {
     "stop": "stop",
@@ -256,3 +274,128 @@ class ChatDecoder:
         self._watch({**data, "choices": choices})
         chunks = self._mapper.feed(wrap({"choices": choices, "usage": data.get("usage")}))
         return chunks + self.finish()
+
+
+# -- Chat Completions ----------------------------------------------------------------------
+
+
+def parse_chat_request(body: dict[str, Any], model: str = "", stream: bool = False) -> WireRequest:
+    """A request body of this API (a JSON object), parsed leniently; ``model`` and
+    ``stream`` are for a path that names them (this API's body does)."""
+    del model, stream
+    system: list[str] = []
+    messages: list[Message] = []
+    for raw in body.get("messages") or []:
+        if not isinstance(raw, dict):
+            continue
+        role = raw.get("role")
+        if role in ("system", "developer"):
+            text = text_of(raw.get("content"))
+            if messages:
+                messages.append(Message(role="system", content=(TextPart(text),)))
+            else:
+                system.append(text)
+        elif role == "assistant":
+            messages.append(_chat_assistant(raw))
+        elif role in ("tool", "function"):
+            call_id = str(raw.get("tool_call_id") or raw.get("name") or "")
+            result = ToolResultPart(call_id=call_id, content=text_of(raw.get("content")))
+            messages.append(Message(role="tool", content=(result,)))
+        else:
+            messages.append(Message(role="user", content=_chat_parts(raw.get("content"))))
+    tools: list[ToolSpec] = []
+    for tool in body.get("tools") or []:
+        if not isinstance(tool, dict):
+            continue
+        function = tool.get("function")
+        if isinstance(function, dict):
+            tools.append(
+                tool_spec(
+                    function.get("name"), function.get("description"), function.get("parameters")
+                )
+            )
+        else:
+            tools.append(tool_spec(tool.get("type"), "", tool))
+    options = body.get("stream_options")
+    return WireRequest(
+        api="chat",
+        model=body_model(body),
+        system="\n\n".join(system) if system else None,
+        messages=tuple(messages),
+        tools=tuple(tools),
+        stream=flag(body, "stream"),
+        include_usage=isinstance(options, dict) and options.get("include_usage") is True,
+        namespaced=False,
+    )
+
+
+def _chat_parts(content: Any) -> tuple[ContentPart, ...]:
+    if isinstance(content, list):
+        parts: list[ContentPart] = []
+        for part in content:
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(TextPart(part["text"]))
+            else:
+                parts.append(TextPart(canonical(part)))
+        return tuple(parts)
+    return (TextPart(text_of(content)),)
+
+
+def _chat_assistant(raw: dict[str, Any]) -> Message:
+    parts: list[ContentPart] = []
+    reasoning = raw.get("reasoning_content") or raw.get("reasoning")
+    if isinstance(reasoning, str) and reasoning:
+        parts.append(ReasoningPart(reasoning))
+    text = text_of(raw.get("content"))
+    if text:
+        parts.append(TextPart(text))
+    for call in raw.get("tool_calls") or []:
+        if not isinstance(call, dict):
+            continue
+        raw_function = call.get("function")
+        function: dict[str, Any] = raw_function if isinstance(raw_function, dict) else {}
+        arguments = function.get("arguments")
+        parts.append(
+            ToolCallPart(
+                id=str(call.get("id") or ""),
+                name=str(function.get("name") or ""),
+                arguments=arguments if isinstance(arguments, str) else canonical(arguments),
+            )
+        )
+    return Message(role="assistant", content=tuple(parts) or (TextPart(""),))
+
+
+def _stream(
+    request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
+) -> list[bytes]:
+    return chat_chunk_frames(
+        chunks,
+        model=request.model,
+        response_id=wire_id,
+        include_usage=request.include_usage,
+        meta=meta,
+    )
+
+
+def _body(
+    request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
+) -> bytes:
+    return chat_chunk_body(chunks, model=request.model, response_id=wire_id, meta=meta)
+
+
+CHAT_API = WireApiSpec(
+    name="chat",
+    title="OpenAI Chat Completions",
+    framing="sse",
+    parse=parse_chat_request,
+    decoder=ChatDecoder,
+    encode_stream=_stream,
+    encode_body=_body,
+    stream_endings=STREAM_ENDINGS,
+    error_body=openai_error_body,
+    models_body=models_listing_body,
+    response_id_prefix="chatcmpl-",
+    error_frame=bare_error_frame,
+    auth_headers=("authorization", "api-key"),  # api-key: Azure OpenAI
+)
+"""OpenAI Chat Completions (``POST /v1/chat/completions``)."""

@@ -51,8 +51,10 @@ from agentreel.llm._chunks import (
     Usage,
 )
 from agentreel.llm._messages import (
+    ContentPart,
     Message,
     ReasoningPart,
+    Role,
     TextPart,
     ToolCallPart,
     ToolResultPart,
@@ -60,9 +62,16 @@ from agentreel.llm._messages import (
 )
 from agentreel.llm._options import GenerateOptions
 from agentreel.llm.exceptions import StreamInterruptedError
+from agentreel.llm.wire._api import WireApiSpec
 from agentreel.llm.wire._common import UpstreamStreamError
 from agentreel.llm.wire._listing import words_in
-from agentreel.llm.wire._sse import SseEvent, json_bytes
+from agentreel.llm.wire._request import (
+    WireRequest,
+    canonical,
+    text_of,
+    tool_spec,
+)
+from agentreel.llm.wire._sse import SseEvent, bare_error_frame, json_bytes
 
 __all__ = [
     "GEMINI_STATUS",
@@ -683,3 +692,118 @@ class GeminiDecoder:
 
     def body(self, data: dict[str, Any]) -> list[Chunk]:
         return self._mapper.feed(data) + self.finish()
+
+
+# -- Gemini generateContent -----------------------------------------------------------------
+
+
+def parse_gemini_request(
+    body: dict[str, Any], model: str = "", stream: bool = False
+) -> WireRequest:
+    """A Gemini ``generateContent`` body: ``systemInstruction``, ``contents`` (``role:
+    model`` turns are the assistant's), ``tools[].functionDeclarations``."""
+    raw_system = body.get("systemInstruction")
+    system: str | None = None
+    if isinstance(raw_system, dict):
+        system = text_of(raw_system.get("parts"))
+    elif isinstance(raw_system, str):
+        system = raw_system
+    messages: list[Message] = []
+    for content in body.get("contents") or []:
+        if not isinstance(content, dict):
+            continue
+        role: Role = "assistant" if content.get("role") == "model" else "user"
+        parts = tuple(
+            _gemini_part(part) for part in content.get("parts") or [] if isinstance(part, dict)
+        )
+        if parts and all(isinstance(part, ToolResultPart) for part in parts):
+            role = "tool"
+        messages.append(Message(role=role, content=parts or (TextPart(""),)))
+    tools: list[ToolSpec] = []
+    for tool in body.get("tools") or []:
+        if not isinstance(tool, dict):
+            continue
+        for declaration in tool.get("functionDeclarations") or []:
+            if isinstance(declaration, dict):
+                schema = declaration.get(
+                    "parametersJsonSchema",
+                    declaration.get("parameters_json_schema", declaration.get("parameters")),
+                )
+                tools.append(
+                    tool_spec(declaration.get("name"), declaration.get("description"), schema)
+                )
+        for kind, value in tool.items():
+            if kind != "functionDeclarations":  # built-in tools: googleSearch, codeExecution, …
+                tools.append(tool_spec(kind, "", value if isinstance(value, dict) else {}))
+    return WireRequest(
+        api="gemini",
+        model=model,
+        system=system,
+        messages=tuple(messages),
+        tools=tuple(tools),
+        stream=stream,
+        include_usage=True,
+        namespaced=False,
+    )
+
+
+def _gemini_part(part: dict[str, Any]) -> ContentPart:
+    call = part.get("functionCall")
+    if isinstance(call, dict):
+        return ToolCallPart(
+            id=str(call.get("id") or ""),
+            name=str(call.get("name") or ""),
+            arguments=canonical(call.get("args") or {}),
+        )
+    result = part.get("functionResponse")
+    if isinstance(result, dict):
+        response = result.get("response")
+        output = response.get("output") if isinstance(response, dict) else None
+        return ToolResultPart(
+            call_id=str(result.get("id") or result.get("name") or ""),
+            content=output if isinstance(output, str) else canonical(response),
+            is_error=isinstance(response, dict)
+            and "error" in response
+            and "output" not in response,
+        )
+    text = part.get("text")
+    if isinstance(text, str):
+        return ReasoningPart(text) if part.get("thought") is True else TextPart(text)
+    # Inline data, files, executable code: compared by their JSON.
+    return TextPart(canonical(part))
+
+
+def _stream(
+    request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
+) -> list[bytes]:
+    return gemini_chunk_frames(chunks, model=request.model, response_id=wire_id, meta=meta)
+
+
+def _body(
+    request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
+) -> bytes:
+    return gemini_chunk_body(chunks, model=request.model, response_id=wire_id, meta=meta)
+
+
+def _error_body(status: int, message: str, code: str | None = None) -> bytes:
+    del code  # Gemini's error names its status
+    return gemini_error_body(status, message)
+
+
+GEMINI_API = WireApiSpec(
+    name="gemini",
+    title="Gemini",
+    framing="sse",
+    parse=parse_gemini_request,
+    decoder=GeminiDecoder,
+    encode_stream=_stream,
+    encode_body=_body,
+    stream_endings=STREAM_ENDINGS,
+    error_body=_error_body,
+    models_body=gemini_models_body,
+    response_id_prefix="",
+    error_frame=bare_error_frame,
+    auth_headers=("x-goog-api-key",),
+)
+"""Gemini (``POST /v1beta/models/<model>:streamGenerateContent|generateContent``; its key
+also in ``?key=``, which nothing written keeps)."""

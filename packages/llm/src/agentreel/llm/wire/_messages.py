@@ -21,7 +21,16 @@ from agentreel.llm._chunks import (
     ToolCallDelta,
     Usage,
 )
-from agentreel.llm._messages import ReasoningPart, TextPart
+from agentreel.llm._messages import (
+    ContentPart,
+    Message,
+    ReasoningPart,
+    Role,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from agentreel.llm.wire._api import WireApiSpec
 from agentreel.llm.wire._common import (
     MetaWatch,
     UpstreamStreamError,
@@ -33,7 +42,16 @@ from agentreel.llm.wire._common import (
     wire_reason,
     wrap,
 )
+from agentreel.llm.wire._listing import models_listing_body
 from agentreel.llm.wire._messages_mapper import AnthropicStreamMapper
+from agentreel.llm.wire._request import (
+    WireRequest,
+    body_model,
+    canonical,
+    flag,
+    text_of,
+    tool_spec,
+)
 from agentreel.llm.wire._sse import SseEvent, event_frame, json_bytes
 
 MESSAGES_STOP_REASONS = {
@@ -232,3 +250,112 @@ class MessagesDecoder:
         chunks += feed({"type": "message_delta", "delta": delta, "usage": data.get("usage")})
         chunks += feed({"type": "message_stop"})
         return chunks + self.finish()
+
+
+# -- Anthropic Messages ---------------------------------------------------------------------
+
+
+def parse_messages_request(
+    body: dict[str, Any], model: str = "", stream: bool = False
+) -> WireRequest:
+    """A request body of this API (a JSON object), parsed leniently; ``model`` and
+    ``stream`` are for a path that names them (Vertex AI's names the model)."""
+    del stream
+    raw_system = body.get("system")
+    if isinstance(raw_system, list):
+        system: str | None = "\n\n".join(text_of([block]) for block in raw_system)
+    elif isinstance(raw_system, str):
+        system = raw_system
+    else:
+        system = None
+    messages: list[Message] = []
+    for raw in body.get("messages") or []:
+        if not isinstance(raw, dict):
+            continue
+        role: Role = "assistant" if raw.get("role") == "assistant" else "user"
+        if raw.get("role") == "system":
+            role = "system"
+        content = raw.get("content")
+        if not isinstance(content, list):
+            messages.append(Message(role=role, content=(TextPart(text_of(content)),)))
+            continue
+        parts = tuple(_anthropic_block(block) for block in content)
+        messages.append(Message(role=role, content=parts or (TextPart(""),)))
+    tools = tuple(
+        tool_spec(
+            tool.get("name") or tool.get("type"),
+            tool.get("description"),
+            tool.get("input_schema") if "input_schema" in tool else tool,
+        )
+        for tool in body.get("tools") or []
+        if isinstance(tool, dict)
+    )
+    return WireRequest(
+        api="messages",
+        model=body_model(body) or model,  # Vertex AI names it in the path
+        system=system,
+        messages=tuple(messages),
+        tools=tools,
+        stream=flag(body, "stream"),
+        include_usage=True,
+        namespaced=False,
+    )
+
+
+def _anthropic_block(block: Any) -> ContentPart:
+    if not isinstance(block, dict):
+        return TextPart(text_of(block))
+    kind = block.get("type")
+    if kind == "text":
+        return TextPart(str(block.get("text") or ""))
+    if kind == "tool_use":
+        return ToolCallPart(
+            id=str(block.get("id") or ""),
+            name=str(block.get("name") or ""),
+            arguments=canonical(block.get("input") or {}),
+        )
+    if kind == "tool_result":
+        return ToolResultPart(
+            call_id=str(block.get("tool_use_id") or ""),
+            content=text_of(block.get("content")),
+            is_error=block.get("is_error") is True,
+        )
+    if kind == "thinking":
+        return ReasoningPart(str(block.get("thinking") or ""))
+    # Images, documents, redacted thinking, server tool blocks: compared by their JSON, minus
+    # cache hints that clients move between turns.
+    return TextPart(canonical({k: v for k, v in block.items() if k != "cache_control"}))
+
+
+def _stream(
+    request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
+) -> list[bytes]:
+    return messages_chunk_frames(chunks, model=request.model, message_id=wire_id, meta=meta)
+
+
+def _body(
+    request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
+) -> bytes:
+    return messages_chunk_body(chunks, model=request.model, message_id=wire_id, meta=meta)
+
+
+def _error_body(status: int, message: str, code: str | None = None) -> bytes:
+    del code  # Anthropic's error names its type by status
+    return anthropic_error_body(status, message)
+
+
+MESSAGES_API = WireApiSpec(
+    name="messages",
+    title="Anthropic Messages",
+    framing="sse",
+    parse=parse_messages_request,
+    decoder=MessagesDecoder,
+    encode_stream=_stream,
+    encode_body=_body,
+    stream_endings=STREAM_ENDINGS,
+    error_body=_error_body,
+    models_body=models_listing_body,
+    response_id_prefix="msg_",
+    auth_headers=("x-api-key", "authorization"),
+)
+"""Anthropic Messages (``POST /v1/messages``)."""

@@ -21,7 +21,17 @@ from agentreel.llm._chunks import (
     ToolCallDelta,
     Usage,
 )
-from agentreel.llm._messages import ReasoningPart, TextPart, ToolCallPart
+from agentreel.llm._messages import (
+    Message,
+    ReasoningPart,
+    Role,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    ToolSpec,
+)
+from agentreel.llm.wire._api import WireApiSpec
+from agentreel.llm.wire._chat import openai_error_body
 from agentreel.llm.wire._common import (
     CREATED,
     MetaWatch,
@@ -31,6 +41,15 @@ from agentreel.llm.wire._common import (
     has_error,
     meta_in,
     usage_in,
+)
+from agentreel.llm.wire._listing import models_listing_body
+from agentreel.llm.wire._request import (
+    WireRequest,
+    body_model,
+    canonical,
+    flag,
+    text_of,
+    tool_spec,
 )
 from agentreel.llm.wire._sse import SseEvent, event_frame, json_bytes
 
@@ -529,3 +548,127 @@ def _call_name(item: dict[str, Any]) -> str:
     name = str(item.get("name") or "")
     namespace = item.get("namespace")
     return f"{namespace}{NAMESPACE_SEPARATOR}{name}" if namespace else name
+
+
+# -- OpenAI Responses -----------------------------------------------------------------------
+
+
+def parse_responses_request(
+    body: dict[str, Any], model: str = "", stream: bool = False
+) -> WireRequest:
+    """A request body of this API (a JSON object), parsed leniently; ``model`` and
+    ``stream`` are for a path that names them (this API's body does)."""
+    del model, stream
+    instructions = body.get("instructions")
+    system = instructions if isinstance(instructions, str) else None
+    tools: list[ToolSpec] = []
+    namespaced = _add_response_tools(tools, body.get("tools") or [])
+    messages: list[Message] = []
+    raw_input = body.get("input")
+    items = [{"role": "user", "content": raw_input}] if isinstance(raw_input, str) else raw_input
+    for item in items or []:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "additional_tools":
+            namespaced = _add_response_tools(tools, item.get("tools") or []) or namespaced
+        elif kind == "function_call":
+            name = str(item.get("name") or "")
+            if item.get("namespace"):
+                name = f"{item['namespace']}{NAMESPACE_SEPARATOR}{name}"
+            arguments = item.get("arguments")
+            call = ToolCallPart(
+                id=str(item.get("call_id") or ""),
+                name=name,
+                arguments=arguments if isinstance(arguments, str) else canonical(arguments),
+            )
+            messages.append(Message(role="assistant", content=(call,)))
+        elif kind == "function_call_output":
+            result = ToolResultPart(
+                call_id=str(item.get("call_id") or ""), content=text_of(item.get("output"))
+            )
+            messages.append(Message(role="tool", content=(result,)))
+        elif kind == "reasoning":
+            summary = text_of(item.get("summary"))
+            messages.append(Message(role="assistant", content=(ReasoningPart(summary),)))
+        elif kind in (None, "message"):
+            role = item.get("role")
+            wire_role: Role = (
+                "system"
+                if role in ("system", "developer")
+                else "assistant"
+                if role == "assistant"
+                else "user"
+            )
+            messages.append(
+                Message(role=wire_role, content=(TextPart(text_of(item.get("content"))),))
+            )
+        else:
+            without_id = {k: v for k, v in item.items() if k != "id"}
+            messages.append(Message(role="user", content=(TextPart(canonical(without_id)),)))
+    return WireRequest(
+        api="responses",
+        model=body_model(body),
+        system=system,
+        messages=tuple(messages),
+        tools=tuple(tools),
+        stream=flag(body, "stream"),
+        include_usage=True,
+        namespaced=namespaced,
+    )
+
+
+def _add_response_tools(tools: list[ToolSpec], raw_tools: Any, namespace: str = "") -> bool:
+    """Append Responses tools (``function`` or ``namespace`` groups); True if namespaced."""
+    namespaced = False
+    for tool in raw_tools if isinstance(raw_tools, list) else []:
+        if not isinstance(tool, dict):
+            continue
+        if tool.get("type") == "namespace":
+            inner = f"{namespace}{tool.get('name') or ''}{NAMESPACE_SEPARATOR}"
+            _add_response_tools(tools, tool.get("tools") or [], inner)
+            namespaced = True
+        elif tool.get("type") == "function":
+            tools.append(
+                tool_spec(
+                    f"{namespace}{tool.get('name') or ''}",
+                    tool.get("description"),
+                    tool.get("parameters"),
+                )
+            )
+        else:
+            tools.append(tool_spec(f"{namespace}{tool.get('type') or ''}", "", tool))
+    return namespaced
+
+
+def _stream(
+    request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
+) -> list[bytes]:
+    return responses_chunk_frames(
+        chunks, model=request.model, response_id=wire_id, namespaced=request.namespaced, meta=meta
+    )
+
+
+def _body(
+    request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
+) -> bytes:
+    return responses_chunk_body(
+        chunks, model=request.model, response_id=wire_id, namespaced=request.namespaced, meta=meta
+    )
+
+
+RESPONSES_API = WireApiSpec(
+    name="responses",
+    title="OpenAI Responses",
+    framing="sse",
+    parse=parse_responses_request,
+    decoder=ResponsesDecoder,
+    encode_stream=_stream,
+    encode_body=_body,
+    stream_endings=STREAM_ENDINGS,
+    error_body=openai_error_body,
+    models_body=models_listing_body,
+    response_id_prefix="resp_",
+    auth_headers=("authorization", "api-key"),  # api-key: Azure OpenAI
+)
+"""OpenAI Responses (``POST /v1/responses``)."""

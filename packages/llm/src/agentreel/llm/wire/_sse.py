@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,6 +15,14 @@ class SseEvent:
 
     name: str
     data: str
+
+
+class FrameSplitter(Protocol):
+    """Splits a stream's bytes, fed in any pieces, into its events."""
+
+    def feed(self, data: bytes) -> list[SseEvent]: ...
+
+    def flush(self) -> list[SseEvent]: ...
 
 
 class SseSplitter:
@@ -92,3 +100,13 @@ def json_bytes(value: Any) -> bytes:
 def event_frame(name: str, data: dict[str, Any]) -> bytes:
     """One SSE frame: ``event: <name>`` and its JSON ``data``."""
     return b"event: " + name.encode() + b"\ndata: " + json_bytes(data) + b"\n\n"
+
+
+def named_error_frame(raw: str) -> bytes:
+    """A recorded in-stream error sent again as ``event: error`` with its raw data."""
+    return b"event: error\ndata: " + raw.encode() + b"\n\n"
+
+
+def bare_error_frame(raw: str) -> bytes:
+    """A recorded in-stream error sent again as a bare ``data:`` frame (Chat, Gemini)."""
+    return b"data: " + raw.encode() + b"\n\n"

@@ -1,0 +1,119 @@
+"""AWS Bedrock's InvokeModel with an Anthropic payload: ``POST /model/<modelId>/invoke`` (an
+Anthropic Messages body, ``anthropic_version: bedrock-2023-05-31``, no model: the path names
+it) and ``/invoke-with-response-stream``: an AWS event stream of ``chunk`` events whose
+payload ``{"bytes": <base64>}`` is one Messages stream event. So both directions are the
+Messages API's (``_messages``) inside Bedrock's framing (``_eventstream``)."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from agentreel.llm._chunks import Chunk, ResponseMeta
+from agentreel.llm.wire._api import WireApiSpec
+from agentreel.llm.wire._bedrock import (
+    bedrock_error_body,
+    bedrock_error_frame,
+    bedrock_models_body,
+)
+from agentreel.llm.wire._common import UpstreamStreamError
+from agentreel.llm.wire._eventstream import (
+    EXCEPTION_PREFIX,
+    decode_event_message,
+    event_frame,
+)
+from agentreel.llm.wire._messages import (
+    MessagesDecoder,
+    messages_chunk_body,
+    messages_chunk_frames,
+    parse_messages_request,
+)
+from agentreel.llm.wire._request import WireRequest
+from agentreel.llm.wire._sse import SseEvent, SseSplitter, json_bytes
+
+
+def parse_invoke_request(
+    body: dict[str, Any], model: str = "", stream: bool = False
+) -> WireRequest:
+    """A Messages body; the model and whether it streams are the path's."""
+    request = parse_messages_request(body, model, stream)
+    return dataclasses.replace(request, api="bedrock-invoke", stream=stream)
+
+
+class InvokeDecoder:
+    """An InvokeModel answer: each ``chunk`` event's Messages event, fed to the Messages
+    decoder; an exception message is an in-stream error."""
+
+    def __init__(self, upstream: str) -> None:
+        self._inner = MessagesDecoder(upstream)
+
+    @property
+    def ended(self) -> bool:
+        return False
+
+    def event(self, event: SseEvent) -> list[Chunk]:
+        if event.name.startswith(EXCEPTION_PREFIX):
+            raise UpstreamStreamError(event.name.removeprefix(EXCEPTION_PREFIX) + "\n" + event.data)
+        if event.name != "chunk" or not event.data:
+            return []
+        encoded = json.loads(event.data).get("bytes") or ""
+        inner = base64.b64decode(encoded).decode()
+        kind = json.loads(inner).get("type", "")
+        return self._inner.event(SseEvent(name=str(kind), data=inner))
+
+    def finish(self) -> list[Chunk]:
+        return self._inner.finish()
+
+    def body(self, data: dict[str, Any]) -> list[Chunk]:
+        return self._inner.body(data)
+
+
+def _chunk_frame(data: bytes) -> bytes:
+    return event_frame("chunk", json_bytes({"bytes": base64.b64encode(data).decode()}))
+
+
+def _stream(
+    request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
+) -> list[bytes]:
+    frames = messages_chunk_frames(chunks, model=request.model, message_id=wire_id, meta=meta)
+    splitter = SseSplitter()
+    return [_chunk_frame(event.data.encode()) for frame in frames for event in splitter.feed(frame)]
+
+
+def _body(
+    request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
+) -> bytes:
+    return messages_chunk_body(chunks, model=request.model, message_id=wire_id, meta=meta)
+
+
+def ends_invoke_stream(frame: bytes) -> bool:
+    """A ``chunk`` whose Messages event ends the stream (``message_delta``, ``message_stop``)."""
+    try:
+        event = decode_event_message(frame)
+        inner = base64.b64decode(json.loads(event.data).get("bytes") or "")
+        kind = json.loads(inner).get("type")
+    except (ValueError, AttributeError):
+        return False
+    return kind in ("message_delta", "message_stop")
+
+
+BEDROCK_INVOKE_API = WireApiSpec(
+    name="bedrock-invoke",
+    title="AWS Bedrock InvokeModel (Anthropic)",
+    framing="eventstream",
+    parse=parse_invoke_request,
+    decoder=InvokeDecoder,
+    encode_stream=_stream,
+    encode_body=_body,
+    stream_endings=(),
+    error_body=bedrock_error_body,
+    models_body=bedrock_models_body,
+    response_id_prefix="msg_",
+    auth_headers=("authorization", "x-amz-security-token"),
+    error_frame=bedrock_error_frame,
+    ends_stream=ends_invoke_stream,
+)
+"""AWS Bedrock ``POST /model/<modelId>/invoke-with-response-stream`` and ``/invoke``."""

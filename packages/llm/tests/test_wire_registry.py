@@ -1,0 +1,159 @@
+"""The wire registry: every API is one ``WireApiSpec`` whose parts fit together — a request
+parsed into the common view, answered by its encoder, decoded back by its decoder."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from agentreel.llm import (
+    BlockEnd,
+    BlockStart,
+    Chunk,
+    Finish,
+    Message,
+    TextDelta,
+    TextPart,
+    ToolCallDelta,
+    ToolCallPart,
+    Usage,
+)
+from agentreel.llm.wire import WIRE_APIS, WireApiName, wire_api
+
+_BODIES: dict[WireApiName, dict[str, Any]] = {
+    "chat": {
+        "model": "m",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}],
+        "tools": [{"type": "function", "function": {"name": "ls", "parameters": {}}}],
+    },
+    "messages": {
+        "model": "m",
+        "stream": True,
+        "system": "be brief",
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"name": "ls", "input_schema": {}}],
+    },
+    "responses": {
+        "model": "m",
+        "stream": True,
+        "instructions": "be brief",
+        "input": "hi",
+        "tools": [{"type": "function", "name": "ls", "parameters": {}}],
+    },
+    "ollama-chat": {
+        "model": "m",
+        "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}],
+        "tools": [{"type": "function", "function": {"name": "ls", "parameters": {}}}],
+    },
+    "ollama-generate": {"model": "m", "system": "be brief", "prompt": "hi"},
+    "bedrock-converse": {
+        "system": [{"text": "be brief"}],
+        "messages": [{"role": "user", "content": [{"text": "hi"}]}],
+        "toolConfig": {"tools": [{"toolSpec": {"name": "ls", "inputSchema": {"json": {}}}}]},
+    },
+    "bedrock-invoke": {
+        "anthropic_version": "bedrock-2023-05-31",
+        "system": "be brief",
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"name": "ls", "input_schema": {}}],
+    },
+    "gemini": {
+        "systemInstruction": {"parts": [{"text": "be brief"}]},
+        "contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+        "tools": [{"functionDeclarations": [{"name": "ls", "parameters": {}}]}],
+    },
+}
+
+_PATH_NAMES_MODEL = ("gemini", "bedrock-converse", "bedrock-invoke")
+"""The APIs whose request path, not body, names the model."""
+
+_CHUNKS: list[Chunk] = [
+    BlockStart(index=0, block_type="text"),
+    TextDelta(index=0, text="hello "),
+    TextDelta(index=0, text="there"),
+    BlockEnd(index=0, block=TextPart("hello there")),
+    BlockStart(index=1, block_type="tool-call"),
+    ToolCallDelta(index=1, id="call_1", name="ls", arguments_delta='{"path":"."}'),
+    BlockEnd(index=1, block=ToolCallPart(id="call_1", name="ls", arguments='{"path":"."}')),
+    Usage(input_tokens=3, output_tokens=5),
+    Finish(reason="tool-calls"),
+]
+
+
+def test_the_registry_names_every_api_by_its_session_log_name() -> None:
+    assert sorted(WIRE_APIS) == [
+        "bedrock-converse",
+        "bedrock-invoke",
+        "chat",
+        "gemini",
+        "messages",
+        "ollama-chat",
+        "ollama-generate",
+        "responses",
+    ]
+    for name, spec in WIRE_APIS.items():
+        assert spec.name == name
+        assert wire_api(name) is spec
+        assert spec.auth_headers, f"{name}: where does its key travel?"
+    assert wire_api("ollama-chat").stream_content_type == "application/x-ndjson"
+    assert wire_api("chat").stream_content_type == "text/event-stream"
+    assert wire_api("bedrock-converse").stream_content_type == "application/vnd.amazon.eventstream"
+
+
+@pytest.mark.parametrize("name", sorted(_BODIES))
+def test_each_api_parses_its_request_into_the_common_view(name: WireApiName) -> None:
+    request = wire_api(name).parse(_BODIES[name], "m" if name in _PATH_NAMES_MODEL else "", True)
+    assert request.api == name
+    assert request.model == "m"
+    assert request.stream is True
+    assert request.system == "be brief"
+    assert request.messages == (Message.user("hi"),)
+    offered = [] if name == "ollama-generate" else ["ls"]
+    assert [tool.name for tool in request.tools] == offered
+
+
+@pytest.mark.parametrize("name", sorted(_BODIES))
+def test_each_api_decodes_what_its_encoder_streams(name: WireApiName) -> None:
+    spec = wire_api(name)
+    request = spec.parse(_BODIES[name], "m" if name in _PATH_NAMES_MODEL else "", True)
+    calls_tools = name != "ollama-generate"  # a generate answer has no tool calls
+    chunks = _CHUNKS if calls_tools else [*_CHUNKS[:4], _CHUNKS[7], Finish(reason="stop")]
+    frames = spec.encode_stream(request, chunks, spec.response_id_prefix + "abc", None)
+    decoder = spec.decoder("http://upstream.test")
+    splitter = spec.splitter()
+    decoded: list[Chunk] = []
+    for frame in frames:
+        for event in splitter.feed(frame):
+            decoded += decoder.event(event)
+    decoded += decoder.finish()
+    ends = [chunk.block for chunk in decoded if isinstance(chunk, BlockEnd)]
+    assert ends[0] == TextPart("hello there")
+    if calls_tools:
+        call = ends[1]
+        assert isinstance(call, ToolCallPart)
+        assert (call.name, json.loads(call.arguments)) == ("ls", {"path": "."})
+    usage = next(chunk for chunk in decoded if isinstance(chunk, Usage))
+    assert (usage.input_tokens, usage.output_tokens) == (3, 5)
+    finish = decoded[-1]
+    assert isinstance(finish, Finish)
+    assert finish.reason == ("tool-calls" if calls_tools else "stop")
+    assert b"".join(spec.split_frames(b"".join(frames))) == b"".join(frames)
+    # A replayed cut or error ends otherwise: the frames that end the stream can go.
+    kept = spec.without_ending(frames)
+    assert len(kept) < len(frames)
+    assert all(not frame.startswith(spec.stream_endings) for frame in kept)
+
+
+@pytest.mark.parametrize("name", sorted(_BODIES))
+def test_each_api_answers_errors_and_listings_in_its_own_shape(name: WireApiName) -> None:
+    spec = wire_api(name)
+    error = json.loads(spec.error_body(429, "slow down", None))
+    assert "slow down" in json.dumps(error)
+    assert ("__type" if name.startswith("bedrock") else "error") in error
+    listing = json.loads(spec.models_body(["m1", "m2"]))
+    assert "m1" in json.dumps(listing)
+    assert "m2" in json.dumps(listing)

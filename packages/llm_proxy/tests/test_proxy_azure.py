@@ -1,0 +1,284 @@
+"""Azure OpenAI through the proxy (issue 42, SPEC 11), with the official ``openai.AsyncAzureOpenAI``
+client: ``/openai/deployments/<deployment>/chat/completions?api-version=…``, the
+``/openai/responses`` and ``/openai/v1/`` forms, the key in the ``api-key`` header. The
+bodies are Chat Completions and Responses, so recorded and replayed as those: parsed alike,
+the bytes served equal to the upstream's, the key forwarded and never written; headerless
+children of a parent bound by content in any arrival order."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import openai
+import pytest
+
+from agentreel.llm.stub import StubServer
+from agentreel.llm_proxy import start_proxy
+from agentreel.llm_replay import read_report
+from agentreel.session import RequestHeader, load_session_log, recording_names
+
+KEY = "azure-proxy-test-key-0123456789abcdef"
+"""The key the test clients send (``api-key``): forwarded upstream, never written."""
+VERSION = "2024-10-21"
+
+RULES = """
+[[rule]]
+name = "ask"
+match = { api = "openai", last_user = "weather" }
+text = "Let me check."
+tool_calls = [{ id = "call_w", name = "get_weather", arguments = { city = "Paris" } }]
+chunk_size = 5
+
+[[rule]]
+name = "answer"
+match = { api = "openai", last_tool_result_regex = "sunny" }
+text = "It is sunny in Paris today."
+chunk_size = 4
+
+[[rule]]
+name = "bytes"
+match = { api = "openai", last_user = "bytes" }
+text = "every byte as sent"
+chunk_size = 5
+
+[[rule]]
+name = "responses"
+match = { api = "responses", last_user = "haiku" }
+text = "Autumn moonlight."
+"""
+
+WEATHER: Any = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
+
+
+def _written(directory: Path) -> str:
+    """Every file a recording wrote, as one text."""
+    return "".join(path.read_text() for path in directory.rglob("*") if path.is_file())
+
+
+def _azure(endpoint: str) -> openai.AsyncAzureOpenAI:
+    return openai.AsyncAzureOpenAI(
+        azure_endpoint=endpoint, api_key=KEY, api_version=VERSION, max_retries=0
+    )
+
+
+async def _conversation(endpoint: str) -> list[Any]:
+    """A streamed tool call and its answer on a deployment, a Responses call, and a chat
+    call on the ``/openai/v1/`` form: everything the client parsed."""
+    seen: list[Any] = []
+    async with _azure(endpoint) as client:
+        messages: list[Any] = [{"role": "user", "content": "weather?"}]
+        stream = await client.chat.completions.create(
+            model="gpt-4o-deployment", messages=messages, tools=[WEATHER], stream=True
+        )
+        chunks = [chunk.model_dump(exclude_none=True) async for chunk in stream]
+        seen += chunks
+        arguments = "".join(
+            call["function"].get("arguments", "")
+            for chunk in chunks
+            for choice in chunk["choices"]
+            for call in choice["delta"].get("tool_calls", [])
+        )
+        messages.append(
+            {
+                "role": "assistant",
+                "content": "Let me check.",
+                "tool_calls": [
+                    {
+                        "id": "call_w",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": arguments},
+                    }
+                ],
+            }
+        )
+        messages.append({"role": "tool", "tool_call_id": "call_w", "content": "sunny, 21C"})
+        answer = await client.chat.completions.create(model="gpt-4o-deployment", messages=messages)
+        seen.append(answer.model_dump(exclude_none=True))
+        haiku = await client.responses.create(model="gpt-4o-deployment", input="a haiku")
+        seen.append(haiku.output_text)
+    async with openai.AsyncOpenAI(
+        base_url=f"{endpoint}/openai/v1/",
+        api_key="unused",
+        default_headers={"api-key": KEY},
+        max_retries=0,
+    ) as v1:
+        stream = await v1.chat.completions.create(
+            model="gpt-4o-deployment",
+            messages=[{"role": "user", "content": "weather, v1?"}],
+            stream=True,
+        )
+        seen += [chunk.model_dump(exclude_none=True) async for chunk in stream]
+    return seen
+
+
+async def _raw(endpoint: str) -> bytes:
+    url = f"{endpoint}/openai/deployments/gpt-4o-deployment/chat/completions"
+    body = {"messages": [{"role": "user", "content": "bytes"}], "stream": True}
+    async with httpx2.AsyncClient() as http:
+        answer = await http.post(
+            url, params={"api-version": VERSION}, headers={"api-key": KEY}, json=body
+        )
+    assert answer.status_code == 200, answer.text
+    return answer.content
+
+
+@pytest.mark.asyncio
+async def test_azure_record_then_replay_parse_alike_and_serve_the_same_bytes(
+    fixture_dir: Path, tmp_path: Path
+) -> None:
+    with StubServer.from_toml(RULES) as stub:
+        direct = await _conversation(stub.base_url)
+        direct_bytes = await _raw(stub.base_url)
+        async with start_proxy("record", upstream=stub.base_url, fixture=fixture_dir) as proxy:
+            recorded = await _conversation(proxy.base_url)
+            recorded_bytes = await _raw(proxy.base_url)
+        paths = [r.path for r in stub.requests]
+        sent_keys = {r.headers.get("api-key") for r in stub.requests}
+    assert recorded == direct  # recording is a pass-through
+    assert recorded_bytes == direct_bytes
+    assert "/openai/deployments/gpt-4o-deployment/chat/completions" in paths
+    assert "/openai/responses" in paths
+    assert "/openai/v1/chat/completions" in paths
+    assert sent_keys == {"<redacted>"}  # forwarded upstream on every call
+    report = tmp_path / "report.json"
+    async with start_proxy("replay", fixture=fixture_dir, report=report) as proxy:
+        replayed = await _conversation(proxy.base_url)
+        replayed_bytes = await _raw(proxy.base_url)
+    assert replayed == recorded
+    assert replayed_bytes == recorded_bytes
+    assert replayed_bytes.rstrip().endswith(b"data: [DONE]")
+    assert recorded[-1]["choices"][0]["finish_reason"] is not None
+    assert "Autumn moonlight." in recorded
+    replayed_report = read_report(report)
+    assert replayed_report.ok, replayed_report.errors
+    written = _written(fixture_dir)
+    assert KEY not in written
+    assert '"api":"chat"' in written
+    assert '"api":"responses"' in written
+
+
+MAIN = "You are the main agent. Delegate counting to subagents."
+COUNTER = "You are a counting subagent. Answer with a count."
+QUESTION = "How many apples and pears are in the baskets?"
+PROMPTS = ("Count the apples in basket.txt.", "Count the pears in basket.txt.")
+
+CHILD_RULES = f"""
+[[rule]]
+match = {{ api = "openai", system_contains = "main agent", last_user = "{QUESTION}" }}
+tool_calls = [
+  {{ id = "call_apples", name = "task", arguments = {{ prompt = "{PROMPTS[0]}" }} }},
+  {{ id = "call_pears", name = "task", arguments = {{ prompt = "{PROMPTS[1]}" }} }},
+]
+
+[[rule]]
+match = {{ api = "openai", system_contains = "counting subagent", last_user = "{PROMPTS[0]}" }}
+text = "7 apples."
+
+[[rule]]
+match = {{ api = "openai", system_contains = "counting subagent", last_user = "{PROMPTS[1]}" }}
+text = "3 pears."
+
+[[rule]]
+match = {{ api = "openai", system_contains = "main agent", last_tool_result_regex = "pears" }}
+text = "7 apples and 3 pears."
+"""
+
+TASK: Any = {
+    "type": "function",
+    "function": {
+        "name": "task",
+        "parameters": {"type": "object", "properties": {"prompt": {"type": "string"}}},
+    },
+}
+
+
+async def _agent(endpoint: str, *, children_reversed: bool = False) -> str:
+    async with _azure(endpoint) as client:
+        messages: list[Any] = [
+            {"role": "system", "content": MAIN},
+            {"role": "user", "content": QUESTION},
+        ]
+        plan = await client.chat.completions.create(
+            model="gpt-4o-deployment", messages=messages, tools=[TASK]
+        )
+        calls = plan.choices[0].message.tool_calls or []
+        prompts = [json.loads(call.function.arguments)["prompt"] for call in calls]  # type: ignore[union-attr]
+        assert prompts == list(PROMPTS)
+        order = list(reversed(prompts)) if children_reversed else prompts
+
+        async def child(position: int, prompt: str) -> str:
+            await asyncio.sleep(0.2 * position)  # arrivals in the order asked for
+            answer = await client.chat.completions.create(
+                model="gpt-4o-deployment",
+                messages=[
+                    {"role": "system", "content": COUNTER},
+                    {"role": "user", "content": prompt},
+                ],
+            )
+            return answer.choices[0].message.content or ""
+
+        answers = dict(
+            zip(
+                order,
+                await asyncio.gather(*(child(n, p) for n, p in enumerate(order))),
+                strict=True,
+            )
+        )
+        messages.append(plan.choices[0].message.model_dump(exclude_none=True))
+        messages += [
+            {"role": "tool", "tool_call_id": call.id, "content": answers[prompt]}
+            for call, prompt in zip(calls, prompts, strict=True)
+        ]
+        final = await client.chat.completions.create(
+            model="gpt-4o-deployment", messages=messages, tools=[TASK]
+        )
+        return final.choices[0].message.content or ""
+
+
+def _first_user(log: Any) -> str:
+    request = next(e.data for e in log.events if isinstance(e, RequestHeader))
+    return str(next(m.preview for m in request.messages if m.role == "user"))
+
+
+@pytest.mark.asyncio
+async def test_concurrent_azure_children_bind_by_content_in_reverse_order(
+    tmp_path: Path,
+) -> None:
+    fixture = tmp_path / "fixture"
+
+    def record() -> None:
+        async def run() -> None:
+            with StubServer.from_toml(CHILD_RULES) as stub:
+                async with start_proxy("record", upstream=stub.base_url, fixture=fixture) as proxy:
+                    assert await _agent(proxy.base_url) == "7 apples and 3 pears."
+
+        asyncio.run(run())
+
+    await asyncio.to_thread(record)
+    logs = [load_session_log(fixture / name) for name in recording_names(fixture)]
+    names = {log.header.id: _first_user(log) for log in logs}
+    tree = {
+        names[log.header.id]: (
+            names[log.header.parent_session] if log.header.parent_session else None,
+            log.header.spawn_index,
+        )
+        for log in logs
+    }
+    assert tree == {QUESTION: (None, None), PROMPTS[0]: (QUESTION, 0), PROMPTS[1]: (QUESTION, 1)}
+    report = tmp_path / "report.json"
+    async with start_proxy("replay", fixture=fixture, report=report) as proxy:
+        answer = await _agent(proxy.base_url, children_reversed=True)
+    assert answer == "7 apples and 3 pears."
+    replayed = read_report(report)
+    assert replayed.ok, replayed.errors
+    assert sorted((s.calls, s.consumed) for s in replayed.scripts) == [(1, 1), (1, 1), (2, 2)]
