@@ -94,6 +94,7 @@ SERIAL_UP_TO_FILES = 2
 # two (langsmith's imports its whole client). The inner pytester runs get the same list
 # through PYTEST_ADDOPTS (packages/snapshot_harness/tests/conftest.py).
 UNUSED_PYTEST_PLUGINS = ("-p", "no:langsmith_plugin")
+_CHOOSING_OPTIONS = ("-k", "-m", "--lf", "--last-failed", "--deselect")
 
 
 def _test_env() -> dict[str, str | None]:
@@ -193,6 +194,9 @@ def _run_tests(
     workers = ["-p", "no:xdist"] if run.serial else ["-n", "auto", "--dist", "worksteal"]
     report = suite_report.junit_report(run.name)
     report.unlink(missing_ok=True)
+    # Options that choose tests (-k, -m, --lf, --deselect) may leave a run nothing to
+    # collect: pytest's exit 5 is then no failure. Without them, a run collecting nothing is.
+    chooses = any(o.startswith(_CHOOSING_OPTIONS) for o in options)
     try:
         session.run(
             *pytest_command,
@@ -204,6 +208,7 @@ def _run_tests(
             *targets,
             env=_test_env(),
             external=venv is not None,
+            success_codes=[0, 5] if chooses else [0],
         )
     except nox.command.CommandFailed:
         return False
@@ -219,7 +224,7 @@ def tests(session: nox.Session) -> None:
     examples' pytest tests, the committed scenarios — in the workspace venv (every package
     editable). Each run uses both cores (xdist) unless it is small. A failed run does not
     stop the others; the session fails at the end naming each. Ends with the wall time of
-    every run and the ten slowest tests.
+    every run, the ten slowest tests and the ten costliest fixtures.
 
     Extra arguments go to every run; paths pick the runs that hold them:
     ``nox -s tests -- packages/llm/tests -k stream -x``, ``nox -s tests -- --durations=0``.
