@@ -15,7 +15,6 @@ from agentreel.llm._chunks import (
     BlockEnd,
     BlockStart,
     Chunk,
-    Finish,
     FinishReason,
     ReasoningDelta,
     TextDelta,
@@ -25,7 +24,7 @@ from agentreel.llm._chunks import (
 from agentreel.llm._label import ProviderLabel
 from agentreel.llm._messages import ReasoningPart, TextPart, ToolCallPart
 from agentreel.llm.exceptions import StreamInterruptedError
-from agentreel.llm.wire._common import wrap
+from agentreel.llm.wire._common import finish_for, wrap
 
 __all__ = ["OpenAIStreamMapper", "WireWatch"]
 
@@ -193,17 +192,7 @@ class OpenAIStreamMapper:
             self.finish_reason = "tool_calls" if self._tools else "stop"
             closing = self._end_blocks()
         out: list[Chunk] = closing + ([self.usage] if self.usage is not None else [])
-        reason = _FINISH.get(self.finish_reason)
-        if reason is None:
-            out.append(
-                Finish(
-                    reason="error",
-                    code=self.finish_reason,
-                    message=f"the model stopped with finish_reason {self.finish_reason!r}",
-                )
-            )
-        else:
-            out.append(Finish(reason=reason))
+        out.append(finish_for(self.finish_reason, _FINISH, "finish_reason"))
         return out
 
 
