@@ -3,18 +3,21 @@ call, its usage and finish, and the decoders' protocol and helpers."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import msgspec
 
 from agentreel.llm._chunks import (
     BlockEnd,
+    BlockStart,
     BlockType,
     Chunk,
     Finish,
     FinishReason,
+    ReasoningDelta,
     ResponseMeta,
+    TextDelta,
     ToolCallDelta,
     Usage,
 )
@@ -126,6 +129,25 @@ class OpenBlock:
             out.append(ToolCallDelta(index=self.index, id=self.call_id, arguments_delta="{}"))
         call = ToolCallPart(id=self.call_id, name=self.name, arguments=text)
         return [*out, BlockEnd(index=self.index, block=call)]
+
+
+Growing = tuple[int, list[str]]
+"""A text or reasoning block a wire streams as bare pieces: its index and the pieces so far."""
+
+
+def grow(
+    block: Growing | None, kind: BlockType, piece: str, new_block: Callable[[], int]
+) -> tuple[Growing, list[Chunk]]:
+    """Add a text or reasoning ``piece`` to ``block`` (started, at ``new_block()``'s index,
+    by the first piece): the block and the chunks that say so."""
+    out: list[Chunk] = []
+    if block is None:
+        block = (new_block(), [])
+        out.append(BlockStart(index=block[0], block_type=kind))
+    block[1].append(piece)
+    delta = ReasoningDelta if kind == "reasoning" else TextDelta
+    out.append(delta(index=block[0], text=piece))
+    return block, out
 
 
 def first_tool_delta(chunks: Sequence[Chunk], start: int, index: int) -> ToolCallDelta | None:

@@ -50,6 +50,7 @@ from agentreel.llm.wire._common import (
     UpstreamStreamError,
     finish_in,
     function_tools,
+    grow,
     meta_in,
     provider_label,
     stopped_with,
@@ -242,17 +243,11 @@ class OllamaDecoder:
             thinking, text = message.get("thinking"), message.get("content")
             calls = message.get("tool_calls") or []
         if isinstance(thinking, str) and thinking:
-            if self._reasoning is None:
-                self._reasoning = (self._new_block(), [])
-                out.append(BlockStart(index=self._reasoning[0], block_type="reasoning"))
-            self._reasoning[1].append(thinking)
-            out.append(ReasoningDelta(index=self._reasoning[0], text=thinking))
+            self._reasoning, grown = grow(self._reasoning, "reasoning", thinking, self._new_block)
+            out += grown
         if isinstance(text, str) and text:
-            if self._text is None:
-                self._text = (self._new_block(), [])
-                out.append(BlockStart(index=self._text[0], block_type="text"))
-            self._text[1].append(text)
-            out.append(TextDelta(index=self._text[0], text=text))
+            self._text, grown = grow(self._text, "text", text, self._new_block)
+            out += grown
         for call in calls:
             function = call.get("function") if isinstance(call, dict) else None
             if not isinstance(function, dict):
