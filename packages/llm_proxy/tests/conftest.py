@@ -1,5 +1,5 @@
 """Shared setup of the proxy tests: stub rules, SDK clients, what an SDK parsed, the
-recorded session tree.
+recorded session tree, the record-then-replay round trips of the wire tests.
 
 Every test starts the stub server and the proxy on 127.0.0.1 itself and stops them;
 replay runs with the stub stopped (nothing listens upstream), keyless, and every test runs
@@ -8,12 +8,14 @@ with the proxy variables aimed at a closed port (``offline_proxies``).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,9 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from agentreel.llm.stub import StubServer
+from agentreel.llm.stub import StubRequest, StubServer
+from agentreel.llm_proxy import start_proxy
+from agentreel.llm_replay import ConsumptionReport, read_report
 from agentreel.session import RequestHeader, RequestHeaderData, load_session_log, recording_names
 
 WEATHER_RULES = """
@@ -199,3 +203,107 @@ def recording_tree() -> RecordingTree:
         ]
 
     return tree
+
+
+def written(directory: Path) -> str:
+    """Every file a recording wrote, as one text."""
+    return "".join(path.read_text() for path in directory.rglob("*") if path.is_file())
+
+
+@dataclass(frozen=True)
+class RoundTrip:
+    """What a record-then-replay round trip saw: what the client parsed and the bytes it
+    received, recorded (equal to direct and to replayed), the requests the stub received,
+    and every file the recording wrote as one text."""
+
+    recorded: list[Any]
+    recorded_bytes: bytes
+    requests: list[StubRequest]
+    written: str
+
+
+Conversation = Callable[[str], Awaitable[list[Any]]]
+RawCall = Callable[[str], Awaitable[bytes]]
+WireRoundTrip = Callable[[str, Conversation, RawCall], Awaitable[RoundTrip]]
+
+
+@pytest.fixture
+def wire_round_trip(fixture_dir: Path, tmp_path: Path) -> WireRoundTrip:
+    """``await round_trip(rules, conversation, raw)``: the conversation (what an SDK
+    parsed) and the raw call (the bytes received) run straight at a stub with ``rules``,
+    then recorded through the proxy, then replayed keylessly with the stub stopped; checks
+    that recording is a pass-through, that replay parses alike and serves the same bytes,
+    and that the replay report is clean."""
+
+    async def round_trip(rules: str, conversation: Conversation, raw: RawCall) -> RoundTrip:
+        with StubServer.from_toml(rules) as stub:
+            direct = await conversation(stub.base_url)
+            direct_bytes = await raw(stub.base_url)
+            async with start_proxy("record", upstream=stub.base_url, fixture=fixture_dir) as proxy:
+                recorded = await conversation(proxy.base_url)
+                recorded_bytes = await raw(proxy.base_url)
+            requests = stub.requests
+        assert recorded == direct  # recording is a pass-through
+        assert recorded_bytes == direct_bytes
+        report = tmp_path / "report.json"
+        async with start_proxy("replay", fixture=fixture_dir, report=report) as proxy:
+            replayed = await conversation(proxy.base_url)
+            replayed_bytes = await raw(proxy.base_url)
+        assert replayed == recorded
+        assert replayed_bytes == recorded_bytes
+        replayed_report = read_report(report)
+        assert replayed_report.ok, replayed_report.errors
+        return RoundTrip(recorded, recorded_bytes, requests, written(fixture_dir))
+
+    return round_trip
+
+
+Agent = Callable[..., Awaitable[str]]
+ChildrenRoundTrip = Callable[[str, Agent, str, tuple[str, ...]], Awaitable[ConsumptionReport]]
+
+
+@pytest.fixture
+def children_round_trip(tmp_path: Path, recording_tree: RecordingTree) -> ChildrenRoundTrip:
+    """``await round_trip(rules, agent, question, prompts)``: ``agent(base_url)`` — a
+    parent asked ``question`` that delegates ``prompts`` to two concurrent headerless
+    children — recorded through the proxy (on a loop of its own in a thread, so the proxy
+    and the agent do not share one), then replayed with ``children_reversed=True``. Checks
+    the recorded tree (each session named by its first user message: the parent, then the
+    children in spawn order) and the answer both times; returns the replay's report."""
+
+    def first_user(request: RequestHeaderData) -> object:
+        return next(m.preview for m in request.messages if m.role == "user")
+
+    async def round_trip(
+        rules: str, agent: Agent, question: str, prompts: tuple[str, ...]
+    ) -> ConsumptionReport:
+        fixture = tmp_path / "fixture"
+
+        def record() -> None:
+            async def run() -> None:
+                with StubServer.from_toml(rules) as stub:
+                    async with start_proxy(
+                        "record", upstream=stub.base_url, fixture=fixture
+                    ) as proxy:
+                        assert await agent(proxy.base_url) == "7 apples and 3 pears."
+
+            asyncio.run(run())
+
+        await asyncio.to_thread(record)
+        tree = {
+            name: (parent, index) for name, parent, index in recording_tree(fixture, first_user)
+        }
+        assert tree == {
+            question: (None, None),
+            prompts[0]: (question, 0),
+            prompts[1]: (question, 1),
+        }
+        report = tmp_path / "report.json"
+        async with start_proxy("replay", fixture=fixture, report=report) as proxy:
+            answer = await agent(proxy.base_url, children_reversed=True)
+        assert answer == "7 apples and 3 pears."
+        replayed = read_report(report)
+        assert replayed.ok, replayed.errors
+        return replayed
+
+    return round_trip

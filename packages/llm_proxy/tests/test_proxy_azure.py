@@ -9,17 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 from typing import Any
 
 import httpx2
 import openai
 import pytest
-
-from agentreel.llm.stub import StubServer
-from agentreel.llm_proxy import start_proxy
-from agentreel.llm_replay import read_report
-from agentreel.session import RequestHeader, load_session_log, recording_names
 
 KEY = "azure-proxy-test-key-0123456789abcdef"
 """The key the test clients send (``api-key``): forwarded upstream, never written."""
@@ -58,11 +52,6 @@ WEATHER: Any = {
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
     },
 }
-
-
-def _written(directory: Path) -> str:
-    """Every file a recording wrote, as one text."""
-    return "".join(path.read_text() for path in directory.rglob("*") if path.is_file())
 
 
 def _azure(endpoint: str) -> openai.AsyncAzureOpenAI:
@@ -134,37 +123,21 @@ async def _raw(endpoint: str) -> bytes:
 
 @pytest.mark.asyncio
 async def test_azure_record_then_replay_parse_alike_and_serve_the_same_bytes(
-    fixture_dir: Path, tmp_path: Path
+    wire_round_trip: Any,
 ) -> None:
-    with StubServer.from_toml(RULES) as stub:
-        direct = await _conversation(stub.base_url)
-        direct_bytes = await _raw(stub.base_url)
-        async with start_proxy("record", upstream=stub.base_url, fixture=fixture_dir) as proxy:
-            recorded = await _conversation(proxy.base_url)
-            recorded_bytes = await _raw(proxy.base_url)
-        paths = [r.path for r in stub.requests]
-        sent_keys = {r.headers.get("api-key") for r in stub.requests}
-    assert recorded == direct  # recording is a pass-through
-    assert recorded_bytes == direct_bytes
+    seen = await wire_round_trip(RULES, _conversation, _raw)
+    recorded, paths = seen.recorded, [r.path for r in seen.requests]
+    sent_keys = {r.headers.get("api-key") for r in seen.requests}
     assert "/openai/deployments/gpt-4o-deployment/chat/completions" in paths
     assert "/openai/responses" in paths
     assert "/openai/v1/chat/completions" in paths
     assert sent_keys == {"<redacted>"}  # forwarded upstream on every call
-    report = tmp_path / "report.json"
-    async with start_proxy("replay", fixture=fixture_dir, report=report) as proxy:
-        replayed = await _conversation(proxy.base_url)
-        replayed_bytes = await _raw(proxy.base_url)
-    assert replayed == recorded
-    assert replayed_bytes == recorded_bytes
-    assert replayed_bytes.rstrip().endswith(b"data: [DONE]")
+    assert seen.recorded_bytes.rstrip().endswith(b"data: [DONE]")
     assert recorded[-1]["choices"][0]["finish_reason"] is not None
     assert "Autumn moonlight." in recorded
-    replayed_report = read_report(report)
-    assert replayed_report.ok, replayed_report.errors
-    written = _written(fixture_dir)
-    assert KEY not in written
-    assert '"api":"chat"' in written
-    assert '"api":"responses"' in written
+    assert KEY not in seen.written
+    assert '"api":"chat"' in seen.written
+    assert '"api":"responses"' in seen.written
 
 
 MAIN = "You are the main agent. Delegate counting to subagents."
@@ -245,40 +218,9 @@ async def _agent(endpoint: str, *, children_reversed: bool = False) -> str:
         return final.choices[0].message.content or ""
 
 
-def _first_user(log: Any) -> str:
-    request = next(e.data for e in log.events if isinstance(e, RequestHeader))
-    return str(next(m.preview for m in request.messages if m.role == "user"))
-
-
 @pytest.mark.asyncio
 async def test_concurrent_azure_children_bind_by_content_in_reverse_order(
-    tmp_path: Path,
+    children_round_trip: Any,
 ) -> None:
-    fixture = tmp_path / "fixture"
-
-    def record() -> None:
-        async def run() -> None:
-            with StubServer.from_toml(CHILD_RULES) as stub:
-                async with start_proxy("record", upstream=stub.base_url, fixture=fixture) as proxy:
-                    assert await _agent(proxy.base_url) == "7 apples and 3 pears."
-
-        asyncio.run(run())
-
-    await asyncio.to_thread(record)
-    logs = [load_session_log(fixture / name) for name in recording_names(fixture)]
-    names = {log.header.id: _first_user(log) for log in logs}
-    tree = {
-        names[log.header.id]: (
-            names[log.header.parent_session] if log.header.parent_session else None,
-            log.header.spawn_index,
-        )
-        for log in logs
-    }
-    assert tree == {QUESTION: (None, None), PROMPTS[0]: (QUESTION, 0), PROMPTS[1]: (QUESTION, 1)}
-    report = tmp_path / "report.json"
-    async with start_proxy("replay", fixture=fixture, report=report) as proxy:
-        answer = await _agent(proxy.base_url, children_reversed=True)
-    assert answer == "7 apples and 3 pears."
-    replayed = read_report(report)
-    assert replayed.ok, replayed.errors
+    replayed = await children_round_trip(CHILD_RULES, _agent, QUESTION, PROMPTS)
     assert sorted((s.calls, s.consumed) for s in replayed.scripts) == [(1, 1), (1, 1), (2, 2)]

@@ -30,9 +30,6 @@ from agentreel.llm_replay import read_report
 from agentreel.session import (
     MASKS_VERSION,
     RECORDING_FORMAT,
-    RequestHeader,
-    load_session_log,
-    recording_names,
 )
 
 KEY_ID = "AKIAZ7QJ3X5TESTKEY01"
@@ -194,28 +191,19 @@ def test_event_stream_messages_carry_both_crcs_and_are_checked() -> None:
         EventStreamSplitter().feed(broken)
 
 
+async def _threaded_conversation(endpoint: str) -> list[Any]:
+    return await asyncio.to_thread(_conversation, endpoint)
+
+
 @pytest.mark.asyncio
 async def test_bedrock_record_then_replay_parse_alike_and_serve_the_same_bytes(
-    fixture_dir: Path, tmp_path: Path
+    wire_round_trip: Any,
 ) -> None:
-    with StubServer.from_toml(RULES) as stub:
-        direct = await asyncio.to_thread(_conversation, stub.base_url)
-        direct_bytes = await _raw(stub.base_url)
-        async with start_proxy("record", upstream=stub.base_url, fixture=fixture_dir) as proxy:
-            recorded = await asyncio.to_thread(_conversation, proxy.base_url)
-            recorded_bytes = await _raw(proxy.base_url)
-        signed = [r.headers.get("x-amz-date") for r in stub.requests]
-        paths = [r.path for r in stub.requests]
-    assert recorded == direct  # recording is a pass-through
-    assert recorded_bytes == direct_bytes
+    seen = await wire_round_trip(RULES, _threaded_conversation, _raw)
+    recorded = seen.recorded
+    signed = [r.headers.get("x-amz-date") for r in seen.requests]
     assert all(signed[:3]), "the SigV4 headers are forwarded upstream"
-    assert f"/model/{MODEL}/converse-stream" in paths
-    report = tmp_path / "report.json"
-    async with start_proxy("replay", fixture=fixture_dir, report=report) as proxy:
-        replayed = await asyncio.to_thread(_conversation, proxy.base_url)
-        replayed_bytes = await _raw(proxy.base_url)
-    assert replayed == recorded
-    assert replayed_bytes == recorded_bytes
+    assert f"/model/{MODEL}/converse-stream" in [r.path for r in seen.requests]
     reasoning = "".join(
         event["contentBlockDelta"]["delta"].get("reasoningContent", {}).get("text", "")
         for event in recorded
@@ -229,12 +217,9 @@ async def test_bedrock_record_then_replay_parse_alike_and_serve_the_same_bytes(
         item for item in recorded if isinstance(item, tuple)
     ]
     assert recorded[-1] == ("half an an", "the model melted")
-    replayed_report = read_report(report)
-    assert replayed_report.ok, replayed_report.errors
-    written = _written(fixture_dir)
-    assert KEY_ID not in written
-    assert SECRET not in written
-    assert '"api":"bedrock-converse"' in written
+    assert KEY_ID not in seen.written
+    assert SECRET not in seen.written
+    assert '"api":"bedrock-converse"' in seen.written
 
 
 MAIN = "You are the main agent. Delegate counting to subagents."
@@ -317,35 +302,11 @@ async def _delegate(client: Any, endpoint: str, children_reversed: bool) -> str:
     return str(final["output"]["message"]["content"][0]["text"])
 
 
-def _first_user(log: Any) -> str:
-    request = next(e.data for e in log.events if isinstance(e, RequestHeader))
-    return str(next(m.preview for m in request.messages if m.role == "user"))
-
-
 @pytest.mark.asyncio
 async def test_concurrent_bedrock_children_bind_by_content_in_reverse_order(
-    tmp_path: Path,
+    children_round_trip: Any,
 ) -> None:
-    fixture = tmp_path / "fixture"
-    with StubServer.from_toml(CHILD_RULES) as stub:
-        async with start_proxy("record", upstream=stub.base_url, fixture=fixture) as proxy:
-            assert await _agent(proxy.base_url) == "7 apples and 3 pears."
-    logs = [load_session_log(fixture / name) for name in recording_names(fixture)]
-    names = {log.header.id: _first_user(log) for log in logs}
-    tree = {
-        names[log.header.id]: (
-            names[log.header.parent_session] if log.header.parent_session else None,
-            log.header.spawn_index,
-        )
-        for log in logs
-    }
-    assert tree == {QUESTION: (None, None), PROMPTS[0]: (QUESTION, 0), PROMPTS[1]: (QUESTION, 1)}
-    report = tmp_path / "report.json"
-    async with start_proxy("replay", fixture=fixture, report=report) as proxy:
-        answer = await _agent(proxy.base_url, children_reversed=True)
-    assert answer == "7 apples and 3 pears."
-    replayed = read_report(report)
-    assert replayed.ok, replayed.errors
+    replayed = await children_round_trip(CHILD_RULES, _agent, QUESTION, PROMPTS)
     assert sorted((s.calls, s.consumed) for s in replayed.scripts) == [(1, 1), (1, 1), (2, 2)]
 
 

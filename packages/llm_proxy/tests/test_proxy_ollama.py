@@ -17,8 +17,6 @@ import pytest
 
 from agentreel.llm.stub import StubServer
 from agentreel.llm_proxy import start_proxy
-from agentreel.llm_replay import read_report
-from agentreel.session import RequestHeader, load_session_log, recording_names
 
 RULES = """
 [[rule]]
@@ -64,11 +62,6 @@ WEATHER = {
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
     },
 }
-
-
-def _written(directory: Path) -> str:
-    """Every file a recording wrote, as one text."""
-    return "".join(path.read_text() for path in directory.rglob("*") if path.is_file())
 
 
 def _dump(response: Any) -> Any:
@@ -127,24 +120,11 @@ async def _raw(host: str) -> bytes:
 
 @pytest.mark.asyncio
 async def test_ollama_record_then_replay_parse_alike_and_serve_the_same_bytes(
-    fixture_dir: Path, tmp_path: Path
+    wire_round_trip: Any,
 ) -> None:
-    with StubServer.from_toml(RULES) as stub:
-        direct = await _conversation(stub.base_url)
-        direct_bytes = await _raw(stub.base_url)
-        async with start_proxy("record", upstream=stub.base_url, fixture=fixture_dir) as proxy:
-            recorded = await _conversation(proxy.base_url)
-            recorded_bytes = await _raw(proxy.base_url)
-        paths = [r.path for r in stub.requests]
-    assert recorded == direct  # recording is a pass-through
-    assert recorded_bytes == direct_bytes
-    assert "/api/generate" in paths
-    report = tmp_path / "report.json"
-    async with start_proxy("replay", fixture=fixture_dir, report=report) as proxy:
-        replayed = await _conversation(proxy.base_url)
-        replayed_bytes = await _raw(proxy.base_url)
-    assert replayed == recorded
-    assert replayed_bytes == recorded_bytes
+    seen = await wire_round_trip(RULES, _conversation, _raw)
+    recorded, replayed_bytes = seen.recorded, seen.recorded_bytes
+    assert "/api/generate" in [r.path for r in seen.requests]
     assert replayed_bytes.endswith(b"\n")
     assert json.loads(replayed_bytes.splitlines()[-1])["done"] is True
     # What the client parsed: the tool call, the thinking, the answer, the counts.
@@ -157,11 +137,8 @@ async def test_ollama_record_then_replay_parse_alike_and_serve_the_same_bytes(
     assert "It is sunny in Paris today." in answer
     assert any(part.get("response") == "Ros" for part in parts)
     assert recorded[-1] == ("half an an", "the model melted")
-    replayed_report = read_report(report)
-    assert replayed_report.ok, replayed_report.errors
-    written = _written(fixture_dir)
-    assert '"api":"ollama-chat"' in written
-    assert '"api":"ollama-generate"' in written
+    assert '"api":"ollama-chat"' in seen.written
+    assert '"api":"ollama-generate"' in seen.written
 
 
 @pytest.mark.asyncio
@@ -269,40 +246,9 @@ async def _delegate(client: ollama.AsyncClient, children_reversed: bool) -> str:
     return final.message.content or ""
 
 
-def _first_user(log: Any) -> str:
-    request = next(e.data for e in log.events if isinstance(e, RequestHeader))
-    return str(next(m.preview for m in request.messages if m.role == "user"))
-
-
 @pytest.mark.asyncio
 async def test_concurrent_ollama_children_bind_by_content_in_reverse_order(
-    tmp_path: Path,
+    children_round_trip: Any,
 ) -> None:
-    fixture = tmp_path / "fixture"
-
-    def record() -> None:
-        async def run() -> None:
-            with StubServer.from_toml(CHILD_RULES) as stub:
-                async with start_proxy("record", upstream=stub.base_url, fixture=fixture) as proxy:
-                    assert await _agent(proxy.base_url) == "7 apples and 3 pears."
-
-        asyncio.run(run())
-
-    await asyncio.to_thread(record)
-    logs = [load_session_log(fixture / name) for name in recording_names(fixture)]
-    names = {log.header.id: _first_user(log) for log in logs}
-    tree = {
-        names[log.header.id]: (
-            names[log.header.parent_session] if log.header.parent_session else None,
-            log.header.spawn_index,
-        )
-        for log in logs
-    }
-    assert tree == {QUESTION: (None, None), PROMPTS[0]: (QUESTION, 0), PROMPTS[1]: (QUESTION, 1)}
-    report = tmp_path / "report.json"
-    async with start_proxy("replay", fixture=fixture, report=report) as proxy:
-        answer = await _agent(proxy.base_url, children_reversed=True)
-    assert answer == "7 apples and 3 pears."
-    replayed = read_report(report)
-    assert replayed.ok, replayed.errors
+    replayed = await children_round_trip(CHILD_RULES, _agent, QUESTION, PROMPTS)
     assert sorted((s.calls, s.consumed) for s in replayed.scripts) == [(2, 2)] * 3

@@ -7,7 +7,6 @@ the bytes served equal; the access token forwarded and never written."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -16,10 +15,6 @@ import httpx2
 import pytest
 from google import genai
 from google.genai import types
-
-from agentreel.llm.stub import StubServer
-from agentreel.llm_proxy import start_proxy
-from agentreel.llm_replay import read_report
 
 TOKEN = "ya29.vertex-proxy-test-token-0123456789"
 CLAUDE = "claude-sonnet-4@20250514"
@@ -51,10 +46,6 @@ WEATHER: Any = {
     "description": "Weather for a city",
     "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
 }
-
-
-def _written(directory: Path) -> str:
-    return "".join(path.read_text() for path in directory.rglob("*") if path.is_file())
 
 
 async def _conversation(base: str) -> list[Any]:
@@ -136,33 +127,17 @@ async def _raw(base: str) -> bytes:
 
 @pytest.mark.asyncio
 async def test_vertex_claude_and_gemini_record_then_replay_parse_alike(
-    fixture_dir: Path, tmp_path: Path
+    wire_round_trip: Any,
 ) -> None:
-    with StubServer.from_toml(RULES) as stub:
-        direct = await _conversation(stub.base_url)
-        direct_bytes = await _raw(stub.base_url)
-        async with start_proxy("record", upstream=stub.base_url, fixture=fixture_dir) as proxy:
-            recorded = await _conversation(proxy.base_url)
-            recorded_bytes = await _raw(proxy.base_url)
-        paths = [r.path for r in stub.requests]
-    assert recorded == direct  # recording is a pass-through
-    assert recorded_bytes == direct_bytes
+    seen = await wire_round_trip(RULES, _conversation, _raw)
+    recorded, paths = seen.recorded, [r.path for r in seen.requests]
     assert f"{PREFIX}/anthropic/models/{CLAUDE}:streamRawPredict" in paths
     assert f"{PREFIX}/anthropic/models/{CLAUDE}:rawPredict" in paths
     assert any(":streamGenerateContent" in path and "/publishers/google/" in path for path in paths)
-    report = tmp_path / "report.json"
-    async with start_proxy("replay", fixture=fixture_dir, report=report) as proxy:
-        replayed = await _conversation(proxy.base_url)
-        replayed_bytes = await _raw(proxy.base_url)
-    assert replayed == recorded
-    assert replayed_bytes == recorded_bytes
     assert recorded[-2] == "Autumn moonlight, a worm digs silently."
     assert "".join(recorded[-1]) == "Autumn moonlight, a worm digs silently."
-    replayed_report = read_report(report)
-    assert replayed_report.ok, replayed_report.errors
-    written = _written(fixture_dir)
-    assert TOKEN not in written
+    assert TOKEN not in seen.written
     # The model Vertex names in the path is the recorded request's model.
-    assert f'"model":"{CLAUDE}"' in written
-    assert '"api":"messages"' in written
-    assert '"api":"gemini"' in written
+    assert f'"model":"{CLAUDE}"' in seen.written
+    assert '"api":"messages"' in seen.written
+    assert '"api":"gemini"' in seen.written

@@ -19,6 +19,8 @@ ENV = kit.AgentEnvironment.from_environ()  # the AGENTREEL_* contract the harnes
 
 
 class KitAgent:
+    tools = TOOLS  # what the model is offered; run_tool answers each but `delegate`'s child
+
     def __init__(self) -> None:
         self.store = kit.SessionStore(ENV.sessions_root or ".")
         self.sessions: dict[str, log.Session] = {}
@@ -45,7 +47,7 @@ class KitAgent:
         turn = sum(isinstance(event, log.TurnEnd) for event in session.events)
         session.append(log.UserMessageData(turn=turn, text=text))
         for step in range(8):
-            options = log.call_options(session, model=ENV.model or "stub-model", tools=TOOLS)
+            options = log.call_options(session, model=ENV.model or "stub-model", tools=self.tools)
             stream = kit.record_stream(session, self.provider, options, turn=turn, step=step)
             blocks = tuple([c.block async for c in stream if isinstance(c, BlockEnd)])
             reply = Message(role="assistant", content=blocks)
@@ -56,8 +58,7 @@ class KitAgent:
             results: dict[str, str] = {}  # in call order; a delegate's result is its child's
             children: list[tuple[str, log.Session]] = []
             for call in reply.tool_calls:
-                arg = json.loads(call.arguments)["text"]
-                results[call.id] = arg.upper() if call.name == "shout" else arg
+                results[call.id] = await self.run_tool(call.name, json.loads(call.arguments))
                 if call.name == "delegate":  # spawn_index: the order of the delegating calls
                     child, n = self.store.spawn(session, len(children)), len(children)
                     session.append(Start(child_session=child.id, spawn_index=n, mode="spawn"))
@@ -68,10 +69,15 @@ class KitAgent:
                 session.append(Result(turn=turn, step=step, call_id=i, content=out, is_error=False))
         raise RuntimeError(f"session {session.id}: turn {turn} made 8 model calls; stopping")
 
+    async def run_tool(self, name: str, arguments: dict[str, Any]) -> str:
+        """A tool's result; `delegate`'s is its prompt until the child answers."""
+        text = str(arguments["text"])
+        return text.upper() if name == "shout" else text
 
-async def serve(protocol_out: Any) -> None:
+
+async def serve(protocol_out: Any, agent_class: type[KitAgent] = KitAgent) -> None:
     reader, writer = await kit.protocol_streams(sys.stdin.buffer, protocol_out)
-    agent = KitAgent()
+    agent = agent_class()
     try:
         await acp.run_agent(agent, writer, reader)  # type: ignore[arg-type]
     finally:  # flush every log; a replaying provider writes its consumption report

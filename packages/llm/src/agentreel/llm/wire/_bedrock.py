@@ -47,7 +47,9 @@ from agentreel.llm.exceptions import StreamInterruptedError
 from agentreel.llm.wire._api import WireApiSpec
 from agentreel.llm.wire._common import (
     MetaWatch,
+    OpenBlock,
     UpstreamStreamError,
+    finish_for,
     finish_in,
     meta_in,
     provider_label,
@@ -190,24 +192,12 @@ def parse_converse_request(
 # -- wire → chunks ---------------------------------------------------------------------------
 
 
-class _Block:
-    __slots__ = ("call_id", "index", "kind", "name", "parts", "signature")
-
-    def __init__(self, index: int, kind: BlockType, call_id: str = "", name: str = "") -> None:
-        self.index = index
-        self.kind = kind
-        self.call_id = call_id
-        self.name = name
-        self.parts: list[str] = []
-        self.signature = ""
-
-
 class ConverseDecoder:
     """One Converse answer, event by event (or its whole body)."""
 
     def __init__(self, upstream: str) -> None:
         self._label = provider_label(upstream)
-        self._blocks: dict[int, _Block] = {}
+        self._blocks: dict[int, OpenBlock] = {}
         self._next = 0
         self._stop: str | None = None
         self._usage: Usage | None = None
@@ -254,7 +244,7 @@ class ConverseDecoder:
             )
 
     def _open(self, wire: int, kind: BlockType, call_id: str = "", name: str = "") -> list[Chunk]:
-        block = _Block(self._next, kind, call_id, name)
+        block = OpenBlock(self._next, kind, call_id, name)
         self._next += 1
         self._blocks[wire] = block
         out: list[Chunk] = [BlockStart(index=block.index, block_type=kind)]
@@ -309,20 +299,7 @@ class ConverseDecoder:
 
     def _end(self, wire: int) -> list[Chunk]:
         block = self._blocks.pop(wire, None)
-        if block is None:
-            return []
-        text = "".join(block.parts)
-        if block.kind == "text":
-            return [BlockEnd(index=block.index, block=TextPart(text))]
-        if block.kind == "reasoning":
-            part = ReasoningPart(text, signature=block.signature or None)
-            return [BlockEnd(index=block.index, block=part)]
-        out: list[Chunk] = []
-        if not text:
-            text = "{}"
-            out.append(ToolCallDelta(index=block.index, id=block.call_id, arguments_delta="{}"))
-        call = ToolCallPart(id=block.call_id, name=block.name, arguments=text)
-        return [*out, BlockEnd(index=block.index, block=call)]
+        return [] if block is None else block.end()
 
     def finish(self) -> list[Chunk]:
         if self._stop is None:
@@ -337,12 +314,7 @@ class ConverseDecoder:
             out += self._end(wire)
         if self._usage is not None:
             out.append(self._usage)
-        reason = _FINISH.get(self._stop)
-        if reason is None:
-            message = f"the model stopped with stopReason {self._stop!r}"
-            out.append(Finish(reason="error", code=self._stop, message=message))
-        else:
-            out.append(Finish(reason=reason))
+        out.append(finish_for(self._stop, _FINISH, "stopReason"))
         return self._meta.onto(out)
 
     def body(self, data: dict[str, Any]) -> list[Chunk]:

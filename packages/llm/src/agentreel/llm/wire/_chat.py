@@ -28,7 +28,6 @@ from agentreel.llm._messages import (
     TextPart,
     ToolCallPart,
     ToolResultPart,
-    ToolSpec,
 )
 from agentreel.llm.wire._api import WireApiSpec
 from agentreel.llm.wire._chat_mapper import OpenAIStreamMapper
@@ -37,6 +36,7 @@ from agentreel.llm.wire._common import (
     MetaWatch,
     UpstreamStreamError,
     finish_in,
+    function_tools,
     meta_in,
     provider_label,
     usage_in,
@@ -50,7 +50,6 @@ from agentreel.llm.wire._request import (
     canonical,
     flag,
     text_of,
-    tool_spec,
 )
 from agentreel.llm.wire._sse import SseEvent, bare_error_frame, json_bytes
 
@@ -303,26 +302,13 @@ def parse_chat_request(body: dict[str, Any], model: str = "", stream: bool = Fal
             messages.append(Message(role="tool", content=(result,)))
         else:
             messages.append(Message(role="user", content=_chat_parts(raw.get("content"))))
-    tools: list[ToolSpec] = []
-    for tool in body.get("tools") or []:
-        if not isinstance(tool, dict):
-            continue
-        function = tool.get("function")
-        if isinstance(function, dict):
-            tools.append(
-                tool_spec(
-                    function.get("name"), function.get("description"), function.get("parameters")
-                )
-            )
-        else:
-            tools.append(tool_spec(tool.get("type"), "", tool))
     options = body.get("stream_options")
     return WireRequest(
         api="chat",
         model=body_model(body),
         system="\n\n".join(system) if system else None,
         messages=tuple(messages),
-        tools=tuple(tools),
+        tools=function_tools(body),
         stream=flag(body, "stream"),
         include_usage=isinstance(options, dict) and options.get("include_usage") is True,
         namespaced=False,

@@ -15,17 +15,14 @@ from agentreel.llm._chunks import (
     BlockEnd,
     BlockStart,
     Chunk,
-    Finish,
     FinishReason,
-    ReasoningDelta,
-    TextDelta,
     ToolCallDelta,
     Usage,
 )
 from agentreel.llm._label import ProviderLabel
 from agentreel.llm._messages import ReasoningPart, TextPart, ToolCallPart
 from agentreel.llm.exceptions import StreamInterruptedError
-from agentreel.llm.wire._common import wrap
+from agentreel.llm.wire._common import finish_for, grow, wrap
 
 __all__ = ["OpenAIStreamMapper", "WireWatch"]
 
@@ -113,18 +110,12 @@ class OpenAIStreamMapper:
         out: list[Chunk] = []
         reasoning = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
         if isinstance(reasoning, str) and reasoning:
-            if self._reasoning is None:
-                self._reasoning = (self._new_block(), [])
-                out.append(BlockStart(index=self._reasoning[0], block_type="reasoning"))
-            self._reasoning[1].append(reasoning)
-            out.append(ReasoningDelta(index=self._reasoning[0], text=reasoning))
+            self._reasoning, grown = grow(self._reasoning, "reasoning", reasoning, self._new_block)
+            out += grown
         for text in (getattr(delta, "content", None), getattr(delta, "refusal", None)):
             if isinstance(text, str) and text:
-                if self._text is None:
-                    self._text = (self._new_block(), [])
-                    out.append(BlockStart(index=self._text[0], block_type="text"))
-                self._text[1].append(text)
-                out.append(TextDelta(index=self._text[0], text=text))
+                self._text, grown = grow(self._text, "text", text, self._new_block)
+                out += grown
         for call in getattr(delta, "tool_calls", None) or []:
             wire_index = int(call.index) if call.index is not None else len(self._tools)
             function = call.function
@@ -193,17 +184,7 @@ class OpenAIStreamMapper:
             self.finish_reason = "tool_calls" if self._tools else "stop"
             closing = self._end_blocks()
         out: list[Chunk] = closing + ([self.usage] if self.usage is not None else [])
-        reason = _FINISH.get(self.finish_reason)
-        if reason is None:
-            out.append(
-                Finish(
-                    reason="error",
-                    code=self.finish_reason,
-                    message=f"the model stopped with finish_reason {self.finish_reason!r}",
-                )
-            )
-        else:
-            out.append(Finish(reason=reason))
+        out.append(finish_for(self.finish_reason, _FINISH, "finish_reason"))
         return out
 
 

@@ -3,14 +3,28 @@ call, its usage and finish, and the decoders' protocol and helpers."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import msgspec
 
-from agentreel.llm._chunks import Chunk, Finish, ResponseMeta, ToolCallDelta, Usage
+from agentreel.llm._chunks import (
+    BlockEnd,
+    BlockStart,
+    BlockType,
+    Chunk,
+    Finish,
+    FinishReason,
+    ReasoningDelta,
+    ResponseMeta,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
 from agentreel.llm._label import ProviderLabel
+from agentreel.llm._messages import ReasoningPart, TextPart, ToolCallPart, ToolSpec
 from agentreel.llm.exceptions import AgentreelLlmError
+from agentreel.llm.wire._request import tool_spec
 from agentreel.llm.wire._sse import SseEvent
 
 CREATED = 1_700_000_000
@@ -52,6 +66,88 @@ def wire_reason(finish: Finish, table: dict[str, str]) -> str:
     if finish.reason == "error" and finish.code:
         return finish.code
     return table.get(finish.reason, "stop")
+
+
+def function_tools(body: dict[str, Any]) -> tuple[ToolSpec, ...]:
+    """The tools of an OpenAI-shaped body (Chat Completions, Ollama): each ``function``'s
+    name, description and parameters; a tool of another type kept whole under its type."""
+    tools: list[ToolSpec] = []
+    for tool in body.get("tools") or []:
+        if not isinstance(tool, dict):
+            continue
+        function = tool.get("function")
+        if isinstance(function, dict):
+            tools.append(
+                tool_spec(
+                    function.get("name"), function.get("description"), function.get("parameters")
+                )
+            )
+        else:
+            tools.append(tool_spec(tool.get("type"), "", tool))
+    return tuple(tools)
+
+
+def stopped_with(field: str, reason: str) -> Finish:
+    """The ``error`` finish of a call the model stopped for a reason agentreel has no name
+    for: the wire's reason (named by its ``field``) is its code."""
+    return Finish(reason="error", code=reason, message=f"the model stopped with {field} {reason!r}")
+
+
+def finish_for(reason: str, table: Mapping[str, FinishReason], field: str) -> Finish:
+    """The finish for the wire's stop reason: the table's name for it, else ``stopped_with``."""
+    known = table.get(reason)
+    return stopped_with(field, reason) if known is None else Finish(reason=known)
+
+
+class OpenBlock:
+    """A content block a wire streams in pieces (Anthropic Messages, Bedrock Converse): its
+    agentreel index and kind, the text or arguments so far, a tool call's id and name, a
+    reasoning block's signature."""
+
+    __slots__ = ("call_id", "index", "kind", "name", "parts", "signature")
+
+    def __init__(self, index: int, kind: BlockType, call_id: str = "", name: str = "") -> None:
+        self.index = index
+        self.kind = kind
+        self.call_id = call_id
+        self.name = name
+        self.parts: list[str] = []
+        self.signature = ""
+
+    def end(self) -> list[Chunk]:
+        """The block's end; a tool call that streamed no arguments gets ``{}``, sent as its
+        delta first."""
+        text = "".join(self.parts)
+        if self.kind == "text":
+            return [BlockEnd(index=self.index, block=TextPart(text))]
+        if self.kind == "reasoning":
+            signed = ReasoningPart(text, signature=self.signature or None)
+            return [BlockEnd(index=self.index, block=signed)]
+        out: list[Chunk] = []
+        if not text:
+            text = "{}"
+            out.append(ToolCallDelta(index=self.index, id=self.call_id, arguments_delta="{}"))
+        call = ToolCallPart(id=self.call_id, name=self.name, arguments=text)
+        return [*out, BlockEnd(index=self.index, block=call)]
+
+
+Growing = tuple[int, list[str]]
+"""A text or reasoning block a wire streams as bare pieces: its index and the pieces so far."""
+
+
+def grow(
+    block: Growing | None, kind: BlockType, piece: str, new_block: Callable[[], int]
+) -> tuple[Growing, list[Chunk]]:
+    """Add a text or reasoning ``piece`` to ``block`` (started, at ``new_block()``'s index,
+    by the first piece): the block and the chunks that say so."""
+    out: list[Chunk] = []
+    if block is None:
+        block = (new_block(), [])
+        out.append(BlockStart(index=block[0], block_type=kind))
+    block[1].append(piece)
+    delta = ReasoningDelta if kind == "reasoning" else TextDelta
+    out.append(delta(index=block[0], text=piece))
+    return block, out
 
 
 def first_tool_delta(chunks: Sequence[Chunk], start: int, index: int) -> ToolCallDelta | None:

@@ -63,7 +63,7 @@ from agentreel.llm._messages import (
 from agentreel.llm._options import GenerateOptions
 from agentreel.llm.exceptions import StreamInterruptedError
 from agentreel.llm.wire._api import WireApiSpec
-from agentreel.llm.wire._common import UpstreamStreamError
+from agentreel.llm.wire._common import UpstreamStreamError, stopped_with
 from agentreel.llm.wire._listing import words_in
 from agentreel.llm.wire._request import (
     WireRequest,
@@ -292,13 +292,7 @@ class GeminiStreamMapper:
         elif reason in _FINISH_OK:
             out.append(Finish(reason=_FINISH_OK[reason]))
         else:
-            out.append(
-                Finish(
-                    reason="error",
-                    code=reason,
-                    message=f"the model stopped with finishReason {reason!r}",
-                )
-            )
+            out.append(stopped_with("finishReason", reason))
         return out
 
     def body(self, data: Any, label: Where | None = None) -> list[Chunk]:

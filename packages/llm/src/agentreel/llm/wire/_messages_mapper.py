@@ -12,10 +12,8 @@ import json
 from typing import Any
 
 from agentreel.llm._chunks import (
-    BlockEnd,
     BlockStart,
     Chunk,
-    Finish,
     FinishReason,
     ReasoningDelta,
     TextDelta,
@@ -23,8 +21,8 @@ from agentreel.llm._chunks import (
     Usage,
 )
 from agentreel.llm._label import ProviderLabel
-from agentreel.llm._messages import ReasoningPart, TextPart, ToolCallPart
 from agentreel.llm.exceptions import StreamInterruptedError
+from agentreel.llm.wire._common import OpenBlock, finish_for
 
 __all__ = ["AnthropicStreamMapper"]
 
@@ -38,24 +36,12 @@ _FINISH: dict[str, FinishReason] = {
 }
 
 
-class _Block:
-    __slots__ = ("call_id", "index", "kind", "name", "parts", "signature")
-
-    def __init__(self, index: int, kind: str, call_id: str = "", name: str = "") -> None:
-        self.index = index
-        self.kind = kind
-        self.call_id = call_id
-        self.name = name
-        self.parts: list[str] = []
-        self.signature = ""
-
-
 class AnthropicStreamMapper:
     """Turns raw Messages stream events into agentreel chunks, one at a time."""
 
     def __init__(self) -> None:
         self._next_block = 0
-        self._blocks: dict[int, _Block] = {}
+        self._blocks: dict[int, OpenBlock] = {}
         self._skipped: set[int] = set()
         self.input_tokens = 0
         self.output_tokens = 0
@@ -105,20 +91,20 @@ class AnthropicStreamMapper:
         kind = getattr(content, "type", None)
         index = self._next_block
         if kind == "text":
-            block = _Block(index, "text")
+            block = OpenBlock(index, "text")
             out: list[Chunk] = [BlockStart(index=index, block_type="text")]
             if content.text:
                 block.parts.append(content.text)
                 out.append(TextDelta(index=index, text=content.text))
         elif kind == "thinking":
-            block = _Block(index, "reasoning")
+            block = OpenBlock(index, "reasoning")
             out = [BlockStart(index=index, block_type="reasoning")]
             if content.thinking:
                 block.parts.append(content.thinking)
                 out.append(ReasoningDelta(index=index, text=content.thinking))
             block.signature = str(getattr(content, "signature", None) or "")
         elif kind == "tool_use":
-            block = _Block(index, "tool-call", str(content.id), str(content.name))
+            block = OpenBlock(index, "tool-call", str(content.id), str(content.name))
             initial = getattr(content, "input", None)
             arguments = json.dumps(initial, separators=(",", ":")) if initial else ""
             if arguments:
@@ -161,25 +147,7 @@ class AnthropicStreamMapper:
 
     def _stop(self, wire_index: int) -> list[Chunk]:
         block = self._blocks.pop(wire_index, None)
-        if block is None:
-            return []
-        text = "".join(block.parts)
-        if block.kind == "text":
-            return [BlockEnd(index=block.index, block=TextPart(text))]
-        if block.kind == "reasoning":
-            signed = ReasoningPart(text, signature=block.signature or None)
-            return [BlockEnd(index=block.index, block=signed)]
-        out: list[Chunk] = []
-        if not text:
-            text = "{}"
-            out.append(ToolCallDelta(index=block.index, id=block.call_id, arguments_delta="{}"))
-        out.append(
-            BlockEnd(
-                index=block.index,
-                block=ToolCallPart(id=block.call_id, name=block.name, arguments=text),
-            )
-        )
-        return out
+        return [] if block is None else block.end()
 
     def salvage(self) -> list[Chunk]:
         """What a stream that failed mid-way still tells: the usage seen so far."""
@@ -208,15 +176,5 @@ class AnthropicStreamMapper:
         for wire_index in sorted(self._blocks, key=lambda k: self._blocks[k].index):
             out += self._stop(wire_index)  # blocks the server never stopped
         out.append(self._usage())
-        reason = _FINISH.get(self.stop_reason)
-        if reason is None:
-            out.append(
-                Finish(
-                    reason="error",
-                    code=self.stop_reason,
-                    message=f"the model stopped with stop_reason {self.stop_reason!r}",
-                )
-            )
-        else:
-            out.append(Finish(reason=reason))
+        out.append(finish_for(self.stop_reason, _FINISH, "stop_reason"))
         return out

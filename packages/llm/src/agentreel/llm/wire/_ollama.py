@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from agentreel.llm._chunks import (
@@ -41,7 +42,6 @@ from agentreel.llm._messages import (
     TextPart,
     ToolCallPart,
     ToolResultPart,
-    ToolSpec,
 )
 from agentreel.llm.exceptions import StreamInterruptedError
 from agentreel.llm.wire._api import WireApiSpec
@@ -49,8 +49,11 @@ from agentreel.llm.wire._common import (
     MetaWatch,
     UpstreamStreamError,
     finish_in,
+    function_tools,
+    grow,
     meta_in,
     provider_label,
+    stopped_with,
     usage_in,
 )
 from agentreel.llm.wire._request import (
@@ -58,7 +61,6 @@ from agentreel.llm.wire._request import (
     body_model,
     canonical,
     text_of,
-    tool_spec,
 )
 from agentreel.llm.wire._sse import SseEvent, json_bytes
 
@@ -115,23 +117,6 @@ def _streams(body: dict[str, Any]) -> bool:
     return body.get("stream") is not False  # Ollama streams unless told not to
 
 
-def _tools(body: dict[str, Any]) -> tuple[ToolSpec, ...]:
-    tools: list[ToolSpec] = []
-    for tool in body.get("tools") or []:
-        if not isinstance(tool, dict):
-            continue
-        function = tool.get("function")
-        if isinstance(function, dict):
-            tools.append(
-                tool_spec(
-                    function.get("name"), function.get("description"), function.get("parameters")
-                )
-            )
-        else:
-            tools.append(tool_spec(tool.get("type"), "", tool))
-    return tuple(tools)
-
-
 def _message(raw: dict[str, Any]) -> Message:
     role = raw.get("role")
     if role == "tool":
@@ -184,7 +169,7 @@ def parse_ollama_chat_request(
         model=body_model(body),
         system="\n\n".join(system) if system else None,
         messages=tuple(messages),
-        tools=_tools(body),
+        tools=function_tools(body),
         stream=_streams(body),
         include_usage=True,
         namespaced=False,
@@ -258,17 +243,11 @@ class OllamaDecoder:
             thinking, text = message.get("thinking"), message.get("content")
             calls = message.get("tool_calls") or []
         if isinstance(thinking, str) and thinking:
-            if self._reasoning is None:
-                self._reasoning = (self._new_block(), [])
-                out.append(BlockStart(index=self._reasoning[0], block_type="reasoning"))
-            self._reasoning[1].append(thinking)
-            out.append(ReasoningDelta(index=self._reasoning[0], text=thinking))
+            self._reasoning, grown = grow(self._reasoning, "reasoning", thinking, self._new_block)
+            out += grown
         if isinstance(text, str) and text:
-            if self._text is None:
-                self._text = (self._new_block(), [])
-                out.append(BlockStart(index=self._text[0], block_type="text"))
-            self._text[1].append(text)
-            out.append(TextDelta(index=self._text[0], text=text))
+            self._text, grown = grow(self._text, "text", text, self._new_block)
+            out += grown
         for call in calls:
             function = call.get("function") if isinstance(call, dict) else None
             if not isinstance(function, dict):
@@ -334,8 +313,7 @@ class OllamaDecoder:
         elif reason == "length":
             out.append(Finish(reason="max-tokens"))
         else:
-            message = f"the model stopped with done_reason {reason!r}"
-            out.append(Finish(reason="error", code=reason, message=message))
+            out.append(stopped_with("done_reason", reason))
         return self._meta.onto(out)
 
     def body(self, data: dict[str, Any]) -> list[Chunk]:
@@ -506,20 +484,13 @@ OLLAMA_CHAT_API = WireApiSpec(
 )
 """Ollama's ``POST /api/chat`` (and ``GET /api/tags``)."""
 
-OLLAMA_GENERATE_API = WireApiSpec(
+OLLAMA_GENERATE_API = replace(
+    OLLAMA_CHAT_API,
     name="ollama-generate",
     title="Ollama generate",
-    framing="ndjson",
     parse=parse_ollama_generate_request,
     decoder=_generate_decoder,
     encode_stream=_generate_stream,
     encode_body=_generate_body,
-    stream_endings=(),
-    error_body=ollama_error_body,
-    models_body=ollama_models_body,
-    response_id_prefix="",
-    auth_headers=("authorization",),
-    error_frame=ollama_line_frame,
-    ends_stream=ends_ollama_stream,
 )
 """Ollama's ``POST /api/generate``."""
