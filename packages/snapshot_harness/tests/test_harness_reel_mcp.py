@@ -5,13 +5,18 @@ naming the server and tool."""
 
 from __future__ import annotations
 
+import asyncio
+import importlib.util
 import socket
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 # What the inner test imports, imported here once (an in-process inner run drops them).
 import mcp.client.stdio  # noqa: F401
 import openai  # noqa: F401
 import pytest
+import uvicorn
 
 pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.slow
@@ -106,3 +111,72 @@ def test_mcp_needs_exactly_one_of_command_and_url(
     result.assert_outcomes(failed=1)
     said = "agentreel.mcp('calc'): give either command=[[]...[]] (a stdio server's argv)"
     result.stdout.fnmatch_lines([f"*(ReelError: test_bad.py::test_bad: {said}*"])
+
+
+HTTP_TEST = """
+import asyncio
+
+import openai
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+
+async def add(url, a, b):
+    async with streamable_http_client(url) as (read, write, *_), ClientSession(
+        read, write
+    ) as client:
+        await client.initialize()
+        result = await client.call_tool("add", {"a": a, "b": b})
+        return result.content[0].text
+
+
+def test_add_over_http(agentreel):
+    url = agentreel.mcp("calc", url=SERVER_URL)
+    assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp/calc")
+    with openai.OpenAI(base_url=agentreel.base_url, api_key=agentreel.api_key) as client:
+        reply = client.chat.completions.create(
+            model="stub-model", messages=[{"role": "user", "content": "Add two and three"}]
+        )
+    a, b = (int(n) for n in reply.choices[0].message.content.split())
+    assert asyncio.run(add(url, a, b)) == "5"
+"""
+
+
+@pytest.fixture
+def http_server() -> Iterator[str]:
+    """The calc server over streamable HTTP, in a thread, on a socket bound before."""
+    spec = importlib.util.spec_from_file_location("mcp_calc_server", SERVER)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    server = uvicorn.Server(uvicorn.Config(module.app.streamable_http_app(), log_level="error"))
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])))
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    finally:
+        server.should_exit = True
+        thread.join()
+        sock.close()
+
+
+def test_an_http_server_is_recorded_and_replayed_with_nothing_listening(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, http_server: str
+) -> None:
+    closed_network(monkeypatch)
+    pytester.makefile(".toml", **{"stub-rules": RULES})
+    pytester.makepyfile(test_web=f"SERVER_URL = {http_server!r}\n{HTTP_TEST}")
+    pytester.runpytest_inprocess(*QUIET, "--agentreel-record=once").assert_outcomes(passed=1)
+    folder = pytester.path / "recordings" / "test_web" / "test_add_over_http" / "mcp"
+    assert [p.name for p in folder.iterdir()] == ["calc.0.jsonl"]
+    assert '"transport":"http"' in (folder / "calc.0.jsonl").read_text()
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    pytester.makepyfile(test_web=f"SERVER_URL = {dead!r}\n{HTTP_TEST}")
+    pytester.runpytest_inprocess(*QUIET).assert_outcomes(passed=1)
