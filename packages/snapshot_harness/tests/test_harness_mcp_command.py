@@ -108,7 +108,10 @@ def test_the_placeholder_is_the_shims_argv_or_one_quoted_string(tmp_path: Path) 
     directory.mkdir()
     toml = SCENARIO.replace('"{prompt}"]', '"{mcp:calc}", "--calc={mcp:calc}", "{prompt}"]')
     (directory / "scenario.toml").write_text(toml)
-    reach = {"calc": ["py", "-m", "shim", "--", "my server"], "web": "http://127.0.0.1:9/mcp/web"}
+    reach: dict[str, list[str] | str] = {
+        "calc": ["py", "-m", "shim", "--", "my server"],
+        "web": "http://127.0.0.1:9/mcp/web",
+    }
     argv, stdin = command_for(load_scenario(directory), "go", reach)
     assert argv[2:] == [
         "py",
