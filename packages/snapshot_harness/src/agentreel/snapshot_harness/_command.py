@@ -26,13 +26,17 @@ import time
 from collections.abc import Callable
 from typing import BinaryIO
 
+from agentreel.snapshot_harness._mcp import McpReach, expand_mcp_argv
 from agentreel.snapshot_harness._scenario import PROMPT_PLACEHOLDER, Prompt, Scenario
 from agentreel.snapshot_harness.exceptions import AgentCrashError, AgentTimeoutError
 
 
-def command_for(scenario: Scenario, prompt: str) -> tuple[list[str], bytes | None]:
-    """The argv for one step and what goes to its stdin (``None``: the prompt is in argv)."""
-    command = scenario.agent_command()
+def command_for(
+    scenario: Scenario, prompt: str, mcp: McpReach | None = None
+) -> tuple[list[str], bytes | None]:
+    """The argv for one step and what goes to its stdin (``None``: the prompt is in argv);
+    ``mcp``: what each ``{mcp:<name>}`` expands to."""
+    command = expand_mcp_argv(scenario.agent_command(), mcp or {})
     if any(PROMPT_PLACEHOLDER in part for part in command):
         return [part.replace(PROMPT_PLACEHOLDER, prompt) for part in command], None
     return command, prompt.encode("utf-8")
@@ -61,6 +65,7 @@ async def drive_command(
     cwd: str,
     stderr_file: BinaryIO,
     tail: Callable[[], str],
+    mcp: McpReach | None = None,
 ) -> tuple[bytes, int]:
     """Every prompt step, one command run each, in order; returns (transcript, last status)."""
     deadline = time.monotonic() + scenario.timeout
@@ -68,7 +73,7 @@ async def drive_command(
     status = 0
     prompts = [step.text for step in scenario.steps if isinstance(step, Prompt)]
     for number, prompt in enumerate(prompts):
-        argv, stdin = command_for(scenario, prompt)
+        argv, stdin = command_for(scenario, prompt, mcp)
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv,

@@ -5,7 +5,9 @@ run made, their writing into the scenario, and the check after a replay."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import re
+import shlex
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -22,10 +24,12 @@ from agentreel.mcp_replay import (
 )
 from agentreel.session import Mask
 from agentreel.snapshot_harness._layout import write_files
-from agentreel.snapshot_harness._scenario import Mode, Scenario
+from agentreel.snapshot_harness._scenario import MCP_TOKEN, Mode, Scenario
 from agentreel.snapshot_harness.exceptions import McpMismatchError
 
 AcpMcpServers = list[HttpMcpServer | McpServerStdio]
+# A server's name → what reaches it through agentreel: the shim's argv (stdio) or a URL.
+McpReach = Mapping[str, list[str] | str]
 # Where a record run's MCP recordings go before the fixture is written, and a run's state.
 _RECORD_DIR = "mcp-record"
 _STATE_DIR = "mcp-state"
@@ -72,6 +76,58 @@ async def acp_mcp_servers(
     finally:
         if endpoint is not None:
             await endpoint.close()
+
+
+@asynccontextmanager
+async def mcp_reach(scenario: Scenario, settings: McpSettings | None) -> AsyncIterator[McpReach]:
+    """What ``{mcp:<name>}`` expands to in a command scenario; the HTTP endpoint runs
+    meanwhile. A stdio server's own ``env`` is set by ``env`` ahead of its command (the shim
+    starts it only when recording)."""
+    if settings is None:
+        yield {}
+        return
+    urls = {s.name: s.url for s in scenario.mcp_servers if s.url is not None}
+    endpoint = await start_endpoint(settings, urls) if urls else None
+    try:
+        reach: dict[str, list[str] | str] = {}
+        for server in scenario.mcp_servers:
+            if server.url is None:
+                command = list(server.command)
+                if server.env:
+                    command = ["env", *(f"{k}={v}" for k, v in server.env.items()), *command]
+                reach[server.name] = stdio_command(settings, server.name, command)
+            else:
+                assert endpoint is not None
+                reach[server.name] = endpoint.url(server.name)
+        yield reach
+    finally:
+        if endpoint is not None:
+            await endpoint.close()
+
+
+def expand_mcp(text: str, reach: McpReach) -> str:
+    """``text`` with each ``{mcp:<name>}`` as one string: the URL, or the shim's command
+    line shell-quoted (names were checked when the scenario was read)."""
+
+    def one(found: re.Match[str]) -> str:
+        value = reach[found.group(1)]
+        return value if isinstance(value, str) else shlex.join(value)
+
+    return MCP_TOKEN.sub(one, text)
+
+
+def expand_mcp_argv(argv: Sequence[str], reach: McpReach) -> list[str]:
+    """An argv with ``{mcp:<name>}`` expanded: an argument that is only the placeholder of a
+    stdio server becomes the shim's arguments, one each; any other is ``expand_mcp``'d."""
+    expanded: list[str] = []
+    for part in argv:
+        whole = MCP_TOKEN.fullmatch(part)
+        value = reach.get(whole.group(1)) if whole else None
+        if isinstance(value, list):
+            expanded += value
+        else:
+            expanded.append(expand_mcp(part, reach) if reach else part)
+    return expanded
 
 
 def recorded_mcp_files(settings: McpSettings | None) -> dict[str, bytes]:

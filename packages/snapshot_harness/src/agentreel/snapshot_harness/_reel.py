@@ -16,6 +16,7 @@ as pytest-recording's ``vcr_config``), then the ``agentreel`` marker's keyword a
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import os
@@ -25,13 +26,24 @@ import shutil
 import socket
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentreel.llm_replay import ReplayError, ScheduleSettings
+from agentreel.mcp_replay import (
+    MCP_RECORDING_PATTERN,
+    MCP_RECORDINGS_DIR,
+    McpDriftError,
+    McpEndpoint,
+    McpSettings,
+    check_replayed,
+    check_server_name,
+    start_endpoint,
+    stdio_command,
+)
 from agentreel.session import RECORDING_FILE_PATTERN, RERECORD_COMMAND_ENV, rerecord_command
 from agentreel.snapshot_harness import _environment as envvars
 from agentreel.snapshot_harness._pending import CI_ENV
@@ -208,9 +220,22 @@ class Reel:
     """What the ``agentreel`` fixture gives a test: the proxy's URLs, a dummy key, the
     variables an SDK reads, and the identity headers that name a session to the proxy."""
 
-    def __init__(self, reel_plan: ReelPlan, run: ProxyRun) -> None:
+    def __init__(self, reel_plan: ReelPlan, run: ProxyRun, mcp: ReelMcp | None = None) -> None:
         self.plan = reel_plan
         self._run = run
+        self._mcp = mcp
+
+    def mcp(
+        self, name: str, *, command: Sequence[str] | None = None, url: str | None = None
+    ) -> list[str] | str:
+        """What the agent uses to reach MCP server ``name`` through agentreel (SPEC 19):
+        for a stdio server (``command``, its argv) the shim's argv, which records the
+        server's exchanges or, in replay, answers them with no server running; for an HTTP
+        server (``url``) the URL of agentreel's endpoint in front of it. The calls are
+        recorded beside the model calls, in the recording folder's ``mcp/``."""
+        if self._mcp is None:
+            raise ReelError(f"{self.plan.name}: agentreel.mcp needs the open fixture")
+        return self._mcp.reach(name, command=command, url=url)
 
     @property
     def mode(self) -> Literal["record", "replay"]:
@@ -267,6 +292,95 @@ class Reel:
         if spawn_index is not None:
             headers[SPAWN_INDEX_HEADER] = str(spawn_index)
         return headers
+
+
+class ReelMcp:
+    """A test's MCP servers: the settings of their record or replay (recorded into the
+    staging folder beside the proxy's, replayed from the recording folder), the stdio shim's
+    command lines, and the HTTP endpoint, on a loop of its own, for the servers given a URL."""
+
+    def __init__(self, reel_plan: ReelPlan, staging: Path) -> None:
+        self.name = reel_plan.name
+        self.settings = McpSettings(
+            mode=reel_plan.mode,
+            recordings=staging / "recording" if reel_plan.mode == "record" else reel_plan.directory,
+            state=staging / "mcp-state",
+            scenario=reel_plan.name,
+            cwd=reel_plan.cwd,
+        )
+        self.used: set[str] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._endpoint: McpEndpoint | None = None
+
+    def reach(
+        self, name: str, *, command: Sequence[str] | None, url: str | None
+    ) -> list[str] | str:
+        try:
+            check_server_name(name)
+        except ValueError as exc:
+            raise ReelError(f"{self.name}: agentreel.mcp({name!r}): {exc}") from None
+        if (command is None) == (url is None):
+            raise ReelError(
+                f"{self.name}: agentreel.mcp({name!r}): give either command=[...] (a stdio "
+                "server's argv) or url=... (a streamable HTTP server)"
+            )
+        if name in self.used:
+            raise ReelError(f"{self.name}: agentreel.mcp({name!r}) is given twice; once each")
+        self.used.add(name)
+        if command is not None:
+            if isinstance(command, str) or not command:
+                raise ReelError(
+                    f"{self.name}: agentreel.mcp({name!r}): command must be the server's "
+                    "argv as a list, e.g. ['mcp-server-time']"
+                )
+            return stdio_command(self.settings, name, list(command))
+        assert url is not None
+        endpoint = self._start()
+        endpoint.upstreams[name] = url
+        return endpoint.url(name)
+
+    def _start(self) -> McpEndpoint:
+        if self._endpoint is None:
+            loop = asyncio.new_event_loop()
+            self._thread = threading.Thread(
+                target=loop.run_forever, name="agentreel-mcp", daemon=True
+            )
+            self._thread.start()
+            self._loop = loop
+            started = asyncio.run_coroutine_threadsafe(start_endpoint(self.settings), loop)
+            self._endpoint = started.result(timeout=_START_TIMEOUT)
+        return self._endpoint
+
+    def close(self) -> None:
+        if self._loop is None:
+            return
+        if self._endpoint is not None:
+            closing = asyncio.run_coroutine_threadsafe(self._endpoint.close(), self._loop)
+            closing.result(timeout=_START_TIMEOUT)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._loop.close()
+        self._loop = None
+
+    def problem(self) -> str | None:
+        """After the test: a failure any connection met (record or replay), or, in replay,
+        a recorded call never made; ``None`` when all is well."""
+        settings = self.settings
+        if settings.mode == "record":
+            failures = sorted(settings.state.glob("failure-*.txt"))
+            if not failures:
+                return None
+            return f"{self.name}: " + failures[0].read_text(encoding="utf-8").strip()
+        if not self.used and not (settings.recordings / MCP_RECORDINGS_DIR).is_dir():
+            return None
+        with _rerecord_hint(record_command("{scenario}", "all")):
+            try:
+                check_replayed(settings.recordings, settings.state, settings.scenario)
+            except McpDriftError as exc:
+                return f"{self.name}: {exc}"
+        return None
 
 
 class EgressGuard:
@@ -483,7 +597,9 @@ def open_reel(reel_plan: ReelPlan) -> OpenReel:
         stack.callback(WORKER_PROXY.close_run, run)
         if reel_plan.mode == "replay":
             stack.enter_context(_quiet(run))
-        return OpenReel(Reel(reel_plan, run), stack, staging)
+        mcp = ReelMcp(reel_plan, staging)
+        stack.callback(mcp.close)
+        return OpenReel(Reel(reel_plan, run, mcp), stack, staging)
     except BaseException:
         stack.close()
         shutil.rmtree(staging, ignore_errors=True)
@@ -549,8 +665,12 @@ def _judge(reel: Reel, staging: Path, *, passed: bool) -> str | None:
     """After the proxy closed: write what was recorded (record), or read the replay report."""
     run = reel._run
     reel_plan = reel.plan
+    mcp_problem = reel._mcp.problem() if reel._mcp is not None else None
     if reel_plan.mode == "replay":
         problem = _replay_problem(reel_plan, staging / "replay-report.json", run.errors)
+        if mcp_problem is not None:
+            # An MCP drift comes first: the model calls that follow differ because of it.
+            problem = "\n".join(p for p in (mcp_problem, problem) if p)
         if problem is not None and run.unspoken:
             # The likely cause first: a call the agent made on an API the proxy lacks.
             from agentreel.llm_proxy import unspoken_summary
@@ -558,6 +678,10 @@ def _judge(reel: Reel, staging: Path, *, passed: bool) -> str | None:
             said = f"{reel_plan.name}: replay: {unspoken_summary(run.unspoken)}"
             return f"{said}\n{problem}"
         return problem
+    if mcp_problem is not None and passed:
+        return f"{mcp_problem}\nNothing was written; record again: " + record_command(
+            reel_plan.name, "all"
+        )
     recorded = staging / "recording"
     if run.errors:
         return (
@@ -576,6 +700,13 @@ def _judge(reel: Reel, staging: Path, *, passed: bool) -> str | None:
         if recorded.is_dir()
         else {}
     )
+    mcp_files: dict[str, bytes] = {}
+    if (recorded / MCP_RECORDINGS_DIR).is_dir():
+        mcp_files = {
+            f"{MCP_RECORDINGS_DIR}/{p.name}": p.read_bytes()
+            for p in sorted((recorded / MCP_RECORDINGS_DIR).iterdir())
+            if MCP_RECORDING_PATTERN.fullmatch(p.name)
+        }
     if "session.jsonl" not in files:
         return (
             f"{reel_plan.name}: recorded no model call, so nothing was written: point the "
@@ -587,7 +718,7 @@ def _judge(reel: Reel, staging: Path, *, passed: bool) -> str | None:
 
     try:
         scan_for_secrets(
-            files,
+            {**files, **mcp_files},
             envvars.secret_values(os.environ),
             reel_plan.name,
             allow=reel_plan.proxy.get("allow_secrets", ()),
@@ -595,6 +726,9 @@ def _judge(reel: Reel, staging: Path, *, passed: bool) -> str | None:
     except SecretLeakError as exc:
         return str(exc)
     write_files(reel_plan.directory, files, keep_pattern=_RECORDED)
+    from agentreel.snapshot_harness._mcp import split_mcp_files, write_mcp_files
+
+    write_mcp_files(reel_plan.directory, split_mcp_files(mcp_files)[1])
     return None
 
 

@@ -51,6 +51,8 @@ from agentreel.snapshot_harness._mcp import (
     AcpMcpServers,
     acp_mcp_servers,
     check_mcp,
+    expand_mcp,
+    mcp_reach,
     mcp_settings,
     recorded_mcp_files,
 )
@@ -58,6 +60,7 @@ from agentreel.snapshot_harness._proxied import proxy_backend
 from agentreel.snapshot_harness._result import RunResult, StartMethod, tail
 from agentreel.snapshot_harness._scenario import (
     DEFAULT_AGENT_MODULE,
+    MCP_TOKEN,
     MODES,
     Mode,
     RecordConfig,
@@ -297,7 +300,7 @@ def _run_in(
             with stderr_path.open("wb") as stderr_file:
                 if scenario.protocol == "command":
                     driven = asyncio.run(
-                        _drive_command(scenario, env, cwd, stderr_file, stderr_path)
+                        _drive_command(scenario, env, cwd, stderr_file, stderr_path, mcp)
                     )
                 else:
                     driven = asyncio.run(_drive(scenario, env, cwd, stderr_file, stderr_path, mcp))
@@ -369,11 +372,26 @@ def _read_tail(path: Path) -> str:
 
 
 async def _drive_command(
-    scenario: Scenario, env: dict[str, str], cwd: Path, stderr_file: BinaryIO, stderr_path: Path
+    scenario: Scenario,
+    env: dict[str, str],
+    cwd: Path,
+    stderr_file: BinaryIO,
+    stderr_path: Path,
+    mcp: McpSettings | None = None,
 ) -> _Driven:
-    transcript, status = await drive_command(
-        scenario, env, str(cwd), stderr_file, lambda: _read_tail(stderr_path)
-    )
+    async with mcp_reach(scenario, mcp) as reach:
+        if reach:
+            # {mcp:<name>} in env and in the [[model.files]] written from templates.
+            env = {name: expand_mcp(value, reach) for name, value in env.items()}
+            for file in scenario.model.files:
+                target = Path(env["HOME"]) / file.path
+                if MCP_TOKEN.search(file.text) and target.is_file():
+                    target.write_text(
+                        expand_mcp(target.read_text(encoding="utf-8"), reach), encoding="utf-8"
+                    )
+        transcript, status = await drive_command(
+            scenario, env, str(cwd), stderr_file, lambda: _read_tail(stderr_path), reach
+        )
     return _Driven(transcript, status, [], "spawn", None)
 
 

@@ -77,6 +77,9 @@ DEFAULT_KEY_ENV: dict[WireApi, tuple[str, ...]] = {
 # ``{name}`` placeholders rendered into [model] env values and files (see ModelConfig).
 TEMPLATE_PLACEHOLDERS = ("base_url", "proxy_url", "key", "home", "cwd", "scenario")
 TEMPLATE_TOKEN = re.compile(r"\{([a-z_]+)\}")
+# ``{mcp:<name>}``: in a command scenario's agent command, ``env`` and ``[model]`` env and
+# files, what reaches the ``[[mcp_servers]]`` server ``name`` through agentreel (SPEC 19).
+MCP_TOKEN = re.compile(r"\{mcp:([^}]*)\}")
 
 
 @dataclass(frozen=True, slots=True)

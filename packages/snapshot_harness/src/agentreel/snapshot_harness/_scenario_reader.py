@@ -36,6 +36,7 @@ from agentreel.snapshot_harness._scenario import (
     DEFAULT_TIMEOUT,
     DIRECTORY_CONFIG_FILE,
     MAX_TIMEOUT,
+    MCP_TOKEN,
     PROTOCOLS,
     SCENARIO_FILE,
     SHUTDOWNS,
@@ -236,12 +237,7 @@ def load_scenario(directory: Path | str) -> Scenario:
     unordered, merge = _transcript(reader, data.get("transcript"))
     replay = _replay(reader, data.get("replay"))
     mcp_servers = _mcp_servers(reader, data.get("mcp_servers"))
-    if mcp_servers and protocol == "command":
-        raise reader.fail(
-            "mcp_servers",
-            'not supported yet with protocol = "command" (only ACP agents are given servers, '
-            "in session/new)",
-        )
+    _check_mcp_tokens(reader, agent, env, model, {server.name for server in mcp_servers})
     inputs = _fixture_inputs(reader, data.get("fixture"))
     authenticate = data.get("authenticate")
     if authenticate is not None and not isinstance(authenticate, dict):
@@ -375,6 +371,31 @@ def _env(reader: _Reader, value: object) -> dict[str, str]:
             raise reader.fail(f"env.{key}", f"expected a string, got {_kind(item)}")
         env[key] = item
     return env
+
+
+def _check_mcp_tokens(
+    reader: _Reader,
+    agent: tuple[str, ...] | None,
+    env: Mapping[str, str],
+    model: ModelConfig,
+    declared: set[str],
+) -> None:
+    """Every ``{mcp:<name>}`` names a declared ``[[mcp_servers]]`` server."""
+    places = [(f"agent[{i}]", part) for i, part in enumerate(agent or ())]
+    places += [(f"env.{key}", text) for key, text in env.items()]
+    places += [(f"model.env.{key}", text) for key, text in model.env.items()]
+    places += [
+        (f"model.files[{i}] ({file.source or file.path})", file.text)
+        for i, file in enumerate(model.files)
+    ]
+    for where, text in places:
+        for name in MCP_TOKEN.findall(text):
+            if name not in declared:
+                known = ", ".join(sorted(declared)) or "none: add [[mcp_servers]]"
+                raise reader.fail(
+                    where,
+                    f"{{mcp:{name}}} names no MCP server of this scenario (declared: {known})",
+                )
 
 
 def _mcp_servers(reader: _Reader, value: object) -> tuple[McpServerConfig, ...]:

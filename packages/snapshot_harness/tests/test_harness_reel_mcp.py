@@ -1,0 +1,182 @@
+"""``agentreel.mcp(name, command=...)`` on the ``agentreel`` fixture (SPEC 19), through
+pytester in process: a test whose agent calls the model and a stdio MCP server records both
+once, replays with the server's command gone, and a changed tool argument fails the test
+naming the server and tool."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+# What the inner test imports, imported here once (an in-process inner run drops them).
+import mcp.client.stdio  # noqa: F401
+import openai  # noqa: F401
+import pytest
+import uvicorn
+
+pytest_plugins = ["pytester"]
+pytestmark = pytest.mark.slow
+
+QUIET = ("-p", "no:cacheprovider", "-p", "no:asyncio", "-q")
+
+SERVER = Path(__file__).with_name("mcp_calc_server.py")
+RULES = """
+[[rule]]
+match = { last_user = "Add two and three" }
+text = "2 3"
+"""
+TESTS = """
+import asyncio
+import os
+import sys
+
+import openai
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+
+async def add(argv, a, b):
+    server = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
+    async with stdio_client(server) as (read, write), ClientSession(read, write) as client:
+        await client.initialize()
+        result = await client.call_tool("add", {"a": a, "b": b})
+        return result.content[0].text
+
+
+def test_add(agentreel):
+    argv = agentreel.mcp("calc", command=[sys.executable, SERVER])
+    with openai.OpenAI(base_url=agentreel.base_url, api_key=agentreel.api_key) as client:
+        reply = client.chat.completions.create(
+            model="stub-model", messages=[{"role": "user", "content": "Add two and three"}]
+        )
+    a, b = (int(n) for n in reply.choices[0].message.content.split())
+    assert asyncio.run(add(argv, a, b)) == "5"
+"""
+
+
+def closed_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every proxy variable at a port nothing listens on; loopback exempt; no keys."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        monkeypatch.setenv(name, f"http://127.0.0.1:{port}")
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.setenv(name, "127.0.0.1,localhost")
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CI", "AGENTREEL_RERECORD_COMMAND"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def write_test(pytester: pytest.Pytester, server: str) -> None:
+    pytester.makefile(".toml", **{"stub-rules": RULES})
+    pytester.makepyfile(test_tools=f"SERVER = {server!r}\n{TESTS}")
+
+
+def test_mcp_calls_are_recorded_beside_the_model_calls_and_replayed_without_the_server(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    closed_network(monkeypatch)
+    write_test(pytester, str(SERVER))
+    pytester.runpytest_inprocess(*QUIET, "--agentreel-record=once").assert_outcomes(passed=1)
+    folder = pytester.path / "recordings" / "test_tools" / "test_add"
+    assert (folder / "session.jsonl").is_file()
+    assert sorted(p.name for p in (folder / "mcp").iterdir()) == ["calc.0.jsonl"]
+    assert '"a":2' in (folder / "mcp" / "calc.0.jsonl").read_text()
+
+    write_test(pytester, "/nonexistent/calc-server.py")  # replay runs no server
+    pytester.runpytest_inprocess(*QUIET).assert_outcomes(passed=1)
+
+    recording = folder / "mcp" / "calc.0.jsonl"
+    recording.write_text(recording.read_text().replace('"a":2', '"a":7'))
+    result = pytester.runpytest_inprocess(*QUIET)
+    result.assert_outcomes(failed=1)
+    output = result.stdout.str()
+    assert "MCP replay of server 'calc'" in output
+    assert "tools/call 'add'" in output
+    assert "a: 7 → 2" in output
+    assert "pytest test_tools.py::test_add --agentreel-record=all" in output
+
+
+def test_mcp_needs_exactly_one_of_command_and_url(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    closed_network(monkeypatch)
+    pytester.makefile(".toml", **{"stub-rules": RULES})
+    pytester.makepyfile(test_bad="def test_bad(agentreel):\n    agentreel.mcp('calc')\n")
+    result = pytester.runpytest_inprocess(*QUIET, "--agentreel-record=once")
+    result.assert_outcomes(failed=1)
+    said = "agentreel.mcp('calc'): give either command=[[]...[]] (a stdio server's argv)"
+    result.stdout.fnmatch_lines([f"*(ReelError: test_bad.py::test_bad: {said}*"])
+
+
+HTTP_TEST = """
+import asyncio
+
+import openai
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+
+async def add(url, a, b):
+    async with streamable_http_client(url) as (read, write, *_), ClientSession(
+        read, write
+    ) as client:
+        await client.initialize()
+        result = await client.call_tool("add", {"a": a, "b": b})
+        return result.content[0].text
+
+
+def test_add_over_http(agentreel):
+    url = agentreel.mcp("calc", url=SERVER_URL)
+    assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp/calc")
+    with openai.OpenAI(base_url=agentreel.base_url, api_key=agentreel.api_key) as client:
+        reply = client.chat.completions.create(
+            model="stub-model", messages=[{"role": "user", "content": "Add two and three"}]
+        )
+    a, b = (int(n) for n in reply.choices[0].message.content.split())
+    assert asyncio.run(add(url, a, b)) == "5"
+"""
+
+
+@pytest.fixture
+def http_server() -> Iterator[str]:
+    """The calc server over streamable HTTP, in a thread, on a socket bound before."""
+    spec = importlib.util.spec_from_file_location("mcp_calc_server", SERVER)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    server = uvicorn.Server(uvicorn.Config(module.app.streamable_http_app(), log_level="error"))
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])))
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    finally:
+        server.should_exit = True
+        thread.join()
+        sock.close()
+
+
+def test_an_http_server_is_recorded_and_replayed_with_nothing_listening(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, http_server: str
+) -> None:
+    closed_network(monkeypatch)
+    pytester.makefile(".toml", **{"stub-rules": RULES})
+    pytester.makepyfile(test_web=f"SERVER_URL = {http_server!r}\n{HTTP_TEST}")
+    pytester.runpytest_inprocess(*QUIET, "--agentreel-record=once").assert_outcomes(passed=1)
+    folder = pytester.path / "recordings" / "test_web" / "test_add_over_http" / "mcp"
+    assert [p.name for p in folder.iterdir()] == ["calc.0.jsonl"]
+    assert '"transport":"http"' in (folder / "calc.0.jsonl").read_text()
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    pytester.makepyfile(test_web=f"SERVER_URL = {dead!r}\n{HTTP_TEST}")
+    pytester.runpytest_inprocess(*QUIET).assert_outcomes(passed=1)
