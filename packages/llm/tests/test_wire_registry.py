@@ -20,7 +20,13 @@ from agentreel.llm import (
     ToolCallPart,
     Usage,
 )
-from agentreel.llm.wire import WIRE_APIS, WireApiName, wire_api
+from agentreel.llm.wire import (
+    WIRE_APIS,
+    WireApiName,
+    embedding_vector,
+    pack_vector,
+    wire_api,
+)
 
 _BODIES: dict[WireApiName, dict[str, Any]] = {
     "chat": {
@@ -89,9 +95,11 @@ def test_the_registry_names_every_api_by_its_session_log_name() -> None:
         "bedrock-converse",
         "bedrock-invoke",
         "chat",
+        "embeddings",
         "gemini",
         "messages",
         "ollama-chat",
+        "ollama-embed",
         "ollama-generate",
         "responses",
     ]
@@ -157,3 +165,38 @@ def test_each_api_answers_errors_and_listings_in_its_own_shape(name: WireApiName
     listing = json.loads(spec.models_body(["m1", "m2"]))
     assert "m1" in json.dumps(listing)
     assert "m2" in json.dumps(listing)
+
+
+@pytest.mark.parametrize(
+    ("name", "options"),
+    [
+        ("embeddings", {"encoding_format": "base64"}),
+        ("embeddings", {}),
+        ("ollama-embed", {}),
+    ],
+)
+def test_an_embeddings_body_decodes_to_its_vectors_and_back(
+    name: WireApiName, options: dict[str, Any]
+) -> None:
+    spec = wire_api(name)
+    body = {"model": "e", "input": ["tea", "water"], **options}
+    request = spec.parse(body, "", False)
+    assert request.messages == (Message(role="user", content=(TextPart("tea"), TextPart("water"))),)
+    vectors = [pack_vector(embedding_vector(text)) for text in ("tea", "water")]
+    text = "\n".join(vectors)
+    chunks: list[Chunk] = [
+        BlockStart(index=0, block_type="text"),
+        TextDelta(index=0, text=text),
+        BlockEnd(index=0, block=TextPart(text)),
+        Usage(input_tokens=2, output_tokens=0),
+        Finish(reason="stop"),
+    ]
+    answer = json.loads(spec.encode_body(request, chunks, "", None))
+    decoded = spec.decoder("http://upstream.test").body(answer)
+    ends = [chunk.block for chunk in decoded if isinstance(chunk, BlockEnd)]
+    assert ends == [TextPart(text)]
+    if name == "embeddings":
+        first = answer["data"][0]["embedding"]
+        assert isinstance(first, str) == (options.get("encoding_format") == "base64")
+    else:
+        assert answer["embeddings"][1] == embedding_vector("water")

@@ -40,6 +40,8 @@ WIRE_API_PATHS: dict[WireApi, str] = {
     "ollama-generate": "POST /api/generate (Ollama)",
     "bedrock-converse": "POST /model/<modelId>/converse-stream|converse (AWS Bedrock)",
     "bedrock-invoke": "POST /model/<modelId>/invoke-with-response-stream|invoke (AWS Bedrock)",
+    "embeddings": "POST /v1/embeddings (OpenAI embeddings)",
+    "ollama-embed": "POST /api/embed (Ollama)",
 }
 
 

@@ -53,6 +53,7 @@ from agentreel.llm.stub._rules_doc import RULES_FORMAT_HINT
 from agentreel.llm.wire import (
     MINTED_CALL_ID_PREFIX,
     OLLAMA_MINTED_CALL_ID_PREFIX,
+    WireApiName,
     WireApiSpec,
     anthropic_error_body,
     anthropic_stream_error_frame,
@@ -74,6 +75,7 @@ from agentreel.llm.wire import (
     responses_chunk_body,
     responses_chunk_frames,
     responses_namespaced,
+    stub_embeddings_body,
     wire_api,
 )
 
@@ -354,6 +356,9 @@ class _Handler(BaseHTTPRequestHandler):
         stub = self.server.stub
         path = self.path.split("?", 1)[0].rstrip("/")
         api: Api
+        if path.endswith(("/embeddings", "/api/embed")):
+            self._embed("embeddings" if path.endswith("/embeddings") else "ollama-embed")
+            return
         if path.endswith("/chat/completions"):
             api = "openai"
         elif path.endswith("/messages/count_tokens"):
@@ -380,7 +385,8 @@ class _Handler(BaseHTTPRequestHandler):
                 "POST /v1/chat/completions (OpenAI), POST /v1/messages (Anthropic), "
                 "POST /v1/responses (OpenAI Responses) and POST /v1beta/models/<model>:"
                 "streamGenerateContent|generateContent|countTokens (Gemini), "
-                "POST /api/chat and /api/generate (Ollama)"
+                "POST /api/chat and /api/generate (Ollama), "
+                "POST /v1/embeddings and /api/embed (embeddings)"
             )
             self._drain_body()
             self._send_json(404, openai_error_body(404, message))
@@ -572,6 +578,19 @@ class _Handler(BaseHTTPRequestHandler):
             return
         counted = gemini_count_tokens_body if api == "gemini" else count_tokens_body
         self._send_json(200, counted(body))
+
+    def _embed(self, api: WireApiName) -> None:
+        """An embeddings request: answered from the input alone (``stub_embeddings_body``:
+        a vector from a hash of each input), never a model call (no rule taken)."""
+        try:
+            body = json.loads(self._drain_body() or b"{}")
+            if not isinstance(body, dict):
+                raise ValueError("the body is not a JSON object")
+        except ValueError as exc:
+            message = f"agentreel stub server: embeddings request body is not JSON: {exc}"
+            self._send_json(400, wire_api(api).error_body(400, message, None))
+            return
+        self._send_json(200, stub_embeddings_body(api, body))
 
     # -- helpers -------------------------------------------------------------------------------
 

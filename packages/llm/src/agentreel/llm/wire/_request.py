@@ -32,6 +32,8 @@ WireApiName = Literal[
     "ollama-generate",
     "bedrock-converse",
     "bedrock-invoke",
+    "embeddings",
+    "ollama-embed",
 ]
 """The wire APIs, as the session log names them (``request/header`` ``api``; SPEC 11)."""
 
