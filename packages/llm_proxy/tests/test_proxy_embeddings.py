@@ -134,3 +134,31 @@ def test_vectors_round_trip_through_base64_float32() -> None:
     assert all(-1 <= value < 1 for value in vector)
     assert embedding_vector("tea", 12) == vector != embedding_vector("coffee", 12)
     assert unpack_vector(pack_vector(vector)) == vector
+
+
+async def _azure(base_url: str) -> Any:
+    client = openai.AsyncAzureOpenAI(
+        azure_endpoint=base_url, api_key="azure-key-0123456789", api_version="2024-10-21"
+    )
+    try:
+        answer = await client.embeddings.create(model="embedder", input=INPUTS)
+        return answer.model_dump()
+    finally:
+        await client.close()
+
+
+@pytest.mark.asyncio
+async def test_azure_openai_embeddings_under_the_deployment_path_record_and_replay(
+    fixture_dir: Path, tmp_path: Path
+) -> None:
+    with StubServer.from_toml(RULES) as stub:
+        upstream = await _azure(stub.base_url)
+        async with start_proxy("record", upstream=stub.base_url, fixture=fixture_dir) as proxy:
+            recorded = await _azure(proxy.base_url)  # POST /openai/deployments/embedder/…
+    assert recorded == upstream
+    report = tmp_path / "report.json"
+    async with start_proxy("replay", fixture=fixture_dir, report=report) as proxy:
+        assert await _azure(proxy.base_url) == recorded
+    assert read_report(report).ok
+    assert '"api":"embeddings"' in _logs(fixture_dir)
+    assert "azure-key-0123456789" not in _logs(fixture_dir)
