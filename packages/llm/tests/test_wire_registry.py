@@ -97,6 +97,7 @@ def test_the_registry_names_every_api_by_its_session_log_name() -> None:
         "chat",
         "embeddings",
         "gemini",
+        "gemini-embed",
         "messages",
         "ollama-chat",
         "ollama-embed",
@@ -173,16 +174,25 @@ def test_each_api_answers_errors_and_listings_in_its_own_shape(name: WireApiName
         ("embeddings", {"encoding_format": "base64"}),
         ("embeddings", {}),
         ("ollama-embed", {}),
+        ("gemini-embed", {}),
+        ("gemini-embed", {"single": True}),
     ],
 )
 def test_an_embeddings_body_decodes_to_its_vectors_and_back(
     name: WireApiName, options: dict[str, Any]
 ) -> None:
     spec = wire_api(name)
-    body = {"model": "e", "input": ["tea", "water"], **options}
-    request = spec.parse(body, "", False)
-    assert request.messages == (Message(role="user", content=(TextPart("tea"), TextPart("water"))),)
-    vectors = [pack_vector(embedding_vector(text)) for text in ("tea", "water")]
+    texts = ["tea"] if options.get("single") else ["tea", "water"]
+    body: dict[str, Any] = {"model": "e", "input": texts, **options}
+    if name == "gemini-embed":
+        contents = [{"content": {"parts": [{"text": text}]}} for text in texts]
+        body = contents[0] if options.get("single") else {"requests": contents}
+    request = spec.parse(body, "e", False)
+    assert request.model == "e"
+    assert request.messages == (
+        Message(role="user", content=tuple(TextPart(text) for text in texts)),
+    )
+    vectors = [pack_vector(embedding_vector(text)) for text in texts]
     text = "\n".join(vectors)
     chunks: list[Chunk] = [
         BlockStart(index=0, block_type="text"),
@@ -198,5 +208,9 @@ def test_an_embeddings_body_decodes_to_its_vectors_and_back(
     if name == "embeddings":
         first = answer["data"][0]["embedding"]
         assert isinstance(first, str) == (options.get("encoding_format") == "base64")
+    elif name == "gemini-embed" and options.get("single"):
+        assert answer == {"embedding": {"values": embedding_vector("tea")}}
+    elif name == "gemini-embed":
+        assert answer["embeddings"][1] == {"values": embedding_vector("water")}
     else:
         assert answer["embeddings"][1] == embedding_vector("water")

@@ -13,6 +13,8 @@ import httpx2
 import ollama
 import openai
 import pytest
+from google import genai
+from google.genai import types
 
 from agentreel.llm.stub import StubServer
 from agentreel.llm.wire import embedding_vector, pack_vector, unpack_vector
@@ -50,8 +52,8 @@ async def _ollama(host: str, inputs: list[str]) -> list[Any]:
         return [answer.model_dump(exclude_none=True)]
 
 
-def _logs(fixture_dir: Path) -> str:
-    return "".join(path.read_text() for path in fixture_dir.rglob("*.jsonl") if path.is_file())
+def _logs(fixture_dir: Path, pattern: str = "*.jsonl") -> str:
+    return "".join(path.read_text() for path in fixture_dir.rglob(pattern) if path.is_file())
 
 
 @pytest.mark.asyncio
@@ -162,3 +164,50 @@ async def test_azure_openai_embeddings_under_the_deployment_path_record_and_repl
     assert read_report(report).ok
     assert '"api":"embeddings"' in _logs(fixture_dir)
     assert "azure-key-0123456789" not in _logs(fixture_dir)
+
+
+GEMINI_KEY = "gemini-embed-key-0123456789"
+
+
+async def _gemini(base_url: str) -> list[Any]:
+    """google-genai's embed_content (``:batchEmbedContents``) and the single method raw."""
+    async with httpx2.AsyncClient() as http:
+        options = types.HttpOptions(
+            base_url=base_url, api_version="v1beta", httpx_async_client=http
+        )
+        client = genai.Client(api_key=GEMINI_KEY, http_options=options)
+        batch = await client.aio.models.embed_content(
+            model="gemini-embedding-001",
+            contents=INPUTS,
+            config=types.EmbedContentConfig(output_dimensionality=4),
+        )
+        single = await http.post(
+            f"{base_url}/v1beta/models/gemini-embedding-001:embedContent",
+            json={"content": {"parts": [{"text": "one tea"}]}},
+            headers={"x-goog-api-key": GEMINI_KEY},
+        )
+        assert single.status_code == 200, single.text
+        return [batch.model_dump(exclude={"sdk_http_response"}), single.content]
+
+
+@pytest.mark.asyncio
+async def test_gemini_embed_content_record_then_replay_parse_alike_and_serve_the_same_bytes(
+    fixture_dir: Path, tmp_path: Path
+) -> None:
+    with StubServer.from_toml(RULES) as stub:
+        upstream = await _gemini(stub.base_url)
+        async with start_proxy("record", upstream=stub.base_url, fixture=fixture_dir) as proxy:
+            recorded = await _gemini(proxy.base_url)
+    assert recorded == upstream
+    assert [item["values"] for item in upstream[0]["embeddings"]] == [
+        pytest.approx(embedding_vector(text, 4)) for text in INPUTS
+    ]
+    report = tmp_path / "report.json"
+    async with start_proxy("replay", fixture=fixture_dir, report=report) as proxy:
+        replayed = await _gemini(proxy.base_url)
+    assert replayed == recorded  # the single answer's bytes included
+    assert read_report(report).ok
+    logs = _logs(fixture_dir)
+    assert '"api":"gemini-embed"' in logs
+    assert "one tea" in logs
+    assert GEMINI_KEY not in _logs(fixture_dir, "*")

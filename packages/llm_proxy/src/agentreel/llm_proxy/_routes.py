@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import quote
 
+from agentreel.llm.wire import GEMINI_EMBED_METHODS
 from agentreel.session import WireApi
 
 Api = WireApi
@@ -26,7 +27,8 @@ _PATH = re.compile(
 _GEMINI_PATH = re.compile(
     rf"(?:/{RUN_PREFIX}/(?P<run>{_TOKEN}))?(?:/s/(?P<token>{_TOKEN}))?"
     r"/(?P<version>v1beta|v1alpha|v1)/models"
-    r"(?:/(?P<model>[^/:]{1,200}):(?P<method>streamGenerateContent|generateContent|countTokens))?/?"
+    r"(?:/(?P<model>[^/:]{1,200})"
+    r":(?P<method>streamGenerateContent|generateContent|countTokens|embedContent|batchEmbedContents))?/?"
 )
 GEMINI_STREAM = "streamGenerateContent"
 # Azure OpenAI: Chat Completions and Responses bodies under /openai/deployments/<deployment>/,
@@ -94,7 +96,8 @@ SUPPORTED_PATHS = (
     "POST /v1/embeddings (OpenAI embeddings)",
     "GET /v1/models",
     "POST /v1beta/models/<model>:streamGenerateContent?alt=sse, :generateContent and "
-    ":countTokens, GET /v1beta/models (Gemini; /v1/ accepted too)",
+    ":countTokens, :embedContent and :batchEmbedContents, GET /v1beta/models (Gemini; /v1/ "
+    "accepted too)",
     "POST /api/chat, /api/generate and /api/embed, GET /api/tags (Ollama)",
     "POST /model/<modelId>/converse-stream and /converse (AWS Bedrock Converse), "
     "/invoke-with-response-stream and /invoke (Bedrock InvokeModel, Anthropic payloads)",
@@ -224,11 +227,14 @@ def _gemini_route(method: str, path: str) -> Route | None:
     if match is None:
         return None
     gemini_method = match.group("method") or ""
+    embeds = gemini_method in GEMINI_EMBED_METHODS
     endpoint: Endpoint = (
         "models"
         if not gemini_method
         else "count_tokens"
         if gemini_method == "countTokens"
+        else "wire"
+        if embeds
         else "gemini"
     )
     if method != _METHOD[endpoint]:
@@ -244,6 +250,7 @@ def _gemini_route(method: str, path: str) -> Route | None:
         gemini=True,
         model=match.group("model") or "",
         method=gemini_method,
+        wire="gemini-embed" if embeds else None,
     )
 
 

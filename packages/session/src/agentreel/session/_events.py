@@ -41,6 +41,7 @@ WIRE_API_PATHS: dict[WireApi, str] = {
     "bedrock-converse": "POST /model/<modelId>/converse-stream|converse (AWS Bedrock)",
     "bedrock-invoke": "POST /model/<modelId>/invoke-with-response-stream|invoke (AWS Bedrock)",
     "embeddings": "POST /v1/embeddings (OpenAI embeddings)",
+    "gemini-embed": "POST /v1beta/models/<model>:embedContent|batchEmbedContents (Gemini)",
     "ollama-embed": "POST /api/embed (Ollama)",
 }
 

@@ -31,7 +31,8 @@ the in-process adapters would record it). The mappers are SDK-free (``_chat_mapp
 - AWS Bedrock Converse (``_bedrock``): ``converse-stream`` as AWS event-stream messages
   (``_eventstream``: prelude, headers, payload, both CRC32s), ``converse_chunk_frames``,
   ``converse_chunk_body``, ``bedrock_error_body``, ``ConverseDecoder``.
-- Embeddings (``_embeddings``): OpenAI ``/v1/embeddings`` and Ollama ``/api/embed``, never
+- Embeddings (``_embeddings``): OpenAI ``/v1/embeddings``, Gemini ``:embedContent`` /
+  ``:batchEmbedContents`` and Ollama ``/api/embed``, never
   streamed; the vectors as base64 float32 lines of one text block, ``EmbeddingsDecoder``,
   ``embedding_vector`` / ``stub_embeddings_body`` (the stub's deterministic answer).
 - Shared: SSE splitting and framing (``_sse``), the recorded ``ResponseMeta`` and the
@@ -68,6 +69,7 @@ from agentreel.llm.wire._chat import (
 from agentreel.llm.wire._chat import STREAM_ENDINGS as CHAT_STREAM_ENDINGS
 from agentreel.llm.wire._common import CREATED, UpstreamStreamError, WireDecoder
 from agentreel.llm.wire._embeddings import (
+    GEMINI_EMBED_METHODS,
     STUB_DIMENSIONS,
     EmbeddingsDecoder,
     embedding_vector,
@@ -133,6 +135,7 @@ __all__ = [
     "CHAT_FINISH_REASONS",
     "CHAT_STREAM_ENDINGS",
     "CREATED",
+    "GEMINI_EMBED_METHODS",
     "GEMINI_STATUS",
     "GEMINI_STREAM_ENDINGS",
     "MESSAGES_STOP_REASONS",

@@ -1,10 +1,12 @@
-"""Embeddings, both ways: OpenAI's ``POST /v1/embeddings`` (Azure's deployment path too) and
-Ollama's ``POST /api/embed``. Never streamed: one JSON body each way.
+"""Embeddings, both ways: OpenAI's ``POST /v1/embeddings`` (Azure's deployment path too),
+Gemini's ``:embedContent`` / ``:batchEmbedContents`` and Ollama's ``POST /api/embed``. Never
+streamed: one JSON body each way.
 
 Request: each input (a string, a list of them, or token ids compared by their JSON) is a
 text part of one user message, so the binder and drift detection see the input text; the
 options that change the answer (``encoding_format``, ``dimensions``; Ollama's
-``truncate``, ``dimensions``) are the request's system text, as canonical JSON.
+``truncate``; Gemini's method, ``taskType``, ``title``, ``outputDimensionality``) are the
+request's system text, as canonical JSON (Gemini: a content's parts' texts joined).
 
 Answer → chunks: one text block, one line per input vector, each the base64 of its
 little-endian float32 values (OpenAI's own ``encoding_format: "base64"``, the default of
@@ -40,6 +42,7 @@ from agentreel.llm._messages import Message, TextPart
 from agentreel.llm.wire._api import WireApiSpec
 from agentreel.llm.wire._chat import openai_error_body
 from agentreel.llm.wire._common import meta_in, usage_in
+from agentreel.llm.wire._gemini import gemini_error_body, gemini_models_body
 from agentreel.llm.wire._listing import models_listing_body
 from agentreel.llm.wire._ollama import ollama_error_body, ollama_models_body
 from agentreel.llm.wire._request import WireApiName, WireRequest, body_model, canonical
@@ -85,12 +88,18 @@ def embedding_inputs(body: dict[str, Any]) -> list[str]:
     return [] if raw is None else [canonical(raw)]
 
 
-def _parse(api: WireApiName, body: dict[str, Any]) -> WireRequest:
-    options = {key: body[key] for key in _OPTIONS if key in body}
-    inputs = embedding_inputs(body)
+def _parse(
+    api: WireApiName,
+    body: dict[str, Any],
+    model: str = "",
+    options: dict[str, Any] | None = None,
+    inputs: list[str] | None = None,
+) -> WireRequest:
+    options = {key: body[key] for key in _OPTIONS if key in body} if options is None else options
+    inputs = embedding_inputs(body) if inputs is None else inputs
     return WireRequest(
         api=api,
-        model=body_model(body),
+        model=model or body_model(body),
         system=canonical(options) if options else None,
         messages=(Message(role="user", content=tuple(TextPart(text) for text in inputs)),),
         tools=(),
@@ -116,7 +125,45 @@ def parse_ollama_embed_request(
     return _parse("ollama-embed", body)
 
 
+GEMINI_EMBED_METHODS = ("embedContent", "batchEmbedContents")
+"""Gemini's embeddings methods (``models/<model>:<method>``)."""
+_GEMINI_OPTIONS = ("taskType", "title", "outputDimensionality")
+
+
+def _gemini_text(content: Any) -> str:
+    parts = content.get("parts") if isinstance(content, dict) else None
+    return "".join(
+        str(part.get("text", "")) if "text" in part else canonical(part)
+        for part in parts or []
+        if isinstance(part, dict)
+    )
+
+
+def parse_gemini_embed_request(
+    body: dict[str, Any], model: str = "", stream: bool = False
+) -> WireRequest:
+    """A Gemini ``:embedContent`` body (one ``content``) or ``:batchEmbedContents`` body
+    (``requests``, each a ``content`` with its options)."""
+    del stream
+    batch = "requests" in body
+    items = [item for item in body.get("requests") or [] if isinstance(item, dict)]
+    items = items if batch else [body]
+
+    def options_of(item: dict[str, Any]) -> dict[str, Any]:
+        config = item.get("embedContentConfig")
+        merged = {**item, **config} if isinstance(config, dict) else item
+        return {key: merged[key] for key in _GEMINI_OPTIONS if key in merged}
+
+    options: dict[str, Any] = {"method": GEMINI_EMBED_METHODS[batch]}
+    for item in items:
+        options.update(options_of(item))
+    inputs = [_gemini_text(item.get("content")) for item in items]
+    return _parse("gemini-embed", body, model.removeprefix("models/"), options, inputs)
+
+
 def _vector(value: Any) -> str:
+    if isinstance(value, dict):  # Gemini: {"values": [...]}
+        value = value.get("values")
     if isinstance(value, str):
         return value
     if isinstance(value, list):
@@ -153,8 +200,9 @@ class EmbeddingsDecoder:
         return False
 
     def body(self, data: dict[str, Any]) -> list[Chunk]:
-        if "embeddings" in data:  # Ollama
+        if "embeddings" in data or "embedding" in data:  # Ollama, Gemini
             vectors = [_vector(item) for item in data.get("embeddings") or []]
+            vectors = vectors or [_vector(data.get("embedding"))]
             tokens = data.get("prompt_eval_count")
         else:
             items = sorted(data.get("data") or [], key=lambda item: item.get("index", 0))
@@ -218,6 +266,23 @@ def ollama_embed_body(
     )
 
 
+def gemini_embed_body(
+    request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
+) -> bytes:
+    """A Gemini ``:embedContent`` (one ``embedding``) or ``:batchEmbedContents`` answer."""
+    del wire_id, meta
+    vectors = [{"values": unpack_vector(vector)} for vector in _vectors(chunks)]
+    if _options(request).get("method") == "embedContent":
+        return json_bytes({"embedding": vectors[0] if vectors else {"values": []}})
+    return json_bytes({"embeddings": vectors})
+
+
+def _gemini_no_stream(
+    request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
+) -> list[bytes]:
+    return [gemini_embed_body(request, chunks, wire_id, meta)]
+
+
 def _no_stream(
     request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
 ) -> list[bytes]:
@@ -247,6 +312,22 @@ EMBEDDINGS_API = WireApiSpec(
 )
 """OpenAI ``POST /v1/embeddings`` (and Azure's ``/openai/deployments/<d>/embeddings``)."""
 
+GEMINI_EMBED_API = WireApiSpec(
+    name="gemini-embed",
+    title="Gemini embeddings",
+    framing="sse",
+    parse=parse_gemini_embed_request,
+    decoder=EmbeddingsDecoder,
+    encode_stream=_gemini_no_stream,
+    encode_body=gemini_embed_body,
+    stream_endings=(),
+    error_body=gemini_error_body,
+    models_body=gemini_models_body,
+    response_id_prefix="",
+    auth_headers=("x-goog-api-key", "authorization"),
+)
+"""Gemini ``POST /v1beta/models/<model>:embedContent`` and ``:batchEmbedContents``."""
+
 OLLAMA_EMBED_API = WireApiSpec(
     name="ollama-embed",
     title="Ollama embed",
@@ -264,12 +345,16 @@ OLLAMA_EMBED_API = WireApiSpec(
 """Ollama's ``POST /api/embed``."""
 
 
-def stub_embeddings_body(api: WireApiName, body: dict[str, Any]) -> bytes:
-    """The stub server's answer to an embeddings request of ``api`` (``embeddings`` or
-    ``ollama-embed``): ``embedding_vector`` of each input, in the shape the request asks."""
-    spec = EMBEDDINGS_API if api == "embeddings" else OLLAMA_EMBED_API
-    request = spec.parse(body, "", False)
-    dimensions = body.get("dimensions")
+def stub_embeddings_body(api: WireApiName, body: dict[str, Any], model: str = "") -> bytes:
+    """The stub server's answer to an embeddings request of ``api`` (``embeddings``,
+    ``gemini-embed`` or ``ollama-embed``): ``embedding_vector`` of each input, in the shape
+    the request asks (``model``: what a Gemini path names)."""
+    spec = {"embeddings": EMBEDDINGS_API, "gemini-embed": GEMINI_EMBED_API}.get(
+        api, OLLAMA_EMBED_API
+    )
+    request = spec.parse(body, model, False)
+    options = _options(request)
+    dimensions = options.get("dimensions", options.get("outputDimensionality"))
     size = dimensions if isinstance(dimensions, int) and dimensions > 0 else STUB_DIMENSIONS
     texts = [part.text for part in request.messages[0].content if isinstance(part, TextPart)]
     vectors = [pack_vector(embedding_vector(text, size)) for text in texts]

@@ -33,6 +33,7 @@ WireApiName = Literal[
     "bedrock-converse",
     "bedrock-invoke",
     "embeddings",
+    "gemini-embed",
     "ollama-embed",
 ]
 """The wire APIs, as the session log names them (``request/header`` ``api``; SPEC 11)."""
