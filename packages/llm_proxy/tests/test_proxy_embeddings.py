@@ -176,9 +176,10 @@ async def _gemini(base_url: str) -> list[Any]:
             base_url=base_url, api_version="v1beta", httpx_async_client=http
         )
         client = genai.Client(api_key=GEMINI_KEY, http_options=options)
+        contents = [types.Content(parts=[types.Part(text=text)]) for text in INPUTS]
         batch = await client.aio.models.embed_content(
             model="gemini-embedding-001",
-            contents=INPUTS,
+            contents=contents,
             config=types.EmbedContentConfig(output_dimensionality=4),
         )
         single = await http.post(

@@ -312,6 +312,12 @@ EMBEDDINGS_API = WireApiSpec(
 )
 """OpenAI ``POST /v1/embeddings`` (and Azure's ``/openai/deployments/<d>/embeddings``)."""
 
+
+def _gemini_error_body(status: int, message: str, code: str | None = None) -> bytes:
+    del code
+    return gemini_error_body(status, message)
+
+
 GEMINI_EMBED_API = WireApiSpec(
     name="gemini-embed",
     title="Gemini embeddings",
@@ -321,7 +327,7 @@ GEMINI_EMBED_API = WireApiSpec(
     encode_stream=_gemini_no_stream,
     encode_body=gemini_embed_body,
     stream_endings=(),
-    error_body=gemini_error_body,
+    error_body=_gemini_error_body,
     models_body=gemini_models_body,
     response_id_prefix="",
     auth_headers=("x-goog-api-key", "authorization"),
