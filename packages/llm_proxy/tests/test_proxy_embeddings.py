@@ -212,3 +212,53 @@ async def test_gemini_embed_content_record_then_replay_parse_alike_and_serve_the
     assert '"api":"gemini-embed"' in logs
     assert "one tea" in logs
     assert GEMINI_KEY not in _logs(fixture_dir, "*")
+
+
+CHAT_RULES = '[[rule]]\nmatch = { api = "openai" }\ntext = "Steep them."\n'
+
+
+async def _agent(base_url: str) -> list[Any]:
+    """An agent that embeds its question between two chat calls, naming its session."""
+    client = openai.AsyncOpenAI(
+        base_url=f"{base_url}/v1",
+        api_key="sk-embed-0123456789",
+        default_headers={"x-agentreel-session-id": "agent-main"},
+    )
+    try:
+        seen: list[Any] = []
+        ask = await client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "tea?"}]
+        )
+        seen.append(ask.choices[0].message.content)
+        vector = await client.embeddings.create(model="text-embedding-3-small", input="tea?")
+        seen.append(vector.data[0].embedding)
+        again = await client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "more tea?"}]
+        )
+        seen.append(again.choices[0].message.content)
+        return seen
+    finally:
+        await client.close()
+
+
+@pytest.mark.asyncio
+async def test_an_embeddings_call_binds_within_the_session_that_made_it(
+    fixture_dir: Path, tmp_path: Path
+) -> None:
+    with StubServer.from_toml(CHAT_RULES) as stub:
+        async with start_proxy("record", upstream=stub.base_url, fixture=fixture_dir) as proxy:
+            recorded = await _agent(proxy.base_url)
+    # Bound as the content binder binds any call of a named session: each new conversation
+    # (the embedding's input is one) a lane under the session's main log.
+    logs = {name: load_session_log(fixture_dir / name) for name in recording_names(fixture_dir)}
+    main = logs.pop("session.jsonl")
+    apis = {
+        next(e.data.api for e in log.events if isinstance(e, RequestHeader)): log.header
+        for log in logs.values()
+    }
+    assert sorted(str(api) for api in apis) == ["chat", "embeddings"]
+    assert apis["embeddings"].parent_session == main.header.id
+    report = tmp_path / "report.json"
+    async with start_proxy("replay", fixture=fixture_dir, report=report) as proxy:
+        assert await _agent(proxy.base_url) == recorded
+    assert read_report(report).ok
