@@ -49,7 +49,9 @@ async def _raw(base_url: str) -> bytes:
 async def _ollama(host: str, inputs: list[str]) -> list[Any]:
     async with ollama.AsyncClient(host=host) as client:
         answer = await client.embed(model="nomic-embed-text", input=inputs)
-        return [answer.model_dump(exclude_none=True)]
+    async with httpx2.AsyncClient() as http:
+        raw = await http.post(f"{host}/api/embed", json={"model": "m", "input": "raw"})
+    return [answer.model_dump(exclude_none=True), raw.content]
 
 
 def _logs(fixture_dir: Path, pattern: str = "*.jsonl") -> str:
