@@ -250,7 +250,7 @@ def test_stub_client_resetting_a_keep_alive_connection_prints_no_traceback(
 
 def test_stub_unknown_path_is_404() -> None:
     with StubServer.from_toml('[[rule]]\ntext = "x"') as server:
-        status, _, raw = _post(server, "/v1/embeddings", {})
+        status, _, raw = _post(server, "/v2/chat", {})
     assert status == 404
     assert b"/v1/chat/completions" in raw
 

@@ -20,7 +20,13 @@ from agentreel.llm import (
     ToolCallPart,
     Usage,
 )
-from agentreel.llm.wire import WIRE_APIS, WireApiName, wire_api
+from agentreel.llm.wire import (
+    WIRE_APIS,
+    WireApiName,
+    embedding_vector,
+    pack_vector,
+    wire_api,
+)
 
 _BODIES: dict[WireApiName, dict[str, Any]] = {
     "chat": {
@@ -89,9 +95,12 @@ def test_the_registry_names_every_api_by_its_session_log_name() -> None:
         "bedrock-converse",
         "bedrock-invoke",
         "chat",
+        "embeddings",
         "gemini",
+        "gemini-embed",
         "messages",
         "ollama-chat",
+        "ollama-embed",
         "ollama-generate",
         "responses",
     ]
@@ -157,3 +166,51 @@ def test_each_api_answers_errors_and_listings_in_its_own_shape(name: WireApiName
     listing = json.loads(spec.models_body(["m1", "m2"]))
     assert "m1" in json.dumps(listing)
     assert "m2" in json.dumps(listing)
+
+
+@pytest.mark.parametrize(
+    ("name", "options"),
+    [
+        ("embeddings", {"encoding_format": "base64"}),
+        ("embeddings", {}),
+        ("ollama-embed", {}),
+        ("gemini-embed", {}),
+        ("gemini-embed", {"single": True}),
+    ],
+)
+def test_an_embeddings_body_decodes_to_its_vectors_and_back(
+    name: WireApiName, options: dict[str, Any]
+) -> None:
+    spec = wire_api(name)
+    texts = ["tea"] if options.get("single") else ["tea", "water"]
+    body: dict[str, Any] = {"model": "e", "input": texts, **options}
+    if name == "gemini-embed":
+        contents = [{"content": {"parts": [{"text": text}]}} for text in texts]
+        body = contents[0] if options.get("single") else {"requests": contents}
+    request = spec.parse(body, "e", False)
+    assert request.model == "e"
+    assert request.messages == (
+        Message(role="user", content=tuple(TextPart(text) for text in texts)),
+    )
+    vectors = [pack_vector(embedding_vector(text)) for text in texts]
+    text = "\n".join(vectors)
+    chunks: list[Chunk] = [
+        BlockStart(index=0, block_type="text"),
+        TextDelta(index=0, text=text),
+        BlockEnd(index=0, block=TextPart(text)),
+        Usage(input_tokens=2, output_tokens=0),
+        Finish(reason="stop"),
+    ]
+    answer = json.loads(spec.encode_body(request, chunks, "", None))
+    decoded = spec.decoder("http://upstream.test").body(answer)
+    ends = [chunk.block for chunk in decoded if isinstance(chunk, BlockEnd)]
+    assert ends == [TextPart(text)]
+    if name == "embeddings":
+        first = answer["data"][0]["embedding"]
+        assert isinstance(first, str) == (options.get("encoding_format") == "base64")
+    elif name == "gemini-embed" and options.get("single"):
+        assert answer == {"embedding": {"values": embedding_vector("tea")}}
+    elif name == "gemini-embed":
+        assert answer["embeddings"][1] == {"values": embedding_vector("water")}
+    else:
+        assert answer["embeddings"][1] == embedding_vector("water")

@@ -256,7 +256,7 @@ async def test_unknown_gemini_method_is_a_gemini_404(fixture_dir: Path) -> None:
             start_proxy("record", upstream=stub.base_url, fixture=fixture_dir) as proxy,
             httpx2.AsyncClient() as http,
         ):
-            answer = await http.post(f"{proxy.base_url}/v1beta/models/m:embedContent", json={})
+            answer = await http.post(f"{proxy.base_url}/v1beta/models/m:predict", json={})
     assert answer.status_code == 404
     error = answer.json()["error"]
     assert (error["code"], error["status"]) == (404, "NOT_FOUND")

@@ -117,9 +117,11 @@ def test_stdin_prompts_stderr_kept_apart_and_a_failing_step(tmp_path: Path) -> N
 UNSPOKEN_SCRIPT = """
 import os, sys, urllib.error, urllib.request
 
-base = os.environ["OPENAI_BASE_URL"]
+base = os.environ["OPENAI_BASE_URL"].removesuffix("/v1")
 request = urllib.request.Request(
-    base + "/embeddings", data=b'{"model": "m", "input": "tea"}', method="POST",
+    base + "/v2/chat",
+    data=b'{"model": "command-r", "messages": [{"role": "user", "content": "tea"}]}',
+    method="POST",
     headers={"content-type": "application/json"},
 )
 try:
@@ -134,7 +136,7 @@ def test_a_scenario_whose_client_speaks_an_unspoken_api_names_the_call(tmp_path:
     directory = scenario_dir(
         tmp_path,
         'protocol = "command"\ntimeout = 60\nagent = ["{python}", "./script.py"]\n'
-        '[[steps]]\ntype = "prompt"\ntext = "embed tea"\n[model]\nvia = "proxy"\n',
+        '[[steps]]\ntype = "prompt"\ntext = "chat tea"\n[model]\nvia = "proxy"\n',
     )
     (directory / "script.py").write_text(UNSPOKEN_SCRIPT)
     shutil.copy2(COMMITTED / "stub-rules.toml", directory)
@@ -142,6 +144,6 @@ def test_a_scenario_whose_client_speaks_an_unspoken_api_names_the_call(tmp_path:
         check_scenario(directory, "record")
     said = str(caught.value)
     assert "1 request on paths agentreel does not speak" in said
-    assert "`POST /v1/embeddings` looks like OpenAI embeddings" in said
+    assert "`POST /v2/chat` looks like Cohere" in said
     assert "no model call reached the proxy" not in said
     assert not (directory / "golden").exists()

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import quote
 
+from agentreel.llm.wire import GEMINI_EMBED_METHODS
 from agentreel.session import WireApi
 
 Api = WireApi
@@ -19,14 +20,15 @@ RUN_PREFIX = "r"
 _TOKEN = r"[A-Za-z0-9._~-]{1,200}"
 _PATH = re.compile(
     rf"(?:/{RUN_PREFIX}/(?P<run>{_TOKEN}))?(?:/s/(?P<token>{_TOKEN}))?(?:/v1)?"
-    r"/(?P<endpoint>chat/completions|messages/count_tokens|messages|responses|models)/?"
+    r"/(?P<endpoint>chat/completions|messages/count_tokens|messages|responses|models|embeddings)/?"
 )
 # Gemini: /v1beta/models/<model>:<method> (google-genai 3 calls /v1/ by default) and the
 # /v1beta/models listing (a /v1/models listing is OpenAI's path: ``gemini_listing`` tells).
 _GEMINI_PATH = re.compile(
     rf"(?:/{RUN_PREFIX}/(?P<run>{_TOKEN}))?(?:/s/(?P<token>{_TOKEN}))?"
     r"/(?P<version>v1beta|v1alpha|v1)/models"
-    r"(?:/(?P<model>[^/:]{1,200}):(?P<method>streamGenerateContent|generateContent|countTokens))?/?"
+    r"(?:/(?P<model>[^/:]{1,200})"
+    r":(?P<method>streamGenerateContent|generateContent|countTokens|embedContent|batchEmbedContents))?/?"
 )
 GEMINI_STREAM = "streamGenerateContent"
 # Azure OpenAI: Chat Completions and Responses bodies under /openai/deployments/<deployment>/,
@@ -34,7 +36,7 @@ GEMINI_STREAM = "streamGenerateContent"
 _AZURE_PATH = re.compile(
     rf"(?:/{RUN_PREFIX}/(?P<run>{_TOKEN}))?(?:/s/(?P<token>{_TOKEN}))?"
     r"/openai(?:/deployments/[^/]{1,200}|/v1)?"
-    r"/(?P<endpoint>chat/completions|responses|models)/?"
+    r"/(?P<endpoint>chat/completions|responses|models|embeddings)/?"
 )
 # AWS Bedrock Converse: /model/<modelId>/converse-stream (an AWS event stream) and /converse.
 _BEDROCK_PATH = re.compile(
@@ -56,14 +58,16 @@ _VERTEX_PATH = re.compile(
     r"/publishers/(?P<publisher>google|anthropic)/models/(?P<model>[^/:]{1,200})"
     r":(?P<method>streamGenerateContent|generateContent|countTokens|streamRawPredict|rawPredict)"
 )
-# Ollama's native API: /api/chat, /api/generate (NDJSON streams), /api/tags (its listing).
+# Ollama's native API: /api/chat, /api/generate (NDJSON streams), /api/embed, /api/tags (its
+# listing).
 _OLLAMA_PATH = re.compile(
     rf"(?:/{RUN_PREFIX}/(?P<run>{_TOKEN}))?(?:/s/(?P<token>{_TOKEN}))?"
-    r"/api/(?P<endpoint>chat|generate|tags)/?"
+    r"/api/(?P<endpoint>chat|generate|embed|tags)/?"
 )
 _OLLAMA_WIRE: dict[str, Api] = {
     "chat": "ollama-chat",
     "generate": "ollama-generate",
+    "embed": "ollama-embed",
     "tags": "ollama-chat",
 }
 _ENDPOINTS: dict[str, Endpoint] = {
@@ -72,7 +76,10 @@ _ENDPOINTS: dict[str, Endpoint] = {
     "messages/count_tokens": "count_tokens",
     "responses": "responses",
     "models": "models",
+    "embeddings": "wire",
 }
+_WIRE: dict[str, Api] = {"embeddings": "embeddings"}
+"""The wire API of an OpenAI-style endpoint that names it alone."""
 _METHOD: dict[Endpoint, str] = {
     "chat": "POST",
     "messages": "POST",
@@ -86,16 +93,18 @@ SUPPORTED_PATHS = (
     "POST /v1/chat/completions (OpenAI Chat Completions)",
     "POST /v1/messages and /v1/messages/count_tokens (Anthropic Messages; ?beta=true accepted)",
     "POST /v1/responses (OpenAI Responses)",
+    "POST /v1/embeddings (OpenAI embeddings)",
     "GET /v1/models",
     "POST /v1beta/models/<model>:streamGenerateContent?alt=sse, :generateContent and "
-    ":countTokens, GET /v1beta/models (Gemini; /v1/ accepted too)",
-    "POST /api/chat and /api/generate, GET /api/tags (Ollama)",
+    ":countTokens, :embedContent and :batchEmbedContents, GET /v1beta/models (Gemini; /v1/ "
+    "accepted too)",
+    "POST /api/chat, /api/generate and /api/embed, GET /api/tags (Ollama)",
     "POST /model/<modelId>/converse-stream and /converse (AWS Bedrock Converse), "
     "/invoke-with-response-stream and /invoke (Bedrock InvokeModel, Anthropic payloads)",
     "POST /v1/projects/<p>/locations/<l>/publishers/google/models/<model>:streamGenerateContent"
     " and publishers/anthropic/models/<model>:streamRawPredict|rawPredict (Vertex AI)",
     "POST /openai/deployments/<deployment>/chat/completions?api-version=…, /openai/responses "
-    "and /openai/v1/… (Azure OpenAI; key in api-key)",
+    "and /openai/v1/…, embeddings too (Azure OpenAI; key in api-key)",
     "each also under a /s/<token>/ prefix",
     "all of them under a /r/<run>/ prefix first where a server serves several runs",
 )
@@ -103,15 +112,21 @@ SUPPORTED_PATHS = (
 
 # Paths of APIs (or of their operations) the proxy does not speak, to say what a call on one
 # most likely was. Bedrock's Converse/InvokeModel, Vertex AI's Gemini and Claude, Azure
-# OpenAI's Chat Completions/Responses and Ollama's chat/generate are spoken (routed above):
+# OpenAI's Chat Completions/Responses/embeddings, Ollama's chat/generate/embed and OpenAI
+# embeddings are spoken (routed above):
 # what reaches these is what is left of those services, and APIs not spoken at all.
 _UNSPOKEN_GUESSES = (
     (re.compile(r"/model/[^/]+/"), "AWS Bedrock (an operation other than Converse/InvokeModel)"),
     (re.compile(r":(streamRawPredict|rawPredict|predict)$"), "Google Vertex AI"),
-    (re.compile(r"/openai/"), "Azure OpenAI (an endpoint other than chat/responses/models)"),
-    (re.compile(r"^/api/[a-z]+$"), "Ollama's native API (an endpoint other than chat/generate)"),
+    (
+        re.compile(r"/openai/"),
+        "Azure OpenAI (an endpoint other than chat/responses/embeddings/models)",
+    ),
+    (
+        re.compile(r"^/api/[a-z]+$"),
+        "Ollama's native API (an endpoint other than chat/generate/embed)",
+    ),
     (re.compile(r"^/v2/(chat|embed|rerank)$"), "Cohere"),
-    (re.compile(r"/embeddings$"), "OpenAI embeddings"),
 )
 _RUN_ONLY = re.compile(rf"/{RUN_PREFIX}/(?P<run>{_TOKEN})(?P<rest>/.*)?")
 
@@ -191,13 +206,20 @@ def match_route(method: str, path: str) -> Route | None:
             if route is not None:
                 return route
         return None
-    endpoint = _ENDPOINTS[match.group("endpoint")]
+    name = match.group("endpoint")
+    endpoint = _ENDPOINTS[name]
     if method != _METHOD[endpoint]:
         return None
     token = match.group("token")
     run = match.group("run")
     prefix = (f"/{RUN_PREFIX}/{run}" if run else "") + (f"/s/{token}" if token else "")
-    return Route(endpoint=endpoint, token=token, upstream_path=path[len(prefix) :], run=run)
+    return Route(
+        endpoint=endpoint,
+        token=token,
+        upstream_path=path[len(prefix) :],
+        run=run,
+        wire=_WIRE.get(name),
+    )
 
 
 def _gemini_route(method: str, path: str) -> Route | None:
@@ -205,11 +227,14 @@ def _gemini_route(method: str, path: str) -> Route | None:
     if match is None:
         return None
     gemini_method = match.group("method") or ""
+    embeds = gemini_method in GEMINI_EMBED_METHODS
     endpoint: Endpoint = (
         "models"
         if not gemini_method
         else "count_tokens"
         if gemini_method == "countTokens"
+        else "wire"
+        if embeds
         else "gemini"
     )
     if method != _METHOD[endpoint]:
@@ -225,6 +250,7 @@ def _gemini_route(method: str, path: str) -> Route | None:
         gemini=True,
         model=match.group("model") or "",
         method=gemini_method,
+        wire="gemini-embed" if embeds else None,
     )
 
 
@@ -232,13 +258,20 @@ def _azure_route(method: str, path: str) -> Route | None:
     match = _AZURE_PATH.fullmatch(path)
     if match is None:
         return None
-    endpoint = _ENDPOINTS[match.group("endpoint")]
+    name = match.group("endpoint")
+    endpoint = _ENDPOINTS[name]
     if method != _METHOD[endpoint]:
         return None
     token = match.group("token")
     run = match.group("run")
     prefix = (f"/{RUN_PREFIX}/{run}" if run else "") + (f"/s/{token}" if token else "")
-    return Route(endpoint=endpoint, token=token, upstream_path=path[len(prefix) :], run=run)
+    return Route(
+        endpoint=endpoint,
+        token=token,
+        upstream_path=path[len(prefix) :],
+        run=run,
+        wire=_WIRE.get(name),
+    )
 
 
 def _vertex_route(method: str, path: str) -> Route | None:

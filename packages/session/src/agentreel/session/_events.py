@@ -40,6 +40,9 @@ WIRE_API_PATHS: dict[WireApi, str] = {
     "ollama-generate": "POST /api/generate (Ollama)",
     "bedrock-converse": "POST /model/<modelId>/converse-stream|converse (AWS Bedrock)",
     "bedrock-invoke": "POST /model/<modelId>/invoke-with-response-stream|invoke (AWS Bedrock)",
+    "embeddings": "POST /v1/embeddings (OpenAI embeddings)",
+    "gemini-embed": "POST /v1beta/models/<model>:embedContent|batchEmbedContents (Gemini)",
+    "ollama-embed": "POST /api/embed (Ollama)",
 }
 
 

@@ -51,8 +51,10 @@ from agentreel.llm.stub._rules import (
 )
 from agentreel.llm.stub._rules_doc import RULES_FORMAT_HINT
 from agentreel.llm.wire import (
+    GEMINI_EMBED_METHODS,
     MINTED_CALL_ID_PREFIX,
     OLLAMA_MINTED_CALL_ID_PREFIX,
+    WireApiName,
     WireApiSpec,
     anthropic_error_body,
     anthropic_stream_error_frame,
@@ -74,6 +76,7 @@ from agentreel.llm.wire import (
     responses_chunk_body,
     responses_chunk_frames,
     responses_namespaced,
+    stub_embeddings_body,
     wire_api,
 )
 
@@ -83,6 +86,7 @@ Outcome = Literal["pending", "completed", "cut", "disconnected", "error", "no-ru
 _SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-key"})
 _GEMINI_METHODS = (":streamGenerateContent", ":generateContent")
 _OLLAMA_PATHS = ("/api/chat", "/api/generate")
+_GEMINI_EMBED = tuple(f":{method}" for method in GEMINI_EMBED_METHODS)
 _RAW_PREDICT = (":streamRawPredict", ":rawPredict")
 _BEDROCK_PATHS = ("/converse", "/converse-stream")
 _INVOKE_PATHS = ("/invoke", "/invoke-with-response-stream")
@@ -354,6 +358,12 @@ class _Handler(BaseHTTPRequestHandler):
         stub = self.server.stub
         path = self.path.split("?", 1)[0].rstrip("/")
         api: Api
+        if path.endswith(("/embeddings", "/api/embed")):
+            self._embed("embeddings" if path.endswith("/embeddings") else "ollama-embed")
+            return
+        if "/models/" in path and path.endswith(_GEMINI_EMBED):
+            self._embed("gemini-embed", path.rsplit("/models/", 1)[-1].partition(":")[0])
+            return
         if path.endswith("/chat/completions"):
             api = "openai"
         elif path.endswith("/messages/count_tokens"):
@@ -380,7 +390,9 @@ class _Handler(BaseHTTPRequestHandler):
                 "POST /v1/chat/completions (OpenAI), POST /v1/messages (Anthropic), "
                 "POST /v1/responses (OpenAI Responses) and POST /v1beta/models/<model>:"
                 "streamGenerateContent|generateContent|countTokens (Gemini), "
-                "POST /api/chat and /api/generate (Ollama)"
+                "POST /api/chat and /api/generate (Ollama), "
+                "POST /v1/embeddings, /api/embed and /v1beta/models/<model>:embedContent|"
+                "batchEmbedContents (embeddings)"
             )
             self._drain_body()
             self._send_json(404, openai_error_body(404, message))
@@ -572,6 +584,19 @@ class _Handler(BaseHTTPRequestHandler):
             return
         counted = gemini_count_tokens_body if api == "gemini" else count_tokens_body
         self._send_json(200, counted(body))
+
+    def _embed(self, api: WireApiName, model: str = "") -> None:
+        """An embeddings request: answered from the input alone (``stub_embeddings_body``:
+        a vector from a hash of each input), never a model call (no rule taken)."""
+        try:
+            body = json.loads(self._drain_body() or b"{}")
+            if not isinstance(body, dict):
+                raise ValueError("the body is not a JSON object")
+        except ValueError as exc:
+            message = f"agentreel stub server: embeddings request body is not JSON: {exc}"
+            self._send_json(400, wire_api(api).error_body(400, message, None))
+            return
+        self._send_json(200, stub_embeddings_body(api, body, model))
 
     # -- helpers -------------------------------------------------------------------------------
 

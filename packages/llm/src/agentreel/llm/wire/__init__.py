@@ -31,6 +31,10 @@ the in-process adapters would record it). The mappers are SDK-free (``_chat_mapp
 - AWS Bedrock Converse (``_bedrock``): ``converse-stream`` as AWS event-stream messages
   (``_eventstream``: prelude, headers, payload, both CRC32s), ``converse_chunk_frames``,
   ``converse_chunk_body``, ``bedrock_error_body``, ``ConverseDecoder``.
+- Embeddings (``_embeddings``): OpenAI ``/v1/embeddings``, Gemini ``:embedContent`` /
+  ``:batchEmbedContents`` and Ollama ``/api/embed``, never
+  streamed; the vectors as base64 float32 lines of one text block, ``EmbeddingsDecoder``,
+  ``embedding_vector`` / ``stub_embeddings_body`` (the stub's deterministic answer).
 - Shared: SSE splitting and framing (``_sse``), the recorded ``ResponseMeta`` and the
   decoders' protocol (``_common``), the models listing and token count bodies
   (``_listing``).
@@ -64,6 +68,15 @@ from agentreel.llm.wire._chat import (
 )
 from agentreel.llm.wire._chat import STREAM_ENDINGS as CHAT_STREAM_ENDINGS
 from agentreel.llm.wire._common import CREATED, UpstreamStreamError, WireDecoder
+from agentreel.llm.wire._embeddings import (
+    GEMINI_EMBED_METHODS,
+    STUB_DIMENSIONS,
+    EmbeddingsDecoder,
+    embedding_vector,
+    pack_vector,
+    stub_embeddings_body,
+    unpack_vector,
+)
 from agentreel.llm.wire._eventstream import (
     EventStreamError,
     EventStreamSplitter,
@@ -122,6 +135,7 @@ __all__ = [
     "CHAT_FINISH_REASONS",
     "CHAT_STREAM_ENDINGS",
     "CREATED",
+    "GEMINI_EMBED_METHODS",
     "GEMINI_STATUS",
     "GEMINI_STREAM_ENDINGS",
     "MESSAGES_STOP_REASONS",
@@ -130,9 +144,11 @@ __all__ = [
     "NAMESPACE_SEPARATOR",
     "OLLAMA_MINTED_CALL_ID_PREFIX",
     "RESPONSES_STREAM_ENDINGS",
+    "STUB_DIMENSIONS",
     "WIRE_APIS",
     "ChatDecoder",
     "ConverseDecoder",
+    "EmbeddingsDecoder",
     "EventStreamError",
     "EventStreamSplitter",
     "GeminiDecoder",
@@ -158,6 +174,7 @@ __all__ = [
     "converse_chunk_frames",
     "count_tokens_body",
     "decode_event_message",
+    "embedding_vector",
     "encode_event_message",
     "event_frame",
     "gemini_chunk_body",
@@ -177,13 +194,16 @@ __all__ = [
     "ollama_stream_error_frame",
     "openai_error_body",
     "openai_stream_error_frame",
+    "pack_vector",
     "responses_chunk_body",
     "responses_chunk_frames",
     "responses_namespaced",
     "split_frames",
     "split_lines",
     "split_messages",
+    "stub_embeddings_body",
     "to_gemini_contents",
     "to_gemini_tools",
+    "unpack_vector",
     "wire_api",
 ]

@@ -10,6 +10,7 @@ from agentreel.llm.wire._api import WireApiSpec
 from agentreel.llm.wire._bedrock import BEDROCK_CONVERSE_API
 from agentreel.llm.wire._bedrock_invoke import BEDROCK_INVOKE_API
 from agentreel.llm.wire._chat import CHAT_API
+from agentreel.llm.wire._embeddings import EMBEDDINGS_API, GEMINI_EMBED_API, OLLAMA_EMBED_API
 from agentreel.llm.wire._gemini import GEMINI_API
 from agentreel.llm.wire._messages import MESSAGES_API
 from agentreel.llm.wire._ollama import OLLAMA_CHAT_API, OLLAMA_GENERATE_API
@@ -27,6 +28,9 @@ WIRE_APIS: dict[WireApiName, WireApiSpec] = {
         OLLAMA_GENERATE_API,
         BEDROCK_CONVERSE_API,
         BEDROCK_INVOKE_API,
+        EMBEDDINGS_API,
+        GEMINI_EMBED_API,
+        OLLAMA_EMBED_API,
     )
 }
 """Every wire API agentreel speaks, by its session-log name."""

@@ -32,6 +32,9 @@ WireApiName = Literal[
     "ollama-generate",
     "bedrock-converse",
     "bedrock-invoke",
+    "embeddings",
+    "gemini-embed",
+    "ollama-embed",
 ]
 """The wire APIs, as the session log names them (``request/header`` ``api``; SPEC 11)."""
 

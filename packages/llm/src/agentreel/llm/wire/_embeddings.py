@@ -1,0 +1,368 @@
+"""Embeddings, both ways: OpenAI's ``POST /v1/embeddings`` (Azure's deployment path too),
+Gemini's ``:embedContent`` / ``:batchEmbedContents`` and Ollama's ``POST /api/embed``. Never
+streamed: one JSON body each way.
+
+Request: each input (a string, a list of them, or token ids compared by their JSON) is a
+text part of one user message, so the binder and drift detection see the input text; the
+options that change the answer (``encoding_format``, ``dimensions``; Ollama's
+``truncate``; Gemini's method, ``taskType``, ``title``, ``outputDimensionality``) are the
+request's system text, as canonical JSON (Gemini: a content's parts' texts joined).
+
+Answer → chunks: one text block, one line per input vector, each the base64 of its
+little-endian float32 values (OpenAI's own ``encoding_format: "base64"``, the default of
+its Python client): compact in the session log, and the upstream body itself is kept once,
+verbatim, in ``wire.ndjson`` and served byte for byte. The token count is the ``Usage``'s
+input. Chunks → answer: the same shape again, each vector as base64 or as float32 values
+in JSON by the recorded ``encoding_format``.
+
+``embedding_vector`` is the stub server's deterministic answer: ``dimensions`` (default
+``STUB_DIMENSIONS``) float32 values in [-1, 1), the n-th from bytes of
+SHA-256(``<n // 8>:<input>``) — the same input always gets the same vector.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+from agentreel.llm._chunks import (
+    BlockEnd,
+    BlockStart,
+    Chunk,
+    Finish,
+    ResponseMeta,
+    TextDelta,
+    Usage,
+)
+from agentreel.llm._messages import Message, TextPart
+from agentreel.llm.wire._api import WireApiSpec
+from agentreel.llm.wire._chat import openai_error_body
+from agentreel.llm.wire._common import meta_in, usage_in
+from agentreel.llm.wire._gemini import gemini_error_body, gemini_models_body
+from agentreel.llm.wire._listing import models_listing_body
+from agentreel.llm.wire._ollama import ollama_error_body, ollama_models_body
+from agentreel.llm.wire._request import WireApiName, WireRequest, body_model, canonical
+from agentreel.llm.wire._sse import SseEvent, json_bytes
+
+STUB_DIMENSIONS = 8
+"""The stub server's vector length where a request names no ``dimensions``."""
+_OPTIONS = ("encoding_format", "dimensions", "truncate")
+
+
+def embedding_vector(text: str, dimensions: int = STUB_DIMENSIONS) -> list[float]:
+    """The stub's vector of ``text``: float32 values in [-1, 1) from SHA-256 of the text."""
+    values: list[float] = []
+    for block in range((dimensions + 7) // 8):
+        digest = hashlib.sha256(f"{block}:{text}".encode()).digest()
+        for offset in range(0, 32, 4):
+            if len(values) == dimensions:
+                break
+            (number,) = struct.unpack("<I", digest[offset : offset + 4])
+            values.append(struct.unpack("<f", struct.pack("<f", number / 2**31 - 1))[0])
+    return values
+
+
+def pack_vector(values: Sequence[float]) -> str:
+    """``values`` as base64 of little-endian float32 (OpenAI's ``encoding_format: base64``)."""
+    return base64.b64encode(struct.pack(f"<{len(values)}f", *values)).decode()
+
+
+def unpack_vector(packed: str) -> list[float]:
+    raw = base64.b64decode(packed)
+    return list(struct.unpack(f"<{len(raw) // 4}f", raw))
+
+
+def embedding_inputs(body: dict[str, Any]) -> list[str]:
+    """The inputs of an OpenAI or Ollama embeddings body, each as text (token ids as JSON)."""
+    raw = body.get("input")
+    if isinstance(raw, str):
+        return [raw]
+    if isinstance(raw, list) and raw and all(isinstance(item, int) for item in raw):
+        return [canonical(raw)]
+    if isinstance(raw, list):
+        return [item if isinstance(item, str) else canonical(item) for item in raw]
+    return [] if raw is None else [canonical(raw)]
+
+
+def _parse(
+    api: WireApiName,
+    body: dict[str, Any],
+    model: str = "",
+    options: dict[str, Any] | None = None,
+    inputs: list[str] | None = None,
+) -> WireRequest:
+    options = {key: body[key] for key in _OPTIONS if key in body} if options is None else options
+    inputs = embedding_inputs(body) if inputs is None else inputs
+    return WireRequest(
+        api=api,
+        model=model or body_model(body),
+        system=canonical(options) if options else None,
+        messages=(Message(role="user", content=tuple(TextPart(text) for text in inputs)),),
+        tools=(),
+        stream=False,
+        include_usage=True,
+        namespaced=False,
+    )
+
+
+def parse_embeddings_request(
+    body: dict[str, Any], model: str = "", stream: bool = False
+) -> WireRequest:
+    """An OpenAI ``/v1/embeddings`` body."""
+    del model, stream
+    return _parse("embeddings", body)
+
+
+def parse_ollama_embed_request(
+    body: dict[str, Any], model: str = "", stream: bool = False
+) -> WireRequest:
+    """An Ollama ``/api/embed`` body."""
+    del model, stream
+    return _parse("ollama-embed", body)
+
+
+GEMINI_EMBED_METHODS = ("embedContent", "batchEmbedContents")
+"""Gemini's embeddings methods (``models/<model>:<method>``)."""
+_GEMINI_OPTIONS = ("taskType", "title", "outputDimensionality")
+
+
+def _gemini_text(content: Any) -> str:
+    parts = content.get("parts") if isinstance(content, dict) else None
+    return "".join(
+        str(part.get("text", "")) if "text" in part else canonical(part)
+        for part in parts or []
+        if isinstance(part, dict)
+    )
+
+
+def parse_gemini_embed_request(
+    body: dict[str, Any], model: str = "", stream: bool = False
+) -> WireRequest:
+    """A Gemini ``:embedContent`` body (one ``content``) or ``:batchEmbedContents`` body
+    (``requests``, each a ``content`` with its options)."""
+    del stream
+    batch = "requests" in body
+    items = [item for item in body.get("requests") or [] if isinstance(item, dict)]
+    items = items if batch else [body]
+
+    def options_of(item: dict[str, Any]) -> dict[str, Any]:
+        config = item.get("embedContentConfig")
+        merged = {**item, **config} if isinstance(config, dict) else item
+        return {key: merged[key] for key in _GEMINI_OPTIONS if key in merged}
+
+    options: dict[str, Any] = {"method": GEMINI_EMBED_METHODS[batch]}
+    for item in items:
+        options.update(options_of(item))
+    inputs = [_gemini_text(item.get("content")) for item in items]
+    return _parse("gemini-embed", body, model.removeprefix("models/"), options, inputs)
+
+
+def _vector(value: Any) -> str:
+    if isinstance(value, dict):  # Gemini: {"values": [...]}
+        value = value.get("values")
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return pack_vector([float(number) for number in value])
+    return ""
+
+
+def _chunks(vectors: Sequence[str], tokens: int, meta: ResponseMeta) -> list[Chunk]:
+    text = "\n".join(vectors)
+    return [
+        BlockStart(index=0, block_type="text"),
+        TextDelta(index=0, text=text),
+        BlockEnd(index=0, block=TextPart(text)),
+        Usage(input_tokens=tokens, output_tokens=0),
+        Finish(reason="stop", response=meta),
+    ]
+
+
+class EmbeddingsDecoder:
+    """An embeddings answer (a body; there is no stream) → chunks."""
+
+    def __init__(self, upstream: str = "") -> None:
+        del upstream
+
+    def event(self, event: SseEvent) -> list[Chunk]:
+        del event
+        return []
+
+    def finish(self) -> list[Chunk]:
+        return []
+
+    @property
+    def ended(self) -> bool:
+        return False
+
+    def body(self, data: dict[str, Any]) -> list[Chunk]:
+        if "embeddings" in data or "embedding" in data:  # Ollama, Gemini
+            vectors = [_vector(item) for item in data.get("embeddings") or []]
+            vectors = vectors or [_vector(data.get("embedding"))]
+            tokens = data.get("prompt_eval_count")
+        else:
+            items = sorted(data.get("data") or [], key=lambda item: item.get("index", 0))
+            vectors = [_vector(item.get("embedding")) for item in items]
+            tokens = (data.get("usage") or {}).get("prompt_tokens")
+        meta = ResponseMeta(model=data.get("model") if isinstance(data.get("model"), str) else None)
+        return _chunks(vectors, tokens if isinstance(tokens, int) else 0, meta)
+
+
+def _vectors(chunks: Sequence[Chunk]) -> list[str]:
+    for chunk in chunks:
+        if isinstance(chunk, BlockEnd) and isinstance(chunk.block, TextPart):
+            return [line for line in chunk.block.text.split("\n") if line]
+    return []
+
+
+def _options(request: WireRequest) -> dict[str, Any]:
+    loaded = json.loads(request.system) if request.system else {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def embeddings_body(
+    request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
+) -> bytes:
+    """An OpenAI embeddings answer: base64 vectors where the request asked so, else floats."""
+    del wire_id
+    found = meta_in(chunks, meta)
+    usage = usage_in(chunks)
+    tokens = usage.input_tokens if usage else 0
+    as_base64 = _options(request).get("encoding_format") == "base64"
+    return json_bytes(
+        {
+            "object": "list",
+            "data": [
+                {
+                    "object": "embedding",
+                    "index": index,
+                    "embedding": vector if as_base64 else unpack_vector(vector),
+                }
+                for index, vector in enumerate(_vectors(chunks))
+            ],
+            "model": found.model or request.model,
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+    )
+
+
+def ollama_embed_body(
+    request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
+) -> bytes:
+    """An Ollama ``/api/embed`` answer."""
+    del wire_id
+    found = meta_in(chunks, meta)
+    usage = usage_in(chunks)
+    return json_bytes(
+        {
+            "model": found.model or request.model,
+            "embeddings": [unpack_vector(vector) for vector in _vectors(chunks)],
+            "prompt_eval_count": usage.input_tokens if usage else 0,
+        }
+    )
+
+
+def gemini_embed_body(
+    request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
+) -> bytes:
+    """A Gemini ``:embedContent`` (one ``embedding``) or ``:batchEmbedContents`` answer."""
+    del wire_id, meta
+    vectors = [{"values": unpack_vector(vector)} for vector in _vectors(chunks)]
+    if _options(request).get("method") == "embedContent":
+        return json_bytes({"embedding": vectors[0] if vectors else {"values": []}})
+    return json_bytes({"embeddings": vectors})
+
+
+def _gemini_no_stream(
+    request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
+) -> list[bytes]:
+    return [gemini_embed_body(request, chunks, wire_id, meta)]
+
+
+def _no_stream(
+    request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
+) -> list[bytes]:
+    """Embeddings never stream: the body as the one frame."""
+    return [embeddings_body(request, chunks, wire_id, meta)]
+
+
+def _ollama_no_stream(
+    request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
+) -> list[bytes]:
+    return [ollama_embed_body(request, chunks, wire_id, meta)]
+
+
+EMBEDDINGS_API = WireApiSpec(
+    name="embeddings",
+    title="OpenAI embeddings",
+    framing="sse",
+    parse=parse_embeddings_request,
+    decoder=EmbeddingsDecoder,
+    encode_stream=_no_stream,
+    encode_body=embeddings_body,
+    stream_endings=(),
+    error_body=openai_error_body,
+    models_body=models_listing_body,
+    response_id_prefix="",
+    auth_headers=("authorization", "api-key"),  # api-key: Azure OpenAI
+)
+"""OpenAI ``POST /v1/embeddings`` (and Azure's ``/openai/deployments/<d>/embeddings``)."""
+
+
+def _gemini_error_body(status: int, message: str, code: str | None = None) -> bytes:
+    del code
+    return gemini_error_body(status, message)
+
+
+GEMINI_EMBED_API = WireApiSpec(
+    name="gemini-embed",
+    title="Gemini embeddings",
+    framing="sse",
+    parse=parse_gemini_embed_request,
+    decoder=EmbeddingsDecoder,
+    encode_stream=_gemini_no_stream,
+    encode_body=gemini_embed_body,
+    stream_endings=(),
+    error_body=_gemini_error_body,
+    models_body=gemini_models_body,
+    response_id_prefix="",
+    auth_headers=("x-goog-api-key", "authorization"),
+)
+"""Gemini ``POST /v1beta/models/<model>:embedContent`` and ``:batchEmbedContents``."""
+
+OLLAMA_EMBED_API = WireApiSpec(
+    name="ollama-embed",
+    title="Ollama embed",
+    framing="ndjson",
+    parse=parse_ollama_embed_request,
+    decoder=EmbeddingsDecoder,
+    encode_stream=_ollama_no_stream,
+    encode_body=ollama_embed_body,
+    stream_endings=(),
+    error_body=ollama_error_body,
+    models_body=ollama_models_body,
+    response_id_prefix="",
+    auth_headers=("authorization",),
+)
+"""Ollama's ``POST /api/embed``."""
+
+
+def stub_embeddings_body(api: WireApiName, body: dict[str, Any], model: str = "") -> bytes:
+    """The stub server's answer to an embeddings request of ``api`` (``embeddings``,
+    ``gemini-embed`` or ``ollama-embed``): ``embedding_vector`` of each input, in the shape
+    the request asks (``model``: what a Gemini path names)."""
+    spec = {"embeddings": EMBEDDINGS_API, "gemini-embed": GEMINI_EMBED_API}.get(
+        api, OLLAMA_EMBED_API
+    )
+    request = spec.parse(body, model, False)
+    options = _options(request)
+    dimensions = options.get("dimensions", options.get("outputDimensionality"))
+    size = dimensions if isinstance(dimensions, int) and dimensions > 0 else STUB_DIMENSIONS
+    texts = [part.text for part in request.messages[0].content if isinstance(part, TextPart)]
+    vectors = [pack_vector(embedding_vector(text, size)) for text in texts]
+    tokens = sum(len(text.split()) for text in texts)
+    return spec.encode_body(request, _chunks(vectors, tokens, ResponseMeta()), "", None)
