@@ -1,6 +1,7 @@
 """``tools.compat``: installing agentreel must not hold back an agent framework or its SDK.
 
-The comparison and the table offline; the resolution itself against the package index in
+The comparison and the table offline; the resolution and a real install beside the built
+wheels against the package index in
 ``test_the_built_wheels_leave_strands_crewai_and_llama_index_at_their_newest`` (marked
 ``index``: skipped unless ``AGENTREEL_INDEX_TESTS=1``, which ``nox -s compat`` sets).
 """
@@ -84,3 +85,22 @@ def test_the_built_wheels_leave_strands_crewai_and_llama_index_at_their_newest(
     versions = {r.package: r.beside for r in rows}
     assert versions["strands-agents"] != "0.0.1"
     assert versions["crewai"] == next(r.alone for r in rows if r.package == "crewai")
+
+    # And installed as a user installs them: the built wheels and the three frameworks in a
+    # fresh venv; what lands there is each framework's (and its SDK's) newest release.
+    venv = tmp_path / "venv"
+    subprocess.run(["uv", "venv", "--quiet", "--python", compat.PYTHON, str(venv)], check=True)
+    python = venv / "bin" / "python"
+    requirements = [harness, *(req for f in chosen for req in f.requirements)]
+    install = ["uv", "pip", "install", "--quiet", "--python", str(python)]
+    subprocess.run([*install, "--find-links", str(dist), *requirements], check=True, timeout=600)
+    names = sorted({r.package for r in rows} | {"agentreel-snapshot-harness"})
+    listing = subprocess.run(
+        [str(python), "-c", "import sys\nfrom importlib.metadata import version\n"
+         "for n in sys.argv[1:]: print(n, version(n))", *names],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    installed = dict(line.split() for line in listing.stdout.splitlines())
+    assert installed.pop("agentreel-snapshot-harness") == release.workspace_version(release.ROOT)
+    newest = {r.package: r.alone for r in rows}
+    assert installed == newest
