@@ -206,17 +206,30 @@ def match_route(method: str, path: str) -> Route | None:
             if route is not None:
                 return route
         return None
+    return _endpoint_route(match, method, path)
+
+
+def _prefixes(match: re.Match[str], path: str) -> tuple[str | None, str | None, str]:
+    """``(token, run, upstream path)`` of a matched path: the ``/r/<run>`` and ``/s/<token>``
+    prefixes it carries, and what is left for the upstream once both are taken off."""
+    token = match.group("token")
+    run = match.group("run")
+    prefix = (f"/{RUN_PREFIX}/{run}" if run else "") + (f"/s/{token}" if token else "")
+    return token, run, path[len(prefix) :]
+
+
+def _endpoint_route(match: re.Match[str], method: str, path: str) -> Route | None:
+    """The route of a path whose ``endpoint`` group names one of ``_ENDPOINTS`` (OpenAI,
+    Anthropic and Azure's shapes)."""
     name = match.group("endpoint")
     endpoint = _ENDPOINTS[name]
     if method != _METHOD[endpoint]:
         return None
-    token = match.group("token")
-    run = match.group("run")
-    prefix = (f"/{RUN_PREFIX}/{run}" if run else "") + (f"/s/{token}" if token else "")
+    token, run, upstream_path = _prefixes(match, path)
     return Route(
         endpoint=endpoint,
         token=token,
-        upstream_path=path[len(prefix) :],
+        upstream_path=upstream_path,
         run=run,
         wire=_WIRE.get(name),
     )
@@ -239,13 +252,11 @@ def _gemini_route(method: str, path: str) -> Route | None:
     )
     if method != _METHOD[endpoint]:
         return None
-    token = match.group("token")
-    run = match.group("run")
-    prefix = (f"/{RUN_PREFIX}/{run}" if run else "") + (f"/s/{token}" if token else "")
+    token, run, upstream_path = _prefixes(match, path)
     return Route(
         endpoint=endpoint,
         token=token,
-        upstream_path=path[len(prefix) :],
+        upstream_path=upstream_path,
         run=run,
         gemini=True,
         model=match.group("model") or "",
@@ -258,29 +269,14 @@ def _azure_route(method: str, path: str) -> Route | None:
     match = _AZURE_PATH.fullmatch(path)
     if match is None:
         return None
-    name = match.group("endpoint")
-    endpoint = _ENDPOINTS[name]
-    if method != _METHOD[endpoint]:
-        return None
-    token = match.group("token")
-    run = match.group("run")
-    prefix = (f"/{RUN_PREFIX}/{run}" if run else "") + (f"/s/{token}" if token else "")
-    return Route(
-        endpoint=endpoint,
-        token=token,
-        upstream_path=path[len(prefix) :],
-        run=run,
-        wire=_WIRE.get(name),
-    )
+    return _endpoint_route(match, method, path)
 
 
 def _vertex_route(method: str, path: str) -> Route | None:
     match = _VERTEX_PATH.fullmatch(path)
     if match is None or method != "POST":
         return None
-    token = match.group("token")
-    run = match.group("run")
-    prefix = (f"/{RUN_PREFIX}/{run}" if run else "") + (f"/s/{token}" if token else "")
+    token, run, upstream_path = _prefixes(match, path)
     vertex_method = match.group("method")
     anthropic = match.group("publisher") == "anthropic"
     endpoint: Endpoint = (
@@ -289,7 +285,7 @@ def _vertex_route(method: str, path: str) -> Route | None:
     return Route(
         endpoint=endpoint,
         token=token,
-        upstream_path=path[len(prefix) :],
+        upstream_path=upstream_path,
         run=run,
         gemini=not anthropic,
         model=match.group("model"),
@@ -326,13 +322,11 @@ def _ollama_route(method: str, path: str) -> Route | None:
     endpoint: Endpoint = "models" if name == "tags" else "wire"
     if method != _METHOD[endpoint]:
         return None
-    token = match.group("token")
-    run = match.group("run")
-    prefix = (f"/{RUN_PREFIX}/{run}" if run else "") + (f"/s/{token}" if token else "")
+    token, run, upstream_path = _prefixes(match, path)
     return Route(
         endpoint=endpoint,
         token=token,
-        upstream_path=path[len(prefix) :],
+        upstream_path=upstream_path,
         run=run,
         wire=_OLLAMA_WIRE[name],
     )
