@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import fields
 from pathlib import Path
 
@@ -79,6 +79,25 @@ class _Reader:
         if unknown:
             key = f"{prefix}{unknown[0]}"
             raise self.fail(key, f"unknown key; allowed here: {', '.join(sorted(allowed))}")
+
+    def tables(
+        self, value: object, name: str, allowed: set[str], example: str = ""
+    ) -> Iterator[tuple[str, dict[str, object]]]:
+        """An array of tables (``[[name]]``): ``(key, table)`` for each, ``key`` its path
+        (``name[i]``), each table's keys checked; ``example`` completes the message when
+        ``value`` is no array."""
+        if not isinstance(value, list):
+            raise self.fail(
+                name,
+                f"expected an array of tables, got {_kind(value)}"
+                + (f", e.g. [[{name}]] {example}" if example else ""),
+            )
+        for index, table in enumerate(value):
+            key = f"{name}[{index}]"
+            if not isinstance(table, dict):
+                raise self.fail(key, f"expected a table, got {_kind(table)}")
+            self.check_keys(table, allowed, f"{key}.")
+            yield key, table
 
     def string(self, table: Mapping[str, object], key: str, prefix: str) -> str | None:
         value = table.get(key)
@@ -402,18 +421,9 @@ def _mcp_servers(reader: _Reader, value: object) -> tuple[McpServerConfig, ...]:
     """``[[mcp_servers]]``: ``name`` and either ``command`` (+ ``args``, ``env``) or ``url``."""
     if value is None:
         return ()
-    if not isinstance(value, list):
-        raise reader.fail(
-            "mcp_servers",
-            f"expected an array of tables, got {_kind(value)}, e.g. [[mcp_servers]] "
-            'name = "time" command = "mcp-server-time"',
-        )
     servers: list[McpServerConfig] = []
-    for index, item in enumerate(value):
-        key = f"mcp_servers[{index}]"
-        if not isinstance(item, dict):
-            raise reader.fail(key, f"expected a table, got {_kind(item)}")
-        reader.check_keys(item, _MCP_SERVER_KEYS, f"{key}.")
+    example = 'name = "time" command = "mcp-server-time"'
+    for key, item in reader.tables(value, "mcp_servers", _MCP_SERVER_KEYS, example):
         name = reader.required_string(item, "name", f"{key}.")
         try:
             check_server_name(name)
@@ -451,18 +461,9 @@ def _golden_masks(reader: _Reader, value: object) -> tuple[Mask | KeyMask, ...]:
     ``{cwd_from_root}``) or ``key`` (a JSON key whose value, any type, is masked)."""
     if value is None:
         return ()
-    if not isinstance(value, list):
-        raise reader.fail(
-            "golden_masks",
-            f"expected an array of tables, got {_kind(value)}, e.g. [[golden_masks]] "
-            'regex = "ses_[0-9A-Za-z]{26}" token = "opencode-session"',
-        )
     masks: list[Mask | KeyMask] = []
-    for index, table in enumerate(value):
-        key = f"golden_masks[{index}]"
-        if not isinstance(table, dict):
-            raise reader.fail(key, f"expected a table, got {_kind(table)}")
-        reader.check_keys(table, _GOLDEN_MASK_KEYS, f"{key}.")
+    example = 'regex = "ses_[0-9A-Za-z]{26}" token = "opencode-session"'
+    for key, table in reader.tables(value, "golden_masks", _GOLDEN_MASK_KEYS, example):
         if ("regex" in table) == ("key" in table):
             raise reader.fail(
                 key,
@@ -700,18 +701,9 @@ def _model(reader: _Reader, value: object, directory: Path) -> ModelConfig:
 def _captures(reader: _Reader, value: object) -> tuple[Capture, ...]:
     """``[[model.captures]]`` tables: ``regex`` (one group, or none: the whole match) and
     ``token`` (validated by ``Capture.checked``)."""
-    if not isinstance(value, list):
-        raise reader.fail(
-            "model.captures",
-            f"expected an array of tables, got {_kind(value)}, e.g. [[model.captures]] "
-            'regex = \'"agent_id":"([0-9a-f-]{36})"\' token = "agent-id"',
-        )
     captures: list[Capture] = []
-    for index, item in enumerate(value):
-        key = f"model.captures[{index}]"
-        if not isinstance(item, dict):
-            raise reader.fail(key, f"expected a table, got {_kind(item)}")
-        reader.check_keys(item, {"regex", "token"}, f"{key}.")
+    example = 'regex = \'"agent_id":"([0-9a-f-]{36})"\' token = "agent-id"'
+    for key, item in reader.tables(value, "model.captures", {"regex", "token"}, example):
         regex, token = item.get("regex"), item.get("token")
         if not isinstance(regex, str) or not regex:
             raise reader.fail(f"{key}.regex", "required: a non-empty string")
@@ -767,15 +759,10 @@ def _template(reader: _Reader, text: str, where: str) -> str:
 
 
 def _files(reader: _Reader, value: object, directory: Path) -> tuple[HomeFile, ...]:
-    if not isinstance(value, list):
-        raise reader.fail("model.files", f"expected an array of tables, got {_kind(value)}")
     files: list[HomeFile] = []
     seen: set[str] = set()
-    for index, table in enumerate(value):
-        prefix = f"model.files[{index}]."
-        if not isinstance(table, dict):
-            raise reader.fail(f"model.files[{index}]", f"expected a table, got {_kind(table)}")
-        reader.check_keys(table, _FILE_KEYS, prefix)
+    for key, table in reader.tables(value, "model.files", _FILE_KEYS):
+        prefix = f"{key}."
         path = reader.required_string(table, "path", prefix)
         parts = Path(path).parts
         if Path(path).is_absolute() or ".." in parts or not parts:
