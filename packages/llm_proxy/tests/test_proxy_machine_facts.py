@@ -118,7 +118,6 @@ MASKED_FACT = re.compile("|".join(re.escape(token) for token in ANOTHER_MACHINES
 # 80-character previews only (tool results, a skills reminder, a delegation), so only the
 # previews can be checked. A new recording keeps every text whole.
 PREVIEW_ONLY = {
-    "claude-code-read": 3,
     "fast-agent-tools": 1,
     "opencode-read": 1,
     "opencode-run": 1,
