@@ -9,6 +9,14 @@ captured values) that replay binds by and the proxy's recorder files calls by.
 """
 
 from agentreel.llm_replay._captures import Capture
+from agentreel.llm_replay._drifted import (
+    DRIFTED_REPORT_FORMAT,
+    DriftedProvider,
+    DriftedReport,
+    LiveCaller,
+    create_drifted_provider,
+    read_drifted_report,
+)
 from agentreel.llm_replay._failures import ANONYMOUS
 from agentreel.llm_replay._fixture import RecordedCall, Recording, Script, load_recording
 from agentreel.llm_replay._lanes import PartialLanes
@@ -59,6 +67,7 @@ __all__ = [
     "ANONYMOUS",
     "DEFAULT_SCHEDULE_TIMEOUT",
     "DIVERGENCE_MODES",
+    "DRIFTED_REPORT_FORMAT",
     "OVERRIDE_FILE",
     "REPORT_FORMAT",
     "REPORT_VERSION",
@@ -69,9 +78,12 @@ __all__ = [
     "ConsumptionReport",
     "DivergenceMode",
     "DriftMode",
+    "DriftedProvider",
+    "DriftedReport",
     "FixtureError",
     "HangOverride",
     "IncompleteCallError",
+    "LiveCaller",
     "Override",
     "OverrideError",
     "PartialLanes",
@@ -93,8 +105,10 @@ __all__ = [
     "ThrowOverride",
     "UnconsumedScriptError",
     "UnrecordedSessionError",
+    "create_drifted_provider",
     "create_replay_provider",
     "load_recording",
+    "read_drifted_report",
     "read_report",
     "session_file_name",
     "write_report",

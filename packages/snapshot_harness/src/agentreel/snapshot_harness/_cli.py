@@ -39,6 +39,7 @@ from agentreel.session import (
     rerecord_command,
 )
 from agentreel.snapshot_harness._check import check_scenario
+from agentreel.snapshot_harness._drifted import record_drifted
 from agentreel.snapshot_harness._pending import is_default_fixtures, pending_allowed
 from agentreel.snapshot_harness._scenario import (
     DEFAULT_STUB_MODEL,
@@ -128,6 +129,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", help="record only: the model, overriding [record] model")
     parser.add_argument(
         "--base-url", help="record only: an OpenAI-compatible base URL for the provider"
+    )
+    parser.add_argument(
+        "--drifted",
+        action="store_true",
+        help="record only: replay each scenario and re-record only the sessions that drift "
+        "(from their first drifted call on) and what depends on them; goldens written as "
+        "pending for `agentreel review`",
     )
     return parser
 
@@ -246,8 +254,11 @@ def _dispatch(argv: list[str], out: TextIO) -> int:
     args = _parser().parse_intermixed_args(argv)
     mode: Mode = args.mode
     fixtures = fixtures_directory(args.fixtures)
-    if mode != "record" and (args.provider or args.model or args.base_url):
-        print("agentreel: --provider/--model/--base-url only apply to record", file=sys.stderr)
+    if mode != "record" and (args.provider or args.model or args.base_url or args.drifted):
+        print(
+            "agentreel: --provider/--model/--base-url/--drifted only apply to record",
+            file=sys.stderr,
+        )
         return 2
     if mode == "record" and not args.scenarios:
         print(
@@ -348,9 +359,12 @@ def _run_one(
         keep = Path(args.keep_runs) / name if args.keep_runs else None
         if keep is not None and keep.exists():
             shutil.rmtree(keep)
-        outcome = check_scenario(
-            scenario, mode, record=record, work_dir=keep, pending=pending_allowed()
-        )
+        if args.drifted:
+            drifted = record_drifted(scenario, record=record, work_dir=keep)
+        else:
+            outcome = check_scenario(
+                scenario, mode, record=record, work_dir=keep, pending=pending_allowed()
+            )
     except Exception as exc:
         elapsed = time.monotonic() - begun
         print(f"FAIL  {name:<{width}}  {'-':>10}  {elapsed:6.2f}s", file=out, flush=True)
@@ -361,6 +375,9 @@ def _run_one(
             f"{name}: unexpected {type(exc).__name__} (a bug in agentreel; please report it "
             f"with this traceback): {exc}\n{trace}"
         )
+    if args.drifted:
+        print(drifted.progress(width), file=out, flush=True)
+        return None
     status = {"replay": "PASS", "record": "REC ", "refresh": "REFR"}[mode]
     sessions = f"{outcome.sessions} session{'s' if outcome.sessions != 1 else ''}"
     print(

@@ -37,7 +37,12 @@ from agentreel.llm_replay import ReplayError
 from agentreel.mcp_replay import McpSettings
 from agentreel.session import OVERRIDE_FILE, harvest_session_logs, session_file_name
 from agentreel.snapshot_harness import _environment as envvars
-from agentreel.snapshot_harness._backend import record_backend, replay_backend
+from agentreel.snapshot_harness._backend import (
+    DRIFTED_REPORT_NAME,
+    drifted_backend,
+    record_backend,
+    replay_backend,
+)
 from agentreel.snapshot_harness._client import HarnessClient
 from agentreel.snapshot_harness._command import drive_command
 from agentreel.snapshot_harness._consumption import (
@@ -61,7 +66,7 @@ from agentreel.snapshot_harness._result import RunResult, StartMethod, tail
 from agentreel.snapshot_harness._scenario import (
     DEFAULT_AGENT_MODULE,
     MCP_TOKEN,
-    MODES,
+    RUN_MODES,
     Mode,
     RecordConfig,
     Scenario,
@@ -147,9 +152,9 @@ def run_scenario(
     which ``render_recordings`` needs. Runs its own event loop: call it from synchronous
     code.
     """
-    if mode not in MODES:
-        raise ValueError(f"mode {mode!r} is not one of {', '.join(MODES)}")
-    keep_raw = mode == "record" if keep_raw_logs is None else keep_raw_logs
+    if mode not in RUN_MODES:
+        raise ValueError(f"mode {mode!r} is not one of {', '.join(RUN_MODES)}")
+    keep_raw = mode in ("record", "drifted") if keep_raw_logs is None else keep_raw_logs
     if work_dir is not None:
         work_dir.mkdir(parents=True, exist_ok=True)
         # A drift's full requests go beside the report there (the replay provider's default).
@@ -283,6 +288,19 @@ def _run_in(
             proxy_warnings = proxied.warnings  # filled when the proxy's run closes
         elif mode == "record":
             env.update(stack.enter_context(record_backend(record or scenario.record)))
+        elif mode == "drifted":
+            env.update(
+                stack.enter_context(
+                    drifted_backend(
+                        scenario,
+                        record or scenario.record,
+                        cwd,
+                        report,
+                        run_dir / DRIFTED_REPORT_NAME,
+                        drift_dir,
+                    )
+                )
+            )
         else:
             env.update(replay_backend(scenario, cwd, report, drift_dir))
         if any(server.url is not None for server in scenario.mcp_servers):
@@ -292,7 +310,7 @@ def _run_in(
         env.update(scenario.env)
         env.update(
             envvars.auth_environment(
-                scenario.auth_env(), record=mode == "record", where=scenario.name
+                scenario.auth_env(), record=mode in ("record", "drifted"), where=scenario.name
             )
         )
         started = time.monotonic()

@@ -1,0 +1,184 @@
+"""``agentreel record --drifted``: only the sessions that drifted go live (SPEC 20).
+
+The committed three-level tree ``data/subagent-tree`` (main → route, hotel at once; route →
+weather) was recorded through the stub. Changing the grandchild's prompt (the task its
+parent's recorded answer hands it) and recording with ``--drifted`` must re-record the
+grandchild, then its parent from the call carrying the new answer, then the main session
+from the call carrying that — the hotel subtree byte for byte as committed — and the merged
+recording must replay. Deleting a child's recording records just that child.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from agentreel.session import load_session_log
+from agentreel.snapshot_harness import check_scenario, load_scenario
+from agentreel.snapshot_harness._cli import main as cli_main
+from agentreel.snapshot_harness._drifted import DriftedOutcome, record_drifted
+from agentreel.snapshot_harness._pending import accept, list_pending
+
+pytestmark = pytest.mark.slow
+
+DATA = Path(__file__).with_name("data")
+TREE = "subagent-tree"
+OLD_TASK = "Check the weather on the coast"
+NEW_TASK = "Check the weather inland, away from the coast,"
+PRICES = """
+currency = "EUR"
+[models."stub-model"]
+prompt = 3.0
+completion = 15.0
+"""
+
+
+def copy_tree(root: Path) -> Path:
+    """The committed tree (and its directory's ``agentreel.toml``) under ``root``."""
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(DATA / "agentreel.toml", root / "agentreel.toml")
+    shutil.copytree(DATA / TREE, root / TREE)
+    return root / TREE
+
+
+def change_delegated_task(path: Path, old: str, new: str) -> None:
+    """Change the task a recorded answer in ``path`` hands a subagent: the tool call's
+    streamed argument deltas (spread over as many chunks as before) and every whole copy."""
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    calls: dict[str, list[int]] = {}
+    for number, line in enumerate(lines):
+        if '"tool-call-delta"' in line:
+            calls.setdefault(json.loads(line)["data"]["chunk"]["id"], []).append(number)
+    changed_any = False
+    for numbers in calls.values():
+        events = [json.loads(lines[n]) for n in numbers]
+        whole = "".join(event["data"]["chunk"]["arguments_delta"] for event in events)
+        if old not in whole:
+            continue
+        changed_any = True
+        changed = whole.replace(old, new)
+        size = max(len(whole) // len(events), 1)
+        for index, (number, event) in enumerate(zip(numbers, events, strict=True)):
+            end = None if index == len(events) - 1 else (index + 1) * size
+            event["data"]["chunk"]["arguments_delta"] = changed[index * size : end]
+            lines[number] = json.dumps(event, separators=(",", ":"), ensure_ascii=False) + "\n"
+    assert changed_any, f"no tool call in {path} hands on {old!r}"
+    path.write_text("".join(lines).replace(old, new), encoding="utf-8")
+
+
+def fates(outcome: DriftedOutcome) -> dict[str, tuple[str, int | None]]:
+    return {
+        fate.file or f"({fate.recorded_file})": (fate.status, fate.from_call)
+        for fate in outcome.summary.sessions
+    }
+
+
+@pytest.fixture(scope="module")
+def grandchild_changed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, DriftedOutcome]:
+    directory = copy_tree(tmp_path_factory.mktemp("drifted") / "fixtures")
+    change_delegated_task(directory / "session.1.jsonl", OLD_TASK, NEW_TASK)
+    (directory.parent / "agentreel-prices.toml").write_text(PRICES)
+    return directory, record_drifted(load_scenario(directory))
+
+
+def test_a_changed_grandchild_re_records_up_the_chain_and_nothing_else(
+    grandchild_changed: tuple[Path, DriftedOutcome],
+) -> None:
+    directory, outcome = grandchild_changed
+    assert fates(outcome) == {
+        "session.jsonl": ("re-recorded", 2),  # main: from the call carrying route's answer
+        "session.1.jsonl": ("re-recorded", 2),  # route: from the call carrying the weather
+        "session.2.jsonl": ("re-recorded", 1),  # weather: its task changed
+        "session.3.jsonl": ("kept", None),  # hotel: replayed, untouched
+    }
+    assert (directory / "session.3.jsonl").read_bytes() == (
+        DATA / TREE / "session.3.jsonl"
+    ).read_bytes()
+    assert outcome.written == ["session.jsonl", "session.1.jsonl", "session.2.jsonl"]
+    # Lineage holds across kept and re-recorded files: each keeps its recorded id.
+    for name in ("session.jsonl", "session.1.jsonl", "session.2.jsonl", "session.3.jsonl"):
+        committed = load_session_log(DATA / TREE / name).header
+        merged = load_session_log(directory / name).header
+        assert (merged.id, merged.parent_session, merged.spawn_index) == (
+            committed.id,
+            committed.parent_session,
+            committed.spawn_index,
+        )
+    assert "Trip: the inland road to Hotel Miramar." in (directory / "session.jsonl").read_text()
+
+
+def test_the_report_counts_calls_tokens_and_money(
+    grandchild_changed: tuple[Path, DriftedOutcome],
+) -> None:
+    _, outcome = grandchild_changed
+    summary = outcome.summary
+    assert summary.upstream_calls == 3
+    assert summary.saved_calls == 3  # main's first call, route's first, the hotel's
+    # From the recorded usage: main 340+60, route 320+30, hotel 300+3 not spent again;
+    # weather 300+1, route 360+9, main 520+12 spent on the inland answers.
+    assert summary.saved_tokens == (960, 93)
+    assert summary.live_tokens == (1180, 22)
+    assert summary.money_saved() == pytest.approx((960 * 3.0 + 93 * 15.0) / 1e6)
+    text = summary.text()
+    assert "1 kept, 3 re-recorded, 0 new, 0 dropped" in text
+    assert "session.jsonl: re-recorded from call 2" in text
+    assert "session.3.jsonl: kept" in text
+    assert "money not spent: 0.0043 EUR" in text
+
+
+def test_goldens_are_pending_for_what_changed_and_the_merge_replays(
+    grandchild_changed: tuple[Path, DriftedOutcome],
+) -> None:
+    directory, outcome = grandchild_changed
+    assert sorted(p.golden.name for p in outcome.pending) == [
+        "session.1.jsonl",
+        "session.2.jsonl",
+        "session.jsonl",
+        "transcript.jsonl",
+    ]
+    for pending in list_pending(directory):
+        accept(pending)
+    assert check_scenario(directory, "replay").sessions == 4
+
+
+def test_a_deleted_child_is_recorded_alone(tmp_path: Path) -> None:
+    directory = copy_tree(tmp_path / "fixtures")
+    (directory / "session.3.jsonl").unlink()
+    outcome = record_drifted(load_scenario(directory))
+    assert fates(outcome) == {
+        "session.jsonl": ("kept", None),
+        "session.1.jsonl": ("kept", None),
+        "session.2.jsonl": ("kept", None),
+        "session.3.jsonl": ("new", 1),
+    }
+    assert outcome.summary.upstream_calls == 1
+    assert outcome.written == ["session.3.jsonl"]
+    for name in ("session.jsonl", "session.1.jsonl", "session.2.jsonl"):
+        assert (directory / name).read_bytes() == (DATA / TREE / name).read_bytes()
+    # The new child takes the id its kept parent's recording started it under.
+    assert (
+        load_session_log(directory / "session.3.jsonl").header.id
+        == load_session_log(DATA / TREE / "session.3.jsonl").header.id
+    )
+    assert outcome.pending == []  # the same answer: no golden changed
+    check_scenario(directory, "replay")
+
+
+def test_the_cli_prints_the_report_and_rejects_drifted_outside_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory = copy_tree(tmp_path / "fixtures")
+    out: list[str] = []
+    write: Callable[[str], int] = lambda text: out.append(text) or len(text)  # noqa: E731
+    stream = type("Out", (), {"write": staticmethod(write), "flush": lambda self: None})()
+    code = cli_main(["record", "--drifted", "--fixtures", str(directory.parent), TREE], out=stream)
+    printed = "".join(out)
+    assert code == 0, printed
+    assert "4 kept, 0 re-recorded, 0 new, 0 dropped" in printed
+    assert "calls: 6 replayed, 0 to the upstream" in printed
+    assert cli_main(["replay", "--drifted", "--fixtures", str(directory.parent), TREE]) == 2
+    assert "--drifted only apply to record" in capsys.readouterr().err
