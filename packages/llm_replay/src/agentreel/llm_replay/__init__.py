@@ -20,6 +20,15 @@ from agentreel.llm_replay._drifted import (
 from agentreel.llm_replay._failures import ANONYMOUS
 from agentreel.llm_replay._fixture import RecordedCall, Recording, Script, load_recording
 from agentreel.llm_replay._lanes import PartialLanes
+from agentreel.llm_replay._merge import (
+    LiveLog,
+    Merged,
+    RecordedLog,
+    SessionFate,
+    Status,
+    merge_drifted,
+    usage_sum,
+)
 from agentreel.llm_replay._overrides import HangOverride, Override, ThrowOverride
 from agentreel.llm_replay._provider import (
     BoundCall,
@@ -84,10 +93,13 @@ __all__ = [
     "HangOverride",
     "IncompleteCallError",
     "LiveCaller",
+    "LiveLog",
+    "Merged",
     "Override",
     "OverrideError",
     "PartialLanes",
     "RecordedCall",
+    "RecordedLog",
     "RecordedStream",
     "Recording",
     "ReplayError",
@@ -102,14 +114,18 @@ __all__ = [
     "Script",
     "ScriptExhaustedError",
     "ScriptReport",
+    "SessionFate",
+    "Status",
     "ThrowOverride",
     "UnconsumedScriptError",
     "UnrecordedSessionError",
     "create_drifted_provider",
     "create_replay_provider",
     "load_recording",
+    "merge_drifted",
     "read_drifted_report",
     "read_report",
     "session_file_name",
+    "usage_sum",
     "write_report",
 ]
