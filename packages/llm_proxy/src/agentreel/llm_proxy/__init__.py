@@ -23,6 +23,7 @@ URL with its own recorder or replay provider, logs and report (``ProxyServer.ope
 """
 
 from agentreel.llm_proxy._cli import main
+from agentreel.llm_proxy._drifted_proxy import DriftedProxy, start_drifted_proxy
 from agentreel.llm_proxy._fixture_output import recorded_files, write_fixture
 from agentreel.llm_proxy._identity import (
     IDENTITY_HEADERS,
@@ -53,6 +54,7 @@ __all__ = [
     "SESSION_HEADER",
     "SPAWN_INDEX_HEADER",
     "SUPPORTED_PATHS",
+    "DriftedProxy",
     "Identity",
     "Masks",
     "Mode",
@@ -68,6 +70,7 @@ __all__ = [
     "main",
     "recorded_files",
     "resolve_identity",
+    "start_drifted_proxy",
     "start_proxy",
     "unspoken_summary",
     "write_fixture",

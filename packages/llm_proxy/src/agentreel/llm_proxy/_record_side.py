@@ -20,7 +20,7 @@ from aiohttp import web
 from agentreel.llm.exceptions import StreamInterruptedError
 from agentreel.llm.wire import UpstreamStreamError, WireDecoder, wire_api
 from agentreel.llm_proxy._http import HOP_BY_HOP, RESPONSE_DROP, abort, unreachable
-from agentreel.llm_proxy._identity import Identity
+from agentreel.llm_proxy._identity import Identity, identity_headers
 from agentreel.llm_proxy._lane_logs import CallRecording, kept_headers
 from agentreel.llm_proxy._models import (
     ModelsListing,
@@ -119,6 +119,8 @@ class RecordSide:
         assert client is not None
         recorder.note_secrets(request.headers, request.query)
         headers = self._forwarded_headers(request)
+        if self.settings.forward_identity:
+            headers.update(identity_headers(identity))
         header = build_request_header(
             parsed.options(), turn=0, step=0, cwd=recorder.cwd, api=parsed.api, full_text=True
         )

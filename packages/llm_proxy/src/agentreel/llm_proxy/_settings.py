@@ -63,6 +63,17 @@ class ProxySettings:
     captures: tuple[Capture, ...] = ()
     """Live values carried into served answers (``agentreel.llm_replay.Capture``): record
     writes them as ``{{<token>:N}}``, replay serves the live request's values."""
+    live_upstream: str | None = None
+    """Replay (SPEC 20): where a caller's calls go from its first call the recording cannot
+    answer as recorded (drift, an unrecorded session, a used-up script) — forwarded as
+    they came, the answer relayed back; ``None``: such a call is a replay error."""
+    forward_identity: bool = False
+    """Record: send each caller's resolved identity on as the explicit headers (the
+    upstream is another agentreel proxy: ``--record-drifted``'s replay run); never to a
+    provider."""
+    drifted_report: Path | None = None
+    """Replay with ``live_upstream``: where the drifted report is written
+    (``agentreel.llm_replay.DriftedReport``: who went live from which call)."""
 
     def replay_schedule(self) -> ScheduleSettings:
         """``schedule``, ``schedule_timeout`` and ``schedule_divergence`` as the one value
@@ -101,6 +112,13 @@ class ProxySettings:
         elif self.fixture is None:
             raise ProxyConfigError(
                 "replay mode needs fixture=DIR: the directory holding session.jsonl"
+            )
+        if self.live_upstream is not None and (
+            self.mode != "replay" or not self.live_upstream.startswith(("http://", "https://"))
+        ):
+            raise ProxyConfigError(
+                f"live_upstream {self.live_upstream!r}: replay only, an http(s) URL (the "
+                "provider the drifted sessions are recorded from)"
             )
 
 

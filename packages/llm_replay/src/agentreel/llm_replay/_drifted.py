@@ -48,7 +48,7 @@ DRIFTED_REPORT_FORMAT = "agentreel-drifted-report"
 DRIFTED_REPORT_VERSION = 1
 
 # What makes a caller go live: each is a call the recording cannot answer as recorded.
-_GOES_LIVE = (RequestDriftError, UnrecordedSessionError, ScriptExhaustedError)
+GOES_LIVE = (RequestDriftError, UnrecordedSessionError, ScriptExhaustedError)
 _WHY = {
     RequestDriftError: "drift",
     UnrecordedSessionError: "unrecorded",
@@ -82,12 +82,12 @@ def read_drifted_report(path: str | os.PathLike[str]) -> DriftedReport:
     return msgspec.json.decode(Path(path).read_bytes(), type=DriftedReport)
 
 
-class _TolerantReplay(ReplayProvider):
+class DriftTolerantReplayProvider(ReplayProvider):
     """The replay provider whose drifts are not errors of the run: each one sends its
-    caller live, so it is reported as that, not as a replay failure."""
+    caller live (``LiveCallers``), so it is reported as that, not as a replay failure."""
 
     def _note_error(self, error: ReplayError) -> None:
-        if isinstance(error, _GOES_LIVE):
+        if isinstance(error, GOES_LIVE):
             return
         super()._note_error(error)
 
@@ -99,64 +99,44 @@ class _Live:
     why: str
 
 
-class DriftedProvider:
-    """Replay, with the callers that drift answered by ``upstream`` from their first
-    drifted call on (module docstring). ``replay`` is the replay provider (a
-    ``_TolerantReplay``: its consumption report lists no drift as an error);
-    ``report_path`` is where the drifted report is written (after each caller goes live
-    and at close)."""
+class LiveCallers:
+    """Which callers went live and from which call; the drifted report. Shared by the
+    in-process provider and the proxy's replay (``agentreel proxy replay
+    --record-drifted``)."""
 
     def __init__(
-        self,
-        replay: ReplayProvider,
-        upstream: Provider | Callable[[], Provider],
-        *,
-        report_path: str | os.PathLike[str] | None = None,
+        self, replay: ReplayProvider, report_path: str | os.PathLike[str] | None = None
     ) -> None:
         self.replay = replay
-        # Made on the first drifted call: a run where nothing drifts never builds (nor
-        # closes) a provider SDK's client.
-        self._upstream: Provider | None = None if callable(upstream) else upstream
-        self._make_upstream = upstream if callable(upstream) else None
         self._report_path = Path(report_path) if report_path is not None else None
         self._live: dict[str, _Live] = {}
         self._calls: dict[str, int] = {}  # calls made so far, per caller
         self.upstream_calls = 0
 
-    def stream(
-        self, options: GenerateOptions, *, api: WireApi | None = None
-    ) -> AsyncIterator[Chunk]:
-        key = options.session_id if options.session_id is not None else ANONYMOUS
-        made = self._calls.get(key, 0) + 1
-        self._calls[key] = made
-        if key not in self._live:
-            try:
-                return self.replay.stream(options, api=api)
-            except _GOES_LIVE as error:
-                self._go_live(key, made, _WHY[type(error)])
-        self.upstream_calls += 1
-        return self.upstream.stream(options)
+    def call(self, key: str) -> bool:
+        """Count a call of ``key``; whether it goes to the upstream (``key`` is live)."""
+        self._calls[key] = self._calls.get(key, 0) + 1
+        if key in self._live:
+            self.upstream_calls += 1
+            return True
+        return False
 
-    @property
-    def upstream(self) -> Provider:
-        """The provider answering drifted calls (made when first needed)."""
-        if self._upstream is None:
-            assert self._make_upstream is not None
-            self._upstream = self._make_upstream()
-        return self._upstream
-
-    def _go_live(self, key: str, made: int, why: str) -> None:
+    def went_live(self, key: str, error: ReplayError) -> None:
+        """``key``'s current call met ``error`` (one of ``GOES_LIVE``): it and every later
+        call of ``key`` go to the upstream."""
         bound = self.replay.consumption_report().scripts
         script = next((s for s in bound if s.bound_to == key), None)
+        why = _WHY[type(error)]
         # The call's position in the recorded script where there is one (a drifted call
         # advanced the cursor; an exhausted script's next call is one past its end).
         if script is None:
-            from_call = made
+            from_call = self._calls.get(key, 1)
         elif why == "exhausted":
             from_call = script.consumed + 1
         else:
             from_call = script.consumed
         self._live[key] = _Live(script.file if script is not None else None, from_call, why)
+        self.upstream_calls += 1
         self.write_report()
 
     def report(self) -> DriftedReport:
@@ -173,6 +153,57 @@ class DriftedProvider:
             return
         self._report_path.parent.mkdir(parents=True, exist_ok=True)
         self._report_path.write_bytes(msgspec.json.encode(self.report()))
+
+
+class DriftedProvider:
+    """Replay, with the callers that drift answered by ``upstream`` from their first
+    drifted call on (module docstring). ``replay`` is the replay provider (a
+    ``DriftTolerantReplayProvider``: its consumption report lists no drift as an error);
+    ``report_path`` is where the drifted report is written (after each caller goes live
+    and at close)."""
+
+    def __init__(
+        self,
+        replay: ReplayProvider,
+        upstream: Provider | Callable[[], Provider],
+        *,
+        report_path: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.replay = replay
+        # Made on the first drifted call: a run where nothing drifts never builds (nor
+        # closes) a provider SDK's client.
+        self._upstream: Provider | None = None if callable(upstream) else upstream
+        self._make_upstream = upstream if callable(upstream) else None
+        self.live = LiveCallers(replay, report_path)
+
+    @property
+    def upstream_calls(self) -> int:
+        return self.live.upstream_calls
+
+    def stream(
+        self, options: GenerateOptions, *, api: WireApi | None = None
+    ) -> AsyncIterator[Chunk]:
+        key = options.session_id if options.session_id is not None else ANONYMOUS
+        if not self.live.call(key):
+            try:
+                return self.replay.stream(options, api=api)
+            except GOES_LIVE as error:
+                self.live.went_live(key, error)
+        return self.upstream.stream(options)
+
+    @property
+    def upstream(self) -> Provider:
+        """The provider answering drifted calls (made when first needed)."""
+        if self._upstream is None:
+            assert self._make_upstream is not None
+            self._upstream = self._make_upstream()
+        return self._upstream
+
+    def report(self) -> DriftedReport:
+        return self.live.report()
+
+    def write_report(self) -> None:
+        self.live.write_report()
 
     def close(self) -> None:
         self.write_report()
@@ -206,16 +237,13 @@ def create_drifted_provider(*, live_cwd: str | None = None, **settings: Any) -> 
         raise TypeError("replay-drifted setting upstream_settings must be a JSON object")
     report_path = settings.pop("drifted_report", None) or None
     replay = create_replay_provider(live_cwd=live_cwd, **settings)
-    tolerant = _tolerant(replay)
+    # The same provider, its drifts not errors (a subclass adding no state: the factory's
+    # parsing of settings is the replay provider's, kept in one place).
+    replay.__class__ = DriftTolerantReplayProvider
+    tolerant = replay
     name, keywords = str(upstream_name), dict(upstream_settings)
     if name not in available_providers():  # an unknown name fails now, nothing imported
         raise ProviderNotFoundError(name, available_providers())
     return DriftedProvider(
         tolerant, lambda: load_provider(name, **keywords), report_path=report_path
     )
-
-
-def _tolerant(replay: ReplayProvider) -> ReplayProvider:
-    """``replay`` as a ``_TolerantReplay`` (the same object, its drifts not errors)."""
-    replay.__class__ = _TolerantReplay
-    return replay

@@ -100,11 +100,14 @@ class RecordedLog:
 
 @dataclass(frozen=True, slots=True)
 class Merged:
-    """The merged recording (file name → bytes) and what happened to each session."""
+    """The merged recording (file name → bytes), what happened to each session, and the
+    live session ids written as another (a bound session's recorded id, a new child's
+    id from its kept parent's recording): what else names them (``wire.ndjson``) follows."""
 
     files: dict[str, bytes]
     fates: list[SessionFate]
     new_files: list[str]
+    ids: dict[str, str]
 
 
 def merge_drifted(
@@ -208,7 +211,7 @@ def merge_drifted(
                     live_tokens=usage_sum(usage),
                 )
             )
-    return Merged(files, fates, new_files)
+    return Merged(files, fates, new_files, ids)
 
 
 def _rename_ids(data: bytes, ids: Mapping[str, str]) -> bytes:
