@@ -202,3 +202,24 @@ def test_a_deleted_child_is_recorded_alone_through_the_proxy(
     for name in ("session.jsonl", "session.1.jsonl", "session.2.jsonl"):
         assert (fixture / name).read_bytes() == (recorded / name).read_bytes()
     replays(fixture, COAST, tmp_path)
+
+
+def test_the_command_line_records_what_drifted_and_reports_it(
+    recorded: Path, stub: StubServer, tmp_path: Path, proxy_cli: Any
+) -> None:
+    fixture = tmp_path / "tree"
+    shutil.copytree(recorded, fixture)
+    args = ["replay", "--record-drifted", "--upstream", stub.base_url, "--fixture", str(fixture)]
+    process, _ = proxy_cli(args)
+    first = process.stdout.readline().decode()
+    assert "recording what drifts" in first, first
+    base_url = first.rsplit(" ", 1)[1].strip()
+    assert asyncio.run(tree(base_url, INLAND)) == "Trip: the inland road to Hotel Miramar."
+    out, err = process.communicate(timeout=60)  # stdin's end stops it
+    assert process.returncode == 0, err.decode()
+    printed = out.decode()
+    assert "1 kept, 3 re-recorded, 0 new, 0 dropped" in printed
+    assert "session.2.jsonl: re-recorded from call 1" in printed
+    assert "calls: 3 replayed, 3 to the upstream" in printed
+    assert (fixture / "session.3.jsonl").read_bytes() == (recorded / "session.3.jsonl").read_bytes()
+    replays(fixture, INLAND, tmp_path)
