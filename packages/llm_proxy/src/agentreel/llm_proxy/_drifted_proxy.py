@@ -23,6 +23,7 @@ import tempfile
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -110,25 +111,10 @@ async def start_drifted_proxy(
         staging = Path(staging_text)
         common = {"cwd": live_cwd, "masks": tuple(masks), "scenario": scenario}
         replay = await server.open_run(
-            ProxySettings(
-                mode="replay",
-                fixture=directory,
-                report=staging / "replay-report.json",
-                drift_dir=staging / "drift",
-                live_upstream=upstream,
-                drifted_report=staging / "drifted.json",
-                **common,  # type: ignore[arg-type]
-            )
+            drifted_replay_settings(directory, upstream, staging, **common)
         )
         record = await server.open_run(
-            ProxySettings(
-                mode="record",
-                upstream=replay.base_url,
-                fixture=staging / "recorded",
-                allow_secrets=allow_secrets,
-                forward_identity=True,
-                **common,  # type: ignore[arg-type]
-            )
+            drifted_record_settings(replay.base_url, staging, allow_secrets=allow_secrets, **common)
         )
         drifted = DriftedProxy(record, replay, directory)
         try:
@@ -138,20 +124,58 @@ async def start_drifted_proxy(
             await replay.close()
             if own:
                 await server.close()
-            drifted.errors = [*record.errors, *replay.errors]
-            if not drifted.errors:
-                _merge_into(drifted, staging, live_cwd)
+            merge_drifted_run(drifted, staging, live_cwd)
+
+
+def drifted_replay_settings(
+    fixture: Path, upstream: str, staging: Path, **common: Any
+) -> ProxySettings:
+    """The replay run of a drifted recording: its report and drifted report in
+    ``staging``, the drifted callers forwarded to ``upstream``."""
+    return ProxySettings(
+        mode="replay",
+        fixture=fixture,
+        report=staging / REPLAY_REPORT,
+        drift_dir=staging / "drift",
+        live_upstream=upstream,
+        drifted_report=staging / DRIFTED_REPORT,
+        **common,
+    )
+
+
+def drifted_record_settings(replay_url: str, staging: Path, **common: Any) -> ProxySettings:
+    """The record run in front of the replay run at ``replay_url``: what clients use."""
+    return ProxySettings(
+        mode="record",
+        upstream=replay_url,
+        fixture=staging / RECORDED_DIR,
+        forward_identity=True,
+        **common,
+    )
+
+
+REPLAY_REPORT = "replay-report.json"
+DRIFTED_REPORT = "drifted.json"
+RECORDED_DIR = "recorded"
+
+
+def merge_drifted_run(drifted: DriftedProxy, staging: Path, cwd: str) -> None:
+    """After both runs closed: their errors, else the merge written into the fixture
+    (``drifted.merged``, ``written``, ``removed``)."""
+    drifted.errors = [*drifted.run.errors, *drifted.replay.errors]
+    if not drifted.errors:
+        _merge_into(drifted, staging, cwd)
 
 
 def _merge_into(drifted: DriftedProxy, staging: Path, cwd: str) -> None:
     directory = drifted.fixture
-    recorded_dir = staging / "recorded"
+    recorded_dir = staging / RECORDED_DIR
     assert drifted.run.recorder is not None
     callers = drifted.run.recorder.sessions_by_caller()
-    consumption = read_report(staging / "replay-report.json")
+    consumption = read_report(staging / REPLAY_REPORT)
     live_report = (
-        read_drifted_report(staging / "drifted.json")
-        if (staging / "drifted.json").is_file()
+        read_drifted_report(staging / DRIFTED_REPORT)
+        if (staging / DRIFTED_REPORT).is_file()
         else DriftedReport()
     )
     drifted.upstream_calls = live_report.upstream_calls
