@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from agentreel.llm_replay import (
     LiveLog,
     Merged,
     RecordedLog,
+    ReplaySettings,
     SessionFate,
     merge_drifted,
     read_drifted_report,
@@ -93,7 +94,7 @@ async def start_drifted_proxy(
     cwd: str | os.PathLike[str] | None = None,
     host: str = "127.0.0.1",
     port: int = 0,
-    masks: Sequence[str] = (),
+    replay: ReplaySettings | None = None,
     scenario: str | None = None,
     allow_secrets: tuple[str, ...] = (),
     server: ProxyServer | None = None,
@@ -109,47 +110,61 @@ async def start_drifted_proxy(
         server = await ProxyServer(host=host, port=port).start()
     with tempfile.TemporaryDirectory(prefix="agentreel-drifted-") as staging_text:
         staging = Path(staging_text)
-        common = {"cwd": live_cwd, "masks": tuple(masks), "scenario": scenario}
-        replay = await server.open_run(
+        common: dict[str, Any] = {"cwd": live_cwd, "scenario": scenario, "replay": replay}
+        replaying = await server.open_run(
             drifted_replay_settings(directory, upstream, staging, **common)
         )
         record = await server.open_run(
-            drifted_record_settings(replay.base_url, staging, allow_secrets=allow_secrets, **common)
+            drifted_record_settings(
+                replaying.base_url, staging, allow_secrets=allow_secrets, **common
+            )
         )
-        drifted = DriftedProxy(record, replay, directory)
+        drifted = DriftedProxy(record, replaying, directory)
         try:
             yield drifted
         finally:
             await record.close()
-            await replay.close()
+            await replaying.close()
             if own:
                 await server.close()
             merge_drifted_run(drifted, staging, live_cwd)
 
 
 def drifted_replay_settings(
-    fixture: Path, upstream: str, staging: Path, **common: Any
+    fixture: Path,
+    upstream: str,
+    staging: Path,
+    *,
+    replay: ReplaySettings | None = None,
+    **common: Any,
 ) -> ProxySettings:
     """The replay run of a drifted recording: its report and drifted report in
-    ``staging``, the drifted callers forwarded to ``upstream``."""
+    ``staging``, the drifted callers forwarded to ``upstream``. ``replay``'s drift is
+    checked whatever it says: a drift is what sends a caller live."""
+    given = replay or ReplaySettings()
     return ProxySettings(
         mode="replay",
         fixture=fixture,
         report=staging / REPLAY_REPORT,
-        drift_dir=staging / "drift",
+        replay=given.with_values({"drift": "error", "drift_dir": staging / "drift"}),
         live_upstream=upstream,
         drifted_report=staging / DRIFTED_REPORT,
         **common,
     )
 
 
-def drifted_record_settings(replay_url: str, staging: Path, **common: Any) -> ProxySettings:
-    """The record run in front of the replay run at ``replay_url``: what clients use."""
+def drifted_record_settings(
+    replay_url: str, staging: Path, *, replay: ReplaySettings | None = None, **common: Any
+) -> ProxySettings:
+    """The record run in front of the replay run at ``replay_url``: what clients use; it
+    records with ``replay``'s masks and captures."""
+    given = replay or ReplaySettings()
     return ProxySettings(
         mode="record",
         upstream=replay_url,
         fixture=staging / RECORDED_DIR,
         forward_identity=True,
+        replay=ReplaySettings().with_values({"masks": given.masks, "captures": given.captures}),
         **common,
     )
 

@@ -35,7 +35,6 @@ from agentreel.llm_replay._merge import (
 from agentreel.llm_replay._overrides import HangOverride, Override, ThrowOverride
 from agentreel.llm_replay._provider import (
     BoundCall,
-    DriftMode,
     RecordedStream,
     ReplayProvider,
     create_replay_provider,
@@ -49,21 +48,24 @@ from agentreel.llm_replay._report import (
     read_report,
     write_report,
 )
-from agentreel.llm_replay._schedule import (
+from agentreel.llm_replay._schedule import CallGates, ScheduleDivergence
+from agentreel.llm_replay._settings import (
     DEFAULT_SCHEDULE_TIMEOUT,
     DIVERGENCE_MODES,
     SCHEDULE_MODES,
-    CallGates,
     DivergenceMode,
-    ScheduleDivergence,
+    DriftMode,
+    ReplaySettings,
+    ReplaySettingsKeywords,
     ScheduleMode,
-    ScheduleSettings,
+    value_kind,
 )
 from agentreel.llm_replay.exceptions import (
     FixtureError,
     IncompleteCallError,
     OverrideError,
     ReplayError,
+    ReplaySettingsError,
     RequestDriftError,
     RequestDriftWarning,
     ScheduleDivergenceError,
@@ -110,13 +112,15 @@ __all__ = [
     "Recording",
     "ReplayError",
     "ReplayProvider",
+    "ReplaySettings",
+    "ReplaySettingsError",
+    "ReplaySettingsKeywords",
     "ReportedError",
     "RequestDriftError",
     "RequestDriftWarning",
     "ScheduleDivergence",
     "ScheduleDivergenceError",
     "ScheduleMode",
-    "ScheduleSettings",
     "Script",
     "ScriptExhaustedError",
     "ScriptReport",
@@ -133,5 +137,6 @@ __all__ = [
     "read_report",
     "session_file_name",
     "usage_sum",
+    "value_kind",
     "write_report",
 ]
