@@ -182,3 +182,120 @@ def test_the_cli_prints_the_report_and_rejects_drifted_outside_record(
     assert "calls: 6 replayed, 0 to the upstream" in printed
     assert cli_main(["replay", "--drifted", "--fixtures", str(directory.parent), TREE]) == 2
     assert "--drifted only apply to record" in capsys.readouterr().err
+
+
+# Through the proxy: a command scenario whose script is the same three-level tree as plain
+# openai SDK calls named by identity headers (route and hotel in two threads at once).
+TREE_SCRIPT = """
+import os, uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import openai
+
+WEATHER = "Check the weather on the coast."
+LINEAGE = {"route": ("main", 0), "weather": ("route", 0), "hotel": ("main", 1)}
+ids = {name: str(uuid.uuid4()) for name in ("main", "route", "weather", "hotel")}
+client = openai.OpenAI()
+
+
+def ask(name, messages):
+    headers = {"x-agentreel-session-id": ids[name]}
+    if name in LINEAGE:
+        parent, index = LINEAGE[name]
+        headers["x-agentreel-parent-session-id"] = ids[parent]
+        headers["x-agentreel-spawn-index"] = str(index)
+    reply = client.chat.completions.create(
+        model="stub-model", messages=messages, extra_headers=headers
+    )
+    return reply.choices[0].message.content
+
+
+def route():
+    messages = [{"role": "user", "content": "Plan the route."}]
+    first = ask("route", messages)
+    weather = ask("weather", [{"role": "user", "content": WEATHER}])
+    messages += [
+        {"role": "assistant", "content": first},
+        {"role": "user", "content": f"The weather: {weather}"},
+    ]
+    return ask("route", messages)
+
+
+main = [{"role": "user", "content": "Plan a trip."}]
+plan = ask("main", main)
+with ThreadPoolExecutor(2) as pool:
+    routed = pool.submit(route)
+    hotel = pool.submit(ask, "hotel", [{"role": "user", "content": "Pick a hotel."}])
+    answers = routed.result(), hotel.result()
+main += [
+    {"role": "assistant", "content": plan},
+    {"role": "user", "content": f"Route: {answers[0]}. Hotel: {answers[1]}."},
+]
+print(ask("main", main))
+"""
+TREE_RULES = """
+[[rule]]
+match = { last_user = "Plan a trip." }
+text = "A route and a hotel."
+usage = { input_tokens = 30, output_tokens = 5 }
+[[rule]]
+match = { last_user = "the inland road" }
+text = "Trip: the inland road to Hotel Miramar."
+[[rule]]
+match = { last_user = "Route:" }
+text = "Trip: the coast road to Hotel Miramar."
+[[rule]]
+match = { last_user = "Plan the route." }
+text = "First the weather."
+usage = { input_tokens = 12, output_tokens = 1 }
+[[rule]]
+match = { last_user = "The weather: rainy" }
+text = "the inland road"
+[[rule]]
+match = { last_user = "The weather:" }
+text = "the coast road"
+[[rule]]
+match = { last_user = "Check the weather inland" }
+text = "rainy"
+usage = { input_tokens = 20, output_tokens = 1 }
+[[rule]]
+match = { last_user = "Check the weather" }
+text = "sunny"
+usage = { input_tokens = 20, output_tokens = 1 }
+[[rule]]
+match = { last_user = "Pick a hotel." }
+text = "Hotel Miramar"
+usage = { input_tokens = 10, output_tokens = 2 }
+"""
+
+
+def test_a_proxied_scenario_re_records_only_what_drifted(tmp_path: Path) -> None:
+    directory = tmp_path / "fixtures" / "proxied-tree"
+    directory.mkdir(parents=True)
+    (directory / "scenario.toml").write_text(
+        'protocol = "command"\ntimeout = 120\nagent = ["{python}", "./script.py"]\n'
+        '[[steps]]\ntype = "prompt"\ntext = "Plan a trip."\n'
+        '[model]\nvia = "proxy"\napi = "openai"\n'
+    )
+    (directory / "script.py").write_text(TREE_SCRIPT)
+    (directory / "stub-rules.toml").write_text(TREE_RULES)
+    check_scenario(directory, "record")
+    committed = {p.name: p.read_bytes() for p in directory.iterdir() if p.is_file()}
+    script = TREE_SCRIPT.replace("on the coast.", "inland.")
+    (directory / "script.py").write_text(script)  # the grandchild's prompt, in the code
+
+    outcome = record_drifted(load_scenario(directory))
+    assert fates(outcome) == {
+        "session.jsonl": ("re-recorded", 2),
+        "session.1.jsonl": ("re-recorded", 2),
+        "session.2.jsonl": ("re-recorded", 1),
+        "session.3.jsonl": ("kept", None),
+    }
+    assert outcome.summary.upstream_calls == 3
+    # Recorded usage of the calls replayed: main's first, route's first, the hotel's.
+    assert outcome.summary.saved_tokens == (30 + 12 + 10, 5 + 1 + 2)
+    assert (directory / "session.3.jsonl").read_bytes() == committed["session.3.jsonl"]
+    assert "wire.ndjson" in outcome.written
+    for pending in list_pending(directory):
+        accept(pending)
+    assert check_scenario(directory, "replay").sessions == 4

@@ -23,6 +23,7 @@ from pathlib import Path
 from agentreel.llm_replay import (
     DriftedReport,
     LiveLog,
+    Merged,
     RecordedLog,
     SessionFate,
     Status,
@@ -172,39 +173,22 @@ def record_drifted(
     replay, write the changed recordings and the goldens as pending (module docstring).
     Raises a ``HarnessError`` naming what failed; nothing is written then."""
     started = time.monotonic()
-    if scenario.model.proxied:
-        raise RecordError(
-            f"{scenario.name}: --drifted does not run scenarios through the proxy yet; "
-            f"re-record it whole: agentreel record {scenario.name}"
-        )
     check_inventory(scenario, "refresh")
     recorded = _recorded_logs(scenario)
     scratch = Path(tempfile.mkdtemp(prefix=f"agentreel-{scenario.name}-drifted-"))
     try:
         run_dir = (work_dir or scratch) / "run"
         result = run_scenario(scenario, "drifted", record=record, work_dir=run_dir)
-        consumption = result.replay_report
-        if consumption is None:
-            raise RecordError(
-                f"{scenario.name}: the agent never loaded the replay-drifted provider (it "
-                "wrote no replay report); configure its provider from AGENTREEL_PROVIDER"
-            )
-        report_file = result.run_dir / DRIFTED_REPORT_NAME
-        drifted = read_drifted_report(report_file) if report_file.is_file() else DriftedReport()
-        live = [
-            LiveLog(log.header, tokenize_cwd(raw, result.cwd))
-            for log, raw in zip(result.session_logs, result.session_log_bytes, strict=True)
-        ]
-        merged = merge_drifted(recorded, live, consumption, drifted)
+        if scenario.model.proxied:
+            merged, upstream_calls, files = _proxied_merge(scenario, result)
+        else:
+            merged, upstream_calls = _in_process_merge(scenario, result, recorded)
+            files = merged.files
         secrets = envvars.secret_values(os.environ, scenario.env, keys=scenario.auth_env())
         allow = scenario.record.allow_secrets
-        scan_for_secrets(
-            {name: merged.files[name] for name in merged.new_files},
-            secrets,
-            scenario.name,
-            allow=allow,
-        )
-        goldens = _trial_replay(scenario, merged.files, scratch / "trial")
+        new = [*merged.new_files, *(name for name in files if name not in merged.files)]
+        scan_for_secrets({name: files[name] for name in new}, secrets, scenario.name, allow=allow)
+        goldens = _trial_replay(scenario, files, scratch / "trial")
         scan_for_secrets(
             {f"{GOLDEN_DIR}/{k}": v for k, v in goldens.items()},
             secrets,
@@ -214,18 +198,55 @@ def record_drifted(
         )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    written, removed = _write_changed(scenario.directory, merged.files)
+    written, removed = _write_changed(scenario.directory, files)
     diffs = compare_goldens(scenario, goldens)
     pending = write_pending(scenario.directory, goldens, diffs) if diffs else []
     summary = DriftedSummary(
         scenario.name,
         merged.fates,
-        drifted.upstream_calls,
+        upstream_calls,
         load_prices(scenario),
     )
     return DriftedOutcome(
         scenario, summary, written, removed, pending, time.monotonic() - started, result
     )
+
+
+def _in_process_merge(
+    scenario: Scenario, result: RunResult, recorded: list[RecordedLog]
+) -> tuple[Merged, int]:
+    """The agent's own logs of the drifted run merged into the recording."""
+    consumption = result.replay_report
+    if consumption is None:
+        raise RecordError(
+            f"{scenario.name}: the agent never loaded the replay-drifted provider (it "
+            "wrote no replay report); configure its provider from AGENTREEL_PROVIDER"
+        )
+    report_file = result.run_dir / DRIFTED_REPORT_NAME
+    drifted = read_drifted_report(report_file) if report_file.is_file() else DriftedReport()
+    live = [
+        LiveLog(log.header, tokenize_cwd(raw, result.cwd))
+        for log, raw in zip(result.session_logs, result.session_log_bytes, strict=True)
+    ]
+    return merge_drifted(recorded, live, consumption, drifted), drifted.upstream_calls
+
+
+def _proxied_merge(scenario: Scenario, result: RunResult) -> tuple[Merged, int, dict[str, bytes]]:
+    """Through the proxy: what the drifted runs merged into a copy of the recording; every
+    recording file of that copy (session logs, ``wire.ndjson``, ``models.json``)."""
+    drifted = result.drifted_proxy
+    if drifted is None or drifted.errors or drifted.merged is None:
+        errors = drifted.errors if drifted is not None else ["the drifted proxy never ran"]
+        raise RecordError(
+            f"{scenario.name}: recording what drifted through the proxy failed, so nothing "
+            "was written:\n  " + "\n  ".join(errors)
+        )
+    files = {
+        path.name: path.read_bytes()
+        for path in sorted(drifted.fixture.iterdir())
+        if path.is_file() and RECORDING_FILE_PATTERN.fullmatch(path.name)
+    }
+    return drifted.merged, drifted.upstream_calls, files
 
 
 def _recorded_logs(scenario: Scenario) -> list[RecordedLog]:

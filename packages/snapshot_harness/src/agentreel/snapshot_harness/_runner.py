@@ -61,7 +61,7 @@ from agentreel.snapshot_harness._mcp import (
     mcp_settings,
     recorded_mcp_files,
 )
-from agentreel.snapshot_harness._proxied import proxy_backend
+from agentreel.snapshot_harness._proxied import ProxiedRun, proxy_backend
 from agentreel.snapshot_harness._result import RunResult, StartMethod, tail
 from agentreel.snapshot_harness._scenario import (
     DEFAULT_AGENT_MODULE,
@@ -262,6 +262,7 @@ def _run_in(
     env.update(AgentEnvironment(sessions_root=str(sessions_root)).to_environ())
     logs_root = sessions_root
     proxy_warnings: list[str] = []
+    proxied: ProxiedRun | None = None
     mcp = mcp_settings(scenario, mode, run_dir, cwd)
     with contextlib.ExitStack() as stack:
         if scenario.model.proxied:
@@ -367,6 +368,7 @@ def _run_in(
         proxy_files=proxy_files,
         proxy_warnings=list(proxy_warnings),
         mcp_files=recorded_mcp_files(mcp),
+        drifted_proxy=proxied.drifted[0] if proxied is not None and proxied.drifted else None,
     )
 
 
