@@ -168,18 +168,23 @@ def test_a_deleted_child_is_recorded_alone(tmp_path: Path) -> None:
     check_scenario(directory, "replay")
 
 
-def test_the_cli_prints_the_report_and_rejects_drifted_outside_record(
+def test_the_cli_prints_the_report_writes_it_into_html_and_rejects_drifted_outside_record(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     directory = copy_tree(tmp_path / "fixtures")
     out: list[str] = []
     write: Callable[[str], int] = lambda text: out.append(text) or len(text)  # noqa: E731
     stream = type("Out", (), {"write": staticmethod(write), "flush": lambda self: None})()
-    code = cli_main(["record", "--drifted", "--fixtures", str(directory.parent), TREE], out=stream)
+    page = tmp_path / "report.html"
+    argv = ["record", "--drifted", "--html", str(page), "--fixtures", str(directory.parent), TREE]
+    code = cli_main(argv, out=stream)
     printed = "".join(out)
     assert code == 0, printed
     assert "4 kept, 0 re-recorded, 0 new, 0 dropped" in printed
     assert "calls: 6 replayed, 0 to the upstream" in printed
+    html = page.read_text()  # the report written into the HTML page too
+    assert "re-recorded only what drifted" in html
+    assert "4 kept, 0 re-recorded, 0 new, 0 dropped" in html
     assert cli_main(["replay", "--drifted", "--fixtures", str(directory.parent), TREE]) == 2
     assert "--drifted only apply to record" in capsys.readouterr().err
 
