@@ -10,9 +10,9 @@ recording must replay. Deleting a child's recording records just that child.
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -172,13 +172,11 @@ def test_the_cli_prints_the_report_writes_it_into_html_and_rejects_drifted_outsi
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     directory = copy_tree(tmp_path / "fixtures")
-    out: list[str] = []
-    write: Callable[[str], int] = lambda text: out.append(text) or len(text)  # noqa: E731
-    stream = type("Out", (), {"write": staticmethod(write), "flush": lambda self: None})()
+    stream = io.StringIO()
     page = tmp_path / "report.html"
     argv = ["record", "--drifted", "--html", str(page), "--fixtures", str(directory.parent), TREE]
     code = cli_main(argv, out=stream)
-    printed = "".join(out)
+    printed = stream.getvalue()
     assert code == 0, printed
     assert "4 kept, 0 re-recorded, 0 new, 0 dropped" in printed
     assert "calls: 6 replayed, 0 to the upstream" in printed

@@ -198,14 +198,14 @@ def merge_drifted(
         if fate.status != "kept":
             new_files.append(name)
     used_files = {fate.recorded_file for fate in fates}
-    for log in recorded:
-        if log.name not in used_files:
-            calls, usage = _calls(log.data)
+    for old in recorded:
+        if old.name not in used_files:
+            calls, usage = _calls(old.data)
             fates.append(
                 SessionFate(
                     "dropped",
                     None,
-                    log.name,
+                    old.name,
                     calls=calls,
                     live_calls=calls,
                     live_tokens=usage_sum(usage),
