@@ -25,7 +25,6 @@ from typing import Any, Literal, Self
 from urllib.parse import unquote
 
 import msgspec
-import msgspec.structs
 
 from agentreel.llm._chunks import Chunk, Finish
 from agentreel.llm.stub._answers import (
@@ -36,18 +35,14 @@ from agentreel.llm.stub._answers import (
     rule_chunks,
 )
 from agentreel.llm.stub._rules import (
+    INVOKE_PATHS,
     Api,
     RequestView,
     Rule,
     RuleSet,
-    anthropic_request_view,
-    bedrock_request_view,
-    gemini_request_view,
     load_rules,
-    ollama_request_view,
-    openai_request_view,
     parse_rules,
-    responses_request_view,
+    request_view,
 )
 from agentreel.llm.stub._rules_doc import RULES_FORMAT_HINT
 from agentreel.llm.wire import (
@@ -89,7 +84,6 @@ _OLLAMA_PATHS = ("/api/chat", "/api/generate")
 _GEMINI_EMBED = tuple(f":{method}" for method in GEMINI_EMBED_METHODS)
 _RAW_PREDICT = (":streamRawPredict", ":rawPredict")
 _BEDROCK_PATHS = ("/converse", "/converse-stream")
-_INVOKE_PATHS = ("/invoke", "/invoke-with-response-stream")
 
 
 class StubRequest(msgspec.Struct, kw_only=True):
@@ -262,25 +256,7 @@ class StubServer:
     ) -> tuple[StubRequest, RequestView, tuple[int, Rule] | None]:
         with self._lock:
             index = len(self._requests)
-            views = {
-                "openai": openai_request_view,
-                "anthropic": anthropic_request_view,
-                "responses": responses_request_view,
-            }
-            if api == "gemini":
-                view = gemini_request_view(body, index, headers, path)
-            elif api == "ollama":
-                view = ollama_request_view(body, index, headers, path)
-            elif api == "bedrock" and path.endswith(_INVOKE_PATHS):
-                view = msgspec.structs.replace(
-                    anthropic_request_view(body, index, headers),
-                    api="bedrock",
-                    stream=path.endswith("-with-response-stream"),
-                )
-            elif api == "bedrock":
-                view = bedrock_request_view(body, index, headers, path)
-            else:
-                view = views[api](body, index, headers)
+            view = request_view(api, body, index, headers, path)
             taken = self.rules.take_answer(view)
             record = StubRequest(
                 index=index,
@@ -382,7 +358,7 @@ class _Handler(BaseHTTPRequestHandler):
             api = "responses"
         elif path.endswith(_OLLAMA_PATHS):
             api = "ollama"
-        elif "/model/" in path and path.endswith(_BEDROCK_PATHS + _INVOKE_PATHS):
+        elif "/model/" in path and path.endswith(_BEDROCK_PATHS + INVOKE_PATHS):
             api = "bedrock"  # InvokeModel: an Anthropic Messages body in Bedrock's framing
         else:
             message = (
@@ -711,7 +687,7 @@ def _wire_spec(path: str) -> WireApiSpec:
     """The wire API (Ollama's, Bedrock's) a stub request's path names, for the APIs the
     stub answers through the wire registry."""
     if "/model/" in path:
-        invoke = path.endswith(_INVOKE_PATHS)
+        invoke = path.endswith(INVOKE_PATHS)
         return wire_api("bedrock-invoke" if invoke else "bedrock-converse")
     return wire_api("ollama-generate" if path.endswith("/api/generate") else "ollama-chat")
 
