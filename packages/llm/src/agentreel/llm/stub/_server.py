@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, overload
 from urllib.parse import unquote
 
 import msgspec
@@ -435,31 +435,13 @@ class _Handler(BaseHTTPRequestHandler):
                 call.id or f"{OLLAMA_MINTED_CALL_ID_PREFIX}{i}"
                 for i, call in enumerate(rule.tool_calls)
             ]
+        response_id = _RESPONSE_ID_PREFIXES[api] + digest[: 20 if api == "gemini" else 24]
         if not view.stream:
-            stub._finish(record, self._answer_whole(record, rule, label, body, digest, call_ids))
+            stub._finish(
+                record, self._answer_whole(record, rule, label, body, response_id, call_ids)
+            )
             return
-        if api in ("ollama", "bedrock"):
-            spec = _wire_spec(path)
-            parsed = spec.parse(body, _path_model(path), True)
-            answer = rule_chunks(rule, call_ids)
-            frames = spec.encode_stream(parsed, answer, f"msg_stub{digest[:24]}", None)
-        elif api == "openai":
-            frames = openai_frames(rule, body, f"chatcmpl-stub{digest[:24]}", call_ids)
-        elif api == "anthropic":
-            frames = anthropic_frames(rule, body, f"msg_stub{digest[:24]}", call_ids)
-        elif api == "gemini":
-            frames = gemini_chunk_frames(
-                _gemini_chunks(rule, call_ids),
-                model=view.model,
-                response_id=f"stub{digest[:20]}",
-            )
-        else:
-            frames = responses_chunk_frames(
-                rule_chunks(rule, call_ids),
-                model=str(body.get("model", "")),
-                response_id=f"resp_stub{digest[:24]}",
-                namespaced=responses_namespaced(body),
-            )
+        frames = _encode_answer(api, path, rule, body, response_id, call_ids, stream=True)
         if rule.error_after is not None:
             message = rule.error_message or (
                 f"agentreel stub server: {label} injected an in-stream error after "
@@ -480,7 +462,7 @@ class _Handler(BaseHTTPRequestHandler):
         rule: Rule,
         label: str,
         body: dict[str, Any],
-        digest: str,
+        response_id: str,
         call_ids: list[str],
     ) -> Outcome:
         """A non-streaming request: the rule's answer as one JSON body.
@@ -498,30 +480,9 @@ class _Handler(BaseHTTPRequestHandler):
             record.status = 500
             return "error"
         try:
-            if api == "openai":
-                payload = openai_completion_body(
-                    rule, body, f"chatcmpl-stub{digest[:24]}", call_ids
-                )
-            elif api == "anthropic":
-                payload = anthropic_message_body(rule, body, f"msg_stub{digest[:24]}", call_ids)
-            elif api in ("ollama", "bedrock"):
-                spec = _wire_spec(record.path)
-                parsed = spec.parse(body, _path_model(record.path), False)
-                answer = rule_chunks(rule, call_ids)
-                payload = spec.encode_body(parsed, answer, f"msg_stub{digest[:24]}", None)
-            elif api == "gemini":
-                payload = gemini_chunk_body(
-                    _gemini_chunks(rule, call_ids),
-                    model=record.path.rsplit("/models/", 1)[-1].partition(":")[0],
-                    response_id=f"stub{digest[:20]}",
-                )
-            else:
-                payload = responses_chunk_body(
-                    rule_chunks(rule, call_ids),
-                    model=str(body.get("model", "")),
-                    response_id=f"resp_stub{digest[:24]}",
-                    namespaced=responses_namespaced(body),
-                )
+            payload = _encode_answer(
+                api, record.path, rule, body, response_id, call_ids, stream=False
+            )
         except ValueError as exc:
             message = (
                 f"agentreel stub server: {label} cannot answer a non-streaming request: its "
@@ -674,6 +635,83 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+
+
+_RESPONSE_ID_PREFIXES: dict[Api, str] = {
+    "openai": "chatcmpl-stub",
+    "anthropic": "msg_stub",
+    "ollama": "msg_stub",
+    "bedrock": "msg_stub",
+    "gemini": "stub",
+    "responses": "resp_stub",
+}
+"""The stub's response ids by API: the prefix, then the answer's digest (Gemini's 20 hex
+digits, the others' 24)."""
+
+
+@overload
+def _encode_answer(
+    api: Api,
+    path: str,
+    rule: Rule,
+    body: dict[str, Any],
+    response_id: str,
+    call_ids: list[str],
+    *,
+    stream: Literal[True],
+) -> list[bytes]: ...
+@overload
+def _encode_answer(
+    api: Api,
+    path: str,
+    rule: Rule,
+    body: dict[str, Any],
+    response_id: str,
+    call_ids: list[str],
+    *,
+    stream: Literal[False],
+) -> bytes: ...
+def _encode_answer(
+    api: Api,
+    path: str,
+    rule: Rule,
+    body: dict[str, Any],
+    response_id: str,
+    call_ids: list[str],
+    *,
+    stream: bool,
+) -> list[bytes] | bytes:
+    """A rule's answer to a request to ``api`` at ``path``: the stream's frames, or the
+    whole body. Chat Completions and Messages have the stub's own encoders (chunk sizes as
+    the rule says); the others are encoded from the rule's chunks by the wire registry.
+    Raises ``ValueError`` when a whole body needs tool arguments that are not JSON."""
+    if api == "openai":
+        return (openai_frames if stream else openai_completion_body)(
+            rule, body, response_id, call_ids
+        )
+    if api == "anthropic":
+        return (anthropic_frames if stream else anthropic_message_body)(
+            rule, body, response_id, call_ids
+        )
+    if api in ("ollama", "bedrock"):
+        spec = _wire_spec(path)
+        parsed = spec.parse(body, _path_model(path), stream)
+        chunks = rule_chunks(rule, call_ids)
+        if stream:
+            return spec.encode_stream(parsed, chunks, response_id, None)
+        return spec.encode_body(parsed, chunks, response_id, None)
+    if api == "gemini":
+        model = path.rsplit("/models/", 1)[-1].partition(":")[0]
+        chunks = _gemini_chunks(rule, call_ids)
+        encode_gemini = gemini_chunk_frames if stream else gemini_chunk_body
+        return encode_gemini(chunks, model=model, response_id=response_id)
+    encode_responses = responses_chunk_frames if stream else responses_chunk_body
+    return encode_responses(
+        rule_chunks(rule, call_ids),
+        model=str(body.get("model", "")),
+        response_id=response_id,
+        namespaced=responses_namespaced(body),
+    )
 
 
 def _path_model(path: str) -> str:
