@@ -441,7 +441,7 @@ class _Handler(BaseHTTPRequestHandler):
                 record, self._answer_whole(record, rule, label, body, response_id, call_ids)
             )
             return
-        frames = _encode_answer(api, path, rule, body, response_id, call_ids, stream=True)
+        frames = _encode_answer(record, rule, response_id, call_ids, stream=True)
         if rule.error_after is not None:
             message = rule.error_message or (
                 f"agentreel stub server: {label} injected an in-stream error after "
@@ -480,9 +480,7 @@ class _Handler(BaseHTTPRequestHandler):
             record.status = 500
             return "error"
         try:
-            payload = _encode_answer(
-                api, record.path, rule, body, response_id, call_ids, stream=False
-            )
+            payload = _encode_answer(record, rule, response_id, call_ids, stream=False)
         except ValueError as exc:
             message = (
                 f"agentreel stub server: {label} cannot answer a non-streaming request: its "
@@ -651,65 +649,44 @@ digits, the others' 24)."""
 
 @overload
 def _encode_answer(
-    api: Api,
-    path: str,
-    rule: Rule,
-    body: dict[str, Any],
-    response_id: str,
-    call_ids: list[str],
-    *,
-    stream: Literal[True],
+    record: StubRequest, rule: Rule, wire_id: str, call_ids: list[str], *, stream: Literal[True]
 ) -> list[bytes]: ...
 @overload
 def _encode_answer(
-    api: Api,
-    path: str,
-    rule: Rule,
-    body: dict[str, Any],
-    response_id: str,
-    call_ids: list[str],
-    *,
-    stream: Literal[False],
+    record: StubRequest, rule: Rule, wire_id: str, call_ids: list[str], *, stream: Literal[False]
 ) -> bytes: ...
 def _encode_answer(
-    api: Api,
-    path: str,
-    rule: Rule,
-    body: dict[str, Any],
-    response_id: str,
-    call_ids: list[str],
-    *,
-    stream: bool,
+    record: StubRequest, rule: Rule, wire_id: str, call_ids: list[str], *, stream: bool
 ) -> list[bytes] | bytes:
-    """A rule's answer to a request to ``api`` at ``path``: the stream's frames, or the
-    whole body. Chat Completions and Messages have the stub's own encoders (chunk sizes as
-    the rule says); the others are encoded from the rule's chunks by the wire registry.
-    Raises ``ValueError`` when a whole body needs tool arguments that are not JSON."""
+    """A rule's answer to the request, with the response id ``wire_id``: the stream's
+    frames, or the whole body. Chat Completions and Messages have the stub's own encoders
+    (chunk sizes as the rule says); the others are encoded from the rule's chunks by the
+    wire registry. Raises ``ValueError`` when a whole body needs tool arguments that are
+    not JSON."""
+    api, path, body = record.api, record.path, record.body
     if api == "openai":
-        return (openai_frames if stream else openai_completion_body)(
-            rule, body, response_id, call_ids
-        )
+        return (openai_frames if stream else openai_completion_body)(rule, body, wire_id, call_ids)
     if api == "anthropic":
         return (anthropic_frames if stream else anthropic_message_body)(
-            rule, body, response_id, call_ids
+            rule, body, wire_id, call_ids
         )
     if api in ("ollama", "bedrock"):
         spec = _wire_spec(path)
         parsed = spec.parse(body, _path_model(path), stream)
         chunks = rule_chunks(rule, call_ids)
         if stream:
-            return spec.encode_stream(parsed, chunks, response_id, None)
-        return spec.encode_body(parsed, chunks, response_id, None)
+            return spec.encode_stream(parsed, chunks, wire_id, None)
+        return spec.encode_body(parsed, chunks, wire_id, None)
     if api == "gemini":
         model = path.rsplit("/models/", 1)[-1].partition(":")[0]
         chunks = _gemini_chunks(rule, call_ids)
         encode_gemini = gemini_chunk_frames if stream else gemini_chunk_body
-        return encode_gemini(chunks, model=model, response_id=response_id)
+        return encode_gemini(chunks, model=model, response_id=wire_id)
     encode_responses = responses_chunk_frames if stream else responses_chunk_body
     return encode_responses(
         rule_chunks(rule, call_ids),
         model=str(body.get("model", "")),
-        response_id=response_id,
+        response_id=wire_id,
         namespaced=responses_namespaced(body),
     )
 
