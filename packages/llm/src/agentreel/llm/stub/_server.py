@@ -17,7 +17,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal, Self, overload
@@ -362,13 +362,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._drain_body()
             self._send_json(404, openai_error_body(404, message))
             return
-        raw = self._drain_body()
-        try:
-            body = json.loads(raw or b"{}")
-            if not isinstance(body, dict):
-                raise ValueError("the body is not a JSON object")
-        except ValueError as exc:
-            self._send_error(api, 400, f"agentreel stub server: request body is not JSON: {exc}")
+        body = self._object_body(
+            "request body", lambda message: self._send_error(api, 400, message)
+        )
+        if body is None:
             return
         headers = {
             k.lower(): ("<redacted>" if k.lower() in _SECRET_HEADERS else v)
@@ -498,13 +495,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _count_tokens(self, api: Api) -> None:
         """Anthropic's or Gemini's token count of a request: answered, never a model call
         (not in ``requests``, no rule taken)."""
-        try:
-            body = json.loads(self._drain_body() or b"{}")
-            if not isinstance(body, dict):
-                raise ValueError("the body is not a JSON object")
-        except ValueError as exc:
-            message = f"agentreel stub server: count_tokens request body is not JSON: {exc}"
-            self._send_error(api, 400, message)
+        body = self._object_body(
+            "count_tokens request body", lambda message: self._send_error(api, 400, message)
+        )
+        if body is None:
             return
         counted = gemini_count_tokens_body if api == "gemini" else count_tokens_body
         self._send_json(200, counted(body))
@@ -512,17 +506,27 @@ class _Handler(BaseHTTPRequestHandler):
     def _embed(self, api: WireApiName, model: str = "") -> None:
         """An embeddings request: answered from the input alone (``stub_embeddings_body``:
         a vector from a hash of each input), never a model call (no rule taken)."""
+        body = self._object_body(
+            "embeddings request body",
+            lambda message: self._send_json(400, wire_api(api).error_body(400, message, None)),
+        )
+        if body is None:
+            return
+        self._send_json(200, stub_embeddings_body(api, body, model))
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _object_body(self, what: str, send_error: Callable[[str], None]) -> dict[str, Any] | None:
+        """The request body as a JSON object (none: ``{}``), or ``None`` once ``send_error``
+        has answered the message that ``what`` is not JSON."""
         try:
             body = json.loads(self._drain_body() or b"{}")
             if not isinstance(body, dict):
                 raise ValueError("the body is not a JSON object")
         except ValueError as exc:
-            message = f"agentreel stub server: embeddings request body is not JSON: {exc}"
-            self._send_json(400, wire_api(api).error_body(400, message, None))
-            return
-        self._send_json(200, stub_embeddings_body(api, body, model))
-
-    # -- helpers -------------------------------------------------------------------------------
+            send_error(f"agentreel stub server: {what} is not JSON: {exc}")
+            return None
+        return body
 
     def _drain_body(self) -> bytes:
         length = int(self.headers.get("content-length") or 0)
