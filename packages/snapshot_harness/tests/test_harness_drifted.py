@@ -168,6 +168,33 @@ def test_a_deleted_child_is_recorded_alone(tmp_path: Path) -> None:
     check_scenario(directory, "replay")
 
 
+def test_a_deleted_grandchild_leaving_a_numbering_gap_is_recorded_alone(tmp_path: Path) -> None:
+    directory = copy_tree(tmp_path / "fixtures")
+    (directory / "session.2.jsonl").unlink()  # the weather: session.3.jsonl stays
+    outcome = record_drifted(load_scenario(directory))
+    assert fates(outcome) == {
+        "session.jsonl": ("kept", None),
+        "session.1.jsonl": ("kept", None),
+        "session.2.jsonl": ("new", 1),
+        "session.3.jsonl": ("kept", None),
+    }
+    assert [f.recorded_file for f in outcome.summary.sessions if f.status == "kept"] == [
+        "session.jsonl",
+        "session.1.jsonl",
+        "session.3.jsonl",
+    ]
+    assert outcome.summary.upstream_calls == 1
+    assert outcome.written == ["session.2.jsonl"]
+    for name in ("session.jsonl", "session.1.jsonl", "session.3.jsonl"):
+        assert (directory / name).read_bytes() == (DATA / TREE / name).read_bytes()
+    # The new weather takes the id its kept parent's recording started it under.
+    assert (
+        load_session_log(directory / "session.2.jsonl").header.id
+        == load_session_log(DATA / TREE / "session.2.jsonl").header.id
+    )
+    check_scenario(directory, "replay")
+
+
 def test_the_cli_prints_the_report_writes_it_into_html_and_rejects_drifted_outside_record(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

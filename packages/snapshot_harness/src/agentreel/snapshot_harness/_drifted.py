@@ -34,6 +34,8 @@ from agentreel.llm_replay import (
 from agentreel.session import (
     RECORDING_FILE_PATTERN,
     load_session_log,
+    recording_names,
+    session_file_name,
     tokenize_cwd,
 )
 from agentreel.snapshot_harness import _environment as envvars
@@ -173,17 +175,28 @@ def record_drifted(
     replay, write the changed recordings and the goldens as pending (module docstring).
     Raises a ``HarnessError`` naming what failed; nothing is written then."""
     started = time.monotonic()
-    check_inventory(scenario, "refresh")
-    recorded = _recorded_logs(scenario)
     scratch = Path(tempfile.mkdtemp(prefix=f"agentreel-{scenario.name}-drifted-"))
     try:
+        # A deleted recording may leave a gap in the numbering: the run replays a copy
+        # numbered without it (the merge numbers the result by session order anyway).
+        replayed, renamed = _without_gaps(scenario, scratch / "recording")
+        check_inventory(replayed, "refresh")
+        recorded = _recorded_logs(replayed)
         run_dir = (work_dir or scratch) / "run"
-        result = run_scenario(scenario, "drifted", record=record, work_dir=run_dir)
+        result = run_scenario(replayed, "drifted", record=record, work_dir=run_dir)
         if scenario.model.proxied:
             merged, upstream_calls, files = _proxied_merge(scenario, result)
         else:
             merged, upstream_calls = _in_process_merge(scenario, result, recorded)
             files = merged.files
+        if renamed:
+            fates = [
+                dataclasses.replace(f, recorded_file=renamed.get(f.recorded_file or "", None))
+                if f.recorded_file
+                else f
+                for f in merged.fates
+            ]
+            merged = dataclasses.replace(merged, fates=fates)
         secrets = envvars.secret_values(os.environ, scenario.env, keys=scenario.auth_env())
         allow = scenario.record.allow_secrets
         new = [*merged.new_files, *(name for name in files if name not in merged.files)]
@@ -247,6 +260,28 @@ def _proxied_merge(scenario: Scenario, result: RunResult) -> tuple[Merged, int, 
         if path.is_file() and RECORDING_FILE_PATTERN.fullmatch(path.name)
     }
     return drifted.merged, drifted.upstream_calls, files
+
+
+def _without_gaps(scenario: Scenario, where: Path) -> tuple[Scenario, dict[str, str]]:
+    """``scenario`` itself when its recordings are numbered without a gap; else a copy in
+    ``where`` (every other entry but the goldens linked) whose recordings are renumbered
+    in order, and each copy's name → the name it has in the scenario."""
+    names = recording_names(scenario.directory)
+    if names == [session_file_name(n) for n in range(len(names))]:
+        return scenario, {}
+    copy = where / scenario.name
+    copy.mkdir(parents=True)
+    for entry in scenario.directory.iterdir():
+        if entry.name not in names and entry.name != GOLDEN_DIR:  # the run writes no golden
+            (copy / entry.name).symlink_to(entry.resolve())
+    renamed: dict[str, str] = {}
+    for number, name in enumerate(names):
+        shutil.copy2(scenario.directory / name, copy / session_file_name(number))
+        renamed[session_file_name(number)] = name
+    moved = dataclasses.replace(
+        scenario, directory=copy, agent_root=scenario.agent_root or scenario.directory
+    )
+    return moved, renamed
 
 
 def _recorded_logs(scenario: Scenario) -> list[RecordedLog]:
