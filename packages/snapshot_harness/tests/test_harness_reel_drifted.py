@@ -93,6 +93,12 @@ def test_trip(agentreel):
     ]
     assert ask("main", main) == EXPECTED
 """
+PRICES = """
+currency = "EUR"
+[models."stub-model"]
+prompt = 3.0
+completion = 15.0
+"""
 COAST = ("Check the weather on the coast.", "Trip: the coast road to Hotel Miramar.")
 INLAND = ("Check the weather inland.", "Trip: the inland road to Hotel Miramar.")
 
@@ -139,6 +145,7 @@ def test_the_fixture_re_records_only_what_drifted(pytester: pytest.Pytester) -> 
     assert {"session.jsonl", "session.3.jsonl", "wire.ndjson"} <= set(before)
 
     write(pytester, INLAND)  # the grandchild's prompt changed in the agent's code
+    pytester.makefile(".toml", **{"agentreel-prices": PRICES})  # beside the test module
     drifted = run(pytester, "--agentreel-record=drifted")
     drifted.assert_outcomes(passed=1)
     drifted.stdout.fnmatch_lines(
@@ -150,6 +157,7 @@ def test_the_fixture_re_records_only_what_drifted(pytester: pytest.Pytester) -> 
             "*session.2.jsonl: re-recorded from call 1*",
             "*session.3.jsonl: kept*",
             "*calls: 3 replayed, 3 to the upstream*",
+            "*money not spent: * EUR",
         ]
     )
     after = files(folder)

@@ -46,7 +46,9 @@ from agentreel.mcp_replay import (
 )
 from agentreel.session import RECORDING_FILE_PATTERN, RERECORD_COMMAND_ENV, rerecord_command
 from agentreel.snapshot_harness import _environment as envvars
+from agentreel.snapshot_harness._drifted_report import DriftedSummary
 from agentreel.snapshot_harness._pending import CI_ENV
+from agentreel.snapshot_harness._prices import DEFAULT_PRICES_FILE, read_prices
 from agentreel.snapshot_harness._scenario import DEFAULT_STUB_RULES
 from agentreel.snapshot_harness.exceptions import HarnessError
 
@@ -582,9 +584,16 @@ class OpenReel:
                 f"{reel_plan.name}: recording what drifted failed, so nothing was written:\n  "
                 + "\n  ".join(drifted.errors)
             )
+        assert drifted.merged is not None
+        # The price table beside the test module (the recordings' folder's grandparent).
+        table = reel_plan.directory.parents[2] / DEFAULT_PRICES_FILE
+        prices = read_prices(table) if table.is_file() else None
+        summary = DriftedSummary(
+            reel_plan.name, drifted.merged.fates, drifted.upstream_calls, prices
+        )
         changed = [*drifted.written, *(f"removed {name}" for name in drifted.removed)]
         self.drifted_report = (
-            drifted.report().replace(str(reel_plan.directory), reel_plan.name, 1)
+            summary.text()
             + f"\n  wrote {', '.join(changed) if changed else 'nothing (nothing drifted)'}"
         )
         return None
