@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -174,15 +174,26 @@ DRIFTED_REPORT = "drifted.json"
 RECORDED_DIR = "recorded"
 
 
-def merge_drifted_run(drifted: DriftedProxy, staging: Path, cwd: str) -> None:
+def merge_drifted_run(
+    drifted: DriftedProxy,
+    staging: Path,
+    cwd: str,
+    check: Callable[[dict[str, bytes]], None] | None = None,
+) -> None:
     """After both runs closed: their errors, else the merge written into the fixture
-    (``drifted.merged``, ``written``, ``removed``)."""
+    (``drifted.merged``, ``written``, ``removed``). ``check`` sees the files that are new
+    before anything is written (a caller's own secret scan: raising stops the write)."""
     drifted.errors = [*drifted.run.errors, *drifted.replay.errors]
     if not drifted.errors:
-        _merge_into(drifted, staging, cwd)
+        _merge_into(drifted, staging, cwd, check)
 
 
-def _merge_into(drifted: DriftedProxy, staging: Path, cwd: str) -> None:
+def _merge_into(
+    drifted: DriftedProxy,
+    staging: Path,
+    cwd: str,
+    check: Callable[[dict[str, bytes]], None] | None,
+) -> None:
     directory = drifted.fixture
     recorded_dir = staging / RECORDED_DIR
     assert drifted.run.recorder is not None
@@ -224,6 +235,8 @@ def _merge_into(drifted: DriftedProxy, staging: Path, cwd: str) -> None:
     files[VERBATIM_FILE] = answers
     if not (directory / MODELS_FILE).is_file() and (recorded_dir / MODELS_FILE).is_file():
         files[MODELS_FILE] = (recorded_dir / MODELS_FILE).read_bytes()
+    if check is not None:
+        check({name: files[name] for name in [*merged.new_files, VERBATIM_FILE]})
     drifted.written, drifted.removed = _write_changed(directory, files)
 
 

@@ -577,8 +577,18 @@ class OpenReel:
             return None  # the test's own failure is the story; nothing is written
         assert self.drifted_replay is not None
         reel_plan = self.reel.plan
+        from agentreel.snapshot_harness._secrets import scan_for_secrets
+        from agentreel.snapshot_harness.exceptions import SecretLeakError
+
+        def scan(files: dict[str, bytes]) -> None:
+            allow = reel_plan.proxy.get("allow_secrets", ())
+            scan_for_secrets(files, envvars.secret_values(os.environ), reel_plan.name, allow=allow)
+
         drifted = DriftedProxy(self.reel._run, self.drifted_replay, reel_plan.directory)
-        merge_drifted_run(drifted, self.staging, reel_plan.cwd)
+        try:
+            merge_drifted_run(drifted, self.staging, reel_plan.cwd, check=scan)
+        except SecretLeakError as exc:
+            return str(exc)
         if drifted.errors:
             return (
                 f"{reel_plan.name}: recording what drifted failed, so nothing was written:\n  "
