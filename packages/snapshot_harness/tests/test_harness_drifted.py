@@ -22,6 +22,7 @@ from agentreel.snapshot_harness import check_scenario, load_scenario
 from agentreel.snapshot_harness._cli import main as cli_main
 from agentreel.snapshot_harness._drifted import DriftedOutcome, record_drifted
 from agentreel.snapshot_harness._pending import accept, list_pending
+from agentreel.snapshot_harness.exceptions import RecordError
 
 pytestmark = pytest.mark.slow
 
@@ -329,3 +330,15 @@ def test_a_proxied_scenario_re_records_only_what_drifted(tmp_path: Path) -> None
     for pending in list_pending(directory):
         accept(pending)
     assert check_scenario(directory, "replay").sessions == 4
+
+
+def test_an_older_recording_is_upgraded_first_never_mixed(tmp_path: Path) -> None:
+    directory = copy_tree(tmp_path / "fixtures")
+    main = directory / "session.jsonl"
+    head, rest = main.read_bytes().split(b"\n", 1)
+    main.write_bytes(head.replace(b',"format":2,"masks":2', b"") + b"\n" + rest)  # format 1
+    with pytest.raises(RecordError, match="agentreel upgrade subagent-tree"):
+        record_drifted(load_scenario(directory))
+    assert (directory / "session.3.jsonl").read_bytes() == (
+        DATA / TREE / "session.3.jsonl"
+    ).read_bytes()

@@ -30,6 +30,7 @@ from agentreel.llm_replay import (
 )
 from agentreel.session import (
     RECORDING_FILE_PATTERN,
+    RECORDING_FORMAT,
     load_session_log,
     recording_names,
     session_file_name,
@@ -109,6 +110,17 @@ def record_drifted(
         replayed, renamed = _without_gaps(scenario, scratch / "recording")
         check_inventory(replayed, "refresh")
         recorded = _recorded_logs(replayed)
+        older = sorted(
+            {log.header.format for log in recorded if log.header.format < RECORDING_FORMAT}
+        )
+        if older:
+            # Kept files stay as they are: the merged whole must be of one format.
+            raise RecordError(
+                f"{scenario.name}: recorded by an earlier agentreel (recording format "
+                f"{', '.join(map(str, older))}; this one writes {RECORDING_FORMAT}), so "
+                f"--drifted would mix formats; run `agentreel upgrade {scenario.name}` "
+                "first, then record --drifted again"
+            )
         run_dir = (work_dir or scratch) / "run"
         result = run_scenario(replayed, "drifted", record=record, work_dir=run_dir)
         if scenario.model.proxied:
