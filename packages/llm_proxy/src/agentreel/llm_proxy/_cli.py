@@ -183,10 +183,11 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
 
 def _record_command(args: argparse.Namespace) -> str:
     """The ``agentreel proxy record`` command that records a replay run's fixture again,
-    in the user's own arguments (``--fixture`` as typed, ``--cwd``, each ``--mask``,
-    ``--port``), ``{scenario}`` where the fixture folder's name goes — the template of
-    ``$AGENTREEL_RERECORD_COMMAND`` (``agentreel.session.rerecord_command``, which every
-    re-record hint comes from, names a fixture by its folder's name). Only the upstream is
+    in the user's own arguments (``--fixture`` as typed, ``--cwd``, each replay setting
+    that applies to record — ``--mask``, ``--capture`` —, ``--port``), ``{scenario}``
+    where the fixture folder's name goes — the template of ``$AGENTREEL_RERECORD_COMMAND``
+    (``agentreel.session.rerecord_command``, which every re-record hint comes from, names a
+    fixture by its folder's name). Only the upstream is
     not known to replay: ``URL``."""
     typed = str(args.fixture).rstrip("/") or "/"
     name = args.fixture.name
@@ -199,8 +200,11 @@ def _record_command(args: argparse.Namespace) -> str:
     words += ["--fixture", (shlex.quote(prefix) if prefix else "") + "{scenario}"]
     if args.cwd is not None:
         words += ["--cwd", shlex.quote(args.cwd)]
-    for mask in getattr(args, "masks", ()):
-        words += [ReplaySettings.flag("masks"), shlex.quote(mask)]
+    for name, spec in ReplaySettings.specs().items():
+        if "record" in spec.modes and name in args:  # as typed: --mask, --capture, ...
+            given = getattr(args, name)
+            for value in given if spec.kind.repeated() else [given]:
+                words += [ReplaySettings.flag(name), shlex.quote(str(value))]
     if args.port:
         words += ["--port", str(args.port)]
     return " ".join(words)

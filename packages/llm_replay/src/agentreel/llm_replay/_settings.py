@@ -486,14 +486,6 @@ class ReplaySettingsKeywords(TypedDict, total=False):
     schedule_divergence: DivergenceMode
 
 
-def replay_settings(
-    settings: ReplaySettings | None, keywords: Mapping[str, object]
-) -> ReplaySettings:
-    """``settings`` (default: the defaults) with ``keywords`` laid over: what a caller
-    taking ``settings=`` and ``**ReplaySettingsKeywords`` holds."""
-    return (settings or ReplaySettings()).with_values(keywords)
-
-
 def checked_regexes(name: str, patterns: Iterable[str]) -> tuple[str, ...]:
     """``patterns`` checked as setting ``name``'s (``masks``, ``partial_lanes``)."""
     kind = ReplaySettings.specs()[name].kind
