@@ -80,7 +80,7 @@ class RecordSide:
                 status, headers = upstream.status, upstream.headers
         except aiohttp.ClientError as exc:
             raise RequestError(502, unreachable(url, exc)) from None
-        if route.endpoint == "models":
+        if route.kind == "models":
             key = listing_key(route, request.headers, request.query)
             self._keep_listing(key, status, headers, body)
         out_headers = {k: v for k, v in headers.items() if k.lower() not in RESPONSE_DROP}

@@ -50,7 +50,7 @@ chunk mappers live here (``_chat_mapper``, ``_messages_mapper``, ``_gemini``) an
 adapters import them, never the other way round.
 """
 
-from agentreel.llm.wire._api import WireApiSpec
+from agentreel.llm.wire._api import PathKind, WireApiSpec, WirePath
 from agentreel.llm.wire._bedrock import (
     ConverseDecoder,
     bedrock_error_body,
@@ -119,8 +119,16 @@ from agentreel.llm.wire._ollama import (
     ollama_models_body,
     ollama_stream_error_frame,
 )
-from agentreel.llm.wire._registry import WIRE_APIS, wire_api
-from agentreel.llm.wire._request import WireApiName, WireRequest
+from agentreel.llm.wire._registry import (
+    WIRE_API_PATHS,
+    WIRE_APIS,
+    PathMatch,
+    WireApiName,
+    match_path,
+    supported_paths,
+    wire_api,
+)
+from agentreel.llm.wire._request import WireRequest
 from agentreel.llm.wire._responses import (
     NAMESPACE_SEPARATOR,
     ResponsesDecoder,
@@ -146,6 +154,7 @@ __all__ = [
     "RESPONSES_STREAM_ENDINGS",
     "STUB_DIMENSIONS",
     "WIRE_APIS",
+    "WIRE_API_PATHS",
     "ChatDecoder",
     "ConverseDecoder",
     "EmbeddingsDecoder",
@@ -156,6 +165,8 @@ __all__ = [
     "MessagesDecoder",
     "NdjsonSplitter",
     "OllamaDecoder",
+    "PathKind",
+    "PathMatch",
     "ResponsesDecoder",
     "SseEvent",
     "SseSplitter",
@@ -163,6 +174,7 @@ __all__ = [
     "WireApiName",
     "WireApiSpec",
     "WireDecoder",
+    "WirePath",
     "WireRequest",
     "anthropic_error_body",
     "anthropic_stream_error_frame",
@@ -184,6 +196,7 @@ __all__ = [
     "gemini_models_body",
     "gemini_stream_error_frame",
     "json_bytes",
+    "match_path",
     "messages_chunk_body",
     "messages_chunk_frames",
     "models_listing_body",
@@ -202,6 +215,7 @@ __all__ = [
     "split_lines",
     "split_messages",
     "stub_embeddings_body",
+    "supported_paths",
     "to_gemini_contents",
     "to_gemini_tools",
     "unpack_vector",

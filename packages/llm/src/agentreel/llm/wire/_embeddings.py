@@ -27,7 +27,7 @@ import hashlib
 import json
 import struct
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentreel.llm._chunks import (
     BlockEnd,
@@ -39,14 +39,17 @@ from agentreel.llm._chunks import (
     Usage,
 )
 from agentreel.llm._messages import Message, TextPart
-from agentreel.llm.wire._api import WireApiSpec
+from agentreel.llm.wire._api import GEMINI_BASE, MODEL, WireApiSpec, WirePath, openai_paths
 from agentreel.llm.wire._chat import openai_error_body
 from agentreel.llm.wire._common import meta_in, usage_in
 from agentreel.llm.wire._gemini import gemini_error_body, gemini_models_body
 from agentreel.llm.wire._listing import models_listing_body
 from agentreel.llm.wire._ollama import ollama_error_body, ollama_models_body
-from agentreel.llm.wire._request import WireApiName, WireRequest, body_model, canonical
+from agentreel.llm.wire._request import WireRequest, body_model, canonical
 from agentreel.llm.wire._sse import SseEvent, json_bytes
+
+if TYPE_CHECKING:
+    from agentreel.llm.wire._registry import WireApiName
 
 STUB_DIMENSIONS = 8
 """The stub server's vector length where a request names no ``dimensions``."""
@@ -309,6 +312,7 @@ EMBEDDINGS_API = WireApiSpec(
     models_body=models_listing_body,
     response_id_prefix="",
     auth_headers=("authorization", "api-key"),  # api-key: Azure OpenAI
+    paths=openai_paths("embeddings", "/v1/embeddings"),
 )
 """OpenAI ``POST /v1/embeddings`` (and Azure's ``/openai/deployments/<d>/embeddings``)."""
 
@@ -331,6 +335,12 @@ GEMINI_EMBED_API = WireApiSpec(
     models_body=gemini_models_body,
     response_id_prefix="",
     auth_headers=("x-goog-api-key", "authorization"),
+    paths=(
+        WirePath(
+            rf"{GEMINI_BASE}/{MODEL}:(?P<method>embedContent|batchEmbedContents)",
+            "POST /v1beta/models/<model>:embedContent|batchEmbedContents",
+        ),
+    ),
 )
 """Gemini ``POST /v1beta/models/<model>:embedContent`` and ``:batchEmbedContents``."""
 
@@ -347,6 +357,7 @@ OLLAMA_EMBED_API = WireApiSpec(
     models_body=ollama_models_body,
     response_id_prefix="",
     auth_headers=("authorization",),
+    paths=(WirePath("/api/embed", "POST /api/embed"),),
 )
 """Ollama's ``POST /api/embed``."""
 
