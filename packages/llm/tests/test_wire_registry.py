@@ -96,6 +96,7 @@ _CHUNKS: list[Chunk] = [
 def test_the_registry_names_every_api_by_its_session_log_name() -> None:
     assert sorted(WIRE_APIS) == [
         "bedrock-converse",
+        "bedrock-embed",
         "bedrock-invoke",
         "chat",
         "embeddings",
@@ -106,6 +107,7 @@ def test_the_registry_names_every_api_by_its_session_log_name() -> None:
         "ollama-embed",
         "ollama-generate",
         "responses",
+        "vertex-embed",
     ]
     for name, spec in WIRE_APIS.items():
         assert spec.name == name
@@ -259,6 +261,16 @@ _ROUTED: list[tuple[str, str, tuple[str, str, str, str, bool]]] = [
     ("POST", "/openai/deployments/e/embeddings", ("embeddings", "call", "", "", False)),
     (
         "POST",
+        "/model/amazon.titan-embed-text-v2:0/invoke",
+        ("bedrock-embed", "call", "amazon.titan-embed-text-v2:0", "invoke", False),
+    ),
+    (
+        "POST",
+        "/v1/projects/p/locations/l/publishers/google/models/text-embedding-005:predict",
+        ("vertex-embed", "call", "text-embedding-005", "predict", False),
+    ),
+    (
+        "POST",
         "/v1beta/models/e:batchEmbedContents",
         ("gemini-embed", "call", "e", "batchEmbedContents", False),
     ),
@@ -292,6 +304,7 @@ def test_a_path_on_the_wrong_method_or_unknown_routes_nowhere() -> None:
     assert match_path("POST", "/v1/models") is None
     assert match_path("POST", "/v2/chat") is None
     assert match_path("POST", "/v1beta/models/g:predictLongRunning") is None
+    assert match_path("POST", "/v1beta/models/text-embedding-005:predict") is None
 
 
 def test_a_bedrock_model_is_forwarded_as_the_client_signed_it() -> None:

@@ -32,7 +32,9 @@ the in-process adapters would record it). The mappers are SDK-free (``_chat_mapp
   (``_eventstream``: prelude, headers, payload, both CRC32s), ``converse_chunk_frames``,
   ``converse_chunk_body``, ``bedrock_error_body``, ``ConverseDecoder``.
 - Embeddings (``_embeddings``): OpenAI ``/v1/embeddings``, Gemini ``:embedContent`` /
-  ``:batchEmbedContents`` and Ollama ``/api/embed``, never
+  ``:batchEmbedContents`` and Ollama ``/api/embed``; on the clouds' paths
+  (``_cloud_embeddings``): Vertex AI ``:predict`` and Bedrock InvokeModel of a Titan or
+  Cohere embedding model; never
   streamed; the vectors as base64 float32 lines of one text block, ``EmbeddingsDecoder``,
   ``embedding_vector`` / ``stub_embeddings_body`` (the stub's deterministic answer).
 - Shared: SSE splitting and framing (``_sse``), the recorded ``ResponseMeta`` and the
@@ -67,6 +69,7 @@ from agentreel.llm.wire._chat import (
     openai_stream_error_frame,
 )
 from agentreel.llm.wire._chat import STREAM_ENDINGS as CHAT_STREAM_ENDINGS
+from agentreel.llm.wire._cloud_embeddings import BedrockEmbedDecoder, VertexPredictDecoder
 from agentreel.llm.wire._common import CREATED, UpstreamStreamError, WireDecoder
 from agentreel.llm.wire._embeddings import (
     GEMINI_EMBED_METHODS,
@@ -155,6 +158,7 @@ __all__ = [
     "STUB_DIMENSIONS",
     "WIRE_APIS",
     "WIRE_API_PATHS",
+    "BedrockEmbedDecoder",
     "ChatDecoder",
     "ConverseDecoder",
     "EmbeddingsDecoder",
@@ -171,6 +175,7 @@ __all__ = [
     "SseEvent",
     "SseSplitter",
     "UpstreamStreamError",
+    "VertexPredictDecoder",
     "WireApiName",
     "WireApiSpec",
     "WireDecoder",

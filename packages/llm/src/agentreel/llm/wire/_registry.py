@@ -18,6 +18,7 @@ from agentreel.llm.wire._api import WireApiSpec, WirePath
 from agentreel.llm.wire._bedrock import BEDROCK_CONVERSE_API
 from agentreel.llm.wire._bedrock_invoke import BEDROCK_INVOKE_API
 from agentreel.llm.wire._chat import CHAT_API
+from agentreel.llm.wire._cloud_embeddings import BEDROCK_EMBED_API, VERTEX_EMBED_API
 from agentreel.llm.wire._embeddings import EMBEDDINGS_API, GEMINI_EMBED_API, OLLAMA_EMBED_API
 from agentreel.llm.wire._gemini import GEMINI_API
 from agentreel.llm.wire._messages import MESSAGES_API
@@ -36,6 +37,8 @@ WireApiName = Literal[
     "embeddings",
     "gemini-embed",
     "ollama-embed",
+    "vertex-embed",
+    "bedrock-embed",
 ]
 """The wire APIs, as the session log names them (``request/header`` ``api``; SPEC 11)."""
 
@@ -49,14 +52,17 @@ WIRE_APIS: dict[WireApiName, WireApiSpec] = {
         OLLAMA_CHAT_API,
         OLLAMA_GENERATE_API,
         BEDROCK_CONVERSE_API,
+        BEDROCK_EMBED_API,
         BEDROCK_INVOKE_API,
         EMBEDDINGS_API,
         GEMINI_EMBED_API,
         OLLAMA_EMBED_API,
+        VERTEX_EMBED_API,
     )
 }
 """Every wire API agentreel speaks, by its session-log name, in the order its paths are
-tried (OpenAI's ``GET /v1/models`` before Gemini's ``/v1/models``)."""
+tried (OpenAI's ``GET /v1/models`` before Gemini's ``/v1/models``, an embedding model's
+InvokeModel before the chat models')."""
 
 
 def wire_api(name: WireApiName) -> WireApiSpec:
