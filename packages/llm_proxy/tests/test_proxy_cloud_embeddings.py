@@ -31,8 +31,8 @@ KEY_ID = "AKIAEMBEDTEST0123456"
 SECRET = "embedSecretKey0123456789abcdefghijklmnop"
 
 
-def _logs(fixture_dir: Path) -> str:
-    return "".join(path.read_text() for path in fixture_dir.rglob("*") if path.is_file())
+def _logs(fixture_dir: Path, pattern: str = "*") -> str:
+    return "".join(path.read_text() for path in fixture_dir.rglob(pattern) if path.is_file())
 
 
 async def _vertex(base: str) -> list[Any]:
@@ -133,8 +133,7 @@ async def test_bedrock_titan_and_cohere_embeddings_record_then_replay_serve_the_
     assert replayed == recorded
     assert read_report(report).ok
     logs = _logs(fixture_dir)
-    sessions = "".join(path.read_text() for path in fixture_dir.rglob("*.jsonl"))
-    assert sessions.count('"api":"bedrock-embed"') == 3
+    assert _logs(fixture_dir, "*.jsonl").count('"api":"bedrock-embed"') == 3
     assert '\\"family\\":\\"cohere\\"' in logs
     assert '\\"family\\":\\"titan\\"' in logs
     assert KEY_ID not in logs
