@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
+from agentreel.llm_proxy._settings import PACES
 from agentreel.llm_proxy.exceptions import ProxyError
 from agentreel.llm_replay import (
     DEFAULT_SCHEDULE_TIMEOUT,
@@ -119,6 +120,13 @@ def _parser() -> argparse.ArgumentParser:
         choices=DIVERGENCE_MODES,
         default="error",
         help="allow: a schedule divergence is reported, not a failure",
+    )
+    replay.add_argument(
+        "--pace",
+        choices=PACES,
+        default="instant",
+        help="recorded: serve each answer at its recorded first-byte delay and inter-frame "
+        "gaps (default: at once)",
     )
     replay.add_argument(
         "--partial-lane",
@@ -281,6 +289,7 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
             schedule=args.schedule,
             schedule_timeout=args.schedule_timeout,
             schedule_divergence=args.schedule_divergence,
+            pace=args.pace,
             **options,
         )
     async with context as proxy:

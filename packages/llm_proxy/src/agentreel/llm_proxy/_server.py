@@ -31,7 +31,13 @@ from agentreel.llm_proxy._routes import (
     unspoken_run,
 )
 from agentreel.llm_proxy._run import _SERVING, ProxyRun
-from agentreel.llm_proxy._settings import DEFAULT_MAX_BODY, SHUTDOWN_GRACE, Mode, ProxySettings
+from agentreel.llm_proxy._settings import (
+    DEFAULT_MAX_BODY,
+    SHUTDOWN_GRACE,
+    Mode,
+    Pace,
+    ProxySettings,
+)
 from agentreel.llm_replay import (
     DEFAULT_SCHEDULE_TIMEOUT,
     Capture,
@@ -226,6 +232,7 @@ async def start_proxy(
     schedule_divergence: DivergenceMode = "error",
     allow_secrets: tuple[str, ...] = (),
     captures: Sequence[Capture] = (),
+    pace: Pace = "instant",
 ) -> AsyncIterator[Proxy]:
     """Run a proxy for the ``async with`` block; on exit every log, fixture and report is written.
 
@@ -239,7 +246,8 @@ async def start_proxy(
     schedule; ``schedule_timeout``, ``schedule_divergence`` as there). ``captures``: live
     values carried into served answers (``agentreel.llm_replay.Capture``): written as
     ``{{<token>:N}}`` in what record mode records, made the live request's values again
-    in what replay serves.
+    in what replay serves. ``pace="recorded"``: each answer kept as sent goes out at its
+    recorded first-byte delay and inter-frame gaps.
     """
     proxy = Proxy(
         ProxySettings(
@@ -262,6 +270,7 @@ async def start_proxy(
             schedule_divergence=schedule_divergence,
             allow_secrets=allow_secrets,
             captures=tuple(captures),
+            pace=pace,
         )
     )
     await proxy.start()

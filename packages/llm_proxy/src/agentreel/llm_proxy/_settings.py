@@ -20,6 +20,10 @@ from agentreel.llm_replay import (
 from agentreel.session import checked_allowlist
 
 Mode = Literal["record", "replay"]
+Pace = Literal["instant", "recorded"]
+"""Replay: how fast a recorded answer is served — at once, or at its recorded first-byte
+delay and inter-frame gaps (``VerbatimCall.times``)."""
+PACES: tuple[Pace, ...] = ("instant", "recorded")
 MODES: tuple[Mode, ...] = ("record", "replay")
 DEFAULT_MAX_BODY = 32 * 1024 * 1024
 REPLAY_ERROR_STATUS = 400
@@ -60,6 +64,8 @@ class ProxySettings:
     and lanes (``agentreel.llm_replay``'s schedule, SPEC 13)."""
     schedule_timeout: float = DEFAULT_SCHEDULE_TIMEOUT
     schedule_divergence: DivergenceMode = "error"
+    pace: Pace = "instant"
+    """Replay: ``"recorded"`` serves each answer kept as sent at its recorded pace."""
     captures: tuple[Capture, ...] = ()
     """Live values carried into served answers (``agentreel.llm_replay.Capture``): record
     writes them as ``{{<token>:N}}``, replay serves the live request's values."""
