@@ -38,7 +38,16 @@ PYTHON = "3.11"
 # The bench's peers: vcrpy patches the legacy httpx (openai 3.x uses httpx2); starlette on
 # uvicorn (httptools: its fast parser) is the HTTP server library the proxy's aiohttp is
 # measured against. Lint installs them too so mypy can check bench/.
-BENCH_DEPS = ("vcrpy", "openai", "httpx", "starlette", "uvicorn", "httptools")
+BENCH_DEPS = (
+    "vcrpy",
+    "openai",
+    "httpx",
+    "starlette",
+    "uvicorn",
+    "httptools",
+    "boto3",
+    "ollama",
+)
 TOOLS = ROOT / "tools"
 FIXTURES = ROOT / "fixtures"
 

@@ -50,6 +50,9 @@ async def _vertex(base: str) -> list[Any]:
             contents=INPUTS,
             config=types.EmbedContentConfig(output_dimensionality=4, task_type="RETRIEVAL_QUERY"),
         )
+        gemini = await client.aio.models.embed_content(
+            model="gemini-embedding-001", contents="one tea, gemini"
+        )  # a Gemini embedding model on Vertex AI: :embedContent under the publisher's path
         raw = await http.post(
             f"{base}/v1/projects/proj/locations/us-central1/publishers/google/models/"
             "text-embedding-005:predict",
@@ -57,7 +60,11 @@ async def _vertex(base: str) -> list[Any]:
             headers={"authorization": f"Bearer {TOKEN}"},
         )
         assert raw.status_code == 200, raw.text
-        return [answer.model_dump(exclude={"sdk_http_response"}), raw.content]
+        return [
+            answer.model_dump(exclude={"sdk_http_response"}),
+            gemini.model_dump(exclude={"sdk_http_response"}),
+            raw.content,
+        ]
 
 
 @pytest.mark.asyncio
@@ -79,6 +86,7 @@ async def test_vertex_predict_embeddings_record_then_replay_parse_alike_and_serv
     assert read_report(report).ok
     logs = _logs(fixture_dir)
     assert '"api":"vertex-embed"' in logs
+    assert '"api":"gemini-embed"' in logs  # the Gemini embedding model's :embedContent
     assert "one tea" in logs
     assert "RETRIEVAL_QUERY" in logs
     assert TOKEN not in logs

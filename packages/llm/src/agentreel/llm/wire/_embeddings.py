@@ -39,7 +39,14 @@ from agentreel.llm._chunks import (
     Usage,
 )
 from agentreel.llm._messages import Message, TextPart
-from agentreel.llm.wire._api import GEMINI_BASE, MODEL, WireApiSpec, WirePath, openai_paths
+from agentreel.llm.wire._api import (
+    GEMINI_BASE,
+    MODEL,
+    WireApiSpec,
+    WirePath,
+    openai_paths,
+    vertex_base,
+)
 from agentreel.llm.wire._chat import openai_error_body
 from agentreel.llm.wire._common import meta_in, usage_in
 from agentreel.llm.wire._gemini import gemini_error_body, gemini_models_body
@@ -359,6 +366,12 @@ GEMINI_EMBED_API = WireApiSpec(
         WirePath(
             rf"{GEMINI_BASE}/{MODEL}:(?P<method>embedContent|batchEmbedContents)",
             "POST /v1beta/models/<model>:embedContent|batchEmbedContents",
+        ),
+        # A Gemini embedding model on Vertex AI (google-genai ``vertexai=True``): the same
+        # bodies under the publisher's path.
+        WirePath(
+            vertex_base("google") + "/" + MODEL + ":(?P<method>embedContent|batchEmbedContents)",
+            "POST …/publishers/google/models/<model>:embedContent|batchEmbedContents (Vertex AI)",
         ),
     ),
 )
