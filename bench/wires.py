@@ -38,6 +38,7 @@ from botocore.config import Config
 
 from agentreel.llm.stub import StubServer
 from agentreel.llm_proxy import Proxy, ProxySettings
+from agentreel.llm_replay import ReplaySettings
 from agentreel.session import VERBATIM_FILE
 from bench._common import BenchResult, Settings
 
@@ -208,7 +209,12 @@ def _pace_row(result: BenchResult, tmp: Path, repeats: int) -> None:
     instant: list[float] = []
     for _ in range(repeats):
         for pace, samples in (("recorded", paced), ("instant", instant)):
-            replay = ProxySettings(mode="replay", fixture=fixture, cwd=str(tmp), pace=pace)  # type: ignore[arg-type]
+            replay = ProxySettings(
+                mode="replay",
+                fixture=fixture,
+                cwd=str(tmp),
+                replay=ReplaySettings(pace=pace),  # type: ignore[arg-type]
+            )
             with _proxy_thread(replay) as proxy:
                 url = f"{proxy.base_url}/v1/chat/completions"
                 samples.append(asyncio.run(_timed_stream(url, body)))

@@ -121,7 +121,7 @@ class ReplaySide:
                             self.settings.cwd,
                             identity,
                             before_final=final,
-                            paced_from=arrived if self.settings.pace == "recorded" else None,
+                            paced_from=arrived if self.settings.replay.pace == "recorded" else None,
                         )
                     wire_id = response_id(route.api, msgspec.json.encode(chunks).decode())
                     return await self._send_replayed(
