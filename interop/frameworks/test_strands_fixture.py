@@ -1,4 +1,5 @@
-"""A real framework on its default model through the ``agentreel`` fixture (issue 42):
+"""A real framework on its default model through the ``agentreel`` fixture (issue 42; run by
+``nox -s frameworks``, which installs strands-agents over the workspace):
 strands-agents' ``Agent`` on its default Bedrock model (``ConverseStream``, binary AWS
 event-stream, SigV4-signed by boto3 with fake credentials), with two agents-as-tools
 children the parent calls in one turn (strands runs them concurrently, no identity
@@ -71,7 +72,7 @@ def test_counting(agentreel, monkeypatch):
 """
 
 
-QUIET = ("-p", "no:cacheprovider", "-p", "no:asyncio", "-q")
+QUIET = ("-p", "no:cacheprovider", "-q")
 
 
 def closed_network(monkeypatch: pytest.MonkeyPatch) -> None:
