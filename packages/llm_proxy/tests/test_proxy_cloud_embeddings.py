@@ -47,7 +47,7 @@ async def _vertex(base: str) -> list[Any]:
         )
         answer = await client.aio.models.embed_content(
             model="text-embedding-005",
-            contents=INPUTS,
+            contents=[types.Content(parts=[types.Part(text=text)]) for text in INPUTS],
             config=types.EmbedContentConfig(output_dimensionality=4, task_type="RETRIEVAL_QUERY"),
         )
         gemini = await client.aio.models.embed_content(

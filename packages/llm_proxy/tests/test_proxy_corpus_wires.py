@@ -142,7 +142,9 @@ async def _vertex(case: dict[str, Any], base_url: str) -> list[Any]:
             # embedding model, as the cassette's older client did, it now calls
             # :embedContent); the upstream answers with the cassette's :predict body.
             model = case.get("client_model", case["model"])
-            embedded = await models.embed_content(model=model, contents=[PROMPT])
+            embedded = await models.embed_content(
+                model=model, contents=[types.Content(parts=[types.Part(text=PROMPT)])]
+            )
             return [embedded.model_dump(exclude={"sdk_http_response"})]
         if case["stream"]:
             stream = await models.generate_content_stream(model=case["model"], contents=PROMPT)

@@ -204,7 +204,7 @@ async def _claude_agent(base: str, *, children_reversed: bool = False) -> str:
         ) as stream:
             plan = await stream.get_final_message()
         calls = [block for block in plan.content if block.type == "tool_use"]
-        prompts = [str(call.input["prompt"]) for call in calls]  # type: ignore[index]
+        prompts = [str(call.input["prompt"]) for call in calls]
         assert prompts == list(PROMPTS)
 
         async def ask(prompt: str) -> str:
