@@ -25,11 +25,16 @@ from agentreel.llm_replay import (
     ReplaySettings,
     ReplaySettingsError,
     ReplaySettingsKeywords,
-    Setting,
     create_replay_provider,
-    flag_of,
 )
-from agentreel.llm_replay._settings import _Captures, _Choice, _Directory, _Regexes, _Seconds
+from agentreel.llm_replay._settings import (
+    Setting,
+    _Captures,
+    _Choice,
+    _Directory,
+    _Regexes,
+    _Seconds,
+)
 from agentreel.snapshot_harness import ScenarioError, load_scenario
 from agentreel.snapshot_harness._reel import ReelError, plan
 
@@ -43,7 +48,7 @@ def sample(name: str, spec: Setting, tmp_path: Path) -> tuple[Any, Any]:
     kind = spec.kind
     if isinstance(kind, _Choice):
         default = getattr(ReplaySettings(), name)
-        choice = next(choice for choice in kind.choices if choice != default)
+        choice = next(choice for choice in kind.choices() if choice != default)
         return choice, choice
     if isinstance(kind, _Seconds):
         return 2.5, 2.5
@@ -114,9 +119,9 @@ def proxy_args(mode: str, given: dict[str, Any]) -> list[str]:
         if SPECS[name].kind.repeated():
             for item in value:
                 text = item if isinstance(item, str) else f"{item['token']}={item['regex']}"
-                words += [flag_of(name), text]
+                words += [ReplaySettings.flag(name), text]
         else:
-            words += [flag_of(name), str(value)]
+            words += [ReplaySettings.flag(name), str(value)]
     return words
 
 

@@ -34,8 +34,6 @@ from agentreel.llm_replay import (
     ReplayError,
     ReplaySettings,
     ReplaySettingsError,
-    flag_of,
-    flag_type,
 )
 from agentreel.session import RERECORD_COMMAND_ENV
 
@@ -119,12 +117,12 @@ def _add_replay_settings(parser: argparse.ArgumentParser, mode: str) -> None:
         default = getattr(ReplaySettings(), name)
         shown = f" (default: {default})" if default not in (None, ()) else ""
         parser.add_argument(
-            flag_of(name),
+            ReplaySettings.flag(name),
             dest=name,
             action="append" if spec.kind.repeated() else "store",
             type=_flag_reader(name),
             default=argparse.SUPPRESS,
-            metavar=spec.metavar or "|".join(getattr(spec.kind, "choices", ())) or None,
+            metavar=spec.metavar or "|".join(spec.kind.choices()) or None,
             help=spec.help + ("; repeatable" if spec.kind.repeated() else shown),
         )
 
@@ -132,7 +130,7 @@ def _add_replay_settings(parser: argparse.ArgumentParser, mode: str) -> None:
 def _flag_reader(name: str) -> Callable[[str], object]:
     """Setting ``name``'s text reader as argparse's ``type`` (its problem as the usage
     error)."""
-    parse = flag_type(name)
+    parse = ReplaySettings.flag_reader(name)
 
     def read(text: str) -> object:
         try:
@@ -151,7 +149,7 @@ def _replay_settings(args: argparse.Namespace) -> ReplaySettings:
         return ReplaySettings.from_mapping(given)
     except ReplaySettingsError as error:
         inside = f" ({error.key})" if error.key != error.setting else ""
-        _parser().error(f"argument {flag_of(error.setting)}{inside}: {error.problem}")
+        _parser().error(f"argument {ReplaySettings.flag(error.setting)}{inside}: {error.problem}")
 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
@@ -190,7 +188,7 @@ def _record_command(args: argparse.Namespace) -> str:
     if args.cwd is not None:
         words += ["--cwd", shlex.quote(args.cwd)]
     for mask in getattr(args, "masks", ()):
-        words += [flag_of("masks"), shlex.quote(mask)]
+        words += [ReplaySettings.flag("masks"), shlex.quote(mask)]
     if args.port:
         words += ["--port", str(args.port)]
     return " ".join(words)

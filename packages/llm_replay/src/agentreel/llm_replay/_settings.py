@@ -83,22 +83,29 @@ class _Kind:
         """A list: the CLI flag is given once per item."""
         return False
 
+    def choices(self) -> tuple[str, ...]:
+        """The values it may take, when they are a few words (a flag's metavar)."""
+        return ()
+
 
 @dataclass(frozen=True, slots=True)
 class _Choice(_Kind):
-    choices: tuple[str, ...]
+    words: tuple[str, ...]
     meaning: str
     """Each choice explained, for the message (``free: ...; recorded: ...``)."""
 
+    def choices(self) -> tuple[str, ...]:
+        return self.words
+
     def check(self, name: str, value: object) -> object:
-        if isinstance(value, str) and value in self.choices:
+        if isinstance(value, str) and value in self.words:
             return value
-        quoted = ", ".join(repr(choice) for choice in self.choices)
+        quoted = ", ".join(repr(choice) for choice in self.words)
         raise ReplaySettingsError(
             name,
             name,
             f"{value!r} is not one of {quoted} ({self.meaning})",
-            f"replay setting {name} must be one of {', '.join(self.choices)}; got {value!r} "
+            f"replay setting {name} must be one of {', '.join(self.words)}; got {value!r} "
             f"({self.meaning})",
         )
 
@@ -392,6 +399,25 @@ class ReplaySettings:
             name for name, spec in ReplaySettings.specs().items() if table in (None, spec.table)
         )
 
+    @staticmethod
+    def flag(name: str) -> str:
+        """Setting ``name``'s proxy CLI flag."""
+        return ReplaySettings.specs()[name].flag or "--" + name.replace("_", "-")
+
+    @staticmethod
+    def flag_reader(name: str) -> Callable[[str], object]:
+        """Setting ``name``'s reader of one flag value: a scalar read from text, a list's
+        one item checked as the list's items are (``ReplaySettingsError``), kept as text."""
+        kind = ReplaySettings.specs()[name].kind
+
+        def read(text: str) -> object:
+            if not kind.repeated():
+                return kind.parse(name, text)
+            kind.check(name, kind.parse(name, text) or [text])
+            return text
+
+        return read
+
     # -- reading -----------------------------------------------------------------------
 
     def with_values(self, values: Mapping[str, object]) -> ReplaySettings:
@@ -485,22 +511,3 @@ def checked_regexes(name: str, patterns: Iterable[str]) -> tuple[str, ...]:
     """``patterns`` checked as setting ``name``'s (``masks``, ``partial_lanes``)."""
     kind = ReplaySettings.specs()[name].kind
     return cast(tuple[str, ...], kind.check(name, list(patterns)))
-
-
-def flag_of(name: str) -> str:
-    """Setting ``name``'s proxy CLI flag."""
-    return ReplaySettings.specs()[name].flag or "--" + name.replace("_", "-")
-
-
-def flag_type(name: str) -> Callable[[str], object]:
-    """Setting ``name``'s reader of one flag value: a scalar read from text, a list's one
-    item checked as the list's items are (``ReplaySettingsError``) and kept as text."""
-    kind = ReplaySettings.specs()[name].kind
-
-    def read(text: str) -> object:
-        if not kind.repeated():
-            return kind.parse(name, text)
-        kind.check(name, kind.parse(name, text) or [text])
-        return text
-
-    return read
