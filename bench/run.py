@@ -19,6 +19,8 @@ Prints a table and writes ``bench/results.json``. Benchmarks (SPEC section 9):
   suite and on 64 concurrent sessions (SPEC 13);
 - ``drifted``: ``record --drifted`` of one drifted grandchild of a 20-session tree vs a
   full re-record, in upstream calls (SPEC 20).
+- ``wires``: proxy replay per call vs the stub server on AWS event-stream (boto3) and
+  NDJSON (ollama), and replay at the recorded pace vs the recorded wall time (issue 42).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ BENCHMARKS: dict[str, str] = {
     "schedule": "bench.schedule",
     "mcp": "bench.mcp",
     "drifted": "bench.drifted",
+    "wires": "bench.wires",
 }
 RESULTS = ROOT / "bench" / "results.json"
 

@@ -103,6 +103,7 @@ class ReplaySide:
     ) -> web.StreamResponse:
         provider = self.provider
         assert provider is not None
+        arrived = asyncio.get_running_loop().time()  # the recorded pace counts from here
         options = parsed.options(identity.session, identity.parent, identity.spawn_index)
         key = identity.session if identity.session is not None else ANONYMOUS
         if self.live is not None and self.live.call(key):
@@ -138,7 +139,12 @@ class ReplaySide:
                     final = gates.final if gates is not None else None
                     if answer is not None:
                         return await _send_verbatim(
-                            request, answer, self.settings.cwd, identity, before_final=final
+                            request,
+                            answer,
+                            self.settings.cwd,
+                            identity,
+                            before_final=final,
+                            paced_from=arrived if self.settings.replay.pace == "recorded" else None,
                         )
                     wire_id = response_id(route.api, msgspec.json.encode(chunks).decode())
                     return await self._send_replayed(
@@ -309,16 +315,23 @@ async def _send_verbatim(
     identity: Identity,
     *,
     before_final: Callable[[], Awaitable[None]] | None = None,
+    paced_from: float | None = None,
 ) -> web.StreamResponse:
     """Serve a recorded answer byte for byte: its status and kept headers, then its body
     or its frames; a stream the upstream broke off is broken off again. ``before_final``:
-    awaited before the last frame (a body: before it).
+    awaited before the last frame (a body: before it). ``paced_from``: the request's
+    arrival (``loop.time()``) under ``pace = "recorded"``: each frame goes out when it
+    arrived when recorded (``VerbatimCall.times``), counted from there.
 
     The frames go out in as few writes as the schedule allows — all at once, or all but
     the last, then the last after ``before_final`` — with the headers and the chunked
     body's end in the same write: the bytes are the upstream's either way, and a write per
     frame cost a replayed call more than everything else the proxy does for it (a send
     and a wake-up of the client per frame)."""
+    if paced_from is not None and answer.times:
+        return await _send_at_recorded_pace(
+            request, answer, cwd, identity, paced_from, before_final
+        )
     if answer.frames is None:
         if before_final is not None:
             await before_final()
@@ -340,6 +353,52 @@ async def _send_verbatim(
             abort(request)
             return response
         await response.write_eof(b"".join(frames))
+    except ConnectionResetError:
+        logger.info("the client of %s left mid-stream", identity.describe())
+    return response
+
+
+async def _until(start: float, offset_ms: int) -> None:
+    """Sleep until ``offset_ms`` milliseconds after ``start`` (``loop.time()``)."""
+    delay = start + offset_ms / 1000 - asyncio.get_running_loop().time()
+    if delay > 0:
+        await asyncio.sleep(delay)
+
+
+async def _send_at_recorded_pace(
+    request: web.Request,
+    answer: VerbatimCall,
+    cwd: str,
+    identity: Identity,
+    start: float,
+    before_final: Callable[[], Awaitable[None]] | None,
+) -> web.StreamResponse:
+    """``_send_verbatim`` at the recorded pace: the headers with the first frame (a body:
+    whole) at the recorded first-byte delay, each next frame at its recorded time, all
+    counted from ``start`` so a late write never delays the rest."""
+    times = answer.times or []
+    if answer.frames is None:
+        if before_final is not None:
+            await before_final()
+        await _until(start, times[0])
+        body = with_cwd(answer.body or "", cwd).encode()
+        return web.Response(status=answer.status, body=body, headers=answer.headers)
+    frames = served_frames(answer, cwd)
+    response = web.StreamResponse(status=answer.status, headers=answer.headers)
+    try:
+        for index, frame in enumerate(frames):
+            if index == len(frames) - 1 and before_final is not None:
+                await before_final()
+            await _until(start, times[min(index, len(times) - 1)])
+            if index == 0:
+                await response.prepare(request)
+            await response.write(frame)
+        if not frames:
+            await response.prepare(request)
+        if answer.cut:
+            abort(request)
+            return response
+        await response.write_eof()
     except ConnectionResetError:
         logger.info("the client of %s left mid-stream", identity.describe())
     return response

@@ -20,6 +20,7 @@ import aiohttp
 import msgspec
 from aiohttp import web
 
+from agentreel.llm.wire import wire_api
 from agentreel.llm_proxy._errors import error_body
 from agentreel.llm_proxy._fixture_output import remove_tree, write_fixture
 from agentreel.llm_proxy._http import json_response
@@ -37,7 +38,6 @@ from agentreel.llm_proxy._replay_side import ReplaySide
 from agentreel.llm_proxy._requests import parse_request
 from agentreel.llm_proxy._routes import (
     RUN_PREFIX,
-    STREAMING_METHODS,
     Route,
     unspoken_summary,
 )
@@ -414,7 +414,7 @@ class ProxyRun(RecordSide, ReplaySide):
                 f"agentreel proxy: request body larger than {self.settings.max_body_bytes} "
                 "bytes (max_body_bytes / --max-body-bytes raises the limit)",
             ) from None
-        if route.endpoint == "models":
+        if route.kind == "models":
             if self.recorder is not None:
                 return await self._pass_through(request, route, raw)
             return self._recorded_models(listing_key(route, request.headers, request.query))
@@ -426,18 +426,18 @@ class ProxyRun(RecordSide, ReplaySide):
             ) from None
         if not isinstance(body, dict):
             raise RequestError(400, "agentreel proxy: the request body is not a JSON object")
-        if route.endpoint == "count_tokens":
+        if route.kind == "count_tokens":
             if self.recorder is not None:
                 return await self._pass_through(request, route, raw)
             # Replay answers from the request alone: deterministic, never part of a script.
             counted = max(1, len(raw) // 4)
-            key = "totalTokens" if route.gemini else "input_tokens"
+            key = wire_api(route.api).count_tokens_key
             return json_response(200, msgspec.json.encode({key: counted}))
         parsed = parse_request(
             route.api,
             self.masks.value(body),
             model=route.model,
-            stream=route.method in STREAMING_METHODS,
+            stream=route.stream,
         )
         identity = resolve_identity(request.headers, body, route.token)
         if self.recorder is not None:
