@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from agentreel.snapshot_harness._record_proof import TRIALS_ENV
+
 FAKE_AGENT = Path(__file__).with_name("harness_fake_agent.py")
 
 ECHO_STEPS: tuple[Mapping[str, str], ...] = (
@@ -19,6 +21,11 @@ ECHO_STEPS: tuple[Mapping[str, str], ...] = (
 )
 
 MakeScenario = Callable[..., Path]
+
+# Records in these tests make no trial replays (each would cost a replay of the agent):
+# only the tests of the trials themselves ask for them (test_harness_record_proof.py
+# removes the variable). Set for the whole process: session-scoped recordings too.
+os.environ.setdefault(TRIALS_ENV, "0")
 # What the fake agent imports before it serves: the fork server's preload for it.
 FAKE_AGENT_PRELOAD = ("acp", "agentreel.llm", "agentreel.session", "agentreel.llm_replay")
 

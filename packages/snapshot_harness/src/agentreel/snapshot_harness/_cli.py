@@ -40,6 +40,7 @@ from agentreel.session import (
 )
 from agentreel.snapshot_harness._check import check_scenario
 from agentreel.snapshot_harness._pending import is_default_fixtures, pending_allowed
+from agentreel.snapshot_harness._record_proof import add_proof_options, proof_options
 from agentreel.snapshot_harness._scenario import (
     DEFAULT_STUB_MODEL,
     DEFAULT_STUB_RULES,
@@ -129,6 +130,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--base-url", help="record only: an OpenAI-compatible base URL for the provider"
     )
+    add_proof_options(parser)
     return parser
 
 
@@ -249,6 +251,9 @@ def _dispatch(argv: list[str], out: TextIO) -> int:
     if mode != "record" and (args.provider or args.model or args.base_url):
         print("agentreel: --provider/--model/--base-url only apply to record", file=sys.stderr)
         return 2
+    if mode != "record" and (args.trials is not None or args.accept_masks):
+        print("agentreel: --trials/--accept-masks only apply to record", file=sys.stderr)
+        return 2
     if mode == "record" and not args.scenarios:
         print(
             "agentreel: record needs the scenario(s) to record, e.g. "
@@ -345,6 +350,7 @@ def _run_one(
     try:
         scenario = load_scenario(directory)
         record = _record_override(scenario, args) if mode == "record" else None
+        record = proof_options(record, scenario, args) if mode == "record" else None
         keep = Path(args.keep_runs) / name if args.keep_runs else None
         if keep is not None and keep.exists():
             shutil.rmtree(keep)

@@ -153,6 +153,18 @@ class RecordConfig:
     allow_secrets: tuple[str, ...] = ()
     """sha256 digests of values the secret scan lets into this scenario's recordings and
     goldens (``[record] allow_secrets``): deliberate fake keys of a test of the scan."""
+    strict: bool = False
+    """``[record] strict``: a crash the agent printed on stderr while exiting 0 refuses the
+    recording instead of warning (``_record_proof``)."""
+    trials: int | None = None
+    """``[record] trials`` / ``--trials N``: trial replays after recording; ``None`` is the
+    default (``_record_proof.DEFAULT_TRIALS``)."""
+    retries: int | None = None
+    """``[record] retries``: recordings again when the recorded order cannot be held;
+    ``None`` is the default (``_record_proof.DEFAULT_RETRIES``)."""
+    accept_masks: bool = False
+    """``--accept-masks``: masks the trial replays found are written into scenario.toml
+    and the scenario recorded again (never from a TOML key: accepting is the user's act)."""
 
 
 @dataclass(frozen=True, slots=True)

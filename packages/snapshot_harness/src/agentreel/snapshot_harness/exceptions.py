@@ -31,7 +31,7 @@ from the rest of the package.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentreel.brand.exceptions import AgentreelError
 
@@ -62,6 +62,7 @@ __all__ = [
     "SecretLeakError",
     "StepError",
     "UnreadableFixtureError",
+    "VolatileValuesError",
 ]
 
 
@@ -194,6 +195,16 @@ class RecordSetupError(HarnessError):
 
 class RecordError(HarnessError):
     """A fresh recording failed its keyless trial replay; nothing was written."""
+
+
+class VolatileValuesError(RecordError):
+    """Trial replays of a fresh recording differ in values no mask covers; nothing was
+    written. ``proposals`` are the masks found (``agentreel record --accept-masks`` adds
+    them to scenario.toml and records again)."""
+
+    def __init__(self, message: str, *, proposals: tuple[Any, ...] = ()) -> None:
+        self.proposals = proposals
+        super().__init__(message)
 
 
 _DEPRECATED = {"FixtureError": "ScenarioFilesError"}

@@ -110,6 +110,10 @@ class StubRequest(msgspec.Struct, kw_only=True):
     status: int
     outcome: Outcome = "pending"
     frames_sent: int = 0
+    message: str | None = None
+    """What the server answered instead of a model's answer (the no-rule text)."""
+    delegations: tuple[str, ...] = ()
+    """The subagent tools the answer called by its rule's ``call_subagent``."""
 
 
 class _Disconnected(Exception):
@@ -290,6 +294,7 @@ class StubServer:
                 body=body,
                 rule=None if taken is None else self.rules.describe(taken[0]),
                 status=200 if taken is None else taken[1].status,
+                delegations=() if taken is None else self.rules.delegations(*taken),
             )
             self._requests.append(record)
         return record, view, taken
@@ -413,11 +418,12 @@ class _Handler(BaseHTTPRequestHandler):
         if taken is None:
             message = (
                 f"agentreel stub server: no rule in {stub.rules.source} matches "
-                f"{view.summary()}. Add a [[rule]] whose [rule.match] fits this request "
-                f"({RULES_FORMAT_HINT})."
+                f"{view.summary()}; {stub.rules.closest(view)}. Add a [[rule]] whose "
+                f"[rule.match] fits this request ({RULES_FORMAT_HINT})."
             )
             logger.warning("%s", message)
             record.status = 400
+            record.message = message
             self._send_error(api, 400, message)
             stub._finish(record, "no-rule")
             return
