@@ -12,6 +12,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import openai  # noqa: F401 (the inner tests import it: once, here)
 import pytest
 
 from agentreel.snapshot_harness import (
@@ -31,6 +32,7 @@ from agentreel.snapshot_harness._record_proof import (
 )
 
 MakeScenario = Callable[..., Path]
+pytest_plugins = ["pytester"]
 KIT_AGENT = Path(__file__).with_name("kit_agent.py")
 INTEROP = Path(__file__).resolve().parents[3] / "interop" / "fixtures"
 
@@ -255,3 +257,39 @@ def test_record_settings_are_checked(make_scenario: MakeScenario, key: str, valu
     toml.write_text(toml.read_text().replace("[record]\n", f"[record]\n{key} = {shown}\n"))
     with pytest.raises(ScenarioError, match=f"record.{key}"):
         load_scenario(directory)
+
+
+# -- the pytest fixture's record modes ---------------------------------------------------------
+
+SWALLOWING_TEST = """
+import openai
+
+
+def test_swallows(agentreel):
+    with openai.OpenAI(base_url=agentreel.base_url, api_key=agentreel.api_key, max_retries=0) as client:
+        try:
+            client.chat.completions.create(
+                model="stub-model", messages=[{"role": "user", "content": "bye"}]
+            )
+        except openai.BadRequestError:
+            pass  # an agent that takes the error in its stride
+"""
+
+
+def test_the_fixture_refuses_to_write_a_recording_holding_a_no_rule_answer(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CI", "AGENTREEL_RERECORD_COMMAND"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makefile(
+        ".toml", **{"stub-rules": '[[rule]]\nmatch = { last_user = "hello" }\ntext = "hi"\n'}
+    )
+    pytester.makepyfile(test_chat=SWALLOWING_TEST)
+    result = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "-p", "no:asyncio", "-q", "--agentreel-record=once"
+    )
+    output = result.stdout.str()
+    assert "no rule in" in output, output
+    assert "the closest is rule 1, which fails on last_user = 'hello'" in output
+    assert "--agentreel-record=all" in output
+    assert not (pytester.path / "recordings" / "test_chat" / "test_swallows").exists()

@@ -210,11 +210,18 @@ def _record_once(
         try:
             recorded = run_scenario(scenario, "record", record=record, work_dir=work_dir)
         except RunError as error:
-            refused = run_failure(scenario, stubs)
+            refused = run_failure(scenario.name, stubs)
             if refused is not None:
                 raise refused from error
             raise
-    notes = refusals(scenario, recorded.session_logs, recorded.stderr, stubs, config)
+    notes = refusals(
+        scenario.name,
+        recorded.session_logs,
+        recorded.stderr,
+        stubs,
+        strict=config.strict,
+        strict_where=str(scenario.toml_path),
+    )
     prompts = sum(isinstance(step, Prompt | PromptAndCancel) for step in scenario.steps)
     if prompts and not recorded.session_logs:
         raise RecordError(

@@ -129,20 +129,20 @@ def _no_rule(stubs: Sequence[StubServer]) -> list[str]:
     ]
 
 
-def _refusal(scenario: Scenario, problems: list[str], what: str) -> RecordError:
+def _refusal(name: str, problems: list[str], what: str) -> RecordError:
     listed = "\n".join(f"- {problem}" for problem in problems)
     return RecordError(
-        f"{scenario.name}: not recorded, nothing was written (the committed recording is "
+        f"{name}: not recorded, nothing was written (the committed recording is "
         f"untouched): {what}\n{listed}"
     )
 
 
-def run_failure(scenario: Scenario, stubs: Sequence[StubServer]) -> RecordError | None:
+def run_failure(name: str, stubs: Sequence[StubServer]) -> RecordError | None:
     """A record run that failed: the no-rule answers that explain it, if there were any."""
     unmatched = _no_rule(stubs)
     if not unmatched:
         return None
-    return _refusal(scenario, unmatched, _NO_RULE_WHAT)
+    return _refusal(name, unmatched, _NO_RULE_WHAT)
 
 
 _NO_RULE_WHAT = (
@@ -152,23 +152,26 @@ _NO_RULE_WHAT = (
 
 
 def refusals(
-    scenario: Scenario,
+    name: str,
     logs: Sequence[SessionLog],
     stderr: str,
     stubs: Sequence[StubServer],
-    config: RecordConfig,
+    *,
+    strict: bool,
+    strict_where: str,
 ) -> list[str]:
     """Raise ``RecordError`` for a recording that cannot be right; the warnings that stand.
 
     Unasked upstream errors and missing children are always errors; a crash on stderr of
-    an agent that exited 0 is a warning unless ``[record] strict = true``."""
+    an agent that exited 0 is a warning unless ``strict`` (``[record] strict = true``,
+    which ``strict_where`` names the place of)."""
     unmatched = _no_rule(stubs)
     if unmatched:
-        raise _refusal(scenario, unmatched, _NO_RULE_WHAT)
+        raise _refusal(name, unmatched, _NO_RULE_WHAT)
     missing = _missing_children(logs, stubs)
     if missing:
         raise _refusal(
-            scenario,
+            name,
             missing,
             "the scenario's rules asked for a subagent the recording does not have, so "
             "this would be a subagent scenario with no subagent:",
@@ -177,15 +180,39 @@ def refusals(
     if crash is None:
         return []
     message = (
-        f"{scenario.name}: the agent exited 0 but printed {crash} on stderr during the "
+        f"{name}: the agent exited 0 but printed {crash} on stderr during the "
         "record run; the recording may hold what it did after failing. Read its stderr "
         "(agentreel record --keep-runs DIR keeps it)"
     )
-    if config.strict:
+    if strict:
         raise RecordError(
-            message + f"; nothing was written ([record] strict = true in {scenario.toml_path})"
+            message + f"; nothing was written ([record] strict = true in {strict_where})"
         )
     return [message + "; `[record] strict = true` makes this an error"]
+
+
+def recording_refusal(name: str, recording: Path, stubs: Sequence[StubServer]) -> str | None:
+    """For a recording made outside a scenario run (the pytest fixture's record modes,
+    ``agentreel proxy record``): why it must not be written, or ``None``."""
+    from agentreel.session import SessionError, load_session_log, recording_names
+
+    try:
+        logs = [load_session_log(recording / file) for file in recording_names(recording)]
+    except (OSError, SessionError):
+        logs = []
+    try:
+        refusals(name, logs, "", stubs, strict=False, strict_where="")
+    except RecordError as error:
+        return str(error)
+    unheld = schedule_problems(recording)
+    if unheld:
+        return (
+            f"{name}: not recorded, nothing was written: the recording holds an order of "
+            "calls the recorded schedule cannot enforce at replay (a child's call starting "
+            "inside its parent's still-open call); record again:\n"
+            + "\n".join(f"- {order}" for order in unheld)
+        )
+    return None
 
 
 def _missing_children(logs: Sequence[SessionLog], stubs: Sequence[StubServer]) -> list[str]:

@@ -51,6 +51,7 @@ from agentreel.snapshot_harness._scenario import DEFAULT_STUB_RULES
 from agentreel.snapshot_harness.exceptions import HarnessError
 
 if TYPE_CHECKING:
+    from agentreel.llm.stub import StubServer
     from agentreel.llm_proxy import ProxyRun
 
 RecordMode = Literal["none", "once", "all"]
@@ -220,10 +221,17 @@ class Reel:
     """What the ``agentreel`` fixture gives a test: the proxy's URLs, a dummy key, the
     variables an SDK reads, and the identity headers that name a session to the proxy."""
 
-    def __init__(self, reel_plan: ReelPlan, run: ProxyRun, mcp: ReelMcp | None = None) -> None:
+    def __init__(
+        self,
+        reel_plan: ReelPlan,
+        run: ProxyRun,
+        mcp: ReelMcp | None = None,
+        stubs: list[StubServer] | None = None,
+    ) -> None:
         self.plan = reel_plan
         self._run = run
         self._mcp = mcp
+        self._stubs = stubs or []  # the stub upstream a record serves from (record's checks)
 
     def mcp(
         self, name: str, *, command: Sequence[str] | None = None, url: str | None = None
@@ -576,8 +584,9 @@ def open_reel(reel_plan: ReelPlan) -> OpenReel:
         }
         # The proxy's messages name the re-record command: for a test, the pytest one.
         stack.enter_context(_rerecord_hint(record_command("{scenario}", "all")))
+        stubs: list[StubServer] = []
         if reel_plan.mode == "record":
-            settings["upstream"] = stack.enter_context(_upstream(reel_plan))
+            settings["upstream"] = stack.enter_context(_upstream(reel_plan, stubs))
             settings["fixture"] = staging / "recording"
         else:
             settings["fixture"] = reel_plan.directory
@@ -599,7 +608,7 @@ def open_reel(reel_plan: ReelPlan) -> OpenReel:
             stack.enter_context(_quiet(run))
         mcp = ReelMcp(reel_plan, staging)
         stack.callback(mcp.close)
-        return OpenReel(Reel(reel_plan, run, mcp), stack, staging)
+        return OpenReel(Reel(reel_plan, run, mcp, stubs), stack, staging)
     except BaseException:
         stack.close()
         shutil.rmtree(staging, ignore_errors=True)
@@ -643,7 +652,7 @@ def _rerecord_hint(template: str) -> Iterator[None]:
 
 
 @contextmanager
-def _upstream(reel_plan: ReelPlan) -> Iterator[str]:
+def _upstream(reel_plan: ReelPlan, stubs: list[StubServer]) -> Iterator[str]:
     upstream = reel_plan.upstream
     assert upstream is not None
     if not upstream.startswith("stub:"):
@@ -657,6 +666,7 @@ def _upstream(reel_plan: ReelPlan) -> Iterator[str]:
         server = StubServer(rules)
     except StubRulesError as exc:
         raise ReelError(f"{reel_plan.name}: cannot start the stub model server: {exc}") from None
+    stubs.append(server)
     with server:
         yield server.base_url
 
@@ -712,6 +722,11 @@ def _judge(reel: Reel, staging: Path, *, passed: bool) -> str | None:
             f"{reel_plan.name}: recorded no model call, so nothing was written: point the "
             "agent's SDK at agentreel.base_url (or agentreel.anthropic_base_url / .env)"
         )
+    from agentreel.snapshot_harness._record_proof import recording_refusal
+
+    refused = recording_refusal(reel_plan.name, recorded, reel._stubs)
+    if refused is not None:
+        return f"{refused}\nThen record again: {record_command(reel_plan.name, 'all')}"
     from agentreel.snapshot_harness._layout import write_files
     from agentreel.snapshot_harness._secrets import scan_for_secrets
     from agentreel.snapshot_harness.exceptions import SecretLeakError
