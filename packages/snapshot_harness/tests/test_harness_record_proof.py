@@ -266,7 +266,8 @@ import openai
 
 
 def test_swallows(agentreel):
-    with openai.OpenAI(base_url=agentreel.base_url, api_key=agentreel.api_key, max_retries=0) as client:
+    key = agentreel.api_key
+    with openai.OpenAI(base_url=agentreel.base_url, api_key=key, max_retries=0) as client:
         try:
             client.chat.completions.create(
                 model="stub-model", messages=[{"role": "user", "content": "bye"}]
