@@ -162,7 +162,7 @@ def _async_copy(tmp_path: Path) -> Path:
 
 def test_a_child_call_starting_inside_its_parents_open_call_is_named(tmp_path: Path) -> None:
     copy = _async_copy(tmp_path)
-    assert schedule_problems(copy) == []  # the committed recording holds
+    assert schedule_problems(copy, "recorded") == []  # the committed recording holds
     # Claude Code 0.101's bad recording: the child's second call started before the
     # parent's "launched" call ended.
     from agentreel.llm_replay import load_recording
@@ -175,7 +175,8 @@ def test_a_child_call_starting_inside_its_parents_open_call_is_named(tmp_path: P
     event["time"] = (last.started + last.ended) / 2
     lines[headers[1]] = json.dumps(event, separators=(",", ":"))
     child.write_text("\n".join(lines) + "\n")
-    problems = schedule_problems(copy)
+    assert schedule_problems(copy, "free") == []  # a free replay serves calls as asked
+    problems = schedule_problems(copy, "recorded")
     assert len(problems) == 1
     assert problems[0].startswith("session.1.jsonl ({{session:1}}) call 2 started ")
     assert "into session.jsonl ({{session:main}}) call 3, which ended" in problems[0]
@@ -186,10 +187,10 @@ def test_record_records_again_when_the_order_cannot_be_held_and_fails_naming_it(
 ) -> None:
     directory = make_scenario()
     orders = iter([["session.1.jsonl call 2 started inside session.jsonl call 3"], []])
-    monkeypatch.setattr(_check, "schedule_problems", lambda _: next(orders))
+    monkeypatch.setattr(_check, "schedule_problems", lambda *_: next(orders))
     assert check_scenario(directory, "record").written  # the second recording holds
     (directory / "golden").rename(directory.parent / "kept-golden")
-    monkeypatch.setattr(_check, "schedule_problems", lambda _: ["child call 2 inside call 3"])
+    monkeypatch.setattr(_check, "schedule_problems", lambda *_: ["child call 2 inside call 3"])
     toml = directory / "scenario.toml"
     toml.write_text(toml.read_text().replace("[record]\n", "[record]\nretries = 1\n"))
     with pytest.raises(RecordError) as caught:

@@ -38,6 +38,7 @@ from agentreel.llm_replay._schedule import (
     ScheduleDivergence,
     ScheduleMode,
     ScheduleSettings,
+    unheld_orders,
 )
 from agentreel.llm_replay.exceptions import (
     FixtureError,
@@ -97,5 +98,6 @@ __all__ = [
     "load_recording",
     "read_report",
     "session_file_name",
+    "unheld_orders",
     "write_report",
 ]

@@ -246,7 +246,7 @@ def _record_once(
         if scenario.workspace is not None:
             shutil.copytree(scenario.workspace, copy / WORKSPACE_DIR, symlinks=True)
         write_recordings(copy, recordings)
-        unheld = schedule_problems(copy)
+        unheld = schedule_problems(copy, scenario.replay.schedule)
         if unheld:
             orders.extend(unheld)
             return None

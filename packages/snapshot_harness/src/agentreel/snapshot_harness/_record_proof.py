@@ -191,7 +191,9 @@ def refusals(
     return [message + "; `[record] strict = true` makes this an error"]
 
 
-def recording_refusal(name: str, recording: Path, stubs: Sequence[StubServer]) -> str | None:
+def recording_refusal(
+    name: str, recording: Path, stubs: Sequence[StubServer], schedule: str
+) -> str | None:
     """For a recording made outside a scenario run (the pytest fixture's record modes,
     ``agentreel proxy record``): why it must not be written, or ``None``."""
     from agentreel.session import SessionError, load_session_log, recording_names
@@ -204,7 +206,7 @@ def recording_refusal(name: str, recording: Path, stubs: Sequence[StubServer]) -
         refusals(name, logs, "", stubs, strict=False, strict_where="")
     except RecordError as error:
         return str(error)
-    unheld = schedule_problems(recording)
+    unheld = schedule_problems(recording, schedule)
     if unheld:
         return (
             f"{name}: not recorded, nothing was written: the recording holds an order of "
@@ -294,35 +296,19 @@ def crash_on_stderr(stderr: str) -> str | None:
 # -- the schedule -----------------------------------------------------------------------------
 
 
-def schedule_problems(fixture_dir: Path) -> list[str]:
-    """Orders in the recording at ``fixture_dir`` the recorded schedule cannot hold: a
-    child's call after its first that started while its parent's call was still open.
+def schedule_problems(fixture_dir: Path, schedule: str) -> list[str]:
+    """Orders in the recording at ``fixture_dir`` its replay on the recorded schedule cannot
+    be trusted to hold (``agentreel.llm_replay.unheld_orders``); none to check when it
+    replays on the free schedule (``schedule``: the scenario's ``[replay] schedule``)."""
+    from agentreel.llm_replay import ReplayError, load_recording, unheld_orders
 
-    A child's first call follows the spawn that started it, so its parent's open call may
-    overlap it (an asynchronous child); a later one then depends on the child's own
-    progress racing the parent's stream, an order replay can only keep by luck."""
-    from agentreel.llm_replay import ReplayError, load_recording
-
+    if schedule != "recorded":
+        return []
     try:
         recording = load_recording(fixture_dir)
     except ReplayError:
         return []  # the trial replay names a broken recording
-    by_id = {script.header.id: script for script in recording.scripts}
-    found: list[str] = []
-    for script in recording.scripts:
-        parent = by_id.get(script.header.parent_session or "")
-        if parent is None or script.header.spawn_index is None:
-            continue  # the main session, or a side lane (left out of the schedule)
-        for call in script.calls[1:]:
-            for open_call in parent.calls:
-                if open_call.started < call.started < open_call.ended:
-                    found.append(
-                        f"{script.label} call {call.number} started "
-                        f"{call.started - open_call.started:.0f} ms into {parent.label} call "
-                        f"{open_call.number}, which ended "
-                        f"{open_call.ended - call.started:.0f} ms later"
-                    )
-    return found
+    return unheld_orders(recording.scripts)
 
 
 # -- trial replays ----------------------------------------------------------------------------

@@ -724,7 +724,8 @@ def _judge(reel: Reel, staging: Path, *, passed: bool) -> str | None:
         )
     from agentreel.snapshot_harness._record_proof import recording_refusal
 
-    refused = recording_refusal(reel_plan.name, recorded, reel._stubs)
+    schedule = str(reel_plan.proxy.get("schedule", "free"))
+    refused = recording_refusal(reel_plan.name, recorded, reel._stubs, schedule)
     if refused is not None:
         return f"{refused}\nThen record again: {record_command(reel_plan.name, 'all')}"
     from agentreel.snapshot_harness._layout import write_files
