@@ -237,7 +237,12 @@ def test_trials_zero_turns_them_off_and_the_command_line_wins(
     out = io.StringIO()
     assert main(["record", str(directory), "--trials", "0"], out=out) == 0, out.getvalue()
     assert main(["record", str(directory), "--trials", "1"], out=out) == 1
-    assert "trial replay 1 of 1" in out.getvalue()
+    assert "echo-turn: recorded, but trial replay 1 of 1" in out.getvalue()
+    # refresh proves the goldens it writes the same way
+    before = (directory / "golden" / "transcript.jsonl").read_bytes()
+    assert main(["refresh", str(directory), "--trials", "1"], out=out) == 1
+    assert "echo-turn: replayed, but trial replay 1 of 1" in out.getvalue()
+    assert (directory / "golden" / "transcript.jsonl").read_bytes() == before
 
 
 def test_a_key_whose_whole_value_changed_gets_a_key_mask() -> None:

@@ -251,8 +251,11 @@ def _dispatch(argv: list[str], out: TextIO) -> int:
     if mode != "record" and (args.provider or args.model or args.base_url):
         print("agentreel: --provider/--model/--base-url only apply to record", file=sys.stderr)
         return 2
-    if mode != "record" and (args.trials is not None or args.accept_masks):
-        print("agentreel: --trials/--accept-masks only apply to record", file=sys.stderr)
+    if (mode == "replay" and args.trials is not None) or (mode != "record" and args.accept_masks):
+        print(
+            "agentreel: --trials applies to record and refresh, --accept-masks to record",
+            file=sys.stderr,
+        )
         return 2
     if mode == "record" and not args.scenarios:
         print(
@@ -350,7 +353,7 @@ def _run_one(
     try:
         scenario = load_scenario(directory)
         record = _record_override(scenario, args) if mode == "record" else None
-        record = proof_options(record, scenario, args) if mode == "record" else None
+        record = proof_options(record, scenario, args) if mode != "replay" else None
         keep = Path(args.keep_runs) / name if args.keep_runs else None
         if keep is not None and keep.exists():
             shutil.rmtree(keep)

@@ -92,8 +92,8 @@ def add_proof_options(parser: argparse.ArgumentParser) -> None:
         "--trials",
         type=int,
         metavar="N",
-        help=f"record only: replay the new recording N times under perturbations (another "
-        f"time zone, user, host) before writing it; 0 turns them off (default: [record] "
+        help=f"record and refresh: replay N more times under perturbations (another time "
+        f"zone, user, host) before writing; 0 turns them off (default: [record] "
         f"trials, else {DEFAULT_TRIALS}; {TRIALS_ENV} overrides both)",
     )
     parser.add_argument(

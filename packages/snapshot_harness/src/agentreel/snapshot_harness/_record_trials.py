@@ -30,12 +30,18 @@ T = TypeVar("T")
 
 
 def run_trials(
-    name: str, trial: Scenario, goldens: Mapping[str, bytes], config: RecordConfig
+    name: str,
+    trial: Scenario,
+    goldens: Mapping[str, bytes],
+    config: RecordConfig,
+    *,
+    done: str = "recorded",
 ) -> int:
     """Replay the recording in ``trial``'s directory ``trials_wanted(config)`` times, each
     under its own perturbation, and require the goldens of the first replay every time.
     Returns how many ran; raises ``RecordError`` (``VolatileValuesError`` with the masks
-    found when the difference is values) naming the trial, its perturbation and the diff."""
+    found when the difference is values) naming the trial, its perturbation and the diff.
+    ``done`` is what the caller did (``refresh`` proves the goldens it writes the same way)."""
     wanted = trials_wanted(config)
     for number in range(wanted):
         env = trial_env(number, trial)
@@ -46,7 +52,7 @@ def run_trials(
             verify_consumption(perturbed, replayed)
         except HarnessError as exc:
             raise RecordError(
-                f"{name}: recorded, but {which} failed, so nothing was written:\n{exc}\n"
+                f"{name}: {done}, but {which} failed, so nothing was written:\n{exc}\n"
                 "The recording replays in one environment and not in another: the agent's "
                 "requests depend on the time zone, user or host (mask it in what it sends, "
                 "or set it in [env])"
@@ -60,7 +66,7 @@ def run_trials(
             if goldens[file] != other.get(file)
         )
         proposals = propose_masks(goldens, other, trial.golden_masks)
-        head = f"{name}: recorded, but {which} gave other goldens, so nothing was written"
+        head = f"{name}: {done}, but {which} gave other goldens, so nothing was written"
         if proposals and masked_goldens_equal(goldens, other, proposals):
             raise VolatileValuesError(
                 f"{head}:\n{diffs}\n{proposals_message(proposals)}",
