@@ -300,3 +300,19 @@ def test_the_fixture_refuses_to_write_a_recording_holding_a_no_rule_answer(
     assert "the closest is rule 1, which fails on last_user = 'hello'" in output
     assert "--agentreel-record=all" in output
     assert not (pytester.path / "recordings" / "test_chat" / "test_swallows").exists()
+
+
+def test_twice_records_again_and_names_what_differs_between_the_two(
+    make_scenario: MakeScenario,
+) -> None:
+    steady = make_scenario("steady")
+    out = io.StringIO()
+    assert main(["record", str(steady), "--twice"], out=out) == 0, out.getvalue()
+    directory = make_scenario(env={"FAKE_BEHAVIOUR": "random-output"})
+    assert main(["record", str(directory), "--twice"], out=out) == 1
+    shown = out.getvalue()
+    assert "echo-turn: recorded, but a second recording through the same upstream (--twice) " in (
+        shown
+    )
+    assert "regex = 'agent-[0-9a-f]{16}'" in shown
+    assert _listing(directory) == ["scenario.toml"]

@@ -43,7 +43,7 @@ from agentreel.snapshot_harness._record_proof import (
     schedule_problems,
     watching_upstream,
 )
-from agentreel.snapshot_harness._record_trials import accepting_masks, run_trials
+from agentreel.snapshot_harness._record_trials import accepting_masks, compare_twice, run_trials
 from agentreel.snapshot_harness._render import render_goldens, render_recordings
 from agentreel.snapshot_harness._result import RunResult
 from agentreel.snapshot_harness._runner import run_scenario
@@ -275,6 +275,8 @@ def _record_once(
             ) from exc
         goldens = render_goldens(replayed)
         run_trials(scenario.name, trial, goldens, config)
+        if config.twice:
+            compare_twice(scenario, record, recorded)
 
     scan_for_secrets(
         {f"{GOLDEN_DIR}/{k}": v for k, v in goldens.items()}, secrets, scenario.name, allow=allow

@@ -251,9 +251,12 @@ def _dispatch(argv: list[str], out: TextIO) -> int:
     if mode != "record" and (args.provider or args.model or args.base_url):
         print("agentreel: --provider/--model/--base-url only apply to record", file=sys.stderr)
         return 2
-    if (mode == "replay" and args.trials is not None) or (mode != "record" and args.accept_masks):
+    if (mode == "replay" and args.trials is not None) or (
+        mode != "record" and (args.accept_masks or args.twice)
+    ):
         print(
-            "agentreel: --trials applies to record and refresh, --accept-masks to record",
+            "agentreel: --trials applies to record and refresh, --twice and --accept-masks "
+            "to record",
             file=sys.stderr,
         )
         return 2

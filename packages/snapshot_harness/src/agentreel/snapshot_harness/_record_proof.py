@@ -97,6 +97,12 @@ def add_proof_options(parser: argparse.ArgumentParser) -> None:
         f"trials, else {DEFAULT_TRIALS}; {TRIALS_ENV} overrides both)",
     )
     parser.add_argument(
+        "--twice",
+        action="store_true",
+        help="record only: record a second time through the same upstream and compare the "
+        "two runs lane by lane and golden by golden (volatile values named with masks)",
+    )
+    parser.add_argument(
         "--accept-masks",
         action="store_true",
         help="record only: write the masks the trial replays found into scenario.toml "
@@ -108,13 +114,15 @@ def proof_options(
     record: RecordConfig | None, scenario: Scenario, args: argparse.Namespace
 ) -> RecordConfig | None:
     """``record`` (else the scenario's ``[record]``) with ``--trials`` / ``--accept-masks``."""
-    if args.trials is None and not args.accept_masks:
+    if args.trials is None and not args.accept_masks and not args.twice:
         return record
     if args.trials is not None and args.trials < 0:
         raise RecordError(f"--trials {args.trials}: give a count of trial replays (0, 1, …)")
     config = record or scenario.record
     trials = config.trials if args.trials is None else args.trials
-    return dataclasses.replace(config, trials=trials, accept_masks=bool(args.accept_masks))
+    return dataclasses.replace(
+        config, trials=trials, accept_masks=bool(args.accept_masks), twice=bool(args.twice)
+    )
 
 
 # -- refusals ------------------------------------------------------------------------------

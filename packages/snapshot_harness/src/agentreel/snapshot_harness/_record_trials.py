@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 from agentreel.snapshot_harness._consumption import verify_consumption
 from agentreel.snapshot_harness._diff import unified_diff
@@ -21,6 +21,7 @@ from agentreel.snapshot_harness._record_proof import (
     trials_wanted,
 )
 from agentreel.snapshot_harness._render import render_goldens
+from agentreel.snapshot_harness._result import RunResult
 from agentreel.snapshot_harness._runner import run_scenario
 from agentreel.snapshot_harness._scenario import RecordConfig, Scenario
 from agentreel.snapshot_harness._scenario_reader import load_scenario
@@ -58,26 +59,38 @@ def run_trials(
                 "or set it in [env])"
             ) from exc
         other = render_goldens(replayed)
-        if other == dict(goldens):
-            continue
-        diffs = "\n".join(
-            unified_diff(f"golden/{file}", goldens[file], other.get(file, b"")).rstrip()
-            for file in goldens
-            if goldens[file] != other.get(file)
-        )
-        proposals = propose_masks(goldens, other, trial.golden_masks)
-        head = f"{name}: {done}, but {which} gave other goldens, so nothing was written"
-        if proposals and masked_goldens_equal(goldens, other, proposals):
-            raise VolatileValuesError(
-                f"{head}:\n{diffs}\n{proposals_message(proposals)}",
-                proposals=tuple(proposals),
-            )
-        raise RecordError(
-            f"{head}; the difference is not a value a mask covers (an order? see "
-            '[transcript] unordered / merge in docs/scenarios.md, "What record checks"):'
-            f"\n{diffs}"
-        )
+        if other != dict(goldens):
+            _differs(name, which, goldens, other, trial, done=done)
     return wanted
+
+
+def _differs(
+    name: str,
+    which: str,
+    goldens: Mapping[str, bytes],
+    other: Mapping[str, bytes],
+    scenario: Scenario,
+    *,
+    done: str,
+) -> NoReturn:
+    """Raise for goldens that differ: ``VolatileValuesError`` with the masks that make them
+    equal when the difference is values, else ``RecordError`` with the diff."""
+    diffs = "\n".join(
+        unified_diff(f"golden/{file}", goldens[file], other.get(file, b"")).rstrip()
+        for file in goldens
+        if goldens[file] != other.get(file)
+    )
+    proposals = propose_masks(goldens, other, scenario.golden_masks)
+    head = f"{name}: {done}, but {which} gave other goldens, so nothing was written"
+    if proposals and masked_goldens_equal(goldens, other, proposals):
+        raise VolatileValuesError(
+            f"{head}:\n{diffs}\n{proposals_message(proposals)}", proposals=tuple(proposals)
+        )
+    raise RecordError(
+        f"{head}; the difference is not a value a mask covers (an order? see "
+        '[transcript] unordered / merge in docs/scenarios.md, "What record checks"):'
+        f"\n{diffs}"
+    )
 
 
 def accepting_masks(scenario: Scenario, config: RecordConfig, record: Callable[[Scenario], T]) -> T:
@@ -91,3 +104,14 @@ def accepting_masks(scenario: Scenario, config: RecordConfig, record: Callable[[
             raise
         accept_masks(scenario.toml_path, error.proposals)
     return record(load_scenario(scenario.directory))
+
+
+def compare_twice(scenario: Scenario, record: RecordConfig | None, first: RunResult) -> None:
+    """``--twice``: record ``scenario`` again through the same upstream and require the same
+    normalized session logs (lane by lane) and transcript as ``first``, the first record
+    run; what differs in values is named with its masks, as the trials name them."""
+    second = run_scenario(scenario, "record", record=record)
+    ours, theirs = render_goldens(first), render_goldens(second)
+    if ours != theirs:
+        which = "a second recording through the same upstream (--twice)"
+        _differs(scenario.name, which, ours, theirs, scenario, done="recorded")

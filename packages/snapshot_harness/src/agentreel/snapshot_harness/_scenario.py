@@ -162,6 +162,9 @@ class RecordConfig:
     retries: int | None = None
     """``[record] retries``: recordings again when the recorded order cannot be held;
     ``None`` is the default (``_record_proof.DEFAULT_RETRIES``)."""
+    twice: bool = False
+    """``--twice``: record a second time through the same upstream and compare the two
+    runs' normalized session logs (lane by lane) and goldens (never from a TOML key)."""
     accept_masks: bool = False
     """``--accept-masks``: masks the trial replays found are written into scenario.toml
     and the scenario recorded again (never from a TOML key: accepting is the user's act)."""
