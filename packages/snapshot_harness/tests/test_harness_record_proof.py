@@ -56,7 +56,8 @@ def test_a_no_rule_answer_the_agent_swallowed_is_refused_naming_the_request(
     with pytest.raises(RecordError) as caught:
         check_scenario(directory, "record")
     message = str(caught.value)
-    assert "nothing was written" in message
+    assert "nothing was written (the committed recording is untouched)" in message
+    assert "which the agent took in as the model's answer" in message
     assert "no rule in" in message
     assert "matches request #0" in message
     assert "last user message 'hello there'" in message
