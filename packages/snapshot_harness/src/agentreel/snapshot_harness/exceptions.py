@@ -21,7 +21,8 @@ Hierarchy::
         ├── GoldenMismatchError         normalized output differs from the goldens (diffs)
         ├── SecretLeakError             record mode found a live key in what it would write
         ├── RecordSetupError            record mode cannot start (provider, stub server, ...)
-        └── RecordError                 the new recording does not replay; nothing written
+        └── RecordError                 record refused the new recording; nothing written
+            └── VolatileValuesError     its trial replays differ in values; the masks found
 
 Every message says what failed, where, and what to do next. This module imports nothing
 from the rest of the package.
@@ -194,7 +195,8 @@ class RecordSetupError(HarnessError):
 
 
 class RecordError(HarnessError):
-    """A fresh recording failed its keyless trial replay; nothing was written."""
+    """A fresh recording was refused (it does not replay, a trial replay differs, a check
+    of ``_record_proof`` failed); nothing was written."""
 
 
 class VolatileValuesError(RecordError):
