@@ -411,7 +411,7 @@ class RuleSet:
             failing = [
                 f"{key} = {_clip(str(value))}"
                 for key, value in msgspec.structs.asdict(rule.match).items()
-                if value is not None and _matches(RuleMatch(**{key: value}), request) is None  # type: ignore[arg-type]
+                if value is not None and _matches(RuleMatch(**{key: value}), request) is None
             ]
             if rule.times is not None and self._used[position] >= rule.times:
                 failing.append(f"times = {rule.times} (used up)")
