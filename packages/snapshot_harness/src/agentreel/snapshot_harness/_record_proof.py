@@ -11,7 +11,7 @@ Three kinds, in the order a recording meets them:
 - **A schedule that can be held** (``schedule_problems``): a child's later call that
   started inside its parent's still-open call is an order the recorded schedule cannot
   enforce at replay; record records again (``[record] retries``) or fails naming it.
-- **Trial replays** (``trial_env``, ``trial_goldens_differ``): the new recording replayed
+- **Trial replays** (``trial_env``; run by ``_record_trials``): the new recording replayed
   ``[record] trials`` times, each under another time zone, user and host name (HOME is a
   fresh folder on every run already), with the goldens compared to the first replay's;
   a difference is named value by value with the smallest mask that covers it
@@ -336,29 +336,17 @@ _PERTURBATIONS: tuple[Mapping[str, str], ...] = (
     },
     {"TZ": "America/St_Johns", "USER": "trial", "LOGNAME": "trial", "HOSTNAME": "t"},
 )
-_FAKETIME_LIBRARIES = (
-    "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
-    "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
-    "/usr/local/lib/faketime/libfaketime.so.1",
-)
-_FAKETIME_DAYS = ("+3d", "+403d", "-2d")
 
 
-def trial_env(number: int, scenario: Scenario) -> dict[str, str]:
+def trial_env(number: int) -> dict[str, str]:
     """The environment trial ``number`` (from 0) adds to the scenario's: another time zone,
-    user and host name; with libfaketime installed and the agent spawned, another day."""
-    env = dict(_PERTURBATIONS[number % len(_PERTURBATIONS)])
-    library = next((path for path in _FAKETIME_LIBRARIES if Path(path).is_file()), None)
-    if library is not None and not scenario.fork_server.enabled:
-        env["LD_PRELOAD"] = library
-        env["FAKETIME"] = _FAKETIME_DAYS[number % len(_FAKETIME_DAYS)]
-        env["DONT_FAKE_MONOTONIC"] = "1"
-    return env
+    user and host name. (Another day needs libfaketime in the agent's process: the harness's
+    faketime helper, issue 38, owns that; it is not used here yet.)"""
+    return dict(_PERTURBATIONS[number % len(_PERTURBATIONS)])
 
 
 def describe_trial(env: Mapping[str, str]) -> str:
-    shown = ", ".join(f"{key}={value}" for key, value in env.items() if key != "LD_PRELOAD")
-    return shown
+    return ", ".join(f"{key}={value}" for key, value in env.items())
 
 
 # -- masks found, not guessed -----------------------------------------------------------------

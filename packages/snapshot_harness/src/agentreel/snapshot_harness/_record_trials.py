@@ -45,7 +45,7 @@ def run_trials(
     ``done`` is what the caller did (``refresh`` proves the goldens it writes the same way)."""
     wanted = trials_wanted(config)
     for number in range(wanted):
-        env = trial_env(number, trial)
+        env = trial_env(number)
         perturbed = dataclasses.replace(trial, env={**trial.env, **env})
         which = f"trial replay {number + 1} of {wanted} ({describe_trial(env)})"
         try:
