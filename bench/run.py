@@ -21,6 +21,7 @@ Prints a table and writes ``bench/results.json``. Benchmarks (SPEC section 9):
   full re-record, in upstream calls (SPEC 20).
 - ``wires``: proxy replay per call vs the stub server on AWS event-stream (boto3) and
   NDJSON (ollama), and replay at the recorded pace vs the recorded wall time (issue 42).
+- ``record``: recording the committed suite with 3 trial replays vs ``--trials 0``.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ BENCHMARKS: dict[str, str] = {
     "mcp": "bench.mcp",
     "drifted": "bench.drifted",
     "wires": "bench.wires",
+    "record": "bench.record_trials",
 }
 RESULTS = ROOT / "bench" / "results.json"
 

@@ -20,6 +20,7 @@ import yarl
 from aiohttp import web
 
 from agentreel.llm.exceptions import StreamInterruptedError
+from agentreel.llm.stub import no_rule_answer
 from agentreel.llm.wire import UpstreamStreamError, WireDecoder, wire_api
 from agentreel.llm_proxy._http import HOP_BY_HOP, RESPONSE_DROP, abort, unreachable
 from agentreel.llm_proxy._identity import Identity, identity_headers
@@ -192,6 +193,14 @@ class RecordSide:
         if upstream.status != 200:
             body = await upstream.read()
             call.http_error(upstream.status, upstream.headers, body)
+            unmatched = no_rule_answer(body)
+            if unmatched is not None and self.recorder is not None:
+                # No model answered: an agent that takes the error in would be recorded
+                # answering a rules-file mistake (issue 39).
+                self.recorder.errors.append(
+                    f"the stub upstream answered a request no rule matches ({unmatched}); "
+                    "the agent was given that error as the model's answer"
+                )
             return web.Response(status=upstream.status, body=body, headers=out_headers)
         spec = wire_api(route.api)
         wire = spec.decoder(self.settings.upstream or "")

@@ -48,7 +48,7 @@ from agentreel.llm_replay._report import (
     read_report,
     write_report,
 )
-from agentreel.llm_replay._schedule import CallGates, ScheduleDivergence
+from agentreel.llm_replay._schedule import CallGates, ScheduleDivergence, unheld_orders
 from agentreel.llm_replay._settings import (
     DEFAULT_SCHEDULE_TIMEOUT,
     DIVERGENCE_MODES,
@@ -136,6 +136,7 @@ __all__ = [
     "read_drifted_report",
     "read_report",
     "session_file_name",
+    "unheld_orders",
     "usage_sum",
     "value_kind",
     "write_report",

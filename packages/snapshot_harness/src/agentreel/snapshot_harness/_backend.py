@@ -21,6 +21,7 @@ from pathlib import Path
 from agentreel.llm import AgentEnv, AgentEnvironment
 from agentreel.session import MAIN_SESSION_FILE, RequestHeader, SessionError, load_session_log
 from agentreel.snapshot_harness import _environment as envvars
+from agentreel.snapshot_harness._record_proof import upstream_started
 from agentreel.snapshot_harness._scenario import RecordConfig, Scenario
 from agentreel.snapshot_harness.exceptions import RecordSetupError
 
@@ -50,6 +51,7 @@ def record_backend(config: RecordConfig) -> Iterator[dict[str, str]]:
         server = StubServer(rules)
     except StubRulesError as exc:
         raise RecordSetupError(f"cannot start the stub model server: {exc}") from None
+    upstream_started(server)
     with server:
         # The `stub` provider is the real openai adapter pointed at the stub server, with
         # a fixed non-secret key: recording goes through the real wire protocol.

@@ -42,6 +42,7 @@ from agentreel.snapshot_harness._check import check_scenario
 from agentreel.snapshot_harness._drifted import record_drifted
 from agentreel.snapshot_harness._html_report import write_report
 from agentreel.snapshot_harness._pending import is_default_fixtures, pending_allowed
+from agentreel.snapshot_harness._record_proof import add_proof_options, proof_options
 from agentreel.snapshot_harness._report_data import ScenarioResult, scenario_result
 from agentreel.snapshot_harness._scenario import (
     DEFAULT_STUB_MODEL,
@@ -145,6 +146,7 @@ def _parser() -> argparse.ArgumentParser:
         help="record --drifted only: also write what each scenario kept and re-recorded "
         "into a self-contained HTML report (as `agentreel report --html`)",
     )
+    add_proof_options(parser)
     return parser
 
 
@@ -272,6 +274,15 @@ def _dispatch(argv: list[str], out: TextIO) -> int:
             file=sys.stderr,
         )
         return 2
+    if (mode == "replay" and args.trials is not None) or (
+        mode != "record" and (args.accept_masks or args.twice)
+    ):
+        print(
+            "agentreel: --trials applies to record and refresh, --twice and --accept-masks "
+            "to record",
+            file=sys.stderr,
+        )
+        return 2
     if mode == "record" and not args.scenarios:
         print(
             "agentreel: record needs the scenario(s) to record, e.g. "
@@ -371,6 +382,7 @@ def _run_one(
     try:
         scenario = load_scenario(directory)
         record = _record_override(scenario, args) if mode == "record" else None
+        record = proof_options(record, scenario, args) if mode != "replay" else None
         keep = Path(args.keep_runs) / name if args.keep_runs else None
         if keep is not None and keep.exists():
             shutil.rmtree(keep)

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentreel.session import RECORDING_FILE_PATTERN, rerecord_command
 from agentreel.snapshot_harness import _environment as envvars
+from agentreel.snapshot_harness._record_proof import upstream_started
 from agentreel.snapshot_harness._scenario import Mode, RecordConfig, Scenario
 from agentreel.snapshot_harness.exceptions import RecordError, RecordSetupError
 
@@ -371,5 +372,6 @@ def _upstream(
         server = StubServer(rules)
     except StubRulesError as exc:
         raise RecordSetupError(f"cannot start the stub model server: {exc}") from None
+    upstream_started(server)
     with server:
         yield server.base_url, dummy_key

@@ -53,6 +53,7 @@ from agentreel.snapshot_harness._scenario import DEFAULT_STUB_RULES
 from agentreel.snapshot_harness.exceptions import HarnessError
 
 if TYPE_CHECKING:
+    from agentreel.llm.stub import StubServer
     from agentreel.llm_proxy import ProxyRun
 
 RecordMode = Literal["none", "once", "all", "drifted"]
@@ -229,10 +230,17 @@ class Reel:
     """What the ``agentreel`` fixture gives a test: the proxy's URLs, a dummy key, the
     variables an SDK reads, and the identity headers that name a session to the proxy."""
 
-    def __init__(self, reel_plan: ReelPlan, run: ProxyRun, mcp: ReelMcp | None = None) -> None:
+    def __init__(
+        self,
+        reel_plan: ReelPlan,
+        run: ProxyRun,
+        mcp: ReelMcp | None = None,
+        stubs: list[StubServer] | None = None,
+    ) -> None:
         self.plan = reel_plan
         self._run = run
         self._mcp = mcp
+        self._stubs = stubs or []  # the stub upstream a record serves from (record's checks)
 
     def mcp(
         self, name: str, *, command: Sequence[str] | None = None, url: str | None = None
@@ -635,8 +643,9 @@ def open_reel(reel_plan: ReelPlan) -> OpenReel:
         stack.enter_context(_rerecord_hint(record_command("{scenario}", "all")))
         if reel_plan.mode == "drifted":
             return _open_drifted(reel_plan, staging, stack, settings)
+        stubs: list[StubServer] = []
         if reel_plan.mode == "record":
-            settings["upstream"] = stack.enter_context(_upstream(reel_plan))
+            settings["upstream"] = stack.enter_context(_upstream(reel_plan, stubs))
             settings["fixture"] = staging / "recording"
         else:
             settings["fixture"] = reel_plan.directory
@@ -658,7 +667,7 @@ def open_reel(reel_plan: ReelPlan) -> OpenReel:
             stack.enter_context(_quiet(run))
         mcp = ReelMcp(reel_plan, staging)
         stack.callback(mcp.close)
-        return OpenReel(Reel(reel_plan, run, mcp), stack, staging)
+        return OpenReel(Reel(reel_plan, run, mcp, stubs), stack, staging)
     except BaseException:
         stack.close()
         shutil.rmtree(staging, ignore_errors=True)
@@ -731,7 +740,7 @@ def _rerecord_hint(template: str) -> Iterator[None]:
 
 
 @contextmanager
-def _upstream(reel_plan: ReelPlan) -> Iterator[str]:
+def _upstream(reel_plan: ReelPlan, stubs: list[StubServer]) -> Iterator[str]:
     upstream = reel_plan.upstream
     assert upstream is not None
     if not upstream.startswith("stub:"):
@@ -745,6 +754,7 @@ def _upstream(reel_plan: ReelPlan) -> Iterator[str]:
         server = StubServer(rules)
     except StubRulesError as exc:
         raise ReelError(f"{reel_plan.name}: cannot start the stub model server: {exc}") from None
+    stubs.append(server)
     with server:
         yield server.base_url
 
@@ -800,6 +810,12 @@ def _judge(reel: Reel, staging: Path, *, passed: bool) -> str | None:
             f"{reel_plan.name}: recorded no model call, so nothing was written: point the "
             "agent's SDK at agentreel.base_url (or agentreel.anthropic_base_url / .env)"
         )
+    from agentreel.snapshot_harness._record_proof import recording_refusal
+
+    schedule = str(reel_plan.proxy.get("schedule", "free"))
+    refused = recording_refusal(reel_plan.name, recorded, reel._stubs, schedule)
+    if refused is not None:
+        return f"{refused}\nThen record again: {record_command(reel_plan.name, 'all')}"
     from agentreel.snapshot_harness._layout import write_files
     from agentreel.snapshot_harness._secrets import scan_for_secrets
     from agentreel.snapshot_harness.exceptions import SecretLeakError

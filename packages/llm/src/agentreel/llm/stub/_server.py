@@ -77,6 +77,33 @@ from agentreel.llm.wire import (
 logger = logging.getLogger("agentreel.llm.stub")
 
 Outcome = Literal["pending", "completed", "cut", "disconnected", "error", "no-rule"]
+NO_RULE_MARK = "agentreel stub server: no rule in "
+"""How the stub's answer to a request no rule matches begins (inside the error body)."""
+
+
+def no_rule_answer(body: bytes) -> str | None:
+    """The stub's no-rule message in an error response ``body`` (any wire's error shape),
+    or ``None``: how a recorder in front of the stub knows an error was no model's."""
+    text = body.decode("utf-8", "replace")
+    start = text.find(NO_RULE_MARK)
+    if start < 0:
+        return None
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return text[start:]
+    stack: list[Any] = [found]
+    while stack:  # the message string, wherever the wire puts it
+        value = stack.pop()
+        if isinstance(value, str) and value.startswith(NO_RULE_MARK):
+            return value
+        if isinstance(value, dict):
+            stack += value.values()
+        elif isinstance(value, list):
+            stack += value
+    return text[start:]
+
+
 _SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-key"})
 _GEMINI_METHODS = (":streamGenerateContent", ":generateContent")
 _OLLAMA_PATHS = ("/api/chat", "/api/generate")
@@ -102,6 +129,10 @@ class StubRequest(msgspec.Struct, kw_only=True):
     status: int
     outcome: Outcome = "pending"
     frames_sent: int = 0
+    message: str | None = None
+    """What the server answered instead of a model's answer (the no-rule text)."""
+    delegations: tuple[str, ...] = ()
+    """The subagent tools the answer called by its rule's ``call_subagent``."""
 
 
 class _Disconnected(Exception):
@@ -254,6 +285,7 @@ class StubServer:
                 body=body,
                 rule=None if taken is None else self.rules.describe(taken[0]),
                 status=200 if taken is None else taken[1].status,
+                delegations=() if taken is None else self.rules.delegations(*taken),
             )
             self._requests.append(record)
         return record, view, taken
@@ -371,12 +403,13 @@ class _Handler(BaseHTTPRequestHandler):
         record, view, taken = stub._admit(api, path, headers, body)
         if taken is None:
             message = (
-                f"agentreel stub server: no rule in {stub.rules.source} matches "
-                f"{view.summary()}. Add a [[rule]] whose [rule.match] fits this request "
-                f"({RULES_FORMAT_HINT})."
+                f"{NO_RULE_MARK}{stub.rules.source} matches "
+                f"{view.summary()}; {stub.rules.closest(view)}. Add a [[rule]] whose "
+                f"[rule.match] fits this request ({RULES_FORMAT_HINT})."
             )
             logger.warning("%s", message)
             record.status = 400
+            record.message = message
             self._send_error(api, 400, message)
             stub._finish(record, "no-rule")
             return
