@@ -682,7 +682,8 @@ def _open_drifted(
     from agentreel.llm_proxy import drifted_record_settings, drifted_replay_settings
     from agentreel.snapshot_harness._proxied import WORKER_PROXY
 
-    upstream = stack.enter_context(_upstream(reel_plan))
+    stubs: list[StubServer] = []
+    upstream = stack.enter_context(_upstream(reel_plan, stubs))
     common = {"cwd": settings["cwd"], "scenario": settings["scenario"], "replay": reel_plan.replay}
     try:
         replay = WORKER_PROXY.open_run(
@@ -700,7 +701,7 @@ def _open_drifted(
     stack.callback(WORKER_PROXY.close_run, record)  # closed first: it forwards to replay
     mcp = ReelMcp(reel_plan, staging)
     stack.callback(mcp.close)
-    return OpenReel(Reel(reel_plan, record, mcp), stack, staging, drifted_replay=replay)
+    return OpenReel(Reel(reel_plan, record, mcp, stubs), stack, staging, drifted_replay=replay)
 
 
 @contextmanager
