@@ -658,8 +658,8 @@ async def test_a_deleted_shared_identity_child_is_unrecorded_naming_it_and_its_p
 ) -> None:
     """The same child with its recording deleted: its first request, under the parent's
     identity, is an UnrecordedSessionError naming the child (its first message, spawn index
-    0) and the parent's script, first, in at most 20 lines — it was bound to the parent's
-    lane and reported as a drift of the parent's next call."""
+    0) and the parent's script and delegating call, first, in at most 20 lines — it was
+    bound to the parent's lane and reported as a drift of the parent's next call."""
     fixture = tmp_path / "fixture"
     with StubServer.from_toml(SHARED_RULES) as stub:
         async with start_proxy("record", upstream=stub.base_url, fixture=fixture) as proxy:
@@ -675,7 +675,10 @@ async def test_a_deleted_shared_identity_child_is_unrecorded_naming_it_and_its_p
     line = first.message.splitlines()[0]
     assert "spawn index 0), first message " in line, line
     assert "Read notes.txt." in line, line
-    assert "the Agent call toolu_task that session.jsonl" in line, line
+    assert "the Agent call that session.jsonl" in line, line
+    assert """(tool Agent('{"prompt":"Read notes.txt."}'))""" in line, line
+    # The delegating call says what was expected, not a diff against the parent's call 2.
+    assert "nearest recorded request" not in first.message, first.message
     assert len(first.message.splitlines()) <= 20, first.message
 
 

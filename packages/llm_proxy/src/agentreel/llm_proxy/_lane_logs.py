@@ -89,6 +89,9 @@ class Lane:
     """The message digests of the lane's first request."""
     tools: bool = False
     """Whether its first request offered tools (an agent's conversation, not a side call)."""
+    tool_digests: frozenset[str] = frozenset()
+    """The digests of the tools its first request offered: a request of its signature but
+    with fewer tools continues it (``agentreel.llm_replay.lanes.narrows``)."""
     previous: tuple[str, ...] = ()
     """The message digests of its latest request, and (below) the reply to it: a request
     that starts with both continues this lane (SPEC 11 conversation chaining)."""
@@ -211,7 +214,9 @@ class CallRecording:
         if isinstance(chunk, BlockEnd):
             if isinstance(chunk.block, ToolCallPart):
                 self.lane.tool_calls += 1
-            self.lane.delegations.extend(delegations((chunk,), len(self.lane.delegations)))
+            self.lane.delegations.extend(
+                delegations((chunk,), len(self.lane.delegations), call=self.turn)
+            )
         if isinstance(chunk, Finish):
             self.lane.reply = recorded_reply(self._chunks, self._recorder.mask)
             self._end("completed" if chunk.reason != "error" else "error")

@@ -57,10 +57,14 @@ from agentreel.llm_replay.lanes import (
     delegated_by,
     first_user_text,
     first_user_texts,
+    handoff,
     lane_signature,
     message_digests,
+    narrows,
     request_strings,
     restates,
+    tool_digests,
+    wrapped_delegation,
 )
 from agentreel.session import (
     VERBATIM_FILE,
@@ -171,11 +175,12 @@ class Recorder(LaneLogs):
         )
         if lane is None:
             lane = self._open_lane(
-                key, identity, signature, request, first=not lanes, tools=bool(header.tools)
+                key, identity, signature, request, first=not lanes, header=header
             )
             lane.first = digests
             lane.first_user = first_user_text(request.messages)
             lane.tools = bool(header.tools)
+            lane.tool_digests = tool_digests(header)
             lanes.append(lane)
         lane.previous = digests
         call = self._start_call(lane, header)
@@ -201,8 +206,16 @@ class Recorder(LaneLogs):
         rewrites its history).
         """
         # A lane's requests share its signature (another system prompt or tool set — a
-        # handoff to another agent — is a lane of its own).
+        # handoff to another agent — is a lane of its own), but for one asked again with
+        # fewer tools (autogen's reflect_on_tool_use): that is the lane, continued.
         idle = [lane for lane in lanes if not lane.busy and lane.signature == signature]
+        for lane in lanes:
+            if (
+                not lane.busy
+                and narrows(lane.signature, lane.tool_digests, header)
+                and chain(lane.previous, lane.reply, header, request.messages) is Chain.CONTINUES
+            ):
+                return lane
         extended: list[Lane] = []
         for lane in idle:
             strength = chain(lane.previous, lane.reply, header, request.messages)
@@ -231,7 +244,7 @@ class Recorder(LaneLogs):
         request: ParsedRequest,
         *,
         first: bool,
-        tools: bool = False,
+        header: RequestHeaderData,
     ) -> Lane:
         parent: Lane | None = None
         owner: Lane | None = None
@@ -241,6 +254,7 @@ class Recorder(LaneLogs):
         ordinal: int | None = None
         by_arrival: str | None = None
         anonymous = identity.session is None
+        tools = bool(header.tools)
         if first and identity.parent is not None:
             parent = self._main_lane(identity.parent)
             spawn_index = identity.spawn_index
@@ -273,7 +287,13 @@ class Recorder(LaneLogs):
             # supervisor's Send — is that conversation's child (how a headerless subagent
             # is told from a side call). Another lane of a named caller is its side lane
             # even when it asks the same (a title call on the child's prompt).
-            parent, ordinal = self._delegating_parent(request, anonymous=anonymous)
+            parent, ordinal = self._delegating_parent(
+                request, anonymous=anonymous, offers_tools=tools
+            )
+            if parent is None and anonymous:
+                # Handed over: a conversation that carries another's history under its own
+                # system prompt or tools (a transfer call's receiver) is its child.
+                parent, ordinal = self._handed_off(key, header, request, signature)
             spawn_index = ordinal
             if parent is not None and not first:
                 kind = "delegated"
@@ -352,6 +372,7 @@ class Recorder(LaneLogs):
         *,
         anonymous: bool,
         any_user: bool = False,
+        offers_tools: bool = False,
     ) -> tuple[Lane | None, int | None]:
         """The lane (of ``among``, else of any caller) with a delegation not yet claimed by
         a child whose text is the request's first user message, and that delegation's
@@ -383,6 +404,51 @@ class Recorder(LaneLogs):
                 if found is not None:
                     lane.claimed.add(found.ordinal)
                     return lane, found.ordinal
+        said = first_user_texts(request.messages)
+        for lane in lanes if anonymous and not any_user and said else ():
+            # The task inside a template (a text protocol's coworker prompt, a volatile
+            # prefix): only once no conversation handed the message on whole.
+            if restates(request.messages, lane.first_user):
+                continue
+            found = wrapped_delegation(
+                said, lane.delegations, lane.claimed, offers_tools=offers_tools
+            )
+            if found is not None:
+                lane.claimed.add(found.ordinal)
+                return lane, found.ordinal
+        return None, None
+
+    def _handed_off(
+        self,
+        key: str,
+        header: RequestHeaderData,
+        request: ParsedRequest,
+        signature: LaneSignature,
+    ) -> tuple[Lane | None, int | None]:
+        """The conversation of caller ``key`` that handed itself over to this new one
+        (``agentreel.llm_replay.lanes.handoff``, replay's rule too) and the handing call's
+        ordinal; claims it. The latest such conversation wins."""
+        first = first_user_text(request.messages)
+        position = next(
+            (i for i, m in enumerate(request.messages) if m.role == "user"), len(request.messages)
+        )
+        later = [m.text for m in request.messages[position + 1 :]]
+        for lane in reversed(self._lanes.get(key, [])):
+            if lane.kind == "side" or lane.signature == signature or lane.calls == 0:
+                continue
+            found = handoff(
+                lane.delegations,
+                lane.claimed,
+                lane.calls - 1,
+                continues=chain(lane.previous, lane.reply, header, request.messages)
+                is Chain.CONTINUES,
+                carries_first=first is not None and first == lane.first_user,
+                offers_tools=bool(header.tools),
+                later_texts=later,
+            )
+            if found is not None:
+                lane.claimed.add(found.ordinal)
+                return lane, found.ordinal
         return None, None
 
     # -- shutdown ------------------------------------------------------------------------

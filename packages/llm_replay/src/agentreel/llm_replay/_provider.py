@@ -355,8 +355,19 @@ class ReplayProvider:
         )
         differences = diff_request_headers(recorded, live, texts=self._texts) or differences
         files = self._write_requests(script, call, recorded, live)
+        parent = next(
+            (s for s in self._recording.scripts if s.header.id == script.header.parent_session),
+            None,
+        )
         message = drift_message(
-            options, script, call, differences, self.scenario, files, proxied=self._content_binding
+            options,
+            script,
+            call,
+            differences,
+            self.scenario,
+            files,
+            proxied=self._content_binding,
+            parent=parent,
         )
         if self.drift == "error":
             raise RequestDriftError(message, differences=differences)
