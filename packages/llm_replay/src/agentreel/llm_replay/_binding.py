@@ -484,6 +484,18 @@ class Binder:
             )
             if handed is None:
                 handed = self._recorded_handoff(parent, issued, claimed, request, parent_first)
+            if handed is None and first:
+                # Known to be this parent's child: any delegation its first message holds
+                # (a short prompt after a <system-reminder> part; a header keeps the parts
+                # joined).
+                handed = next(
+                    (
+                        d
+                        for d in issued
+                        if d.ordinal not in claimed and any(t in first for t in d.texts)
+                    ),
+                    None,
+                )
             if handed is not None:
                 claimed.add(handed.ordinal)
                 found[handed.ordinal] = child.number
