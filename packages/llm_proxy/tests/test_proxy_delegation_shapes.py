@@ -1,5 +1,6 @@
 """Every way agents delegate, through the proxy with no identity header (SPEC 17, issue 40):
-a handoff, a text-protocol delegation and a conversation continued without its tools.
+a handoff, a text-protocol delegation, a conversation continued without its tools and a
+child's prompt behind a volatile prefix.
 
 Each agent here is a faithful minimal program: it sends, with the plain ``openai`` SDK,
 the request shapes its framework sends (the framework itself is too heavy for the default
@@ -267,6 +268,58 @@ async def _autogen(base_url: str, prompts: Prompts) -> str:
         await client.close()
 
 
+# -- a prompt behind a volatile prefix: GitHub Copilot CLI --------------------------------
+# Issue 40 observed `copilot --acp` 1.0.102 (bring-your-own-model, no identity header)
+# starting its sub-agent with the delegated prompt behind a `<current_datetime>` block; the
+# sub-agent was recorded as session.jsonl and its parent as a side lane. The closed-source
+# CLI is not run here: this sends that shape (a `task` tool call, then a conversation with
+# tools whose first message is the date block and the prompt).
+
+COPILOT = "You are the GitHub Copilot CLI, a terminal assistant."
+EXPLORER = "You are an explore agent. Answer from the repository."
+SUMMARY = "Summarize what notes.txt says about the release date."
+COPILOT_TOOLS = [_tool("task", "Start a sub-agent.", "description", "prompt", "agent_type")]
+EXPLORER_TOOLS = [_tool("view", "Read a file.", "path")]
+COPILOT_RULES = f"""
+[[rule]]
+match = {{ system_contains = "explore agent" }}
+text = "The release is on Friday."
+
+[[rule]]
+match = {{ system_contains = "Copilot", last_tool_result = "Friday" }}
+text = "notes.txt says the release is on Friday."
+
+[[rule]]
+match = {{ system_contains = "Copilot" }}
+tool_calls = [{{ name = "task", arguments = {{ description = "read notes", \
+prompt = "{SUMMARY}", agent_type = "explore" }} }}]
+"""
+
+
+async def _copilot(base_url: str, prompts: Prompts) -> str:
+    client = _client(base_url)
+    try:
+        messages: list[Any] = [{"role": "user", "content": "When is the release?"}]
+        asked = await _ask(client, prompts.get(COPILOT, COPILOT), messages, COPILOT_TOOLS)
+        (call,) = asked.tool_calls or []
+        prompt = json.loads(call.function.arguments)["prompt"]
+        dated = f"<current_datetime>2026-12-04T21:50:07.123Z</current_datetime>\n\n{prompt}"
+        child = await _ask(
+            client,
+            prompts.get(EXPLORER, EXPLORER),
+            [{"role": "user", "content": dated}],
+            EXPLORER_TOOLS,
+        )
+        messages += [
+            asked.model_dump(exclude_none=True),
+            {"role": "tool", "tool_call_id": call.id, "content": str(child.content)},
+        ]
+        final = await _ask(client, prompts.get(COPILOT, COPILOT), messages, COPILOT_TOOLS)
+        return str(final.content)
+    finally:
+        await client.close()
+
+
 # -- the shapes ---------------------------------------------------------------------------
 
 
@@ -308,6 +361,14 @@ SHAPES = {
             Child(APPLE_COUNTER, 0, "text action Ask question to coworker("),
             Child(PEAR_COUNTER, 1, "text action Ask question to coworker("),
         ),
+    ),
+    "prefix-copilot": Shape(
+        COPILOT_RULES,
+        _copilot,
+        "notes.txt says the release is on Friday.",
+        COPILOT,
+        2,
+        (Child(EXPLORER, 0, "tool task("),),
     ),
     "reflection-autogen": Shape(
         AUTOGEN_RULES,

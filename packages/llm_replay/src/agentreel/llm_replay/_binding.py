@@ -49,7 +49,7 @@ otherwise they fail loudly: the request cannot tell them apart, so any pick coul
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agentreel.llm import Chunk, GenerateOptions
@@ -129,6 +129,7 @@ class Binder:
         cursors: Sequence[int] = (),
         replies: Sequence[Sequence[Sequence[Chunk]]] = (),
         mask: Callable[[str], str] | None = None,
+        texts: Mapping[str, str] | None = None,
     ):
         self._recording = recording
         self._scripts = recording.scripts
@@ -166,6 +167,8 @@ class Binder:
         self._since_indexed: set[int] = set()
         self._first_user: dict[int, str | None] = {}
         self._children_of: dict[int, dict[int, int]] = {}
+        # The recorded messages' whole texts by digest (the loaded headers keep previews).
+        self._texts: Mapping[str, str] = texts or {}
 
     def bind(self, options: GenerateOptions, live: RequestHeaderData | None = None) -> int:
         """The script number for the caller of ``options``, binding it on its first call.
@@ -460,7 +463,7 @@ class Binder:
         for position, chunks in enumerate(replies):
             issued += delegations(chunks, len(issued), self._mask, call=position)
         parent_first = (
-            _header_first_user(parent.calls[0].request)
+            _header_first_user(parent.calls[0].request, self._texts)
             if parent.calls and parent.calls[0].request is not None
             else None
         )
@@ -477,7 +480,7 @@ class Binder:
             request = child.calls[0].request if child.calls else None
             if request is None:
                 continue
-            first = _header_first_user(request)
+            first = _header_first_user(request, self._texts)
             said = frozenset({first}) if first else frozenset()
             handed = delegated_by(said, issued, claimed, anonymous=True) or wrapped_delegation(
                 said, issued, claimed, offers_tools=bool(request.tools)
@@ -511,11 +514,13 @@ class Binder:
     ) -> Delegation | None:
         """The call of ``parent`` that handed itself over to the recorded ``request``."""
         digests = message_digests(request)
-        first = _header_first_user(request)
+        first = _header_first_user(request, self._texts)
         position = next(
             (i for i, m in enumerate(request.messages) if m.role == "user"), len(request.messages)
         )
-        later = [m.text or m.preview for m in request.messages[position + 1 :]]
+        later = [
+            m.text or self._texts.get(m.digest, m.preview) for m in request.messages[position + 1 :]
+        ]
         for index in range(len(parent.calls) - 1, -1, -1):
             asked = parent.calls[index].request
             if asked is None:
@@ -855,11 +860,12 @@ class Binder:
         )
 
 
-def _header_first_user(header: RequestHeaderData) -> str | None:
-    """The first user message of a recorded request header, whole (its text, else its
-    preview, which then holds it all), stripped."""
+def _header_first_user(header: RequestHeaderData, texts: Mapping[str, str]) -> str | None:
+    """The first user message of a recorded request header, whole (its text, kept in the
+    header or in ``texts`` by digest, else its preview), stripped."""
     first = next((m for m in header.messages if m.role == "user"), None)
     if first is None:
         return None
-    text = (first.text if first.text is not None else first.preview).strip()
+    whole = first.text if first.text is not None else texts.get(first.digest, first.preview)
+    text = whole.strip()
     return text or None

@@ -485,17 +485,25 @@ def wrapped_delegation(
     for a conversation that offers tools (an agent, not a title or router call), a
     delegating tool call's prompt behind a volatile prefix (Copilot's
     ``<current_datetime>``, masked to ``{{date}}``). Only tasks of ``_BLOCK_TASK_CHARS``
-    or more count: a short value (a name) is found inside anything. Callers try the exact
+    or more count: a short value (a name) is found inside anything. Of several, the one
+    whose tasks the message holds most of (the first of equals). Callers try the exact
     rule (``delegated_by``) over every conversation first."""
+    best: tuple[int, Delegation] | None = None
     for delegation in issued:
-        if delegation.ordinal in claimed or not (
-            delegation.block or (offers_tools and not delegation.in_text)
-        ):
+        if delegation.ordinal in claimed:
             continue
-        for task in delegation.texts:
-            if len(task) >= _BLOCK_TASK_CHARS and any(task in text for text in said):
-                return delegation
-    return None
+        if not (delegation.block or (offers_tools and not delegation.in_text)):
+            continue
+        # The delegation holding the most of the message: tasks handed on together share
+        # their context (crewai's "context" argument), so one shared string decides nothing.
+        held = sum(
+            len(task)
+            for task in delegation.texts
+            if len(task) >= _BLOCK_TASK_CHARS and any(task in text for text in said)
+        )
+        if held and (best is None or held > best[0]):
+            best = (held, delegation)
+    return best[1] if best is not None else None
 
 
 # -- handoffs and reflection (SPEC 17) ----------------------------------------------------

@@ -216,6 +216,7 @@ class ReplayProvider:
             cursors=self._cursor,
             replies=self._prepared,
             mask=content_mask,
+            texts=self._texts,
         )
         self._errors: list[ReportedError] = []
         # UnrecordedSessionErrors whose requests were written (their files' numbers).
