@@ -6,7 +6,10 @@ model call ``turn/start``, the ``request/header`` built from the HTTP request, e
 ``turn/end`` (flushed there, so a killed proxy keeps every finished call). A child names
 its parent (explicit or native headers, or — without headers — the conversation that
 handed on its first message: a pending tool call's argument, or for a caller with no
-identity a payload of the reply's text, ``agentreel.llm_replay.lanes.delegated_by``). A child's
+identity a payload of the reply's text, ``agentreel.llm_replay.lanes.delegated_by`` — or
+the task of a text protocol's argument block inside its first message,
+``wrapped_delegation``, or the conversation that handed itself over to it, ``handoff``). A
+request asked again with fewer or no tools continues its lane (``narrows``). A child's
 spawn index is the one its header gives, else the order in which its parent issued the
 delegation it was found by (numbered 0, 1, … at close; SPEC 4), else its arrival order: a
 guess, kept in ``Recorder.warnings`` for the record command to print at its end (the

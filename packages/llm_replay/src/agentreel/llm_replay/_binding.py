@@ -40,6 +40,15 @@ caller's conversation — not the script a changed first request of the conversa
 back to (a ScriptExhaustedError on the title lane instead of the conversation's drift), nor
 the parent its children name.
 
+A headerless new conversation is the child of the bound conversation that handed it on
+(record time's rules, ``agentreel.llm_replay.lanes``: a delegation whose text is its first
+message, else whose task that message wraps, else a handoff to it); when no unclaimed
+recording starts exactly with it, it is bound to the recorded child of that same delegation
+(a child whose own prompt changed: its drift names it) or, with none left, is an
+``UnrecordedSessionError`` naming the parent's file, the child's recorded spawn index and
+the delegating call. A request asked again with fewer or no tools (``narrows``) continues
+its conversation.
+
 A new caller is bound by content first — to the unclaimed script whose first recorded
 request is this one (exactly, else by signature) — before rules 3 and 4. Several unclaimed
 candidates bind in session order when they are interchangeable (same calls), or when their
