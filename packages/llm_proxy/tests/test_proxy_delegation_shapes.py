@@ -195,9 +195,8 @@ async def _crewai(base_url: str, prompts: Prompts) -> str:
             answer = str((await _ask(client, prompts.get(role, role), asked)).content)
             result = answer.split("Final Answer:", 1)[1].strip()
             # The executor appends the observation to the manager's own reply.
-            messages = messages + [
-                {"role": "assistant", "content": f"{reply}\nObservation: {result}"}
-            ]
+            observed = {"role": "assistant", "content": f"{reply}\nObservation: {result}"}
+            messages = [*messages, observed]
     finally:
         await client.close()
 
