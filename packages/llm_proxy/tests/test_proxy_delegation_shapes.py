@@ -59,11 +59,11 @@ def _tool(name: str, description: str, *fields: str) -> dict[str, Any]:
 async def _ask(
     client: openai.AsyncOpenAI, system: str, messages: list[Any], tools: list[Any] | None = None
 ) -> Any:
-    reply = await client.chat.completions.create(
-        model="gpt-test",
-        messages=[{"role": "system", "content": system}, *messages],
-        **({"tools": tools} if tools else {}),
-    )
+    sent = [{"role": "system", "content": system}, *messages]
+    if tools:
+        reply = await client.chat.completions.create(model="gpt-test", messages=sent, tools=tools)
+    else:
+        reply = await client.chat.completions.create(model="gpt-test", messages=sent)
     return reply.choices[0].message
 
 

@@ -178,7 +178,7 @@ class Recorder(LaneLogs):
         )
         if lane is None:
             lane = self._open_lane(
-                key, identity, signature, request, first=not lanes, header=header
+                key, identity, signature, request, first=not lanes, request_header=header
             )
             lane.first = digests
             lane.first_user = first_user_text(request.messages)
@@ -247,7 +247,7 @@ class Recorder(LaneLogs):
         request: ParsedRequest,
         *,
         first: bool,
-        header: RequestHeaderData,
+        request_header: RequestHeaderData,
     ) -> Lane:
         parent: Lane | None = None
         owner: Lane | None = None
@@ -257,7 +257,7 @@ class Recorder(LaneLogs):
         ordinal: int | None = None
         by_arrival: str | None = None
         anonymous = identity.session is None
-        tools = bool(header.tools)
+        tools = bool(request_header.tools)
         if first and identity.parent is not None:
             parent = self._main_lane(identity.parent)
             spawn_index = identity.spawn_index
@@ -296,7 +296,7 @@ class Recorder(LaneLogs):
             if parent is None and anonymous:
                 # Handed over: a conversation that carries another's history under its own
                 # system prompt or tools (a transfer call's receiver) is its child.
-                parent, ordinal = self._handed_off(key, header, request, signature)
+                parent, ordinal = self._handed_off(key, request_header, request, signature)
             spawn_index = ordinal
             if parent is not None and not first:
                 kind = "delegated"
