@@ -494,3 +494,56 @@ async def test_a_changed_child_prompt_is_that_childs_drift(recorded: Any, tmp_pa
             f"{child.spawn_index} of session.jsonl ({{{{session:main}}}})"
         )
         assert expected in line, (name, line)
+
+
+GUESS_RULES = """
+[[rule]]
+match = { system_contains = "You are the writer" }
+text = "A picnic plan."
+
+[[rule]]
+match = { system_contains = "You are the planner" }
+tool_calls = [
+  { name = "weather", arguments = { day = "Saturday" } },
+  { name = "park", arguments = { city = "Paris" } },
+]
+"""
+
+
+@pytest.mark.asyncio
+async def test_a_handoff_picked_among_ordinary_calls_is_in_the_guess_report(
+    tmp_path: Path, recording_tree: RecordingTree
+) -> None:
+    """A conversation carried on verbatim under another system prompt after a reply of two
+    ordinary tool calls (no transfer): the receiver is the planner's child, by the last of
+    them — a guess the end-of-record report names, with both files."""
+    planner, writer = "You are the planner.", "You are the writer."
+    fixture = tmp_path / "fixture"
+
+    async def agent(base_url: str) -> str:
+        client = _client(base_url)
+        try:
+            tools = [_tool("weather", "Weather.", "day"), _tool("park", "Parks.", "city")]
+            messages: list[Any] = [{"role": "user", "content": PICNIC}]
+            asked = await _ask(client, planner, messages, tools)
+            messages += [
+                asked.model_dump(exclude_none=True),
+                *(
+                    {"role": "tool", "tool_call_id": call.id, "content": "fine"}
+                    for call in asked.tool_calls or []
+                ),
+            ]
+            written = await _ask(client, writer, messages, [_tool("save", "Save.", "text")])
+            return str(written.content)
+        finally:
+            await client.close()
+
+    with StubServer.from_toml(GUESS_RULES) as stub:
+        async with start_proxy("record", upstream=stub.base_url, fixture=fixture) as proxy:
+            assert await agent(proxy.base_url) == "A picnic plan."
+    assert recording_tree(fixture, _system) == [(planner, None, None), (writer, planner, 0)]
+    (guess,) = proxy.warnings
+    assert "session.1.jsonl" in guess, guess
+    assert "(session.jsonl)" in guess, guess
+    assert "tool park(" in guess, guess
+    assert "the last of 2 tool calls" in guess, guess

@@ -124,6 +124,9 @@ class Lane:
     """For a child found by its parent's delegation: that delegation's ordinal among the
     parent lane's. Closing numbers a parent's such children 0, 1, … in this order — the
     order the parent issued them (SPEC 4), whatever order they arrived in."""
+    handoff_picked: str | None = None
+    """For a child handed a conversation by a call picked among several of its parent's
+    reply, none named like a transfer: which, a guess ``Recorder.warnings`` says at close."""
     by_arrival: str | None = None
     """For a child whose header names its parent but not its spawn index, and whose
     delegating call was not found: its caller as described (``Identity.describe``) — its

@@ -250,6 +250,7 @@ class Recorder(LaneLogs):
         request_header: RequestHeaderData,
     ) -> Lane:
         parent: Lane | None = None
+        picked: str | None = None
         owner: Lane | None = None
         spawn_index: int | None = None
         kind: LaneKind = "session"
@@ -296,7 +297,7 @@ class Recorder(LaneLogs):
             if parent is None and anonymous:
                 # Handed over: a conversation that carries another's history under its own
                 # system prompt or tools (a transfer call's receiver) is its child.
-                parent, ordinal = self._handed_off(key, request_header, request, signature)
+                parent, ordinal, picked = self._handed_off(key, request_header, request, signature)
             spawn_index = ordinal
             if parent is not None and not first:
                 kind = "delegated"
@@ -345,6 +346,7 @@ class Recorder(LaneLogs):
             owner=owner,
             parent_lane=parent if kind != "side" else None,
             by_arrival=by_arrival,
+            handoff_picked=picked,
         )
 
     def _main_lane(self, key: str) -> Lane | None:
@@ -427,10 +429,12 @@ class Recorder(LaneLogs):
         header: RequestHeaderData,
         request: ParsedRequest,
         signature: LaneSignature,
-    ) -> tuple[Lane | None, int | None]:
+    ) -> tuple[Lane | None, int | None, str | None]:
         """The conversation of caller ``key`` that handed itself over to this new one
         (``agentreel.llm_replay.lanes.handoff``, replay's rule too) and the handing call's
-        ordinal; claims it. The latest such conversation wins."""
+        ordinal; claims it. The latest such conversation wins. Third: when the call was
+        picked among several of the reply's calls none named like a transfer, how (a guess
+        the ``warnings`` say)."""
         first = first_user_text(request.messages)
         position = next(
             (i for i, m in enumerate(request.messages) if m.role == "user"), len(request.messages)
@@ -450,9 +454,19 @@ class Recorder(LaneLogs):
                 later_texts=later,
             )
             if found is not None:
+                calls = [
+                    d
+                    for d in lane.delegations
+                    if d.call == lane.calls - 1 and not d.in_text and d.ordinal not in lane.claimed
+                ]
+                picked = (
+                    f"{found.said}, the last of {len(calls)} tool calls"
+                    if len(calls) > 1 and not found.transfers
+                    else None
+                )
                 lane.claimed.add(found.ordinal)
-                return lane, found.ordinal
-        return None, None
+                return lane, found.ordinal, picked
+        return None, None, None
 
     # -- shutdown ------------------------------------------------------------------------
 
@@ -460,6 +474,30 @@ class Recorder(LaneLogs):
         """Arrange the sealed logs (``_arrange``) and say what was guessed (``warnings``)."""
         self._arrange()
         self.warnings += self._arrival_warnings()
+        self.warnings += self._handoff_warnings()
+
+    def _handoff_warnings(self) -> list[str]:
+        """One sentence per kept child handed a conversation by a call picked among several
+        of its parent's reply (``Lane.handoff_picked``), naming it and its parent by file."""
+        kept = [lane for group in self._lanes.values() for lane in group if not lane.refused]
+        guessed = [lane for lane in kept if lane.handoff_picked is not None]
+        if not guessed:
+            return []
+        files: dict[str, str] = {
+            str(lane.session.id): session_file_name(number)
+            for number, lane in enumerate(order_sessions(kept, lambda ln: ln.session.header))
+        }
+        return [
+            f"{files[str(lane.session.id)]} (recorded session {lane.session.id}) carries its "
+            f"parent's conversation ({files.get(str(lane.session.header.parent_session), '?')}) "
+            f"under another system prompt, so it is the child that conversation handed over "
+            f"to; which call handed it over is a guess ({lane.handoff_picked}, none named "
+            "like a transfer), and its spawn index "
+            f"{lane.session.header.spawn_index} follows that call. The recording is kept and "
+            "replays as recorded. To fix it, have the child send the header "
+            f"{SPAWN_INDEX_HEADER}: N (and x-agentreel-parent-session-id), then record again"
+            for lane in guessed
+        ]
 
     def _arrival_warnings(self) -> list[str]:
         """One sentence per kept child numbered by arrival (``Lane.by_arrival``), naming

@@ -288,6 +288,11 @@ class Delegation(NamedTuple):
     lines): a task a text protocol hands on, which the receiving conversation may carry
     wrapped in a template (``delegated_by`` finds it inside the first message)."""
 
+    @property
+    def transfers(self) -> bool:
+        """A tool call named like a handoff (``transfer_to_agent``, ``handoff``)."""
+        return bool(_HANDOFF_TOOL.search(self.tool))
+
 
 def argument_strings(arguments: str) -> frozenset[str]:
     """The string values inside a tool call's JSON arguments (a delegating call's prompt)
@@ -536,7 +541,7 @@ def handoff(
         if not carries_first:
             return None
         calls = [d for d in calls if d.tool and any(d.tool in text for text in later_texts)]
-    named = [d for d in calls if _HANDOFF_TOOL.search(d.tool)]
+    named = [d for d in calls if d.transfers]
     if not named and not offers_tools:
         # A tool-less request carrying the conversation after an ordinary tool call is a
         # side call about it (a summary, a title, a classifier), not a handoff.
