@@ -81,6 +81,46 @@ def replay_backend(
     return env
 
 
+DRIFTED_REPORT_NAME = "drifted-report.json"
+"""The drifted run's report file in its run folder (``agentreel.llm_replay.DriftedReport``)."""
+
+
+@contextlib.contextmanager
+def drifted_backend(
+    scenario: Scenario,
+    config: RecordConfig,
+    cwd: Path,
+    report: Path,
+    drifted_report: Path,
+    drift_dir: Path | None = None,
+) -> Iterator[dict[str, str]]:
+    """``agentreel record --drifted`` (SPEC 20): the ``replay-drifted`` provider — replay
+    on the scenario's recordings, each drifted session answered by the record backend's
+    provider (the stub server for the block's life, or a real one: its key stays in the
+    environment that provider reads, never in these settings)."""
+    with record_backend(config) as live:
+        upstream = AgentEnvironment.from_environ(live)
+        env = replay_backend(scenario, cwd, report, drift_dir)
+        replay = AgentEnvironment.from_environ(env)
+        contract = AgentEnvironment(
+            provider="replay-drifted",
+            model=replay.model,
+            settings={
+                **replay.settings,
+                "drift": "error",  # a drift is what sends a session live, whatever [replay] says
+                "upstream_provider": upstream.provider,
+                "upstream_settings": upstream.settings,
+                "drifted_report": str(drifted_report),
+            },
+            live_cwd=str(cwd),
+        )
+        # The live side's reach (its base URL past the closed proxy, a real provider's
+        # key and proxies) over replay's offline environment; then the provider contract.
+        env.update(live)
+        env.update(contract.to_environ())
+        yield env
+
+
 def recorded_model(scenario: Scenario) -> str | None:
     """The model the main recording asked for (what most of its ``request/header``s name),
     if any.

@@ -44,8 +44,10 @@ DEFAULT_AGENT_PRELOAD = f"{DEFAULT_AGENT_MODULE}:preload"
 # Defaults for every scenario of a fixtures directory (today: the [fork_server] table).
 DIRECTORY_CONFIG_FILE = "agentreel.toml"
 
-Mode = Literal["replay", "record", "refresh"]
+Mode = Literal["replay", "record", "refresh", "drifted"]
 MODES: tuple[Mode, ...] = ("replay", "record", "refresh")
+# A run of ``agentreel record --drifted`` (SPEC 20): replay, the drifted sessions live.
+RUN_MODES: tuple[Mode, ...] = (*MODES, "drifted")
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -150,6 +152,9 @@ class RecordConfig:
     allow_secrets: tuple[str, ...] = ()
     """sha256 digests of values the secret scan lets into this scenario's recordings and
     goldens (``[record] allow_secrets``): deliberate fake keys of a test of the scan."""
+    prices: Path | None = None
+    """The price table ``record --drifted`` reports money not spent by (``[record]
+    prices``, relative to the scenario; ``_prices``); ``None``: the default file, if any."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -147,7 +147,7 @@ _STEP_KEYS: dict[str, set[str]] = {
     "expect_error": {"type", "method", "text", "session", "code", "message"},
     "authenticate": {"type", *_AUTHENTICATE_KEYS},
 }
-_RECORD_KEYS = {"provider", "model", "rules", "base_url", "allow_secrets"}
+_RECORD_KEYS = {"provider", "model", "rules", "base_url", "allow_secrets", "prices"}
 _MODEL_KEYS = {
     "via",
     "api",
@@ -594,12 +594,14 @@ def _record(reader: _Reader, value: object, directory: Path) -> RecordConfig:
         allow_secrets = checked_allowlist(value.get("allow_secrets", []))
     except ValueError as error:
         raise reader.fail("record.allow_secrets", str(error)) from None
+    prices = reader.string(value, "prices", "record.")
     return RecordConfig(
         provider=provider,
         model=model,
         rules=rules,
         base_url=base_url,
         allow_secrets=allow_secrets,
+        prices=directory / prices if prices else None,
     )
 
 
