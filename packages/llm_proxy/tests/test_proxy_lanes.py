@@ -557,7 +557,10 @@ SHARED_TOOLS: Any = [
 ]
 
 
-async def _shared_identity_session(base_url: str) -> list[str]:
+CHILD_SYSTEM = "You are an agent for Claude Code."
+
+
+async def _shared_identity_session(base_url: str, child_system: str = CHILD_SYSTEM) -> list[str]:
     """Claude Code 0.23.1's shape: every request, the Task child's too, carries the parent's
     session id in ``metadata.user_id`` and no header; the child's first user message is a
     ``<system-reminder>`` part, then the Agent call's prompt; a title call (another model,
@@ -566,10 +569,12 @@ async def _shared_identity_session(base_url: str) -> list[str]:
     # Closed even when a request fails (the deleted-child test expects one to): an open
     # connection would be collected during a later test and fail it as unraisable.
     async with client:
-        return await _shared_identity_turns(client)
+        return await _shared_identity_turns(client, child_system)
 
 
-async def _shared_identity_turns(client: anthropic.AsyncAnthropic) -> list[str]:
+async def _shared_identity_turns(
+    client: anthropic.AsyncAnthropic, child_system: str = CHILD_SYSTEM
+) -> list[str]:
     metadata: Any = {"user_id": json.dumps({"device_id": "d", "session_id": str(uuid.uuid4())})}
 
     async def ask(system: str, messages: Any, *, model: str = "claude-test") -> Any:
@@ -591,7 +596,7 @@ async def _shared_identity_turns(client: anthropic.AsyncAnthropic) -> list[str]:
     task = {"type": "text", "text": prompt}
     child_messages: Any = [{"role": "user", "content": [reminder, task]}]
     title = await ask("Write a title.", [{"role": "user", "content": prompt}], model="small-model")
-    child = await ask("You are an agent for Claude Code.", child_messages)
+    child = await ask(child_system, child_messages)
     found = "".join(b.text for b in child.content if b.type == "text")
     history += [
         {"role": "assistant", "content": [b.model_dump() for b in plan.content]},
@@ -658,8 +663,8 @@ async def test_a_deleted_shared_identity_child_is_unrecorded_naming_it_and_its_p
 ) -> None:
     """The same child with its recording deleted: its first request, under the parent's
     identity, is an UnrecordedSessionError naming the child (its first message, spawn index
-    0) and the parent's script, first, in at most 20 lines — it was bound to the parent's
-    lane and reported as a drift of the parent's next call."""
+    0) and the parent's script and delegating call, first, in at most 20 lines — it was
+    bound to the parent's lane and reported as a drift of the parent's next call."""
     fixture = tmp_path / "fixture"
     with StubServer.from_toml(SHARED_RULES) as stub:
         async with start_proxy("record", upstream=stub.base_url, fixture=fixture) as proxy:
@@ -675,8 +680,32 @@ async def test_a_deleted_shared_identity_child_is_unrecorded_naming_it_and_its_p
     line = first.message.splitlines()[0]
     assert "spawn index 0), first message " in line, line
     assert "Read notes.txt." in line, line
-    assert "the Agent call toolu_task that session.jsonl" in line, line
+    assert "the Agent call that session.jsonl" in line, line
+    assert """(tool Agent('{"prompt":"Read notes.txt."}'))""" in line, line
+    # The delegating call says what was expected, not a diff against the parent's call 2.
+    assert "nearest recorded request" not in first.message, first.message
     assert len(first.message.splitlines()) <= 20, first.message
+
+
+@pytest.mark.asyncio
+async def test_a_changed_shared_identity_child_prompt_is_that_childs_drift(
+    tmp_path: Path,
+) -> None:
+    """The same child with its system prompt changed (``claude -p`` with an edited agent
+    definition): a RequestDriftError of the child's own recording, naming its parent — it
+    was reported as a drift of the parent's call 2."""
+    fixture = tmp_path / "fixture"
+    with StubServer.from_toml(SHARED_RULES) as stub:
+        async with start_proxy("record", upstream=stub.base_url, fixture=fixture) as proxy:
+            await _shared_identity_session(proxy.base_url)
+    report = tmp_path / "report.json"
+    async with start_proxy("replay", fixture=fixture, report=report) as proxy:
+        with pytest.raises(anthropic.APIStatusError):
+            await _shared_identity_session(proxy.base_url, "You are a reviewer for Claude Code.")
+    first = read_report(report).errors[0]
+    assert first.type == "RequestDriftError", first.message
+    line = first.message.splitlines()[0]
+    assert "call 1 of session.1.jsonl ({{session:1}}), child 0 of session.jsonl" in line, line
 
 
 VIBE_RULES = """

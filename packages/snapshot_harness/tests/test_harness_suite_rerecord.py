@@ -5,6 +5,7 @@ server (the same ``record`` path as ``nox -s record -- <scenario>``, trial repla
 into a temporary copy of its inputs, and the result must equal the committed recordings
 and goldens after normalization. A rule, workspace or scenario.toml edited without
 re-recording fails here, and so does an agent change that alters what it sends or prints.
+Recording one must guess nothing (the end-of-record guess report is empty).
 """
 
 from __future__ import annotations
@@ -100,7 +101,10 @@ def test_rerecording_through_the_stub_reproduces_the_committed_fixture(
     fresh = tmp_path / FIXTURES.name / name
     (tmp_path / EXAMPLES.name).symlink_to(EXAMPLES, target_is_directory=True)
     copy_inputs(committed, fresh)
-    check_scenario(fresh, "record")
+    outcome = check_scenario(fresh, "record")
+    # The end-of-record guess report (SPEC 17): every committed scenario's lineage is
+    # found from what its conversations say, nothing numbered by arrival.
+    assert outcome.warnings == [], "\n".join(outcome.warnings)
 
     assert outputs(fresh) == outputs(committed), (
         f"re-recording {name} wrote other files than are committed; "

@@ -89,6 +89,9 @@ class Lane:
     """The message digests of the lane's first request."""
     tools: bool = False
     """Whether its first request offered tools (an agent's conversation, not a side call)."""
+    tool_digests: frozenset[str] = frozenset()
+    """The digests of the tools its first request offered: a request of its signature but
+    with fewer tools continues it (``agentreel.llm_replay.lanes.narrows``)."""
     previous: tuple[str, ...] = ()
     """The message digests of its latest request, and (below) the reply to it: a request
     that starts with both continues this lane (SPEC 11 conversation chaining)."""
@@ -121,6 +124,9 @@ class Lane:
     """For a child found by its parent's delegation: that delegation's ordinal among the
     parent lane's. Closing numbers a parent's such children 0, 1, … in this order — the
     order the parent issued them (SPEC 4), whatever order they arrived in."""
+    handoff_picked: str | None = None
+    """For a child handed a conversation by a call picked among several of its parent's
+    reply, none named like a transfer: which, a guess ``Recorder.warnings`` says at close."""
     by_arrival: str | None = None
     """For a child whose header names its parent but not its spawn index, and whose
     delegating call was not found: its caller as described (``Identity.describe``) — its
@@ -211,7 +217,9 @@ class CallRecording:
         if isinstance(chunk, BlockEnd):
             if isinstance(chunk.block, ToolCallPart):
                 self.lane.tool_calls += 1
-            self.lane.delegations.extend(delegations((chunk,), len(self.lane.delegations)))
+            self.lane.delegations.extend(
+                delegations((chunk,), len(self.lane.delegations), call=self.turn)
+            )
         if isinstance(chunk, Finish):
             self.lane.reply = recorded_reply(self._chunks, self._recorder.mask)
             self._end("completed" if chunk.reason != "error" else "error")

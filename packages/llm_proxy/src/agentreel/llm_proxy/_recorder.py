@@ -6,7 +6,10 @@ model call ``turn/start``, the ``request/header`` built from the HTTP request, e
 ``turn/end`` (flushed there, so a killed proxy keeps every finished call). A child names
 its parent (explicit or native headers, or — without headers — the conversation that
 handed on its first message: a pending tool call's argument, or for a caller with no
-identity a payload of the reply's text, ``agentreel.llm_replay.lanes.delegated_by``). A child's
+identity a payload of the reply's text, ``agentreel.llm_replay.lanes.delegated_by`` — or
+the task of a text protocol's argument block inside its first message,
+``wrapped_delegation``, or the conversation that handed itself over to it, ``handoff``). A
+request asked again with fewer or no tools continues its lane (``narrows``). A child's
 spawn index is the one its header gives, else the order in which its parent issued the
 delegation it was found by (numbered 0, 1, … at close; SPEC 4), else its arrival order: a
 guess, kept in ``Recorder.warnings`` for the record command to print at its end (the
@@ -57,10 +60,14 @@ from agentreel.llm_replay.lanes import (
     delegated_by,
     first_user_text,
     first_user_texts,
+    handoff,
     lane_signature,
     message_digests,
+    narrows,
     request_strings,
     restates,
+    tool_digests,
+    wrapped_delegation,
 )
 from agentreel.session import (
     VERBATIM_FILE,
@@ -180,11 +187,12 @@ class Recorder(LaneLogs):
         )
         if lane is None:
             lane = self._open_lane(
-                key, identity, signature, request, first=not lanes, tools=bool(header.tools)
+                key, identity, signature, request, first=not lanes, request_header=header
             )
             lane.first = digests
             lane.first_user = first_user_text(request.messages)
             lane.tools = bool(header.tools)
+            lane.tool_digests = tool_digests(header)
             lanes.append(lane)
         lane.previous = digests
         call = self._start_call(lane, header)
@@ -210,8 +218,16 @@ class Recorder(LaneLogs):
         rewrites its history).
         """
         # A lane's requests share its signature (another system prompt or tool set — a
-        # handoff to another agent — is a lane of its own).
+        # handoff to another agent — is a lane of its own), but for one asked again with
+        # fewer tools (autogen's reflect_on_tool_use): that is the lane, continued.
         idle = [lane for lane in lanes if not lane.busy and lane.signature == signature]
+        for lane in lanes:
+            if (
+                not lane.busy
+                and narrows(lane.signature, lane.tool_digests, header)
+                and chain(lane.previous, lane.reply, header, request.messages) is Chain.CONTINUES
+            ):
+                return lane
         extended: list[Lane] = []
         for lane in idle:
             strength = chain(lane.previous, lane.reply, header, request.messages)
@@ -240,9 +256,10 @@ class Recorder(LaneLogs):
         request: ParsedRequest,
         *,
         first: bool,
-        tools: bool = False,
+        request_header: RequestHeaderData,
     ) -> Lane:
         parent: Lane | None = None
+        picked: str | None = None
         owner: Lane | None = None
         spawn_index: int | None = None
         kind: LaneKind = "session"
@@ -250,6 +267,7 @@ class Recorder(LaneLogs):
         ordinal: int | None = None
         by_arrival: str | None = None
         anonymous = identity.session is None
+        tools = bool(request_header.tools)
         if first and identity.parent is not None:
             parent = self._main_lane(identity.parent)
             spawn_index = identity.spawn_index
@@ -282,7 +300,13 @@ class Recorder(LaneLogs):
             # supervisor's Send — is that conversation's child (how a headerless subagent
             # is told from a side call). Another lane of a named caller is its side lane
             # even when it asks the same (a title call on the child's prompt).
-            parent, ordinal = self._delegating_parent(request, anonymous=anonymous)
+            parent, ordinal = self._delegating_parent(
+                request, anonymous=anonymous, offers_tools=tools
+            )
+            if parent is None and anonymous:
+                # Handed over: a conversation that carries another's history under its own
+                # system prompt or tools (a transfer call's receiver) is its child.
+                parent, ordinal, picked = self._handed_off(key, request_header, request, signature)
             spawn_index = ordinal
             if parent is not None and not first:
                 kind = "delegated"
@@ -331,6 +355,7 @@ class Recorder(LaneLogs):
             owner=owner,
             parent_lane=parent if kind != "side" else None,
             by_arrival=by_arrival,
+            handoff_picked=picked,
         )
 
     def _main_lane(self, key: str) -> Lane | None:
@@ -361,6 +386,7 @@ class Recorder(LaneLogs):
         *,
         anonymous: bool,
         any_user: bool = False,
+        offers_tools: bool = False,
     ) -> tuple[Lane | None, int | None]:
         """The lane (of ``among``, else of any caller) with a delegation not yet claimed by
         a child whose text is the request's first user message, and that delegation's
@@ -392,7 +418,64 @@ class Recorder(LaneLogs):
                 if found is not None:
                     lane.claimed.add(found.ordinal)
                     return lane, found.ordinal
+        said = first_user_texts(request.messages)
+        for lane in lanes if anonymous and not any_user and said else ():
+            # The task inside a template (a text protocol's coworker prompt, a volatile
+            # prefix): only once no conversation handed the message on whole.
+            if restates(request.messages, lane.first_user):
+                continue
+            found = wrapped_delegation(
+                said, lane.delegations, lane.claimed, offers_tools=offers_tools
+            )
+            if found is not None:
+                lane.claimed.add(found.ordinal)
+                return lane, found.ordinal
         return None, None
+
+    def _handed_off(
+        self,
+        key: str,
+        header: RequestHeaderData,
+        request: ParsedRequest,
+        signature: LaneSignature,
+    ) -> tuple[Lane | None, int | None, str | None]:
+        """The conversation of caller ``key`` that handed itself over to this new one
+        (``agentreel.llm_replay.lanes.handoff``, replay's rule too) and the handing call's
+        ordinal; claims it. The latest such conversation wins. Third: when the call was
+        picked among several of the reply's calls none named like a transfer, how (a guess
+        the ``warnings`` say)."""
+        first = first_user_text(request.messages)
+        position = next(
+            (i for i, m in enumerate(request.messages) if m.role == "user"), len(request.messages)
+        )
+        later = [m.text for m in request.messages[position + 1 :]]
+        for lane in reversed(self._lanes.get(key, [])):
+            if lane.kind == "side" or lane.signature == signature or lane.calls == 0:
+                continue
+            found = handoff(
+                lane.delegations,
+                lane.claimed,
+                lane.calls - 1,
+                continues=chain(lane.previous, lane.reply, header, request.messages)
+                is Chain.CONTINUES,
+                carries_first=first is not None and first == lane.first_user,
+                offers_tools=bool(header.tools),
+                later_texts=later,
+            )
+            if found is not None:
+                calls = [
+                    d
+                    for d in lane.delegations
+                    if d.call == lane.calls - 1 and not d.in_text and d.ordinal not in lane.claimed
+                ]
+                picked = (
+                    f"{found.said}, the last of {len(calls)} tool calls"
+                    if len(calls) > 1 and not found.transfers
+                    else None
+                )
+                lane.claimed.add(found.ordinal)
+                return lane, found.ordinal, picked
+        return None, None, None
 
     # -- shutdown ------------------------------------------------------------------------
 
@@ -400,6 +483,30 @@ class Recorder(LaneLogs):
         """Arrange the sealed logs (``_arrange``) and say what was guessed (``warnings``)."""
         self._arrange()
         self.warnings += self._arrival_warnings()
+        self.warnings += self._handoff_warnings()
+
+    def _handoff_warnings(self) -> list[str]:
+        """One sentence per kept child handed a conversation by a call picked among several
+        of its parent's reply (``Lane.handoff_picked``), naming it and its parent by file."""
+        kept = [lane for group in self._lanes.values() for lane in group if not lane.refused]
+        guessed = [lane for lane in kept if lane.handoff_picked is not None]
+        if not guessed:
+            return []
+        files: dict[str, str] = {
+            str(lane.session.id): session_file_name(number)
+            for number, lane in enumerate(order_sessions(kept, lambda ln: ln.session.header))
+        }
+        return [
+            f"{files[str(lane.session.id)]} (recorded session {lane.session.id}) carries its "
+            f"parent's conversation ({files.get(str(lane.session.header.parent_session), '?')}) "
+            f"under another system prompt, so it is the child that conversation handed over "
+            f"to; which call handed it over is a guess ({lane.handoff_picked}, none named "
+            "like a transfer), and its spawn index "
+            f"{lane.session.header.spawn_index} follows that call. The recording is kept and "
+            "replays as recorded. To fix it, have the child send the header "
+            f"{SPAWN_INDEX_HEADER}: N (and x-agentreel-parent-session-id), then record again"
+            for lane in guessed
+        ]
 
     def _arrival_warnings(self) -> list[str]:
         """One sentence per kept child numbered by arrival (``Lane.by_arrival``), naming

@@ -40,6 +40,15 @@ caller's conversation — not the script a changed first request of the conversa
 back to (a ScriptExhaustedError on the title lane instead of the conversation's drift), nor
 the parent its children name.
 
+A headerless new conversation is the child of the bound conversation that handed it on
+(record time's rules, ``agentreel.llm_replay.lanes``: a delegation whose text is its first
+message, else whose task that message wraps, else a handoff to it); when no unclaimed
+recording starts exactly with it, it is bound to the recorded child of that same delegation
+(a child whose own prompt changed: its drift names it) or, with none left, is an
+``UnrecordedSessionError`` naming the parent's file, the child's recorded spawn index and
+the delegating call. A request asked again with fewer or no tools (``narrows``) continues
+its conversation.
+
 A new caller is bound by content first — to the unclaimed script whose first recorded
 request is this one (exactly, else by signature) — before rules 3 and 4. Several unclaimed
 candidates bind in session order when they are interchangeable (same calls), or when their
@@ -49,13 +58,10 @@ otherwise they fail loudly: the request cannot tell them apart, so any pick coul
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-import msgspec
-
-from agentreel.brand import SessionId
-from agentreel.llm import BlockEnd, Chunk, GenerateOptions, ToolCallPart
+from agentreel.llm import Chunk, GenerateOptions
 from agentreel.llm_replay._failures import ANONYMOUS, unrecorded_error
 from agentreel.llm_replay._fixture import Recording, Script
 from agentreel.llm_replay._lanes import (
@@ -64,16 +70,19 @@ from agentreel.llm_replay._lanes import (
     LaneIndex,
     LaneSignature,
     Reply,
-    argument_strings,
     chain,
     delegated_by,
     delegations,
     first_user_text,
     first_user_texts,
+    handoff,
     lane_signature,
     message_digests,
+    narrows,
     recorded_reply,
     restates,
+    tool_digests,
+    wrapped_delegation,
 )
 from agentreel.llm_replay.exceptions import UnrecordedSessionError
 from agentreel.session import RequestHeaderData
@@ -86,6 +95,8 @@ class _Lane:
     number: int
     signature: LaneSignature
     previous: tuple[str, ...]
+    tools: frozenset[str] = frozenset()
+    """The tool digests of its first request: fewer tools continue it (``narrows``)."""
 
 
 @dataclass(slots=True)
@@ -127,6 +138,7 @@ class Binder:
         cursors: Sequence[int] = (),
         replies: Sequence[Sequence[Sequence[Chunk]]] = (),
         mask: Callable[[str], str] | None = None,
+        texts: Mapping[str, str] | None = None,
     ):
         self._recording = recording
         self._scripts = recording.scripts
@@ -163,6 +175,9 @@ class Binder:
         self._issuers: dict[str, set[int]] = {}
         self._since_indexed: set[int] = set()
         self._first_user: dict[int, str | None] = {}
+        self._children_of: dict[int, dict[int, int]] = {}
+        # The recorded messages' whole texts by digest (the loaded headers keep previews).
+        self._texts: Mapping[str, str] = texts or {}
 
     def bind(self, options: GenerateOptions, live: RequestHeaderData | None = None) -> int:
         """The script number for the caller of ``options``, binding it on its first call.
@@ -218,14 +233,14 @@ class Binder:
                         "recorded reply, and no unclaimed recording starts with it",
                     )
                 if number is None and live.tools:
-                    self._refuse_shared_identity_child(options, lanes)
+                    number = self._shared_identity_child(options, lanes)
                 if number is None:
                     number = self._bound[key]
                     lane = next((held for held in lanes if held.number == number), None)
                     if lane is None and self.bound_to[number] is not None:
                         lane = lanes[0]
                 if lane is None:
-                    lane = caller.add(_Lane(number, signature, digests))
+                    lane = caller.add(_Lane(number, signature, digests, tool_digests(live)))
                     self.bound_to[number] = key
                     self._first_user[number] = first_user_text(options.messages)
             lane.previous = digests
@@ -257,7 +272,7 @@ class Binder:
             self._conversation_of(number) if options.session_id is not None else number
         )
         self._lanes[key] = _CallerLanes()
-        self._lanes[key].add(_Lane(number, signature, digests))
+        self._lanes[key].add(_Lane(number, signature, digests, tool_digests(live)))
         self.bound_to[number] = key
         self._first_user[number] = first_user_text(options.messages)
         return number
@@ -283,20 +298,35 @@ class Binder:
                 continued.append(lane)
             elif strength is Chain.EXTENDS:
                 extended.append(lane)
+        if not continued:
+            # Asked again with fewer or no tools (autogen's reflect_on_tool_use): the
+            # conversation it continues, not a new one.
+            for lane in caller.lanes:
+                if (
+                    narrows(lane.signature, lane.tools, live)
+                    and chain(lane.previous, self._last_reply(lane.number), live, options.messages)
+                    is Chain.CONTINUES
+                ):
+                    continued.append(lane)
         if continued:
             return self._one_continued(options, continued, live)
         owner = self._scripts[self._bound[key]].header.id
-        delegator = self._delegator(options) if options.session_id is None else None
+        delegator = self._delegator(options, live) if options.session_id is None else None
         if delegator is not None:
             # A headerless conversation whose first message a bound conversation handed
-            # on (its tool call's prompt, its reply's payload): that conversation's child,
-            # as record time found it — its recorded children first.
-            owner = self._scripts[delegator].header.id
+            # on (its tool call's prompt, its reply's payload), or that a conversation
+            # handed itself over to: that conversation's child, as record time found it —
+            # its recorded children first.
+            owner = self._scripts[delegator[0]].header.id
         exact = self._by_content(options, live, owner, exact_only=True)
         if exact is None and delegator is not None:
-            raise self._unrecorded_child(options, delegator)
+            # The recorded child of that very delegation, changed (its own prompt or
+            # tools): bound, so the drift check names that child, not its parent's call.
+            exact = self._recorded_child(*delegator)
+            if exact is None:
+                raise self._unrecorded_child(options, *delegator)
         if exact is not None:
-            lane = caller.add(_Lane(exact, signature, message_digests(live)))
+            lane = caller.add(_Lane(exact, signature, message_digests(live), tool_digests(live)))
             self.bound_to[exact] = self.bound_to[caller.lanes[0].number]
             self._first_user[exact] = first_user_text(options.messages)
             return lane
@@ -318,9 +348,9 @@ class Binder:
             # and when a bound conversation handed on its first message (a delegation a
             # side call of the child, such as its router call, claimed first), a child of
             # that conversation whose recording is missing.
-            handed = self._delegator(options, claim=False)
+            handed = self._delegator(options, live, claim=False)
             if handed is not None and not self._by_content(options, live, None, exact_only=True):
-                raise self._unrecorded_child(options, handed)
+                raise self._unrecorded_child(options, *handed)
             return None
         return alike[0] if alike else None
 
@@ -351,10 +381,14 @@ class Binder:
             "the conversations differ earlier",
         )
 
-    def _delegator(self, options: GenerateOptions, *, claim: bool = True) -> int | None:
+    def _delegator(
+        self, options: GenerateOptions, live: RequestHeaderData, *, claim: bool = True
+    ) -> tuple[int, Delegation] | None:
         """The bound script with a served, unclaimed delegation whose text is this
-        request's first user message (``delegated_by``: record time's rule); claims it.
-        With ``claim=False`` (naming a missing child's parent) claimed ones count too."""
+        request's first user message (``delegated_by``: record time's rule), else whose task
+        the message wraps (``wrapped_delegation``), else that handed itself over to this
+        request (``handoff``), with that delegation; claims it. With ``claim=False``
+        (naming a missing child's parent) claimed ones count too."""
         said = first_user_texts(options.messages)
         if not said:
             return None
@@ -372,26 +406,178 @@ class Binder:
             if found is not None:
                 if claim:
                     claimed.add(found.ordinal)
-                return number
+                return number, found
+        # Rarer shapes, looked for among the conversations this run holds (a new
+        # conversation's first request only): a task inside a template, then a handoff.
+        lanes = self._lanes.get(ANONYMOUS)
+        held = lanes.lanes if lanes is not None else []
+        for lane in held:
+            number = lane.number
+            if restates(options.messages, self._first_user.get(number)):
+                continue
+            claimed = self._claimed.setdefault(number, set())
+            found = wrapped_delegation(
+                said,
+                self._delegations(number),
+                claimed if claim else set(),
+                offers_tools=bool(live.tools),
+            )
+            if found is not None:
+                if claim:
+                    claimed.add(found.ordinal)
+                return number, found
+        first = first_user_text(options.messages)
+        position = next(
+            (i for i, m in enumerate(options.messages) if m.role == "user"), len(options.messages)
+        )
+        later = [m.text for m in options.messages[position + 1 :]]
+        signature = lane_signature(live)
+        for lane in reversed(held):
+            number = lane.number
+            header = self._scripts[number].header
+            if lane.signature == signature or self._cursor(number) == 0:
+                continue
+            if header.parent_session is not None and header.spawn_index is None:
+                continue  # a side lane hands nothing over
+            claimed = self._claimed.setdefault(number, set())
+            found = handoff(
+                self._delegations(number),
+                claimed if claim else set(),
+                self._cursor(number) - 1,
+                continues=chain(lane.previous, self._last_reply(number), live, options.messages)
+                is Chain.CONTINUES,
+                carries_first=first is not None and first == self._first_user.get(number),
+                offers_tools=bool(live.tools),
+                later_texts=later,
+            )
+            if found is not None:
+                if claim:
+                    claimed.add(found.ordinal)
+                return number, found
         return None
 
+    def _recorded_children(self, parent_number: int) -> dict[int, int]:
+        """Per delegation ordinal of script ``parent_number``'s recorded replies, the
+        recorded child it was handed to (its script number), found by record time's rules
+        over each child's first recorded request: the child a changed live child is, and
+        the spawn index a missing one had."""
+        found = self._children_of.get(parent_number)
+        if found is not None:
+            return found
+        found = {}
+        self._children_of[parent_number] = found
+        parent = self._scripts[parent_number]
+        replies = self._replies[parent_number] if parent_number < len(self._replies) else ()
+        issued: list[Delegation] = []
+        for position, chunks in enumerate(replies):
+            issued += delegations(chunks, len(issued), self._mask, call=position)
+        parent_first = (
+            _header_first_user(parent.calls[0].request, self._texts)
+            if parent.calls and parent.calls[0].request is not None
+            else None
+        )
+        children = sorted(
+            (
+                s
+                for s in self._scripts
+                if s.header.parent_session == parent.header.id and s.header.spawn_index is not None
+            ),
+            key=lambda s: s.header.spawn_index or 0,
+        )
+        claimed: set[int] = set()
+        for child in children:
+            request = child.calls[0].request if child.calls else None
+            if request is None:
+                continue
+            first = _header_first_user(request, self._texts)
+            said = frozenset({first}) if first else frozenset()
+            handed = delegated_by(said, issued, claimed, anonymous=True) or wrapped_delegation(
+                said, issued, claimed, offers_tools=bool(request.tools)
+            )
+            if handed is None:
+                handed = self._recorded_handoff(parent, issued, claimed, request, parent_first)
+            if handed is None and first:
+                # Known to be this parent's child: any delegation its first message holds
+                # (a short prompt after a <system-reminder> part; a header keeps the parts
+                # joined).
+                handed = next(
+                    (
+                        d
+                        for d in issued
+                        if d.ordinal not in claimed and any(t in first for t in d.texts)
+                    ),
+                    None,
+                )
+            if handed is not None:
+                claimed.add(handed.ordinal)
+                found[handed.ordinal] = child.number
+        return found
+
+    def _recorded_handoff(
+        self,
+        parent: Script,
+        issued: list[Delegation],
+        claimed: set[int],
+        request: RequestHeaderData,
+        parent_first: str | None,
+    ) -> Delegation | None:
+        """The call of ``parent`` that handed itself over to the recorded ``request``."""
+        digests = message_digests(request)
+        first = _header_first_user(request, self._texts)
+        position = next(
+            (i for i, m in enumerate(request.messages) if m.role == "user"), len(request.messages)
+        )
+        later = [
+            m.text or self._texts.get(m.digest, m.preview) for m in request.messages[position + 1 :]
+        ]
+        for index in range(len(parent.calls) - 1, -1, -1):
+            asked = parent.calls[index].request
+            if asked is None:
+                continue
+            previous = message_digests(asked)
+            continues = (
+                len(digests) > len(previous)
+                and digests[: len(previous)] == previous
+                and request.messages[len(previous)].role == "assistant"
+            )
+            found = handoff(
+                issued,
+                claimed,
+                index,
+                continues=continues,
+                carries_first=first is not None and first == parent_first,
+                offers_tools=bool(request.tools),
+                later_texts=later,
+            )
+            if found is not None:
+                return found
+        return None
+
+    def _recorded_child(self, parent_number: int, delegation: Delegation) -> int | None:
+        """The recorded child ``delegation`` was handed to, while no one holds it."""
+        number = self._recorded_children(parent_number).get(delegation.ordinal)
+        return number if number is not None and self.bound_to[number] is None else None
+
     def _unrecorded_child(
-        self, options: GenerateOptions, parent_number: int
+        self, options: GenerateOptions, parent_number: int, handed: Delegation
     ) -> UnrecordedSessionError:
         parent = self._scripts[parent_number]
-        handed = delegated_by(
-            first_user_texts(options.messages),
-            self._delegations(parent_number),
-            set(),
-            anonymous=True,
-        )
-        # Named as the recording knows it: the parent's file and its delegating call.
-        how = f" ({handed.said})" if handed is not None and handed.said else ""
-        error = self._unrecorded(
-            msgspec.structs.replace(options, parent_session_id=SessionId(parent.label)),
-            f"its first message is what {parent.label} handed on{how}, so it is that "
+        # Named as the recording knows it: the parent's file, the spawn index the child had
+        # (its delegation's place among the parent's recorded children) and the call.
+        how = f" ({handed.said})" if handed.said else ""
+        children = self._recorded_children(parent_number)
+        spawn = sum(1 for ordinal in children if ordinal < handed.ordinal)
+        error = unrecorded_error(
+            options,
+            f"its first request is what {parent.label} handed on{how}, so it is that "
             "session's child, but no unclaimed recording of a child starts with this request "
             "(a session.<n>.jsonl file is missing, or the child's first request changed)",
+            self._recording,
+            sum(1 for holder in self.bound_to if holder is not None),
+            self._scenario,
+            proxied=self._index is not None,
+            parent_label=parent.label,
+            recorded_spawn_index=spawn,
         )
         error.delegation = f"{parent.label}{how}"
         return error
@@ -402,7 +588,7 @@ class Binder:
         served = min(self._cursor(number), len(replies))
         done, issued = self._issued.get(number, (0, []))
         for position in range(done, served):
-            issued = issued + delegations(replies[position], len(issued), self._mask)
+            issued = issued + delegations(replies[position], len(issued), self._mask, call=position)
         self._issued[number] = (served, issued)
         return issued
 
@@ -415,36 +601,39 @@ class Binder:
                     self._issuers.setdefault(text, set()).add(number)
         self._since_indexed.clear()
 
-    def _refuse_shared_identity_child(self, options: GenerateOptions, lanes: list[_Lane]) -> None:
+    def _shared_identity_child(self, options: GenerateOptions, lanes: list[_Lane]) -> int | None:
         """A named caller's new conversation that no recording starts with, whose first
         message is the prompt of a delegating tool call one of the caller's lanes was
         served, is that call's child sharing its parent's identity (Claude Code 0.23.1's
-        Task subagent): an unrecorded child, named with its parent — not a drift of the
-        parent's next call."""
+        Task subagent): the recorded child of that call, changed (bound, so the drift check
+        names that child), else an unrecorded child named with its parent — never a drift
+        of the parent's next call. None when no served call handed its message on."""
         said = first_user_texts(options.messages)
         for lane in lanes if said else ():
-            ordinal = 0
-            served = self._replies[lane.number] if lane.number < len(self._replies) else ()
-            for chunks in served[: self._cursor(lane.number)]:
-                for chunk in chunks:
-                    if not (isinstance(chunk, BlockEnd) and isinstance(chunk.block, ToolCallPart)):
-                        continue
-                    arguments = chunk.block.arguments
-                    texts = argument_strings(self._mask(arguments) if self._mask else arguments)
-                    if said.isdisjoint(texts):
-                        ordinal += 1
-                        continue
-                    parent = self._scripts[lane.number]
-                    raise self._unrecorded(
-                        msgspec.structs.replace(
-                            options, parent_session_id=options.session_id, spawn_index=ordinal
-                        ),
-                        f"its first message is the prompt of the {chunk.block.name} call "
-                        f"{chunk.block.id} that {parent.label} made, so it is that call's "
-                        "child sharing its parent's identity, and no unclaimed recording "
-                        "starts with it (the child's session.<n>.jsonl is missing or was "
-                        "recorded with another prompt)",
-                    )
+            found = delegated_by(said, self._delegations(lane.number), set(), anonymous=False)
+            if found is None:
+                continue
+            recorded = self._recorded_child(lane.number, found)
+            if recorded is not None:
+                return recorded
+            parent = self._scripts[lane.number]
+            children = self._recorded_children(lane.number)
+            error = unrecorded_error(
+                options,
+                f"its first message is the prompt of the {found.tool} call that "
+                f"{parent.label} made ({found.said}), so it is that call's child sharing its "
+                "parent's identity, and no unclaimed recording starts with it (the child's "
+                "session.<n>.jsonl is missing or was recorded with another prompt)",
+                self._recording,
+                sum(1 for holder in self.bound_to if holder is not None),
+                self._scenario,
+                proxied=self._index is not None,
+                parent_label=f"{parent.label} (live {options.session_id})",
+                recorded_spawn_index=sum(1 for o in children if o < found.ordinal),
+            )
+            error.delegation = f"{parent.label} ({found.said})"
+            raise error
+        return None
 
     def _cursor(self, number: int) -> int:
         return self._cursors[number] if number < len(self._cursors) else 0
@@ -678,3 +867,14 @@ class Binder:
             self._scenario,
             proxied=self._index is not None,
         )
+
+
+def _header_first_user(header: RequestHeaderData, texts: Mapping[str, str]) -> str | None:
+    """The first user message of a recorded request header, whole (its text, kept in the
+    header or in ``texts`` by digest, else its preview), stripped."""
+    first = next((m for m in header.messages if m.role == "user"), None)
+    if first is None:
+        return None
+    whole = first.text if first.text is not None else texts.get(first.digest, first.preview)
+    text = whole.strip()
+    return text or None

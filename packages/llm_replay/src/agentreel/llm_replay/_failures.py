@@ -174,18 +174,26 @@ def drift_message(
     files: tuple[Path, Path] | None = None,
     *,
     proxied: bool = False,
+    parent: Script | None = None,
 ) -> str:
     """The live request of ``call`` differs from its recorded ``request/header``;
-    ``files``: the full masked recorded and live requests, written beside the run."""
+    ``files``: the full masked recorded and live requests, written beside the run;
+    ``parent``: the script's recorded parent (a child's drift names both)."""
     listing = "\n  ".join(differences)
     written = (
         f"  full masked requests: {files[0]} (recorded), {files[1]} (live)\n"
         if files is not None
         else ""
     )
+    spawn = script.header.spawn_index
+    lineage = (
+        f", {'child ' + str(spawn) if spawn is not None else 'a side lane'} of {parent.label}"
+        if parent is not None
+        else ""
+    )
     head = (
         f"live session {caller_name(options)}, call {call.number} of "
-        f"{script.label} (recorded turn {call.turn}, step {call.step}): the request "
+        f"{script.label}{lineage} (recorded turn {call.turn}, step {call.step}): the request "
         f"differs from the recorded request/header:\n  {listing}\n{written}"
     )
     # A recording of an earlier format or mask set that kept no text of what differs:

@@ -266,8 +266,9 @@ class Delegation(NamedTuple):
     """One place where a reply hands work to another conversation: a tool call (its
     argument strings: a ``prompt``, ``task`` or ``description`` that becomes the child's first
     user message) or a piece of the reply's text (a LangGraph supervisor's ``Send``
-    payloads: a line, or a string of the JSON it answered with). ``ordinal`` numbers a
-    conversation's delegations in the order it issued them, across its calls."""
+    payloads: a line, or a string of the JSON it answered with; a text protocol's argument
+    block, as crewai's ``Action Input: {...}``). ``ordinal`` numbers a conversation's
+    delegations in the order it issued them, across its calls."""
 
     ordinal: int
     texts: frozenset[str]
@@ -277,6 +278,20 @@ class Delegation(NamedTuple):
     said: str = ""
     """How the reply said it, for messages: ``tool task('<first 80 characters of its
     arguments>')`` or ``text '<first 80 characters>'``."""
+    call: int = 0
+    """The call of the issuing conversation whose reply issued it (0-based): a handoff is
+    made by the latest reply's tool call."""
+    tool: str = ""
+    """The tool call's name (empty for text): how a handoff names its receiver."""
+    block: bool = False
+    """A value of an argument block written in the reply's text (JSON or ``key: value``
+    lines): a task a text protocol hands on, which the receiving conversation may carry
+    wrapped in a template (``delegated_by`` finds it inside the first message)."""
+
+    @property
+    def transfers(self) -> bool:
+        """A tool call named like a handoff (``transfer_to_agent``, ``handoff``)."""
+        return bool(_HANDOFF_TOOL.search(self.tool))
 
 
 def argument_strings(arguments: str) -> frozenset[str]:
@@ -305,6 +320,15 @@ def argument_strings(arguments: str) -> frozenset[str]:
     return frozenset(found)
 
 
+# A text protocol's action and its argument block (crewai's ReAct format: ``Action:
+# Ask question to coworker`` then ``Action Input: {"question": ..., "coworker": ...}``).
+_ACTION = re.compile(r"^\s*Action\s*:\s*(.+?)\s*$", re.MULTILINE)
+_KEY_VALUE = re.compile(r"^\s*[\"']?([A-Za-z_][\w -]{0,39})[\"']?\s*[:=]\s*(.+?)\s*$")
+# Shorter values of an argument block (a coworker's name, a flag) are no task to find
+# inside another conversation's first message.
+_BLOCK_TASK_CHARS = 20
+
+
 def _text_payloads(text: str) -> list[str]:
     """The pieces of a reply's text another conversation may start with: the whole text,
     each non-empty line, and — when the text is JSON (fenced or not) — its strings."""
@@ -319,31 +343,75 @@ def _text_payloads(text: str) -> list[str]:
     return [piece for piece in dict.fromkeys(pieces) if piece]
 
 
+def argument_blocks(text: str) -> list[tuple[str, frozenset[str]]]:
+    """The argument blocks a reply's text holds, in order, each as (how the text named
+    it, the task strings in it): every JSON object inside the text (``Action Input: {...}``)
+    and a run of ``key: value`` lines after an ``Action:`` line, named by that action."""
+    blocks: list[tuple[str, frozenset[str]]] = []
+    decoder = json.JSONDecoder()
+    action = _ACTION.search(text)
+    name = action.group(1) if action is not None else ""
+    position = text.find("{")
+    while position >= 0:
+        try:
+            value, end = decoder.raw_decode(text, position)
+        except ValueError:
+            position = text.find("{", position + 1)
+            continue
+        if isinstance(value, dict):
+            strings = frozenset(
+                s for s in argument_strings(json.dumps(value)) if len(s) >= _BLOCK_TASK_CHARS
+            )
+            if strings:
+                blocks.append((f"{name}({_short(text[position:end])})", strings))
+        position = text.find("{", end)
+    if not blocks and action is not None:
+        values = []
+        for line in text[action.end() :].splitlines():
+            found = _KEY_VALUE.match(line)
+            if found is not None and not found.group(1).strip().lower().startswith("action"):
+                values.append(found.group(2).strip())
+        strings = frozenset(v for v in values if len(v) >= _BLOCK_TASK_CHARS)
+        if strings:
+            blocks.append((f"{name}({_short(' '.join(values))})", strings))
+    return blocks
+
+
 def delegations(
-    chunks: Iterable[Chunk], start: int = 0, mask: Callable[[str], str] | None = None
+    chunks: Iterable[Chunk],
+    start: int = 0,
+    mask: Callable[[str], str] | None = None,
+    *,
+    call: int = 0,
 ) -> list[Delegation]:
     """The delegations in one reply's chunks, numbered from ``start`` in the order the
-    reply issued them (each text block's payloads, each tool call); ``mask`` is the request
-    masking (replay compares masked requests with masked replies)."""
+    reply issued them (each text block's payloads and argument blocks, each tool call);
+    ``mask`` is the request masking (replay compares masked requests with masked replies);
+    ``call`` the reply's call of its conversation."""
     found: list[Delegation] = []
 
-    def add(texts: Iterable[str], in_text: bool, said: str) -> None:
+    def add(
+        texts: Iterable[str], in_text: bool, said: str, tool: str = "", *, block: bool = False
+    ) -> None:
         masked = frozenset(mask(t).strip() if mask is not None else t for t in texts)
-        found.append(Delegation(start + len(found), masked, in_text, said))
+        found.append(Delegation(start + len(found), masked, in_text, said, call, tool, block))
 
     for chunk in chunks:
         if not isinstance(chunk, BlockEnd):
             continue
         if isinstance(chunk.block, ToolCallPart):
-            call = chunk.block
+            tool_call = chunk.block
             add(
-                argument_strings(call.arguments),
+                argument_strings(tool_call.arguments),
                 False,
-                f"tool {call.name}({_short(call.arguments)})",
+                f"tool {tool_call.name}({_short(tool_call.arguments)})",
+                tool_call.name,
             )
         elif isinstance(chunk.block, TextPart):
             for piece in _text_payloads(chunk.block.text):
                 add((piece,), True, f"text {_short(piece)}")
+            for named, strings in argument_blocks(chunk.block.text):
+                add(strings, True, f"text action {named}", block=True)
     return found
 
 
@@ -385,14 +453,115 @@ def restates(messages: Sequence[Message], delegator_first: str | None) -> bool:
 
 
 def delegated_by(
-    said: frozenset[str], issued: Sequence[Delegation], claimed: set[int], *, anonymous: bool
+    said: frozenset[str],
+    issued: Sequence[Delegation],
+    claimed: set[int],
+    *,
+    anonymous: bool,
+    wrapped: bool = False,
 ) -> Delegation | None:
     """The first of ``issued`` not yet ``claimed`` whose texts hold one of ``said`` (a new
     conversation's first user message, ``first_user_texts``); text payloads only for an
-    ``anonymous`` caller."""
+    ``anonymous`` caller. ``wrapped`` (see ``wrapped_delegation``) also takes a delegation
+    whose task ``said`` holds inside a template."""
     for delegation in issued:
         if delegation.ordinal in claimed or (delegation.in_text and not anonymous):
             continue
         if not said.isdisjoint(delegation.texts):
             return delegation
+    if wrapped:
+        return wrapped_delegation(said, issued, claimed, offers_tools=False)
     return None
+
+
+def wrapped_delegation(
+    said: frozenset[str], issued: Sequence[Delegation], claimed: set[int], *, offers_tools: bool
+) -> Delegation | None:
+    """For a caller with no identity: the first unclaimed delegation whose task the new
+    conversation's first message (``said``) holds *inside* other text — a text protocol's
+    argument block (crewai's coworker gets its question inside ``Current Task: ...``), or,
+    for a conversation that offers tools (an agent, not a title or router call), a
+    delegating tool call's prompt behind a volatile prefix (Copilot's
+    ``<current_datetime>``, masked to ``{{date}}``). Only tasks of ``_BLOCK_TASK_CHARS``
+    or more count: a short value (a name) is found inside anything. Of several, the one
+    whose tasks the message holds most of (the first of equals). Callers try the exact
+    rule (``delegated_by``) over every conversation first."""
+    best: tuple[int, Delegation] | None = None
+    for delegation in issued:
+        if delegation.ordinal in claimed:
+            continue
+        if not (delegation.block or (offers_tools and not delegation.in_text)):
+            continue
+        # The delegation holding the most of the message: tasks handed on together share
+        # their context (crewai's "context" argument), so one shared string decides nothing.
+        held = sum(
+            len(task)
+            for task in delegation.texts
+            if len(task) >= _BLOCK_TASK_CHARS and any(task in text for text in said)
+        )
+        if held and (best is None or held > best[0]):
+            best = (held, delegation)
+    return best[1] if best is not None else None
+
+
+# -- handoffs and reflection (SPEC 17) ----------------------------------------------------
+
+# Tool names frameworks hand a conversation over with: google-adk's ``transfer_to_agent``,
+# the OpenAI Agents SDK's ``transfer_to_<agent>``, llama-index AgentWorkflow's ``handoff``.
+_HANDOFF_TOOL = re.compile(r"transfer|hand_?off", re.IGNORECASE)
+
+
+def handoff(
+    issued: Sequence[Delegation],
+    claimed: set[int],
+    latest_call: int,
+    *,
+    continues: bool,
+    carries_first: bool,
+    offers_tools: bool,
+    later_texts: Sequence[str],
+) -> Delegation | None:
+    """The tool call by which a conversation handed itself over to a new one, or None.
+
+    A new conversation (another system prompt or tool set) that carries a conversation's
+    history is handed it: ``continues`` — its messages are that conversation's latest
+    request and recorded reply, verbatim (llama-index ``AgentWorkflow``, the OpenAI Agents
+    SDK) — or it starts with the same first user message
+    (``carries_first``) and a later message names one of the tool calls of that latest
+    reply (``later_texts``: google-adk rewrites another agent's turns as ``For context:
+    [coordinator] called tool `transfer_to_agent` ...``). The handing call is among the
+    latest reply's (``latest_call``) unclaimed tool calls: one named like a transfer, else
+    — only for a receiver that offers tools — the last. A side call restating the
+    conversation (a classifier judging it, a summary, a title: no tools, no transfer) is
+    no handoff."""
+    calls = [
+        d for d in issued if d.call == latest_call and not d.in_text and d.ordinal not in claimed
+    ]
+    if not continues:
+        if not carries_first:
+            return None
+        calls = [d for d in calls if d.tool and any(d.tool in text for text in later_texts)]
+    named = [d for d in calls if d.transfers]
+    if not named and not offers_tools:
+        # A tool-less request carrying the conversation after an ordinary tool call is a
+        # side call about it (a summary, a title, a classifier), not a handoff.
+        return None
+    return (named or calls)[-1] if calls else None
+
+
+def narrows(signature: LaneSignature, tools: frozenset[str], live: RequestHeaderData) -> bool:
+    """Whether ``live`` is a conversation of ``signature`` (offering the tool digests
+    ``tools``) asked again with fewer or no tools — autogen's ``reflect_on_tool_use``
+    sends the conversation, tool results and all, once more without ``tools``: the same
+    conversation, not a new lane. Model, system prompt and first message are the same."""
+    live_signature = lane_signature(live)
+    if live_signature == signature or live_signature[:2] != signature[:2]:
+        return False
+    if live_signature.first_message != signature.first_message:
+        return False
+    return {tool.digest for tool in live.tools} < tools
+
+
+def tool_digests(header: RequestHeaderData) -> frozenset[str]:
+    """The digests of the tools a request offers (what ``narrows`` compares)."""
+    return frozenset(tool.digest for tool in header.tools)

@@ -206,6 +206,7 @@ class ReplayProvider:
             cursors=self._cursor,
             replies=self._prepared,
             mask=content_mask,
+            texts=self._texts,
         )
         self._errors: list[ReportedError] = []
         # UnrecordedSessionErrors whose requests were written (their files' numbers).
@@ -345,8 +346,19 @@ class ReplayProvider:
         )
         differences = diff_request_headers(recorded, live, texts=self._texts) or differences
         files = self._write_requests(script, call, recorded, live)
+        parent = next(
+            (s for s in self._recording.scripts if s.header.id == script.header.parent_session),
+            None,
+        )
         message = drift_message(
-            options, script, call, differences, self.scenario, files, proxied=self._content_binding
+            options,
+            script,
+            call,
+            differences,
+            self.scenario,
+            files,
+            proxied=self._content_binding,
+            parent=parent,
         )
         if self.drift == "error":
             raise RequestDriftError(message, differences=differences)
