@@ -8,7 +8,8 @@ record and in replay (``corpus/wires_more/``; provenance and licence in each cas
 Clients: ``openai.AsyncAzureOpenAI`` (chat completions and embeddings on a deployment's
 path with ``api-version`` and the ``api-key`` header), ``openai.AsyncOpenAI`` (Azure's
 ``/openai/v1/`` Responses; ``/v1/embeddings``, base64 vectors as the client asks for by
-default), google-genai (``:batchEmbedContents``), ``ollama.AsyncClient`` (``/api/chat`` and
+default), google-genai (``:batchEmbedContents`` on the Gemini API, ``:embedContent`` of a
+Gemini embedding model on Vertex AI), ``ollama.AsyncClient`` (``/api/chat`` and
 ``/api/generate``, NDJSON streams and whole bodies) and boto3 ``bedrock-runtime``
 (``invoke_model`` and ``invoke_model_with_response_stream``). Each case is served by a
 loopback upstream of its own, frame by frame as the cassette holds it.
@@ -24,6 +25,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import boto3
+import google.oauth2.credentials
 import httpx2
 import ollama
 import openai
@@ -42,6 +44,8 @@ CASES = sorted(path.stem for path in CORPUS.glob("*.json"))
 KEY = "azure-corpus-more-key-0123456789abcdef"
 """The key the OpenAI-shaped clients send (``api-key`` / bearer): forwarded, never written."""
 GEMINI_KEY = "AIzaCorpusMoreKey0123456789abcdefghijk"
+TOKEN = "ya29.corpus-more-token-0123456789"
+VERTEX_PROJECT = "pydantic-ai"
 KEY_ID = "AKIACORPUSMORE012345"
 SECRET = "corpusMoreSecret0123456789abcdefghijklmn"
 PROMPT = "Hello there"
@@ -148,12 +152,26 @@ async def _openai(case: dict[str, Any], base_url: str) -> list[Any]:
 
 
 async def _gemini(case: dict[str, Any], base_url: str) -> list[Any]:
+    """google-genai on the Gemini API (``:batchEmbedContents``) or, for a case under a
+    Vertex AI publisher's path, with ``vertexai=True`` (``:embedContent``)."""
     async with httpx2.AsyncClient() as http:
-        options = types.HttpOptions(
-            base_url=f"{base_url}/", api_version="v1beta", httpx_async_client=http
-        )
-        models = genai.Client(api_key=GEMINI_KEY, http_options=options).aio.models
-        embedded = await models.embed_content(model=case["model"], contents=[PROMPT])
+        if "/publishers/google/" in case["uri"]:
+            options = types.HttpOptions(base_url=f"{base_url}/", httpx_async_client=http)
+            credentials = google.oauth2.credentials.Credentials(token=TOKEN)  # type: ignore[no-untyped-call]
+            client = genai.Client(
+                vertexai=True,
+                project=VERTEX_PROJECT,
+                location="global",
+                credentials=credentials,
+                http_options=options,
+            )
+        else:
+            options = types.HttpOptions(
+                base_url=f"{base_url}/", api_version="v1beta", httpx_async_client=http
+            )
+            client = genai.Client(api_key=GEMINI_KEY, http_options=options)
+        contents = [types.Content(parts=[types.Part(text=PROMPT)])]
+        embedded = await client.aio.models.embed_content(model=case["model"], contents=contents)
         return [embedded.model_dump(exclude={"sdk_http_response"})]
 
 
@@ -220,6 +238,8 @@ def _raw_body(case: dict[str, Any]) -> dict[str, Any]:
         return {"model": model, "input": RAW_PROMPT}
     if api == "gemini-embed":
         content = {"parts": [{"text": RAW_PROMPT}]}
+        if case["uri"].endswith(":embedContent"):
+            return {"content": content}
         return {"requests": [{"model": f"models/{model}", "content": content}]}
     if api == "ollama-chat":
         return {"model": model, "messages": messages, "stream": stream}
@@ -266,5 +286,5 @@ async def test_a_real_answer_parses_alike_and_replays_byte_for_byte(
     assert recorded_bytes == direct_bytes
     assert replayed_bytes == direct_bytes
     written = "".join(p.read_text(errors="replace") for p in fixture.rglob("*") if p.is_file())
-    for secret in (KEY, GEMINI_KEY, KEY_ID, SECRET):
+    for secret in (KEY, GEMINI_KEY, TOKEN, KEY_ID, SECRET):
         assert secret not in written
