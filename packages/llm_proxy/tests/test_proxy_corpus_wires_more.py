@@ -120,7 +120,8 @@ def _dump(response: Any) -> Any:
 
 
 def _azure_version(case: dict[str, Any]) -> str:
-    return parse_qs(urlsplit(case["uri"]).query)["api-version"][0]
+    uri: str = case["uri"]
+    return parse_qs(urlsplit(uri).query)["api-version"][0]
 
 
 async def _openai(case: dict[str, Any], base_url: str) -> list[Any]:
