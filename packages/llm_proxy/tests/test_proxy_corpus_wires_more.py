@@ -10,8 +10,9 @@ path with ``api-version`` and the ``api-key`` header), ``openai.AsyncOpenAI`` (A
 ``/openai/v1/`` Responses; ``/v1/embeddings``, base64 vectors as the client asks for by
 default), google-genai (``:batchEmbedContents`` on the Gemini API, ``:embedContent`` of a
 Gemini embedding model on Vertex AI), ``ollama.AsyncClient`` (``/api/chat`` and
-``/api/generate``, NDJSON streams and whole bodies) and boto3 ``bedrock-runtime``
-(``invoke_model`` and ``invoke_model_with_response_stream``). Each case is served by a
+``/api/generate``, NDJSON streams and whole bodies), boto3 ``bedrock-runtime``
+(``invoke_model`` and ``invoke_model_with_response_stream``) and
+``anthropic.AsyncAnthropicBedrock`` (the same two, as Messages). Each case is served by a
 loopback upstream of its own, frame by frame as the cassette holds it.
 """
 
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import anthropic
 import boto3
 import google.oauth2.credentials
 import httpx2
@@ -215,11 +217,33 @@ def _bedrock(case: dict[str, Any], base_url: str) -> list[Any]:
     return [json.loads(answer["body"].read())]
 
 
+async def _anthropic_bedrock(case: dict[str, Any], base_url: str) -> list[Any]:
+    """What ``anthropic.AsyncAnthropicBedrock`` makes of the same answer: Messages events or
+    a Message."""
+    async with anthropic.AsyncAnthropicBedrock(
+        aws_access_key=KEY_ID,
+        aws_secret_key=SECRET,
+        aws_region="us-east-1",
+        base_url=base_url,
+        max_retries=0,
+    ) as client:
+        messages: Any = [{"role": "user", "content": PROMPT}]
+        model = case["model"]
+        if case["stream"]:
+            stream = await client.messages.create(
+                model=model, max_tokens=200, messages=messages, stream=True
+            )
+            return [_dump(event) async for event in stream]
+        return [_dump(await client.messages.create(model=model, max_tokens=200, messages=messages))]
+
+
 async def parse(case: dict[str, Any], base_url: str) -> list[Any]:
-    """Everything the official client makes of the answer at ``base_url``."""
+    """Everything the official client makes of the answer at ``base_url`` (for Bedrock
+    InvokeModel, boto3's and the Anthropic SDK's)."""
     api = case["api"]
     if api == "bedrock-invoke":
-        return await asyncio.to_thread(_bedrock, case, base_url)
+        boto = await asyncio.to_thread(_bedrock, case, base_url)
+        return boto + await _anthropic_bedrock(case, base_url)
     if api.startswith("ollama"):
         return await _ollama(case, base_url)
     if api == "gemini-embed":
