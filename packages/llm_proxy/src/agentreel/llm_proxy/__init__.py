@@ -32,7 +32,7 @@ from agentreel.llm_proxy._identity import (
     Identity,
     resolve_identity,
 )
-from agentreel.llm_proxy._masks import Masks
+from agentreel.llm_proxy._masks import MASK_SETS, Masks, mask_set_fingerprint
 from agentreel.llm_proxy._routes import SUPPORTED_PATHS, unspoken_summary
 from agentreel.llm_proxy._run import ProxyRun, RunLogFilter
 from agentreel.llm_proxy._server import Proxy, ProxyServer, start_proxy
@@ -48,6 +48,7 @@ __all__ = [
     "DUMMY_KEY",
     "IDENTITY_HEADERS",
     "KEY_VARIABLES",
+    "MASK_SETS",
     "MODES",
     "PARENT_HEADER",
     "SESSION_HEADER",
@@ -66,6 +67,7 @@ __all__ = [
     "RunLogFilter",
     "SecretInRecordingError",
     "main",
+    "mask_set_fingerprint",
     "recorded_files",
     "resolve_identity",
     "start_proxy",

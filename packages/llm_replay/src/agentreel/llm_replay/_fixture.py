@@ -591,7 +591,9 @@ def substitute_cwd(chunk: Chunk, cwd: str, cwd_in_json: str) -> Chunk:
     return chunk
 
 
-def masked_recording(recording: Recording, mask: Callable[[str], str]) -> Recording:
+def masked_recording(
+    recording: Recording, mask: Callable[[str], str], *, messages: bool = True
+) -> Recording:
     """``recording`` with ``mask`` applied to its request headers' texts (system prompt,
     message previews), as the proxy applies it to live requests before building theirs.
 
@@ -601,8 +603,11 @@ def masked_recording(recording: Recording, mask: Callable[[str], str]) -> Record
     re-record. A tool whose whole JSON the recording keeps (``ToolHeader.text``, once per
     log) is masked again and digested again (``remasked_tools``), so a new mask never
     breaks it. Each distinct text is masked once (a conversation repeats its system prompt).
+    ``messages=False``: the messages stay as recorded — a recording made with an older
+    mask set is compared with the live messages masked with that set (SPEC 15).
     """
     masked: dict[str, str] = {}
+    remask = messages
     tool_texts = {
         tool.digest: tool.text
         for script in recording.scripts
@@ -624,8 +629,11 @@ def masked_recording(recording: Recording, mask: Callable[[str], str]) -> Record
         system = text(request.system) if request.system is not None else None
         messages = tuple(
             message
-            if (preview := text(message.preview)) == message.preview
-            and (message.text is None or text(message.text) == message.text)
+            if not remask
+            or (
+                (preview := text(message.preview)) == message.preview
+                and (message.text is None or text(message.text) == message.text)
+            )
             else msgspec.structs.replace(
                 message,
                 preview=preview,

@@ -105,6 +105,7 @@ from agentreel.session._request import (
     diff_request_headers,
     remasked_tools,
     request_text,
+    with_older_masks,
     without_texts,
 )
 from agentreel.session._secret_scan import (
@@ -242,5 +243,6 @@ __all__ = [
     "session_token",
     "tokenize_cwd",
     "unordered_kinds_checked",
+    "with_older_masks",
     "without_texts",
 ]

@@ -69,17 +69,17 @@ def newer_stamp_problem(format_: object, masks: object) -> str | None:
 
 
 def older_recording_note(name: str, format_: int, masks: int, fix: str) -> str | None:
-    """Why a digest-only difference of the recording ``name`` (format ``format_``, mask set
-    ``masks``) may be no change of the agent, and ``fix``, the command that fixes it;
-    ``None`` for a recording of the current format and masks."""
+    """What a digest-only difference of the recording ``name`` (format ``format_``, mask set
+    ``masks``) means — compared through the masks it was made with (SPEC 15), the agent's
+    request changed where the recording kept no text — and ``fix``, the command that fixes
+    it; ``None`` for a recording of the current format and masks."""
     if format_ >= RECORDING_FORMAT and masks >= MASKS_VERSION:
         return None
     made_by = MADE_BY.get(format_, f"recording format {format_}")
-    newer = ", ".join(MASKS_HISTORY[n] for n in range(masks + 1, MASKS_VERSION + 1))
     return (
         f"{name} was made by {made_by} (recording format {format_}, built-in mask set "
         f"{masks}; this agentreel: format {RECORDING_FORMAT}, mask set {MASKS_VERSION}). "
-        f"Where it kept no text, the live request is masked by newer masks ({newer}), so "
-        "the difference may be the masks, not your agent; it cannot be shown. "
-        f"Fix: re-record it: {fix}"
+        f"Where it kept no text, the live request was masked with mask set {masks} too, as "
+        "the recording was, so the agent sends something else there; the recording cannot "
+        f"show what. Fix: re-record it: {fix}"
     )

@@ -18,7 +18,7 @@ import functools
 import hashlib
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 import msgspec
 
@@ -39,6 +39,7 @@ __all__ = [
     "diff_request_headers",
     "remasked_tools",
     "request_text",
+    "with_older_masks",
     "without_texts",
 ]
 
@@ -205,6 +206,28 @@ def remasked_tools(
     if not changed:
         return header
     return msgspec.structs.replace(header, tools=tuple(tools), tools_digest=_tools_digest(tools))
+
+
+def with_older_masks(
+    live: RequestHeaderData, older: RequestHeaderData, tools_kept: Collection[str]
+) -> RequestHeaderData:
+    """The live request as a recording made with an older built-in mask set compares it
+    (SPEC 15): ``live`` is built from the request masked with today's masks, ``older`` from
+    the same request masked with the recording's set. The recording keeps each message as
+    a digest of its masked JSON, and a tool as one unless its whole JSON is kept (its name
+    in ``tools_kept``: replay masks that text again with today's masks): those parts are
+    ``older``'s, whose digests were taken as the recording's were; the system prompt (kept
+    whole, masked again at replay) and the kept tools are ``live``'s."""
+    if len(live.tools) == len(older.tools):
+        tools = tuple(
+            now if now.name in tools_kept else then
+            for now, then in zip(live.tools, older.tools, strict=True)
+        )
+    else:
+        tools = older.tools
+    return msgspec.structs.replace(
+        live, tools=tools, tools_digest=_tools_digest(tools), messages=older.messages
+    )
 
 
 def _masked_strings(value: object, mask: Callable[[str], str]) -> object:
