@@ -25,8 +25,10 @@ from agentreel.session import (
     OLDEST_FORMAT,
     RECORDING_FORMAT,
     RERECORD_COMMAND_ENV,
+    MessageHeader,
     RequestHeaderData,
     ToolHeader,
+    remasked_messages,
     remasked_tools,
 )
 
@@ -267,6 +269,12 @@ async def test_a_digest_only_message_of_an_older_mask_set_replays_where_todays_m
     else:
         del header["format"], header["masks"]
     lines[0] = json.dumps(header, separators=(",", ":"))
+    for number, line in enumerate(lines[1:], 1):
+        event = json.loads(line)
+        if event["type"] == "request/header":
+            for message in event["data"]["messages"]:
+                message.pop("json")  # kept from format 3 on: this one is a digest only
+            lines[number] = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
     log.write_text("\n".join(lines) + "\n")
     assert when in log.read_text()
 
@@ -286,3 +294,46 @@ async def test_a_digest_only_message_of_an_older_mask_set_replays_where_todays_m
     # Shown as both sides read through set 1, never as digests.
     assert "recorded 'The build broke at 17:03:11 on 4 December 2026. Why?'" in error.message
     assert "live 'The build broke at 17:03:11 on 5 December 2026. Why?'" in error.message
+
+
+@pytest.mark.asyncio
+async def test_a_message_kept_whole_is_masked_again_so_a_newer_mask_never_breaks_it(
+    fixture_dir: Path, tmp_path: Path
+) -> None:
+    # Format 3 keeps each message's canonical masked JSON once per lane log: replay masks it
+    # again with today's set and digests it again (SPEC 15).
+    with StubServer.from_toml(RULES) as stub:
+        async with start_proxy("record", upstream=stub.base_url, fixture=fixture_dir) as proxy:
+            assert await _ask_at(proxy.base_url, "17:03:11") == "noted"
+    log = fixture_dir / "session.jsonl"
+    lines = log.read_text().splitlines()
+    header = json.loads(lines[0])
+    assert header["format"] == RECORDING_FORMAT
+    # As an agentreel whose masks (set 1) left a time of day alone wrote it.
+    header["masks"] = 1
+    lines[0] = json.dumps(header, separators=(",", ":"))
+    for number, line in enumerate(lines[1:], 1):
+        event = json.loads(line)
+        if event["type"] == "request/header":
+            (message,) = event["data"]["messages"]
+            assert "{{time}}" in message["json"]
+            raw = message["json"].replace("{{time}}", "17:03:11")
+            data = RequestHeaderData(**{**event["data"], "messages": (), "tools": ()})
+            old = MessageHeader(role="user", digest="", preview="", json=raw)
+            (again,) = remasked_messages(
+                msgspec.structs.replace(data, messages=(old,)), {}, lambda text: text
+            ).messages
+            message.update(
+                json=raw,
+                digest=again.digest,
+                preview=message["preview"].replace("{{time}}", "17:03:11"),
+            )
+            lines[number] = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    log.write_text("\n".join(lines) + "\n")
+
+    # Another time of day: set 1 would give another digest; the kept JSON, masked again
+    # with today's set, reads as the live request does.
+    report = tmp_path / "report.json"
+    async with start_proxy("replay", fixture=fixture_dir, report=report) as proxy:
+        assert await _ask_at(proxy.base_url, "09:15:42") == "noted"
+    assert read_report(report).ok, read_report(report).errors

@@ -183,6 +183,16 @@ class ReplayProvider:
             for tool in call.request.tools
             if tool.text is not None
         )
+        messages = [
+            message
+            for script in self._recording.scripts
+            for call in script.calls
+            if call.request is not None
+            for message in call.request.messages
+        ]
+        kept = {message.digest for message in messages if message.json is not None}
+        # Format 3 keeps every message's masked JSON (once per log): replay masks it again.
+        self._messages_kept = bool(kept) and all(message.digest in kept for message in messages)
         made_with = {script.header.masks for script in self._recording.scripts}
         self.older_masks: int | None = (
             min(made_with)
@@ -196,8 +206,12 @@ class ReplayProvider:
         if content_mask is not None:
             # Recorded headers through today's masks: a recording made before a rule
             # existed (a machine fact in a system prompt) compares equal to a live request.
+            older = self.older_masks is not None
             self._recording = masked_recording(
-                self._recording, content_mask, messages=self.older_masks is None
+                self._recording,
+                content_mask,
+                messages=not older or self._messages_kept,
+                digests=older and self._messages_kept,
             )
         # Whole message texts (the proxy keeps each once per log) serve a drift's excerpt.
         self._recording, self._texts = message_texts(self._recording)
@@ -371,7 +385,7 @@ class ReplayProvider:
         then = build_request_header(
             older, turn=turn, step=step, cwd=where, api=api, full_text=full_text
         )
-        return with_older_masks(live, then, self._tools_kept)
+        return with_older_masks(live, then, self._tools_kept, messages_kept=self._messages_kept)
 
     def _prepare(self, call: RecordedCall, cwd_in_json: str) -> tuple[Chunk, ...]:
         if not call.cwd_chunks:

@@ -24,7 +24,7 @@ __all__ = [
     "older_recording_note",
 ]
 
-RECORDING_FORMAT = 2
+RECORDING_FORMAT = 3
 """The recording format this agentreel writes (see ``FORMAT_HISTORY``)."""
 MASKS_VERSION = 2
 """The set of built-in request masks this agentreel applies (see ``MASKS_HISTORY``)."""
@@ -34,6 +34,7 @@ OLDEST_FORMAT = 1
 MADE_BY: dict[int, str] = {
     1: "agentreel 0.1.0 before the format stamp (December 2026)",
     2: "agentreel 0.1.0 with the format stamp",
+    3: "agentreel 0.1.0 keeping each message's masked JSON",
 }
 """Which agentreel wrote each recording format, as an error names it."""
 NO_TEXT_KEPT = "the recording keeps no whole text of it"
@@ -46,6 +47,8 @@ FORMAT_HISTORY: dict[int, str] = {
     "the proxy) its whole text, each tool as a digest only",
     2: "the format stamp (session headers, wire.ndjson); recorded through the proxy, each "
     "tool's whole masked JSON once per lane log (ToolHeader.text), masked again at replay",
+    3: "recorded through the proxy, each message's canonical masked JSON once per lane log "
+    "(MessageHeader.json), masked again and digested again at replay",
 }
 MASKS_HISTORY: dict[int, str] = {
     1: "machine facts and four date shapes (ISO 8601, m/d/yyyy, Date.toDateString, "

@@ -4,7 +4,9 @@ format rewritten to the current one (SPEC 15), keylessly, without running any ag
 Per recording folder (a scenario, or a pytest fixture's ``recordings/<module>/<test>/``):
 
 - each session log's header gets the format stamp (``RECORDING_FORMAT``; its mask set stays
-  what it was: the digests were taken with those masks);
+  what it was: the digests were taken with those masks); what an earlier format never
+  kept (a tool's JSON before format 2, a message's before 3) stays absent, and replay
+  compares those parts by digest under the log's mask set;
 - every system prompt a log or golden keeps passes through the current built-in masks
   (``agentreel.llm_proxy.Masks``), as a recording made today would hold it (replay masks
   it again on both sides anyway);
@@ -113,11 +115,11 @@ class _Upgrade:
     def _record(self, path: Path, record: dict[str, Any], *, golden: bool) -> list[str]:
         kind = record.get("type")
         if kind == "session":
-            if golden or "format" in record:
+            if golden or record.get("format") == RECORDING_FORMAT:
                 return []  # a golden holds no stamp; a stamped header is current
             record["format"] = RECORDING_FORMAT
-            record["masks"] = OLDEST_FORMAT
-            return [f"format stamp: format {RECORDING_FORMAT} (masks {OLDEST_FORMAT})"]
+            record["masks"] = masks = record.get("masks", OLDEST_FORMAT)
+            return [f"format stamp: format {RECORDING_FORMAT} (masks {masks})"]
         if kind != "request/header":
             return []
         data = record["data"]
