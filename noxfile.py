@@ -327,7 +327,7 @@ def lint(session: nox.Session) -> None:
     pinned to it, no direct reference, a uv source per package, README install lines
     naming packages and extras that exist, one range per third-party dependency, package
     READMEs with absolute links only, the docs' counts and table of the committed
-    scenarios as in fixtures/. ``agentreel check-secrets fixtures interop/fixtures``: the
+    scenarios as in fixtures/. ``agentreel check-secrets fixtures interop/fixtures corpus``: the
     secret scan (auth headers, known key shapes) over every committed fixture, so a
     recording made with an older release is caught too.
     """
@@ -341,7 +341,13 @@ def lint(session: nox.Session) -> None:
     ]
     session.run("mypy", *sources, "bench", "tools", "noxfile.py")
     session.run("lint-imports")
-    session.run("agentreel", "check-secrets", str(FIXTURES), str(ROOT / "interop" / "fixtures"))
+    session.run(
+        "agentreel",
+        "check-secrets",
+        str(FIXTURES),
+        str(ROOT / "interop" / "fixtures"),
+        str(ROOT / "corpus"),
+    )
 
 
 @nox.session(python=PYTHON)
