@@ -529,8 +529,10 @@ def interop(session: nox.Session) -> None:
         shutil.copyfile(INTEROP / name, prefix / name)
     # Not `npm ci`: the lock lists only the platform packages of opencode-ai the registry
     # served when it was written (linux-x64 here), and ci refuses a lock missing the others.
+    # An install step: `nox -R -s interop` (reused venv, --no-install) skips it, as it does
+    # the Python agents' installs — rerunning against agents already installed.
     with _interop_timed(session, timings, "npm install (interop/package-lock.json)"):
-        session.run(
+        session.run_install(
             "npm", "install", "--prefix", str(prefix), "--no-audit", "--no-fund", external=True
         )
     commands = prefix / "bin"
