@@ -147,6 +147,21 @@ def test_stub_no_matching_rule_answers_400_naming_the_request() -> None:
     assert "python -m agentreel.llm.stub --rules-format" in error["message"]
     assert "packages/" not in error["message"]
     assert record.outcome == "no-rule"
+    assert record.message == error["message"]
+
+
+def test_stub_no_matching_rule_names_the_closest_rule_and_what_it_fails_on() -> None:
+    rules = (
+        '[[rule]]\nname = "greets"\nmatch = { last_user = "hello", system_contains = "x" }\n'
+        'text = "hi"\n'
+        '[[rule]]\nname = "bye"\nmatch = { last_user = "goodbye" }\ntext = "bye"\n'
+    )
+    with StubServer.from_toml(rules) as server:
+        _post(server, "/v1/chat/completions", _openai_body({"role": "user", "content": "bye"}))
+        message = server.requests[0].message
+    assert message is not None
+    # One failing condition beats two: the second rule is the nearest.
+    assert "the closest is rule 2 ('bye'), which fails on last_user = 'goodbye'" in message
 
 
 def test_rules_format_prints_the_installed_readmes_rules_section() -> None:
@@ -314,3 +329,27 @@ def test_stub_package_imports_no_provider_sdk() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert result.stdout.strip() == ""
+
+
+@pytest.mark.parametrize(
+    ("path", "what"),
+    [
+        ("/v1/chat/completions", "request body"),
+        ("/v1/messages/count_tokens", "count_tokens request body"),
+        ("/v1/embeddings", "embeddings request body"),
+    ],
+)
+def test_stub_answers_a_body_that_is_no_json_object_with_a_400_naming_it(
+    path: str, what: str
+) -> None:
+    with StubServer.from_toml('[[rule]]\ntext = "unused"') as server:
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        try:
+            connection.request("POST", path, b"[1]", {"content-type": "application/json"})
+            response = connection.getresponse()
+            status, payload = response.status, response.read().decode()
+        finally:
+            connection.close()
+        assert server.requests == []
+    assert status == 400
+    assert f"agentreel stub server: {what} is not JSON: the body is not a JSON object" in payload

@@ -57,6 +57,7 @@ from agentreel.snapshot_harness.exceptions import (
     ScenarioFilesError,
     SecretLeakError,
     StepError,
+    VolatileValuesError,
     _deprecated_name,
 )
 
@@ -153,6 +154,7 @@ __all__ = [
     "SecretLeakError",
     "Step",
     "StepError",
+    "VolatileValuesError",
     "check_inventory",
     "check_scenario",
     "compare_goldens",

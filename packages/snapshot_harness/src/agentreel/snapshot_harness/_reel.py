@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentreel.llm_replay import ReplayError, ScheduleSettings
+from agentreel.llm_replay import ReplayError, ReplaySettings, ReplaySettingsError
 from agentreel.mcp_replay import (
     MCP_RECORDING_PATTERN,
     MCP_RECORDINGS_DIR,
@@ -46,15 +46,18 @@ from agentreel.mcp_replay import (
 )
 from agentreel.session import RECORDING_FILE_PATTERN, RERECORD_COMMAND_ENV, rerecord_command
 from agentreel.snapshot_harness import _environment as envvars
+from agentreel.snapshot_harness._drifted_report import DriftedSummary
 from agentreel.snapshot_harness._pending import CI_ENV
+from agentreel.snapshot_harness._prices import DEFAULT_PRICES_FILE, read_prices
 from agentreel.snapshot_harness._scenario import DEFAULT_STUB_RULES
 from agentreel.snapshot_harness.exceptions import HarnessError
 
 if TYPE_CHECKING:
+    from agentreel.llm.stub import StubServer
     from agentreel.llm_proxy import ProxyRun
 
-RecordMode = Literal["none", "once", "all"]
-RECORD_MODES: tuple[RecordMode, ...] = ("none", "once", "all")
+RecordMode = Literal["none", "once", "all", "drifted"]
+RECORD_MODES: tuple[RecordMode, ...] = ("none", "once", "all", "drifted")
 RECORD_OPTION = "--agentreel-record"
 UPSTREAM_OPTION = "--agentreel-upstream"
 NETWORK_OPTION = "--agentreel-network"
@@ -63,18 +66,12 @@ RECORDINGS_DIR = "recordings"
 # What the proxy writes into a recording folder (a user's stub-rules.toml stays untouched).
 _RECORDED = RECORDING_FILE_PATTERN
 _UNSAFE = re.compile(r"[^A-Za-z0-9._\[\]-]+")
-# agentreel_config / marker keys: the fixture's own, and those passed to the proxy as they
-# are (ProxySettings' fields of the same name; what the installed proxy knows decides).
+# agentreel_config / marker keys: the fixture's own, every replay setting (one
+# ``ReplaySettings`` value, checked by it), and those passed to the proxy as they are
+# (ProxySettings' fields of the same name; what the installed proxy knows decides).
 _OWN_KEYS = frozenset({"upstream", "record_mode", "cwd", "private_home"})
-_PROXY_KEYS = frozenset(
-    {
-        "masks",
-        "partial_lanes",
-        "drift",
-        *(setting.name for setting in dataclasses.fields(ScheduleSettings)),
-        "allow_secrets",
-    }
-)
+_REPLAY_KEYS = frozenset(ReplaySettings.names())
+_PROXY_KEYS = frozenset({"allow_secrets"})
 _START_TIMEOUT = 120.0
 
 
@@ -106,10 +103,11 @@ class ReelPlan:
 
     name: str  # the test's node id: what messages and the record command name
     directory: Path
-    mode: Literal["record", "replay"]
+    mode: Literal["record", "replay", "drifted"]
     upstream: str | None
     cwd: str
     proxy: Mapping[str, Any] = field(default_factory=dict)
+    replay: ReplaySettings = field(default_factory=ReplaySettings)
 
 
 def recording_dir(path: Path, node_name: str, cls: str | None) -> Path:
@@ -149,18 +147,29 @@ def plan(
     basetemp: Path | None = None,
 ) -> ReelPlan:
     """Decide record or replay for one test from the option, config and what exists."""
-    unknown = set(config) - _OWN_KEYS - _PROXY_KEYS
+    known = _OWN_KEYS | _REPLAY_KEYS | _PROXY_KEYS
+    unknown = set(config) - known
     if unknown:
         raise ReelError(
             f"{nodeid}: unknown agentreel_config / marker key(s) {', '.join(sorted(unknown))}; "
-            f"known: {', '.join(sorted(_OWN_KEYS | _PROXY_KEYS))}"
+            f"known: {', '.join(sorted(known))}"
         )
+    try:
+        replay = ReplaySettings.from_mapping(
+            {key: config[key] for key in _REPLAY_KEYS & set(config)}
+        )
+    except ReplaySettingsError as exc:
+        raise ReelError(
+            f"{nodeid}: agentreel_config / marker key {exc.key}: {exc.problem}"
+        ) from None
     mode: RecordMode = config.get("record_mode") or option_mode
     if mode not in RECORD_MODES:
         raise ReelError(f"{nodeid}: record_mode {mode!r} is not one of {', '.join(RECORD_MODES)}")
     refuse_under_ci(mode)
     recorded = has_recording(directory)
-    records = mode == "all" or (mode == "once" and not recorded)
+    records = mode == "all" or (mode in ("once", "drifted") and not recorded)
+    # SPEC 20: replay, the sessions that drift recorded from the upstream, merged.
+    drifted = mode == "drifted" and recorded
     if not records and not recorded:
         raise ReelError(
             f"{nodeid}: no recording at {directory} (session.jsonl), and "
@@ -168,7 +177,7 @@ def plan(
             f"upstream: {record_command(nodeid)}"
         )
     upstream = config.get("upstream") or option_upstream
-    if records and not upstream:
+    if (records or drifted) and not upstream:
         rules = [directory / DEFAULT_STUB_RULES, module_dir / DEFAULT_STUB_RULES]
         found = next((r for r in rules if r.is_file()), None)
         if found is None:
@@ -181,14 +190,15 @@ def plan(
     cwd = str(config.get("cwd") or os.getcwd())
     tmp_mask = _tmp_path_mask(basetemp, cwd)
     if tmp_mask is not None:
-        proxy["masks"] = (*proxy.get("masks", ()), tmp_mask)
+        replay = dataclasses.replace(replay, masks=(*replay.masks, tmp_mask))
     return ReelPlan(
         name=nodeid,
         directory=directory,
-        mode="record" if records else "replay",
+        mode="record" if records else "drifted" if drifted else "replay",
         upstream=upstream,
         cwd=cwd,
         proxy=proxy,
+        replay=replay,
     )
 
 
@@ -220,10 +230,17 @@ class Reel:
     """What the ``agentreel`` fixture gives a test: the proxy's URLs, a dummy key, the
     variables an SDK reads, and the identity headers that name a session to the proxy."""
 
-    def __init__(self, reel_plan: ReelPlan, run: ProxyRun, mcp: ReelMcp | None = None) -> None:
+    def __init__(
+        self,
+        reel_plan: ReelPlan,
+        run: ProxyRun,
+        mcp: ReelMcp | None = None,
+        stubs: list[StubServer] | None = None,
+    ) -> None:
         self.plan = reel_plan
         self._run = run
         self._mcp = mcp
+        self._stubs = stubs or []  # the stub upstream a record serves from (record's checks)
 
     def mcp(
         self, name: str, *, command: Sequence[str] | None = None, url: str | None = None
@@ -238,7 +255,7 @@ class Reel:
         return self._mcp.reach(name, command=command, url=url)
 
     @property
-    def mode(self) -> Literal["record", "replay"]:
+    def mode(self) -> Literal["record", "replay", "drifted"]:
         return self.plan.mode
 
     @property
@@ -302,7 +319,8 @@ class ReelMcp:
     def __init__(self, reel_plan: ReelPlan, staging: Path) -> None:
         self.name = reel_plan.name
         self.settings = McpSettings(
-            mode=reel_plan.mode,
+            # A drifted run replays the MCP servers as recorded (SPEC 20 covers model calls).
+            mode="record" if reel_plan.mode == "record" else "replay",
             recordings=staging / "recording" if reel_plan.mode == "record" else reel_plan.directory,
             state=staging / "mcp-state",
             scenario=reel_plan.name,
@@ -532,6 +550,10 @@ class OpenReel:
     finished: bool = False
     guard: EgressGuard | None = None
     blocked: list[str] = field(default_factory=list)
+    drifted_replay: ProxyRun | None = None
+    """``--agentreel-record=drifted``: the replay run behind the reel's record run."""
+    drifted_report: str | None = None
+    """``--agentreel-record=drifted``: what was kept, re-recorded, new and dropped."""
 
     def finish(self, *, passed: bool) -> str | None:
         if self.finished:
@@ -541,7 +563,10 @@ class OpenReel:
         unreached, self.blocked = egress_lines(seen, self.reel.base_url)
         try:
             self.stack.close()
-            self.problem = _judge(self.reel, self.staging, passed=passed)
+            if self.drifted_replay is not None:
+                self.problem = self._merge_drifted(passed=passed)
+            else:
+                self.problem = _judge(self.reel, self.staging, passed=passed)
         except Exception as exc:  # a close that failed is the test's failure, named
             self.problem = f"{self.reel.plan.name}: closing the agentreel proxy failed: {exc}"
         if unreached:
@@ -551,6 +576,45 @@ class OpenReel:
         if self.problem is None or self.reel.mode == "replay":
             shutil.rmtree(self.staging, ignore_errors=True)
         return self.problem
+
+    def _merge_drifted(self, *, passed: bool) -> str | None:
+        """A drifted test that passed: what drifted merged into its recording (SPEC 20)."""
+        from agentreel.llm_proxy import DriftedProxy, merge_drifted_run
+
+        if not passed:
+            return None  # the test's own failure is the story; nothing is written
+        assert self.drifted_replay is not None
+        reel_plan = self.reel.plan
+        from agentreel.snapshot_harness._secrets import scan_for_secrets
+        from agentreel.snapshot_harness.exceptions import SecretLeakError
+
+        def scan(files: dict[str, bytes]) -> None:
+            allow = reel_plan.proxy.get("allow_secrets", ())
+            scan_for_secrets(files, envvars.secret_values(os.environ), reel_plan.name, allow=allow)
+
+        drifted = DriftedProxy(self.reel._run, self.drifted_replay, reel_plan.directory)
+        try:
+            merge_drifted_run(drifted, self.staging, reel_plan.cwd, check=scan)
+        except SecretLeakError as exc:
+            return str(exc)
+        if drifted.errors:
+            return (
+                f"{reel_plan.name}: recording what drifted failed, so nothing was written:\n  "
+                + "\n  ".join(drifted.errors)
+            )
+        assert drifted.merged is not None
+        # The price table beside the test module (the recordings' folder's grandparent).
+        table = reel_plan.directory.parents[2] / DEFAULT_PRICES_FILE
+        prices = read_prices(table) if table.is_file() else None
+        summary = DriftedSummary(
+            reel_plan.name, drifted.merged.fates, drifted.upstream_calls, prices
+        )
+        changed = [*drifted.written, *(f"removed {name}" for name in drifted.removed)]
+        self.drifted_report = (
+            summary.text()
+            + f"\n  wrote {', '.join(changed) if changed else 'nothing (nothing drifted)'}"
+        )
+        return None
 
 
 def open_reel(reel_plan: ReelPlan) -> OpenReel:
@@ -572,12 +636,16 @@ def open_reel(reel_plan: ReelPlan) -> OpenReel:
             "mode": reel_plan.mode,
             "cwd": reel_plan.cwd,
             "scenario": reel_plan.name,
+            "replay": reel_plan.replay,
             **reel_plan.proxy,
         }
         # The proxy's messages name the re-record command: for a test, the pytest one.
         stack.enter_context(_rerecord_hint(record_command("{scenario}", "all")))
+        if reel_plan.mode == "drifted":
+            return _open_drifted(reel_plan, staging, stack, settings)
+        stubs: list[StubServer] = []
         if reel_plan.mode == "record":
-            settings["upstream"] = stack.enter_context(_upstream(reel_plan))
+            settings["upstream"] = stack.enter_context(_upstream(reel_plan, stubs))
             settings["fixture"] = staging / "recording"
         else:
             settings["fixture"] = reel_plan.directory
@@ -599,11 +667,41 @@ def open_reel(reel_plan: ReelPlan) -> OpenReel:
             stack.enter_context(_quiet(run))
         mcp = ReelMcp(reel_plan, staging)
         stack.callback(mcp.close)
-        return OpenReel(Reel(reel_plan, run, mcp), stack, staging)
+        return OpenReel(Reel(reel_plan, run, mcp, stubs), stack, staging)
     except BaseException:
         stack.close()
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def _open_drifted(
+    reel_plan: ReelPlan, staging: Path, stack: ExitStack, settings: dict[str, Any]
+) -> OpenReel:
+    """``--agentreel-record=drifted``: the replay run (drifted callers forwarded to the
+    upstream) and the record run in front of it, which the test's agent is pointed at."""
+    from agentreel.llm_proxy import drifted_record_settings, drifted_replay_settings
+    from agentreel.snapshot_harness._proxied import WORKER_PROXY
+
+    stubs: list[StubServer] = []
+    upstream = stack.enter_context(_upstream(reel_plan, stubs))
+    common = {"cwd": settings["cwd"], "scenario": settings["scenario"], "replay": reel_plan.replay}
+    try:
+        replay = WORKER_PROXY.open_run(
+            drifted_replay_settings(reel_plan.directory, upstream, staging, **common),
+            timeout=_START_TIMEOUT,
+        )
+    except ReplayError as exc:
+        raise RecordingUnusableError(_unusable(reel_plan, exc)) from None
+    stack.callback(WORKER_PROXY.close_run, replay)
+    allow = tuple(settings.get("allow_secrets", ()))
+    record = WORKER_PROXY.open_run(
+        drifted_record_settings(replay.base_url, staging, allow_secrets=allow, **common),
+        timeout=_START_TIMEOUT,
+    )
+    stack.callback(WORKER_PROXY.close_run, record)  # closed first: it forwards to replay
+    mcp = ReelMcp(reel_plan, staging)
+    stack.callback(mcp.close)
+    return OpenReel(Reel(reel_plan, record, mcp, stubs), stack, staging, drifted_replay=replay)
 
 
 @contextmanager
@@ -643,7 +741,7 @@ def _rerecord_hint(template: str) -> Iterator[None]:
 
 
 @contextmanager
-def _upstream(reel_plan: ReelPlan) -> Iterator[str]:
+def _upstream(reel_plan: ReelPlan, stubs: list[StubServer]) -> Iterator[str]:
     upstream = reel_plan.upstream
     assert upstream is not None
     if not upstream.startswith("stub:"):
@@ -657,6 +755,7 @@ def _upstream(reel_plan: ReelPlan) -> Iterator[str]:
         server = StubServer(rules)
     except StubRulesError as exc:
         raise ReelError(f"{reel_plan.name}: cannot start the stub model server: {exc}") from None
+    stubs.append(server)
     with server:
         yield server.base_url
 
@@ -712,6 +811,12 @@ def _judge(reel: Reel, staging: Path, *, passed: bool) -> str | None:
             f"{reel_plan.name}: recorded no model call, so nothing was written: point the "
             "agent's SDK at agentreel.base_url (or agentreel.anthropic_base_url / .env)"
         )
+    from agentreel.snapshot_harness._record_proof import recording_refusal
+
+    schedule = str(reel_plan.proxy.get("schedule", "free"))
+    refused = recording_refusal(reel_plan.name, recorded, reel._stubs, schedule)
+    if refused is not None:
+        return f"{refused}\nThen record again: {record_command(reel_plan.name, 'all')}"
     from agentreel.snapshot_harness._layout import write_files
     from agentreel.snapshot_harness._secrets import scan_for_secrets
     from agentreel.snapshot_harness.exceptions import SecretLeakError

@@ -59,6 +59,7 @@ _REPORT_PROPERTY = "agentreel_scenario_result"
 _WRITTEN_PROPERTY = "agentreel_written"
 # The outside connections a test's sealed network refused, in its ``user_properties``.
 _BLOCKED_PROPERTY = "agentreel_blocked"
+_DRIFTED_PROPERTY = "agentreel_drifted"
 # The reel a test's ``agentreel`` fixture opened, judged when the test's call phase ends.
 _REEL_KEY = pytest.StashKey[OpenReel]()
 
@@ -91,7 +92,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=RECORD_MODES,
         default="none",
         help="the agentreel fixture: none (default; replay the recordings, the only mode "
-        "under CI), once (record tests that have no recording) or all (re-record).",
+        "under CI), once (record tests that have no recording), all (re-record) or drifted "
+        "(replay; re-record only the sessions that drift, and what depends on them).",
     )
     group.addoption(
         UPSTREAM_OPTION,
@@ -114,7 +116,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "agentreel(**config): configure this test's agentreel fixture (keys of "
-        "agentreel_config: masks, partial_lanes, upstream, record_mode, schedule, ...)",
+        "agentreel_config: upstream, record_mode, cwd, and the replay settings masks, "
+        "partial_lanes, captures, drift, schedule, ...)",
     )
     try:
         refuse_under_ci(config.getoption(RECORD_OPTION))
@@ -141,13 +144,22 @@ class _BlockedSummary:
     def __init__(self) -> None:
         self.blocked: dict[str, list[str]] = {}
 
+        self.drifted: dict[str, str] = {}
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call":
             for key, value in report.user_properties:
                 if key == _BLOCKED_PROPERTY and isinstance(value, list):
                     self.blocked[report.nodeid] = [str(line) for line in value]
+                if key == _DRIFTED_PROPERTY and isinstance(value, str):
+                    self.drifted[report.nodeid] = value
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.drifted:
+            # --agentreel-record=drifted (SPEC 20): what each test kept and re-recorded.
+            terminalreporter.section("agentreel: re-recorded only what drifted")
+            for nodeid in sorted(self.drifted):
+                terminalreporter.write_line(self.drifted[nodeid])
         if not self.blocked:
             return
         terminalreporter.section("agentreel: outside connections blocked")
@@ -274,8 +286,10 @@ class ScenarioItem(pytest.Item):
 @pytest.fixture
 def agentreel_config() -> dict[str, Any]:
     """The ``agentreel`` fixture's configuration; override it at any scope (as
-    pytest-recording's ``vcr_config``): ``masks``, ``partial_lanes``, ``upstream``,
-    ``record_mode``, ``cwd``, and what the proxy takes as is (``drift``, ``schedule``)."""
+    pytest-recording's ``vcr_config``): ``upstream``, ``record_mode``, ``cwd``,
+    ``private_home``, ``allow_secrets``, and every replay setting by name
+    (``agentreel.llm_replay.ReplaySettings``: ``masks``, ``partial_lanes``, ``captures``,
+    ``drift``, ``schedule``, ...), checked as that value checks them."""
     return {}
 
 
@@ -394,3 +408,5 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
 def _note_blocked(item: pytest.Item, opened: OpenReel) -> None:
     if opened.blocked:
         item.user_properties.append((_BLOCKED_PROPERTY, list(opened.blocked)))
+    if opened.drifted_report is not None:
+        item.user_properties.append((_DRIFTED_PROPERTY, opened.drifted_report))

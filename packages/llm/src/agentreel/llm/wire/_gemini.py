@@ -62,7 +62,7 @@ from agentreel.llm._messages import (
 )
 from agentreel.llm._options import GenerateOptions
 from agentreel.llm.exceptions import StreamInterruptedError
-from agentreel.llm.wire._api import WireApiSpec
+from agentreel.llm.wire._api import GEMINI_BASE, MODEL, WireApiSpec, WirePath, vertex_base
 from agentreel.llm.wire._common import UpstreamStreamError, stopped_with
 from agentreel.llm.wire._listing import words_in
 from agentreel.llm.wire._request import (
@@ -548,15 +548,27 @@ def _last_frame(
     response_id: str,
 ) -> bytes:
     reason = _wire_finish(finish, meta)
-    if finish.reason == "error" and finish.code and _is_block_reason(finish):
-        blocked: dict[str, Any] = {"promptFeedback": {"blockReason": finish.code}}
-        if plan.usage is not None:
-            blocked["usageMetadata"] = _usage_body(plan.usage)
-        blocked["modelVersion"] = meta.model or model
-        blocked["responseId"] = meta.id or response_id
+    blocked = _blocked_response(finish, plan, meta, model, response_id)
+    if blocked is not None:
         return b"data: " + json_bytes(blocked) + FRAME_END
     result: bytes = frame([{"text": ""}], reason)
     return result
+
+
+def _blocked_response(
+    finish: Finish, plan: _Plan, meta: ResponseMeta, model: str, response_id: str
+) -> dict[str, Any] | None:
+    """The answer of a call the prompt feedback blocked (its ``blockReason``, the usage,
+    model and id, no candidates), or ``None`` for any other finish: the last stream frame
+    and the whole body alike."""
+    if not (finish.reason == "error" and finish.code and _is_block_reason(finish)):
+        return None
+    blocked: dict[str, Any] = {"promptFeedback": {"blockReason": finish.code}}
+    if plan.usage is not None:
+        blocked["usageMetadata"] = _usage_body(plan.usage)
+    blocked["modelVersion"] = meta.model or model
+    blocked["responseId"] = meta.id or response_id
+    return blocked
 
 
 def _is_block_reason(finish: Finish) -> bool:
@@ -590,12 +602,8 @@ def gemini_chunk_body(
             else:
                 parts.append(dict(part))
     finish = plan.finish or Finish(reason="stop")
-    if finish.reason == "error" and finish.code and _is_block_reason(finish):
-        blocked: dict[str, Any] = {"promptFeedback": {"blockReason": finish.code}}
-        if plan.usage is not None:
-            blocked["usageMetadata"] = _usage_body(plan.usage)
-        blocked["modelVersion"] = given.model or model
-        blocked["responseId"] = given.id or response_id
+    blocked = _blocked_response(finish, plan, given, model, response_id)
+    if blocked is not None:
         return json_bytes(blocked)
     response = _envelope(
         parts,
@@ -773,6 +781,11 @@ def _stream(
     return gemini_chunk_frames(chunks, model=request.model, response_id=wire_id, meta=meta)
 
 
+STREAM_METHOD = "streamGenerateContent"
+"""The path method asking for a stream (``?alt=sse``)."""
+_GENERATE = rf":(?P<method>{STREAM_METHOD}|generateContent)"
+
+
 def _body(
     request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
 ) -> bytes:
@@ -798,6 +811,31 @@ GEMINI_API = WireApiSpec(
     response_id_prefix="",
     error_frame=bare_error_frame,
     auth_headers=("x-goog-api-key",),
+    paths=(
+        WirePath(
+            GEMINI_BASE + "/" + MODEL + _GENERATE,
+            "POST /v1beta/models/<model>:streamGenerateContent|generateContent",
+            streaming_methods=(STREAM_METHOD,),
+        ),
+        WirePath(
+            rf"{GEMINI_BASE}/{MODEL}:(?P<method>countTokens)",
+            "POST /v1beta/models/<model>:countTokens",
+            kind="count_tokens",
+        ),
+        WirePath(GEMINI_BASE, "GET /v1beta/models", "GET", kind="models"),
+        WirePath(
+            vertex_base("google") + "/" + MODEL + _GENERATE,
+            "POST /v1/projects/<p>/locations/<l>/publishers/google/models/<model>"
+            ":streamGenerateContent|generateContent (Vertex AI)",
+            streaming_methods=(STREAM_METHOD,),
+        ),
+        WirePath(
+            rf"{vertex_base('google')}/{MODEL}:(?P<method>countTokens)",
+            "POST …/publishers/google/models/<model>:countTokens (Vertex AI)",
+            kind="count_tokens",
+        ),
+    ),
+    count_tokens_key="totalTokens",
 )
 """Gemini (``POST /v1beta/models/<model>:streamGenerateContent|generateContent``; its key
 also in ``?key=``, which nothing written keeps)."""
