@@ -36,7 +36,7 @@ import pytest
 from agentreel.llm.stub import StubServer
 from agentreel.llm_proxy import Masks, start_proxy
 from agentreel.llm_replay import ReplayProvider, read_report
-from agentreel.session import RequestHeaderData, diff_request_headers
+from agentreel.session import RequestHeaderData, diff_request_headers, json_message_text
 
 ROOT = Path(__file__).resolve().parents[3]
 INTEROP = sorted(path.parent for path in (ROOT / "interop" / "fixtures").glob("*/scenario.toml"))
@@ -156,6 +156,8 @@ def _calls(path: Path) -> tuple[list[list[str]], int]:
         for message in header.messages:
             if message.text is not None:
                 known.setdefault(message.digest, message.text)
+            elif message.json is not None:
+                known.setdefault(message.digest, json_message_text(message.json))
             whole = message.text or known.get(message.digest)
             if whole is None and message.preview.endswith("…"):
                 preview_only += 1
