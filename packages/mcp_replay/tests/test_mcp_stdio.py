@@ -133,6 +133,15 @@ def test_record_writes_every_exchange(recorded: Recorded) -> None:
     assert "error" in server[-1]
 
 
+def test_a_server_message_keeps_its_key_order(recorded: Recorded) -> None:
+    """Written (and so served on replay) in the order the server sent its keys, not sorted:
+    an agent may print a structured answer as it got it (Claude Code prints an MCP tool's
+    structuredContent), and sorted keys would change what it then sends its model."""
+    text = (recorded[0] / "mcp/echo.0.jsonl").read_text()
+    answer = next(line for line in text.splitlines() if '"serverInfo"' in line)
+    assert answer.index('"jsonrpc"') < answer.index('"id"')  # sorted: id first
+
+
 @pytest.mark.asyncio
 async def test_replay_answers_each_session_with_no_server(
     recorded: Recorded, tmp_path: Path

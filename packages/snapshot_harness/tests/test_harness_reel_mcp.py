@@ -154,3 +154,55 @@ def test_an_http_server_is_recorded_and_replayed_with_nothing_listening(
         dead = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
     pytester.makepyfile(test_web=f"SERVER_URL = {dead!r}\n{HTTP_TEST}")
     pytester.runpytest_inprocess(*QUIET).assert_outcomes(passed=1)
+
+
+MASKED_TEST = """
+import asyncio
+import os
+import secrets
+import sys
+
+import openai
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+
+@pytest.fixture
+def agentreel_config():
+    return {"masks": [r"run-[0-9a-f]{8}"]}
+
+
+async def echo(argv, text):
+    server = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
+    async with stdio_client(server) as (read, write), ClientSession(read, write) as client:
+        await client.initialize()
+        result = await client.call_tool("echo", {"text": text})
+        return result.content[0].text
+
+
+def test_echo(agentreel):
+    argv = agentreel.mcp("calc", command=[sys.executable, SERVER])
+    with openai.OpenAI(base_url=agentreel.base_url, api_key=agentreel.api_key) as client:
+        client.chat.completions.create(
+            model="stub-model", messages=[{"role": "user", "content": "Add two and three"}]
+        )
+    token = "run-" + secrets.token_hex(4)  # another on every run
+    assert asyncio.run(echo(argv, token + " done")).endswith(" done")
+"""
+
+
+def test_the_fixture_masks_apply_to_mcp_recordings(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``agentreel_config``'s masks reach the MCP recording: an argument that differs on
+    every run is written masked and replays (without them it would drift)."""
+    closed_network(monkeypatch)
+    pytester.makefile(".toml", **{"stub-rules": RULES})
+    pytester.makepyfile(test_masked=f"SERVER = {str(SERVER)!r}\n{MASKED_TEST}")
+    pytester.runpytest_inprocess(*QUIET, "--agentreel-record=once").assert_outcomes(passed=1)
+    recording = pytester.path / "recordings" / "test_masked" / "test_echo" / "mcp" / "calc.0.jsonl"
+    text = recording.read_text()
+    assert '"text":"{{mask-1}} done"' in text
+    assert "run-" not in text
+    pytester.runpytest_inprocess(*QUIET).assert_outcomes(passed=1)

@@ -54,6 +54,13 @@ class Masking:
 
 
 def encode(message: Message) -> str:
+    """A message as written and served: its keys in the order they came. An agent may print
+    a server's structured answer as it got it (Claude Code does), so sorted keys on replay
+    would change what it sends its model."""
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+
+
+def _canonical(message: Message) -> str:
     return json.dumps(message, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
@@ -139,8 +146,8 @@ def compare_key(message: Message) -> str:
         params = message.get("params")
         if isinstance(params, dict):
             params = {k: v for k, v in params.items() if k != "_meta"}
-        return encode({"method": message["method"], "params": params})
-    return encode({k: message[k] for k in ("result", "error") if k in message})
+        return _canonical({"method": message["method"], "params": params})
+    return _canonical({k: message[k] for k in ("result", "error") if k in message})
 
 
 def load_recordings(recordings: Path, server: str) -> list[RecordedConnection]:
