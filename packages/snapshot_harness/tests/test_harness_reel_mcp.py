@@ -202,7 +202,7 @@ def test_the_fixture_masks_apply_to_mcp_recordings(
     pytester.makepyfile(test_masked=f"SERVER = {str(SERVER)!r}\n{MASKED_TEST}")
     pytester.runpytest_inprocess(*QUIET, "--agentreel-record=once").assert_outcomes(passed=1)
     recording = pytester.path / "recordings" / "test_masked" / "test_echo" / "mcp" / "calc.0.jsonl"
-    text = recording.read_text()
-    assert '"text":"{{mask-1}} done"' in text
-    assert "run-" not in text
+    (call,) = [line for line in recording.read_text().splitlines() if "tools/call" in line]
+    assert '"text":"{{mask-1}} done"' in call
+    assert "run-" not in call
     pytester.runpytest_inprocess(*QUIET).assert_outcomes(passed=1)
