@@ -38,7 +38,16 @@ PYTHON = "3.11"
 # The bench's peers: vcrpy patches the legacy httpx (openai 3.x uses httpx2); starlette on
 # uvicorn (httptools: its fast parser) is the HTTP server library the proxy's aiohttp is
 # measured against. Lint installs them too so mypy can check bench/.
-BENCH_DEPS = ("vcrpy", "openai", "httpx", "starlette", "uvicorn", "httptools")
+BENCH_DEPS = (
+    "vcrpy",
+    "openai",
+    "httpx",
+    "starlette",
+    "uvicorn",
+    "httptools",
+    "boto3",
+    "ollama",
+)
 TOOLS = ROOT / "tools"
 FIXTURES = ROOT / "fixtures"
 
@@ -710,6 +719,29 @@ def _check_workspace_metadata(session: nox.Session) -> None:
     if problems:
         session.error("workspace metadata (tools/release.py):\n  " + "\n  ".join(problems))
     session.log(f"workspace metadata: every package at {release.workspace_version(ROOT)}, in step")
+
+
+FRAMEWORKS = ROOT / "interop" / "frameworks"
+# Frameworks whose own pins conflict with the workspace's, installed over it with the
+# workspace's range winning: strands-agents 1.62 pins mcp<2.2 (agentreel's MCP packages need
+# mcp>=2.3; strands runs its agents with it, and imports mcp only for MCP tools).
+FRAMEWORK_DEPS = ("strands-agents>=1.62,<2",)
+FRAMEWORK_OVERRIDES = ("mcp>=2.3,<3",)
+
+
+@nox.session(default=False)
+def frameworks(session: nox.Session) -> None:
+    """Real frameworks through the ``agentreel`` pytest fixture, offline (issue 42):
+    ``interop/frameworks/`` (strands-agents on its default Bedrock model with two
+    agents-as-tools children). Not in ``tests``: a framework's pins may conflict with the
+    workspace's, so it is installed here with ``FRAMEWORK_OVERRIDES``."""
+    _install_workspace(session)
+    overrides = Path(session.create_tmp()) / "framework-overrides.txt"
+    overrides.write_text("\n".join(FRAMEWORK_OVERRIDES) + "\n")
+    session.install("--override", str(overrides), *FRAMEWORK_DEPS)
+    session.run(
+        "pytest", *UNUSED_PYTEST_PLUGINS, "-p", "no:xdist", str(FRAMEWORKS), *session.posargs
+    )
 
 
 @nox.session(python=False, default=False)

@@ -16,7 +16,12 @@ Prints a table and writes ``bench/results.json``. Benchmarks (SPEC section 9):
   chunk vs live, 64 concurrent HTTP sessions vs one;
 - ``secrets``: record's write of a 100k-event log with the secret scan vs without it;
 - ``schedule``: replay with ``[replay] schedule = "recorded"`` vs free, on the committed
-  suite and on 64 concurrent sessions (SPEC 13).
+  suite and on 64 concurrent sessions (SPEC 13);
+- ``drifted``: ``record --drifted`` of one drifted grandchild of a 20-session tree vs a
+  full re-record, in upstream calls (SPEC 20).
+- ``wires``: proxy replay per call vs the stub server on AWS event-stream (boto3) and
+  NDJSON (ollama), and replay at the recorded pace vs the recorded wall time (issue 42).
+- ``record``: recording the committed suite with 3 trial replays vs ``--trials 0``.
 """
 
 from __future__ import annotations
@@ -47,6 +52,9 @@ BENCHMARKS: dict[str, str] = {
     "secrets": "bench.secret_scan",
     "schedule": "bench.schedule",
     "mcp": "bench.mcp",
+    "drifted": "bench.drifted",
+    "wires": "bench.wires",
+    "record": "bench.record_trials",
 }
 RESULTS = ROOT / "bench" / "results.json"
 

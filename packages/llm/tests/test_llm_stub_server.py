@@ -147,6 +147,21 @@ def test_stub_no_matching_rule_answers_400_naming_the_request() -> None:
     assert "python -m agentreel.llm.stub --rules-format" in error["message"]
     assert "packages/" not in error["message"]
     assert record.outcome == "no-rule"
+    assert record.message == error["message"]
+
+
+def test_stub_no_matching_rule_names_the_closest_rule_and_what_it_fails_on() -> None:
+    rules = (
+        '[[rule]]\nname = "greets"\nmatch = { last_user = "hello", system_contains = "x" }\n'
+        'text = "hi"\n'
+        '[[rule]]\nname = "bye"\nmatch = { last_user = "goodbye" }\ntext = "bye"\n'
+    )
+    with StubServer.from_toml(rules) as server:
+        _post(server, "/v1/chat/completions", _openai_body({"role": "user", "content": "bye"}))
+        message = server.requests[0].message
+    assert message is not None
+    # One failing condition beats two: the second rule is the nearest.
+    assert "the closest is rule 2 ('bye'), which fails on last_user = 'goodbye'" in message
 
 
 def test_rules_format_prints_the_installed_readmes_rules_section() -> None:

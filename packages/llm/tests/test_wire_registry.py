@@ -21,10 +21,13 @@ from agentreel.llm import (
     Usage,
 )
 from agentreel.llm.wire import (
+    WIRE_API_PATHS,
     WIRE_APIS,
     WireApiName,
     embedding_vector,
+    match_path,
     pack_vector,
+    supported_paths,
     wire_api,
 )
 
@@ -93,6 +96,7 @@ _CHUNKS: list[Chunk] = [
 def test_the_registry_names_every_api_by_its_session_log_name() -> None:
     assert sorted(WIRE_APIS) == [
         "bedrock-converse",
+        "bedrock-embed",
         "bedrock-invoke",
         "chat",
         "embeddings",
@@ -103,6 +107,7 @@ def test_the_registry_names_every_api_by_its_session_log_name() -> None:
         "ollama-embed",
         "ollama-generate",
         "responses",
+        "vertex-embed",
     ]
     for name, spec in WIRE_APIS.items():
         assert spec.name == name
@@ -214,3 +219,95 @@ def test_an_embeddings_body_decodes_to_its_vectors_and_back(
         assert answer["embeddings"][1] == {"values": embedding_vector("water")}
     else:
         assert answer["embeddings"][1] == embedding_vector("water")
+
+
+# One path a real client sends, per (API, kind, model, method, stream) the route table gives.
+_ROUTED: list[tuple[str, str, tuple[str, str, str, str, bool]]] = [
+    ("POST", "/v1/chat/completions", ("chat", "call", "", "", False)),
+    ("POST", "/chat/completions/", ("chat", "call", "", "", False)),
+    ("POST", "/openai/deployments/gpt-4o/chat/completions", ("chat", "call", "", "", False)),
+    ("GET", "/v1/models", ("chat", "models", "", "", False)),
+    ("GET", "/openai/v1/models", ("chat", "models", "", "", False)),
+    ("POST", "/v1/messages", ("messages", "call", "", "", False)),
+    ("POST", "/v1/messages/count_tokens", ("messages", "count_tokens", "", "", False)),
+    (
+        "POST",
+        "/v1/projects/p/locations/us-east5/publishers/anthropic/models/claude-x:streamRawPredict",
+        ("messages", "call", "claude-x", "streamRawPredict", True),
+    ),
+    ("POST", "/openai/responses", ("responses", "call", "", "", False)),
+    (
+        "POST",
+        "/v1beta/models/g-1:streamGenerateContent",
+        ("gemini", "call", "g-1", "streamGenerateContent", True),
+    ),
+    ("POST", "/v1/models/g-1:countTokens", ("gemini", "count_tokens", "g-1", "countTokens", False)),
+    ("GET", "/v1beta/models", ("gemini", "models", "", "", False)),
+    (
+        "POST",
+        "/v1beta1/projects/p/locations/l/publishers/google/models/g-1:generateContent",
+        ("gemini", "call", "g-1", "generateContent", False),
+    ),
+    ("POST", "/api/chat", ("ollama-chat", "call", "", "", False)),
+    ("GET", "/api/tags", ("ollama-chat", "models", "", "", False)),
+    ("POST", "/api/generate", ("ollama-generate", "call", "", "", False)),
+    ("POST", "/api/embed", ("ollama-embed", "call", "", "", False)),
+    (
+        "POST",
+        "/model/us.anthropic.claude:0/converse-stream",
+        ("bedrock-converse", "call", "us.anthropic.claude:0", "converse-stream", True),
+    ),
+    ("POST", "/model/m/invoke", ("bedrock-invoke", "call", "m", "invoke", False)),
+    ("POST", "/openai/deployments/e/embeddings", ("embeddings", "call", "", "", False)),
+    (
+        "POST",
+        "/model/amazon.titan-embed-text-v2:0/invoke",
+        ("bedrock-embed", "call", "amazon.titan-embed-text-v2:0", "invoke", False),
+    ),
+    (
+        "POST",
+        "/v1/projects/p/locations/l/publishers/google/models/text-embedding-005:predict",
+        ("vertex-embed", "call", "text-embedding-005", "predict", False),
+    ),
+    (
+        "POST",
+        "/v1beta/models/e:batchEmbedContents",
+        ("gemini-embed", "call", "e", "batchEmbedContents", False),
+    ),
+]
+
+
+@pytest.mark.parametrize(("http_method", "path", "expected"), _ROUTED)
+def test_the_route_table_is_built_from_each_apis_paths(
+    http_method: str, path: str, expected: tuple[str, str, str, str, bool]
+) -> None:
+    found = match_path(http_method, path)
+    assert found is not None, f"{http_method} {path} routes nowhere"
+    assert (found.spec.name, found.path.kind, found.model, found.method, found.stream) == expected
+    assert found.path in found.spec.paths
+
+
+def test_every_api_is_routed_and_named_by_its_own_paths() -> None:
+    routed = {expected[0] for _, _, expected in _ROUTED}
+    assert routed == set(WIRE_APIS), "an API whose paths no route reaches"
+    for name, spec in WIRE_APIS.items():
+        calls = [path for path in spec.paths if path.kind == "call"]
+        assert calls, f"{name}: no model-call path"
+        assert WIRE_API_PATHS[name] == f"{calls[0].shown} ({spec.title})"
+    lines = supported_paths()
+    assert len(lines) == len(WIRE_APIS)
+    assert any("/api/tags" in line and "Ollama" in line for line in lines)
+
+
+def test_a_path_on_the_wrong_method_or_unknown_routes_nowhere() -> None:
+    assert match_path("GET", "/v1/chat/completions") is None
+    assert match_path("POST", "/v1/models") is None
+    assert match_path("POST", "/v2/chat") is None
+    assert match_path("POST", "/v1beta/models/g:predictLongRunning") is None
+    assert match_path("POST", "/v1beta/models/text-embedding-005:predict") is None
+
+
+def test_a_bedrock_model_is_forwarded_as_the_client_signed_it() -> None:
+    found = match_path("POST", "/model/us.anthropic.claude-3:0/converse/")
+    assert found is not None
+    assert found.upstream_path == "/model/us.anthropic.claude-3%3A0/converse"

@@ -7,6 +7,7 @@ the bytes served equal; the access token forwarded and never written."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import anthropic
@@ -141,3 +142,168 @@ async def test_vertex_claude_and_gemini_record_then_replay_parse_alike(
     assert f'"model":"{CLAUDE}"' in seen.written
     assert '"api":"messages"' in seen.written
     assert '"api":"gemini"' in seen.written
+
+
+QUESTION = "How many apples and pears are in the basket?"
+PROMPTS = ("Count the apples.", "Count the pears.")
+MAIN = "You are the main agent. Delegate counting."
+COUNTER = "You are a counting subagent."
+
+
+def _child_rules(api: str) -> str:
+    """The parent asks two ``task`` children, each answers its count, the parent sums."""
+    return f"""
+[[rule]]
+match = {{ api = "{api}", system_contains = "main agent", last_user = "{QUESTION}" }}
+tool_calls = [
+  {{ id = "toolu_apples", name = "task", arguments = {{ prompt = "{PROMPTS[0]}" }} }},
+  {{ id = "toolu_pears", name = "task", arguments = {{ prompt = "{PROMPTS[1]}" }} }},
+]
+
+[[rule]]
+match = {{ api = "{api}", system_contains = "counting subagent", last_user = "{PROMPTS[0]}" }}
+text = "7 apples."
+
+[[rule]]
+match = {{ api = "{api}", system_contains = "counting subagent", last_user = "{PROMPTS[1]}" }}
+text = "3 pears."
+
+[[rule]]
+match = {{ api = "{api}", system_contains = "main agent", last_tool_result_regex = "pears" }}
+text = "7 apples and 3 pears."
+"""
+
+
+TASK: Any = {
+    "name": "task",
+    "description": "Delegate to a subagent",
+    "input_schema": {"type": "object", "properties": {"prompt": {"type": "string"}}},
+}
+
+
+async def _children(order: list[str], ask: Any) -> dict[str, str]:
+    """The children asked concurrently, arriving in ``order``."""
+
+    async def child(position: int, prompt: str) -> str:
+        await asyncio.sleep(0.2 * position)  # arrivals in the order asked for
+        return str(await ask(prompt))
+
+    answers = await asyncio.gather(*(child(n, p) for n, p in enumerate(order)))
+    return dict(zip(order, answers, strict=True))
+
+
+async def _claude_agent(base: str, *, children_reversed: bool = False) -> str:
+    """Claude on Vertex (as Claude Code with CLAUDE_CODE_USE_VERTEX): a streamed parent
+    that delegates to two concurrent headerless children, then sums their answers."""
+    async with anthropic.AsyncAnthropicVertex(
+        region="us-east5", project_id="proj", access_token=TOKEN, base_url=f"{base}/v1"
+    ) as claude:
+        messages: list[Any] = [{"role": "user", "content": QUESTION}]
+        async with claude.messages.stream(
+            model=CLAUDE, max_tokens=100, system=MAIN, messages=messages, tools=[TASK]
+        ) as stream:
+            plan = await stream.get_final_message()
+        calls = [block for block in plan.content if block.type == "tool_use"]
+        prompts = [str(call.input["prompt"]) for call in calls]
+        assert prompts == list(PROMPTS)
+
+        async def ask(prompt: str) -> str:
+            answer = await claude.messages.create(
+                model=CLAUDE,
+                max_tokens=100,
+                system=COUNTER,
+                messages=[{"role": "user", "content": prompt}],
+            )
+            return "".join(b.text for b in answer.content if b.type == "text")
+
+        answers = await _children(list(reversed(prompts)) if children_reversed else prompts, ask)
+        messages.append({"role": "assistant", "content": plan.model_dump()["content"]})
+        messages.append(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": call.id, "content": answers[prompt]}
+                    for call, prompt in zip(calls, prompts, strict=True)
+                ],
+            }
+        )
+        final = await claude.messages.create(
+            model=CLAUDE, max_tokens=100, system=MAIN, messages=messages, tools=[TASK]
+        )
+        return "".join(b.text for b in final.content if b.type == "text")
+
+
+async def _gemini_agent(base: str, *, children_reversed: bool = False) -> str:
+    """Gemini on Vertex (google-genai ``vertexai=True``, as google-adk runs): the same
+    delegation, the parent streamed."""
+    credentials = google.oauth2.credentials.Credentials(token=TOKEN)  # type: ignore[no-untyped-call]
+    task = types.Tool(
+        function_declarations=[
+            types.FunctionDeclaration(
+                name="task",
+                description="Delegate to a subagent",
+                parameters_json_schema=TASK["input_schema"],
+            )
+        ]
+    )
+    async with httpx2.AsyncClient() as http:
+        models = genai.Client(
+            vertexai=True,
+            project="proj",
+            location="us-central1",
+            credentials=credentials,
+            http_options=types.HttpOptions(base_url=f"{base}/", httpx_async_client=http),
+        ).aio.models
+        parent = types.GenerateContentConfig(
+            system_instruction=MAIN,
+            tools=[task],
+            automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+        )
+        history: list[Any] = [types.Content(role="user", parts=[types.Part(text=QUESTION)])]
+        stream = await models.generate_content_stream(
+            model="gemini-2.5-pro", contents=history, config=parent
+        )
+        parts: list[types.Part] = []
+        async for response in stream:
+            for candidate in response.candidates or []:
+                parts += (candidate.content.parts if candidate.content else None) or []
+        calls = [part.function_call for part in parts if part.function_call is not None]
+        prompts = [str((call.args or {})["prompt"]) for call in calls]
+        assert prompts == list(PROMPTS)
+
+        async def ask(prompt: str) -> str:
+            answer = await models.generate_content(
+                model="gemini-2.5-flash",
+                contents=prompt,
+                config=types.GenerateContentConfig(system_instruction=COUNTER),
+            )
+            return answer.text or ""
+
+        answers = await _children(list(reversed(prompts)) if children_reversed else prompts, ask)
+        history += [
+            types.Content(role="model", parts=parts),
+            types.Content(
+                role="user",
+                parts=[
+                    types.Part.from_function_response(
+                        name="task", response={"output": answers[prompt]}
+                    )
+                    for prompt in prompts
+                ],
+            ),
+        ]
+        final = await models.generate_content(
+            model="gemini-2.5-pro", contents=history, config=parent
+        )
+        return final.text or ""
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("api", "agent"), [("anthropic", _claude_agent), ("gemini", _gemini_agent)]
+)
+async def test_concurrent_vertex_children_bind_by_content_in_reverse_order(
+    children_round_trip: Any, api: str, agent: Any
+) -> None:
+    replayed = await children_round_trip(_child_rules(api), agent, QUESTION, PROMPTS)
+    assert sorted((s.calls, s.consumed) for s in replayed.scripts) == [(1, 1), (1, 1), (2, 2)]

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from agentreel.snapshot_harness._record_proof import TRIALS_ENV
+
 FAKE_AGENT = Path(__file__).with_name("harness_fake_agent.py")
 # The MCP server the harness's MCP tests record (stdio: ``python`` it; HTTP: the
 # ``mcp_http_server`` fixture): mcp_replay's test server, the one copy.
@@ -22,6 +24,11 @@ ECHO_STEPS: tuple[Mapping[str, str], ...] = (
 )
 
 MakeScenario = Callable[..., Path]
+
+# Records in these tests make no trial replays (each would cost a replay of the agent):
+# only the tests of the trials themselves ask for them (test_harness_record_proof.py
+# removes the variable). Set for the whole process: session-scoped recordings too.
+os.environ.setdefault(TRIALS_ENV, "0")
 # What the fake agent imports before it serves: the fork server's preload for it.
 FAKE_AGENT_PRELOAD = ("acp", "agentreel.llm", "agentreel.session", "agentreel.llm_replay")
 

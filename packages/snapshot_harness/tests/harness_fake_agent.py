@@ -9,7 +9,9 @@ misbehave on the first prompt: ``crash``, ``hang`` (after starting a grandchild 
 whose pid goes to ``FAKE_PID_FILE``), ``garbage`` (a non-JSON line on stdout),
 ``fail-exit`` (exit 5 at stdin EOF), ``network`` (try an HTTP request, report on stderr),
 ``dump-env`` (print the environment to stderr at start), ``random-system`` (a random
-system prompt on every run). ``FAKE_AUTH_METHOD=<id>`` makes it list that auth method in
+system prompt on every run), ``random-output`` (a random agent id and count in its
+answer, not in what it asks the model), ``traceback`` (a Python traceback on stderr, then
+on as normal). ``FAKE_AUTH_METHOD=<id>`` makes it list that auth method in
 ``initialize`` and refuse ``session/new`` until ``authenticate`` with it succeeds, which
 needs the variable ``FAKE_AUTH_ENV`` names set; ``FAKE_AUTH_LEAK=1`` puts that key into
 its system prompt (into what is recorded).
@@ -150,6 +152,13 @@ class FakeAgent:
             return PromptResponse(stop_reason="cancelled")
         finally:
             self.running.pop(session_id, None)
+        if BEHAVIOUR == "random-output" and self.client is not None:
+            volatile = (
+                f" [agent-{os.urandom(8).hex()} tokens used: {int.from_bytes(os.urandom(3))}]"
+            )
+            await self.client.session_update(
+                session_id=session_id, update=update_agent_message_text(volatile)
+            )
         return PromptResponse(stop_reason="end_turn")
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
@@ -241,6 +250,12 @@ def misbehave(text: str) -> None:
             print("fake agent: NETWORK REACHED", file=sys.stderr)
         except OSError as exc:
             print(f"fake agent: network blocked: {exc!r}", file=sys.stderr)
+    if BEHAVIOUR == "traceback":
+        print(
+            'Traceback (most recent call last):\n  File "agent.py", line 1, in <module>\n'
+            "ValueError: fake agent: failing on purpose, then going on",
+            file=sys.stderr,
+        )
     if BEHAVIOUR == "garbage":
         os.write(1, b"this line is not json\n")
     if BEHAVIOUR == "hang":

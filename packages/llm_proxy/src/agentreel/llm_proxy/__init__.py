@@ -23,6 +23,13 @@ URL with its own recorder or replay provider, logs and report (``ProxyServer.ope
 """
 
 from agentreel.llm_proxy._cli import main
+from agentreel.llm_proxy._drifted_proxy import (
+    DriftedProxy,
+    drifted_record_settings,
+    drifted_replay_settings,
+    merge_drifted_run,
+    start_drifted_proxy,
+)
 from agentreel.llm_proxy._fixture_output import recorded_files, write_fixture
 from agentreel.llm_proxy._identity import (
     IDENTITY_HEADERS,
@@ -53,6 +60,7 @@ __all__ = [
     "SESSION_HEADER",
     "SPAWN_INDEX_HEADER",
     "SUPPORTED_PATHS",
+    "DriftedProxy",
     "Identity",
     "Masks",
     "Mode",
@@ -65,9 +73,13 @@ __all__ = [
     "RequestError",
     "RunLogFilter",
     "SecretInRecordingError",
+    "drifted_record_settings",
+    "drifted_replay_settings",
     "main",
+    "merge_drifted_run",
     "recorded_files",
     "resolve_identity",
+    "start_drifted_proxy",
     "start_proxy",
     "unspoken_summary",
     "write_fixture",

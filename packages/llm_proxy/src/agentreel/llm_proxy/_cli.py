@@ -88,6 +88,18 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--fixture", type=Path, required=True, help="holds session.jsonl")
     replay.add_argument("--report", type=Path, help="write the consumption report here")
     replay.add_argument(
+        "--record-drifted",
+        action="store_true",
+        help="re-record only what drifted (SPEC 20): a session whose request differs from "
+        "the recording, or that it does not hold, goes to --upstream from that call on and "
+        "is recorded; the others keep their recorded files byte for byte. On exit the "
+        "fixture is updated and a report printed. Sessions are told apart by identity "
+        "headers",
+    )
+    replay.add_argument(
+        "--upstream", help="with --record-drifted: the real provider or stub server URL"
+    )
+    replay.add_argument(
         "--sessions-root", type=Path, help="also write the session logs of what was served"
     )
     replay.add_argument(
@@ -171,10 +183,11 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
 
 def _record_command(args: argparse.Namespace) -> str:
     """The ``agentreel proxy record`` command that records a replay run's fixture again,
-    in the user's own arguments (``--fixture`` as typed, ``--cwd``, each ``--mask``,
-    ``--port``), ``{scenario}`` where the fixture folder's name goes — the template of
-    ``$AGENTREEL_RERECORD_COMMAND`` (``agentreel.session.rerecord_command``, which every
-    re-record hint comes from, names a fixture by its folder's name). Only the upstream is
+    in the user's own arguments (``--fixture`` as typed, ``--cwd``, each replay setting
+    that applies to record — ``--mask``, ``--capture`` —, ``--port``), ``{scenario}``
+    where the fixture folder's name goes — the template of ``$AGENTREEL_RERECORD_COMMAND``
+    (``agentreel.session.rerecord_command``, which every re-record hint comes from, names a
+    fixture by its folder's name). Only the upstream is
     not known to replay: ``URL``."""
     typed = str(args.fixture).rstrip("/") or "/"
     name = args.fixture.name
@@ -187,8 +200,11 @@ def _record_command(args: argparse.Namespace) -> str:
     words += ["--fixture", (shlex.quote(prefix) if prefix else "") + "{scenario}"]
     if args.cwd is not None:
         words += ["--cwd", shlex.quote(args.cwd)]
-    for mask in getattr(args, "masks", ()):
-        words += [ReplaySettings.flag("masks"), shlex.quote(mask)]
+    for name, spec in ReplaySettings.specs().items():
+        if "record" in spec.modes and name in args:  # as typed: --mask, --capture, ...
+            given = getattr(args, name)
+            for value in given if spec.kind.repeated() else [given]:
+                words += [ReplaySettings.flag(name), shlex.quote(str(value))]
     if args.port:
         words += ["--port", str(args.port)]
     return " ".join(words)
@@ -249,6 +265,11 @@ async def _run(args: argparse.Namespace, settings: ReplaySettings, out: TextIO) 
         "max_body_bytes": args.max_body_bytes,
         "replay": settings,
     }
+    if args.mode == "replay" and args.record_drifted:
+        return await _run_drifted(args, out, stop, settings)
+    if args.mode == "replay" and args.upstream:
+        print("agentreel proxy: --upstream in replay needs --record-drifted", file=sys.stderr)
+        return 2
     if args.mode == "record":
         context = start_proxy(
             "record",
@@ -313,3 +334,49 @@ async def _run(args: argparse.Namespace, settings: ReplaySettings, out: TextIO) 
                 file=sys.stderr,
             )
     return 1 if failed else 0
+
+
+async def _run_drifted(
+    args: argparse.Namespace, out: TextIO, stop: asyncio.Event, settings: ReplaySettings
+) -> int:
+    """``replay --record-drifted --upstream URL``: serve until stopped, then merge what
+    drifted into the fixture and print what was kept, re-recorded, new and dropped."""
+    from agentreel.llm_proxy._drifted_proxy import start_drifted_proxy
+
+    if not args.upstream:
+        print(
+            "agentreel proxy: --record-drifted needs --upstream URL (the provider or stub "
+            "server the drifted sessions are recorded from)",
+            file=sys.stderr,
+        )
+        return 2
+    context = start_drifted_proxy(
+        fixture=args.fixture,
+        upstream=args.upstream,
+        cwd=args.cwd,
+        port=args.port,
+        replay=settings,
+        scenario=args.scenario,
+    )
+    async with context as drifted:
+        run = drifted.run
+        if args.port_file is not None:
+            tmp = args.port_file.with_name(args.port_file.name + ".tmp")
+            tmp.write_text(f"{run.port}\n")
+            os.replace(tmp, args.port_file)
+        print(
+            f"agentreel proxy (replay, recording what drifts) listening on {run.base_url}", file=out
+        )
+        for name, value in run.environment().items():
+            print(f"export {name}={value}", file=out)
+        out.flush()
+        await stop.wait()
+    for error in drifted.errors:
+        print(f"agentreel proxy: {error}", file=sys.stderr)
+    if drifted.errors:
+        print(f"agentreel proxy: nothing was written to {args.fixture}", file=sys.stderr)
+        return 1
+    print(drifted.report(), file=out)
+    changed = [*drifted.written, *(f"removed {name}" for name in drifted.removed)]
+    print(f"wrote {', '.join(changed) if changed else 'nothing (nothing drifted)'}", file=out)
+    return 0

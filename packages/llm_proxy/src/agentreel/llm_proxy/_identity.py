@@ -53,6 +53,19 @@ class Identity:
         return text
 
 
+def identity_headers(identity: Identity) -> dict[str, str]:
+    """``identity`` as the explicit headers (what a proxy in front of another proxy sends
+    on: ``--record-drifted``'s record run before its replay run)."""
+    headers: dict[str, str] = {}
+    if identity.session is not None:
+        headers[SESSION_HEADER] = identity.session
+    if identity.parent is not None:
+        headers[PARENT_HEADER] = identity.parent
+    if identity.spawn_index is not None:
+        headers[SPAWN_INDEX_HEADER] = str(identity.spawn_index)
+    return headers
+
+
 def _header(headers: Mapping[str, str], name: str) -> str | None:
     value = headers.get(name)
     return value.strip() or None if isinstance(value, str) else None

@@ -72,9 +72,9 @@ def listing_key(route: Route, headers: Mapping[str, str], query: Mapping[str, st
     """Which recorded listing a ``GET .../models`` request asks for: its query string
     without a Gemini ``key=`` (never written), a Gemini listing's marked as such."""
     kept = without_key("&".join(f"{name}={value}" for name, value in query.items()))
-    if route.wire is not None:
-        return f"{route.wire}:{kept}"
-    gemini = route.gemini or GEMINI_KEY_HEADER in headers or "key" in query
+    if route.api != "chat":
+        return f"{route.api}:{kept}"
+    gemini = GEMINI_KEY_HEADER in headers or "key" in query
     return GEMINI_LISTING + kept if gemini else kept
 
 

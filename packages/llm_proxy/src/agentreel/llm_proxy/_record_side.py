@@ -8,19 +8,22 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from types import ModuleType
 from typing import Any
 
 import aiohttp
+import msgspec
 import yarl
 from aiohttp import web
 
 from agentreel.llm.exceptions import StreamInterruptedError
+from agentreel.llm.stub import no_rule_answer
 from agentreel.llm.wire import UpstreamStreamError, WireDecoder, wire_api
 from agentreel.llm_proxy._http import HOP_BY_HOP, RESPONSE_DROP, abort, unreachable
-from agentreel.llm_proxy._identity import Identity
+from agentreel.llm_proxy._identity import Identity, identity_headers
 from agentreel.llm_proxy._lane_logs import CallRecording, kept_headers
 from agentreel.llm_proxy._models import (
     ModelsListing,
@@ -80,7 +83,7 @@ class RecordSide:
                 status, headers = upstream.status, upstream.headers
         except aiohttp.ClientError as exc:
             raise RequestError(502, unreachable(url, exc)) from None
-        if route.endpoint == "models":
+        if route.kind == "models":
             key = listing_key(route, request.headers, request.query)
             self._keep_listing(key, status, headers, body)
         out_headers = {k: v for k, v in headers.items() if k.lower() not in RESPONSE_DROP}
@@ -119,10 +122,13 @@ class RecordSide:
         assert client is not None
         recorder.note_secrets(request.headers, request.query)
         headers = self._forwarded_headers(request)
+        if self.settings.forward_identity:
+            headers.update(identity_headers(identity))
         header = build_request_header(
             parsed.options(), turn=0, step=0, cwd=recorder.cwd, api=parsed.api, full_text=True
         )
         call = recorder.begin(identity, header, parsed)
+        arrived = time.monotonic()  # the recorded pace counts from here (``VerbatimCall.times``)
         url = self._upstream_url(route, request.query_string)
         try:
             if self._wire is not None:
@@ -140,7 +146,7 @@ class RecordSide:
             call.interrupt(identity.describe())
             raise
         try:
-            return await self._relay(request, route, upstream, call)
+            return await self._relay(request, route, upstream, call, Arrivals(arrived))
         except asyncio.CancelledError:
             # The proxy is stopping (its grace for streams in flight is over).
             call.interrupt(identity.describe())
@@ -155,6 +161,7 @@ class RecordSide:
         call: CallRecording,
         route: Route,
         upstream: aiohttp.ClientResponse,
+        arrivals: Arrivals,
         *,
         frames: bytes | None = None,
         body: bytes | None = None,
@@ -164,6 +171,13 @@ class RecordSide:
         assert recorder is not None
         answer = _answer(call, route, upstream, frames, body, cut)
         if answer is not None:
+            codec = "latin-1" if answer.binary else "utf-8"
+            sizes = (
+                [len(frame.encode(codec)) for frame in answer.frames]
+                if answer.frames is not None
+                else [len(body or b"")]
+            )
+            answer = msgspec.structs.replace(answer, times=arrivals.times(sizes))
             recorder.keep_verbatim(call, answer)
 
     async def _relay(
@@ -172,22 +186,32 @@ class RecordSide:
         route: Route,
         upstream: aiohttp.ClientResponse,
         call: CallRecording,
+        arrivals: Arrivals,
     ) -> web.StreamResponse:
         out_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in RESPONSE_DROP}
         content_type = upstream.headers.get("content-type", "")
         if upstream.status != 200:
             body = await upstream.read()
             call.http_error(upstream.status, upstream.headers, body)
+            unmatched = no_rule_answer(body)
+            if unmatched is not None and self.recorder is not None:
+                # No model answered: an agent that takes the error in would be recorded
+                # answering a rules-file mistake (issue 39).
+                self.recorder.errors.append(
+                    f"the stub upstream answered a request no rule matches ({unmatched}); "
+                    "the agent was given that error as the model's answer"
+                )
             return web.Response(status=upstream.status, body=body, headers=out_headers)
         spec = wire_api(route.api)
         wire = spec.decoder(self.settings.upstream or "")
         if not spec.streams(content_type):
             body = await upstream.read()
+            arrivals.arrived(len(body))
             try:
                 call.chunks(wire.body(json.loads(body)))
             except (ValueError, StreamInterruptedError, AttributeError, TypeError) as exc:
                 call.cut(f"the upstream's response body could not be read: {exc}")
-            self._keep_answer(call, route, upstream, body=body)
+            self._keep_answer(call, route, upstream, arrivals, body=body)
             return web.Response(status=200, body=body, headers=out_headers)
         response = web.StreamResponse(status=200, headers=out_headers)
         await response.prepare(request)
@@ -200,6 +224,7 @@ class RecordSide:
         try:
             async for data in upstream.content.iter_any():
                 sent += data
+                arrivals.arrived(len(data))
                 if not client_gone:
                     try:
                         await response.write(data)
@@ -222,7 +247,7 @@ class RecordSide:
         except aiohttp.ClientPayloadError as exc:
             if not done or cut is not None:
                 call.cut(f"the upstream cut the stream: {exc}")
-                self._keep_answer(call, route, upstream, frames=bytes(sent), cut=True)
+                self._keep_answer(call, route, upstream, arrivals, frames=bytes(sent), cut=True)
                 abort(request)
                 return response
             # Cut after ``[DONE]``: the call was complete, and is kept and ended as such.
@@ -233,14 +258,43 @@ class RecordSide:
         if decoding:
             cut = _finished(wire, call)
         if cut is not None:
-            self._keep_answer(call, route, upstream, frames=bytes(sent), cut=True)
+            self._keep_answer(call, route, upstream, arrivals, frames=bytes(sent), cut=True)
             abort(request)
             return response
-        self._keep_answer(call, route, upstream, frames=bytes(sent))
+        self._keep_answer(call, route, upstream, arrivals, frames=bytes(sent))
         if not client_gone:
             with suppress(ConnectionResetError):
                 await response.write_eof()
         return response
+
+
+class Arrivals:
+    """When the bytes of one upstream answer arrived: per read, how many bytes in all had
+    come and when (``time.monotonic``), from the request's arrival at the proxy."""
+
+    __slots__ = ("_reads", "_start")
+
+    def __init__(self, start: float) -> None:
+        self._start = start
+        self._reads: list[tuple[int, float]] = []
+
+    def arrived(self, size: int) -> None:
+        total = self._reads[-1][0] if self._reads else 0
+        self._reads.append((total + size, time.monotonic()))
+
+    def times(self, sizes: Sequence[int]) -> list[int]:
+        """When each of the frames of ``sizes`` bytes (in order) was whole: in whole
+        milliseconds after the request arrived (the read that brought its last byte)."""
+        times: list[int] = []
+        end = 0
+        read = 0
+        for size in sizes:
+            end += size
+            while read < len(self._reads) - 1 and self._reads[read][0] < end:
+                read += 1
+            at = self._reads[read][1] if self._reads else self._start
+            times.append(round((at - self._start) * 1000))
+        return times
 
 
 def _answer(

@@ -158,6 +158,15 @@ class Recorder(LaneLogs):
 
     # -- lanes ---------------------------------------------------------------------------
 
+    def sessions_by_caller(self) -> dict[str, str]:
+        """Each named caller's session id (its first lane's): what a drifted recording's
+        merge knows the replayed callers by (SPEC 20)."""
+        return {
+            key: lanes[0].session.id
+            for key, lanes in self._lanes.items()
+            if lanes and key != ANONYMOUS_KEY
+        }
+
     def begin(
         self, identity: Identity, header: RequestHeaderData, request: ParsedRequest
     ) -> CallRecording:

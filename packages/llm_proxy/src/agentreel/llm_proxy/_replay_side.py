@@ -9,6 +9,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
+import aiohttp
 import msgspec
 from aiohttp import web
 
@@ -21,7 +22,15 @@ from agentreel.llm_proxy._codecs import (
     without_ending,
 )
 from agentreel.llm_proxy._errors import CUT_CODE, HTTP_CODE_PREFIX, STREAM_ERROR_CODE, error_body
-from agentreel.llm_proxy._http import abort, json_response, prepare_sse, recorded_http_error
+from agentreel.llm_proxy._http import (
+    HOP_BY_HOP,
+    RESPONSE_DROP,
+    abort,
+    json_response,
+    prepare_sse,
+    recorded_http_error,
+    unreachable,
+)
 from agentreel.llm_proxy._identity import Identity
 from agentreel.llm_proxy._lane_logs import CallRecording
 from agentreel.llm_proxy._models import (
@@ -36,8 +45,12 @@ from agentreel.llm_proxy._routes import (
 from agentreel.llm_proxy._served_logs import ServedLogs
 from agentreel.llm_proxy._settings import REPLAY_ERROR_STATUS, ProxySettings
 from agentreel.llm_proxy._verbatim import VerbatimCall, served_frames, with_cwd
+from agentreel.llm_proxy.exceptions import RequestError
 from agentreel.llm_replay import (
+    ANONYMOUS,
+    GOES_LIVE,
     BoundCall,
+    LiveCallers,
     PartialLanes,
     RecordedStream,
     ReplayError,
@@ -53,6 +66,8 @@ class ReplaySide:
     """The replay-mode methods of ``ProxyRun`` (``_run``), over the run's state below."""
 
     provider: ReplayProvider | None
+    live: LiveCallers | None
+    _client: aiohttp.ClientSession | None
     served: ServedLogs | None
     _recorded_apis: bool
     _partial: PartialLanes
@@ -88,10 +103,19 @@ class ReplaySide:
     ) -> web.StreamResponse:
         provider = self.provider
         assert provider is not None
+        arrived = asyncio.get_running_loop().time()  # the recorded pace counts from here
         options = parsed.options(identity.session, identity.parent, identity.spawn_index)
+        key = identity.session if identity.session is not None else ANONYMOUS
+        if self.live is not None and self.live.call(key):
+            return await self._forward_live(request, route)
         try:
             bound = provider.stream_bound(options, api=parsed.api)
         except ReplayError as error:
+            if self.live is not None and isinstance(error, GOES_LIVE):
+                # SPEC 20: this caller and its later calls are recorded from the upstream.
+                logger.info("%s goes live: %s", identity.describe(), type(error).__name__)
+                self.live.went_live(key, error)
+                return await self._forward_live(request, route)
             message = f"agentreel proxy replay ({identity.describe()}): {error}"
             logger.error("%s", message)
             return json_response(
@@ -115,7 +139,12 @@ class ReplaySide:
                     final = gates.final if gates is not None else None
                     if answer is not None:
                         return await _send_verbatim(
-                            request, answer, self.settings.cwd, identity, before_final=final
+                            request,
+                            answer,
+                            self.settings.cwd,
+                            identity,
+                            before_final=final,
+                            paced_from=arrived if self.settings.replay.pace == "recorded" else None,
                         )
                     wire_id = response_id(route.api, msgspec.json.encode(chunks).decode())
                     return await self._send_replayed(
@@ -140,6 +169,34 @@ class ReplaySide:
         finally:
             if served is not None:
                 served.abandon()  # a replayed stream that broke off ends as recorded: cut
+
+    async def _forward_live(self, request: web.Request, route: Route) -> web.StreamResponse:
+        """A call of a caller that went live, forwarded to ``live_upstream`` as it came (its
+        auth headers too: the key is the client's, never written) and the answer relayed
+        back as it arrives; whoever records the run records it (``--record-drifted``)."""
+        client, upstream = self._client, self.settings.live_upstream
+        assert client is not None
+        assert upstream is not None
+        base, path = upstream.rstrip("/"), route.upstream_path
+        if base.endswith("/v1") and path.startswith("/v1/"):
+            path = path[3:]
+        url = base + path + (f"?{request.query_string}" if request.query_string else "")
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
+        headers["accept-encoding"] = "identity"
+        try:
+            answer = await client.post(url, data=await request.read(), headers=headers)
+        except aiohttp.ClientError as exc:
+            raise RequestError(502, unreachable(url, exc)) from None
+        try:
+            kept = {k: v for k, v in answer.headers.items() if k.lower() not in RESPONSE_DROP}
+            response = web.StreamResponse(status=answer.status, headers=kept)
+            await response.prepare(request)
+            async for data in answer.content.iter_any():
+                await response.write(data)
+            await response.write_eof()
+            return response
+        finally:
+            answer.release()
 
     def _answer_as_sent(self, bound: BoundCall, parsed: ParsedRequest) -> VerbatimCall | None:
         """The bound call's answer as the upstream sent it, when one was kept and it
@@ -258,16 +315,23 @@ async def _send_verbatim(
     identity: Identity,
     *,
     before_final: Callable[[], Awaitable[None]] | None = None,
+    paced_from: float | None = None,
 ) -> web.StreamResponse:
     """Serve a recorded answer byte for byte: its status and kept headers, then its body
     or its frames; a stream the upstream broke off is broken off again. ``before_final``:
-    awaited before the last frame (a body: before it).
+    awaited before the last frame (a body: before it). ``paced_from``: the request's
+    arrival (``loop.time()``) under ``pace = "recorded"``: each frame goes out when it
+    arrived when recorded (``VerbatimCall.times``), counted from there.
 
     The frames go out in as few writes as the schedule allows — all at once, or all but
     the last, then the last after ``before_final`` — with the headers and the chunked
     body's end in the same write: the bytes are the upstream's either way, and a write per
     frame cost a replayed call more than everything else the proxy does for it (a send
     and a wake-up of the client per frame)."""
+    if paced_from is not None and answer.times:
+        return await _send_at_recorded_pace(
+            request, answer, cwd, identity, paced_from, before_final
+        )
     if answer.frames is None:
         if before_final is not None:
             await before_final()
@@ -289,6 +353,52 @@ async def _send_verbatim(
             abort(request)
             return response
         await response.write_eof(b"".join(frames))
+    except ConnectionResetError:
+        logger.info("the client of %s left mid-stream", identity.describe())
+    return response
+
+
+async def _until(start: float, offset_ms: int) -> None:
+    """Sleep until ``offset_ms`` milliseconds after ``start`` (``loop.time()``)."""
+    delay = start + offset_ms / 1000 - asyncio.get_running_loop().time()
+    if delay > 0:
+        await asyncio.sleep(delay)
+
+
+async def _send_at_recorded_pace(
+    request: web.Request,
+    answer: VerbatimCall,
+    cwd: str,
+    identity: Identity,
+    start: float,
+    before_final: Callable[[], Awaitable[None]] | None,
+) -> web.StreamResponse:
+    """``_send_verbatim`` at the recorded pace: the headers with the first frame (a body:
+    whole) at the recorded first-byte delay, each next frame at its recorded time, all
+    counted from ``start`` so a late write never delays the rest."""
+    times = answer.times or []
+    if answer.frames is None:
+        if before_final is not None:
+            await before_final()
+        await _until(start, times[0])
+        body = with_cwd(answer.body or "", cwd).encode()
+        return web.Response(status=answer.status, body=body, headers=answer.headers)
+    frames = served_frames(answer, cwd)
+    response = web.StreamResponse(status=answer.status, headers=answer.headers)
+    try:
+        for index, frame in enumerate(frames):
+            if index == len(frames) - 1 and before_final is not None:
+                await before_final()
+            await _until(start, times[min(index, len(times) - 1)])
+            if index == 0:
+                await response.prepare(request)
+            await response.write(frame)
+        if not frames:
+            await response.prepare(request)
+        if answer.cut:
+            abort(request)
+            return response
+        await response.write_eof()
     except ConnectionResetError:
         logger.info("the client of %s left mid-stream", identity.describe())
     return response

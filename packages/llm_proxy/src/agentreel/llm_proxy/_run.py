@@ -20,6 +20,7 @@ import aiohttp
 import msgspec
 from aiohttp import web
 
+from agentreel.llm.wire import wire_api
 from agentreel.llm_proxy._errors import error_body
 from agentreel.llm_proxy._fixture_output import remove_tree, write_fixture
 from agentreel.llm_proxy._http import json_response
@@ -37,7 +38,6 @@ from agentreel.llm_proxy._replay_side import ReplaySide
 from agentreel.llm_proxy._requests import parse_request
 from agentreel.llm_proxy._routes import (
     RUN_PREFIX,
-    STREAMING_METHODS,
     Route,
     unspoken_summary,
 )
@@ -57,6 +57,8 @@ from agentreel.llm_proxy._verbatim import (
 )
 from agentreel.llm_proxy.exceptions import RequestError
 from agentreel.llm_replay import (
+    DriftTolerantReplayProvider,
+    LiveCallers,
     PartialLanes,
     ReplayProvider,
     UnconsumedScriptError,
@@ -123,6 +125,8 @@ class ProxyRun(RecordSide, ReplaySide):
         self._in_flight: set[asyncio.Task[Any]] = set()
         self.recorder: Recorder | None = None
         self.provider: ReplayProvider | None = None
+        # Replay with ``live_upstream`` (SPEC 20): the callers that went live.
+        self.live: LiveCallers | None = None
         # Replay with ``sessions_root``: the session logs of what was served, written as
         # record writes them — the re-persisted logs a harness diffs with its goldens.
         self.served: ServedLogs | None = None
@@ -160,7 +164,10 @@ class ProxyRun(RecordSide, ReplaySide):
             assert settings.fixture is not None
             if settings.sessions_root is not None:
                 self.served = ServedLogs(settings.sessions_root, settings.cwd, self.masks.text)
-            self.provider = ReplayProvider(
+            replay = (
+                ReplayProvider if settings.live_upstream is None else DriftTolerantReplayProvider
+            )
+            self.provider = replay(
                 settings.fixture,
                 live_cwd=settings.cwd,
                 report_path=settings.report,
@@ -176,11 +183,15 @@ class ProxyRun(RecordSide, ReplaySide):
             )
             self._listings = read_models(settings.fixture)
             self._verbatim = read_verbatim(settings.fixture)
+            if settings.live_upstream is not None:
+                self.live = LiveCallers(self.provider, settings.drifted_report)
 
     # -- lifecycle -------------------------------------------------------------------------
 
     async def _open(self, server: RunHost, token: str | None) -> None:
         """Made ready to serve on ``server`` (``ProxyServer.open_run`` calls it)."""
+        if self.live is not None:
+            self._client = _upstream_client()
         if self.mode == "record":
             # The wire mappers' import (SDK-free now; when it imported both provider SDKs it
             # took seconds on a loaded machine). Imported on the loop at the first call, it
@@ -190,13 +201,7 @@ class ProxyRun(RecordSide, ReplaySide):
             self._wire = asyncio.ensure_future(
                 asyncio.to_thread(importlib.import_module, "agentreel.llm.wire.mappers")
             )
-            # A client of its own: no connection or cookie another run's upstream left.
-            self._client = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
-                auto_decompress=False,
-                connector=aiohttp.TCPConnector(limit=0),
-                cookie_jar=aiohttp.DummyCookieJar(),
-            )
+            self._client = _upstream_client()
         self._server, self.token = server, token
 
     async def close(self) -> None:
@@ -226,6 +231,8 @@ class ProxyRun(RecordSide, ReplaySide):
             if self.served is not None:
                 self.served.close()
                 self.errors += self.served.errors
+            if self.live is not None:
+                self.live.write_report()
             if self.provider is not None:
                 self.provider.close()
                 for line in _unconsumed(self.provider):
@@ -407,7 +414,7 @@ class ProxyRun(RecordSide, ReplaySide):
                 f"agentreel proxy: request body larger than {self.settings.max_body_bytes} "
                 "bytes (max_body_bytes / --max-body-bytes raises the limit)",
             ) from None
-        if route.endpoint == "models":
+        if route.kind == "models":
             if self.recorder is not None:
                 return await self._pass_through(request, route, raw)
             return self._recorded_models(listing_key(route, request.headers, request.query))
@@ -419,23 +426,33 @@ class ProxyRun(RecordSide, ReplaySide):
             ) from None
         if not isinstance(body, dict):
             raise RequestError(400, "agentreel proxy: the request body is not a JSON object")
-        if route.endpoint == "count_tokens":
+        if route.kind == "count_tokens":
             if self.recorder is not None:
                 return await self._pass_through(request, route, raw)
             # Replay answers from the request alone: deterministic, never part of a script.
             counted = max(1, len(raw) // 4)
-            key = "totalTokens" if route.gemini else "input_tokens"
+            key = wire_api(route.api).count_tokens_key
             return json_response(200, msgspec.json.encode({key: counted}))
         parsed = parse_request(
             route.api,
             self.masks.value(body),
             model=route.model,
-            stream=route.method in STREAMING_METHODS,
+            stream=route.stream,
         )
         identity = resolve_identity(request.headers, body, route.token)
         if self.recorder is not None:
             return await self._record(request, route, raw, parsed, identity)
         return await self._replay(request, route, parsed, identity)
+
+
+def _upstream_client() -> aiohttp.ClientSession:
+    """A client of the run's own: no connection or cookie another run's upstream left."""
+    return aiohttp.ClientSession(
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
+        auto_decompress=False,
+        connector=aiohttp.TCPConnector(limit=0),
+        cookie_jar=aiohttp.DummyCookieJar(),
+    )
 
 
 NO_CALLS_RECORDED = (

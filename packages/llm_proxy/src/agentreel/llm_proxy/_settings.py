@@ -45,6 +45,18 @@ class ProxySettings:
     """How calls are recorded and replayed (``agentreel.llm_replay.ReplaySettings``, checked
     when made): the masks and captures in both modes; drift, its files' folder, partial
     lanes and the recorded schedule in replay."""
+    live_upstream: str | None = None
+    """Replay (SPEC 20): where a caller's calls go from its first call the recording cannot
+    answer as recorded (drift, an unrecorded session, a used-up script) — forwarded as
+    they came, the answer relayed back; ``None``: such a call is a replay error. Set by
+    ``start_drifted_proxy``, not a replay setting a user gives."""
+    forward_identity: bool = False
+    """Record: send each caller's resolved identity on as the explicit headers (the
+    upstream is another agentreel proxy: ``--record-drifted``'s replay run); never to a
+    provider."""
+    drifted_report: Path | None = None
+    """Replay with ``live_upstream``: where the drifted report is written
+    (``agentreel.llm_replay.DriftedReport``: who went live from which call)."""
 
     def check(self) -> None:
         if self.mode not in MODES:
@@ -69,6 +81,13 @@ class ProxySettings:
         elif self.fixture is None:
             raise ProxyConfigError(
                 "replay mode needs fixture=DIR: the directory holding session.jsonl"
+            )
+        if self.live_upstream is not None and (
+            self.mode != "replay" or not self.live_upstream.startswith(("http://", "https://"))
+        ):
+            raise ProxyConfigError(
+                f"live_upstream {self.live_upstream!r}: replay only, an http(s) URL (the "
+                "provider the drifted sessions are recorded from)"
             )
 
 

@@ -60,6 +60,12 @@ class VerbatimCall(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     """The frames are binary (AWS event-stream messages), each byte one code point
     (latin-1): served as those bytes, never with the cwd put in (their CRCs cover it), so
     an answer holding the cwd is not kept."""
+    times: list[int] | None = None
+    """When each frame arrived (a body: when it was whole), in milliseconds after the
+    request reached the proxy: the first the call's first-byte delay, the differences its
+    inter-frame gaps — what ``pace = "recorded"`` serves them at. Optional: a recording
+    without it (made before it was kept) is served instantly under any pace, and an older
+    agentreel reads a recording with it (it ignores the field), so the format stays."""
 
     @property
     def key(self) -> tuple[str, int]:

@@ -9,9 +9,29 @@ captured values) that replay binds by and the proxy's recorder files calls by.
 """
 
 from agentreel.llm_replay._captures import Capture
+from agentreel.llm_replay._drifted import (
+    DRIFTED_REPORT_FORMAT,
+    GOES_LIVE,
+    DriftedProvider,
+    DriftedReport,
+    DriftTolerantReplayProvider,
+    LiveCaller,
+    LiveCallers,
+    create_drifted_provider,
+    read_drifted_report,
+)
 from agentreel.llm_replay._failures import ANONYMOUS
 from agentreel.llm_replay._fixture import RecordedCall, Recording, Script, load_recording
 from agentreel.llm_replay._lanes import PartialLanes
+from agentreel.llm_replay._merge import (
+    LiveLog,
+    Merged,
+    RecordedLog,
+    SessionFate,
+    Status,
+    merge_drifted,
+    usage_sum,
+)
 from agentreel.llm_replay._overrides import HangOverride, Override, ThrowOverride
 from agentreel.llm_replay._provider import (
     BoundCall,
@@ -28,7 +48,7 @@ from agentreel.llm_replay._report import (
     read_report,
     write_report,
 )
-from agentreel.llm_replay._schedule import CallGates, ScheduleDivergence
+from agentreel.llm_replay._schedule import CallGates, ScheduleDivergence, unheld_orders
 from agentreel.llm_replay._settings import (
     DEFAULT_SCHEDULE_TIMEOUT,
     DIVERGENCE_MODES,
@@ -61,6 +81,8 @@ __all__ = [
     "ANONYMOUS",
     "DEFAULT_SCHEDULE_TIMEOUT",
     "DIVERGENCE_MODES",
+    "DRIFTED_REPORT_FORMAT",
+    "GOES_LIVE",
     "OVERRIDE_FILE",
     "REPORT_FORMAT",
     "REPORT_VERSION",
@@ -71,13 +93,21 @@ __all__ = [
     "ConsumptionReport",
     "DivergenceMode",
     "DriftMode",
+    "DriftTolerantReplayProvider",
+    "DriftedProvider",
+    "DriftedReport",
     "FixtureError",
     "HangOverride",
     "IncompleteCallError",
+    "LiveCaller",
+    "LiveCallers",
+    "LiveLog",
+    "Merged",
     "Override",
     "OverrideError",
     "PartialLanes",
     "RecordedCall",
+    "RecordedLog",
     "RecordedStream",
     "Recording",
     "ReplayError",
@@ -94,13 +124,20 @@ __all__ = [
     "Script",
     "ScriptExhaustedError",
     "ScriptReport",
+    "SessionFate",
+    "Status",
     "ThrowOverride",
     "UnconsumedScriptError",
     "UnrecordedSessionError",
+    "create_drifted_provider",
     "create_replay_provider",
     "load_recording",
+    "merge_drifted",
+    "read_drifted_report",
     "read_report",
     "session_file_name",
+    "unheld_orders",
+    "usage_sum",
     "value_kind",
     "write_report",
 ]

@@ -52,7 +52,6 @@ from agentreel.llm_replay._settings import (
     DriftMode,
     ReplaySettings,
     ReplaySettingsKeywords,
-    replay_settings,
 )
 from agentreel.llm_replay.exceptions import (
     ReplayError,
@@ -154,7 +153,7 @@ class ReplayProvider:
         settings: ReplaySettings | None = None,
         **keywords: Unpack[ReplaySettingsKeywords],
     ) -> None:
-        self.settings = replay_settings(settings, keywords)
+        self.settings = (settings or ReplaySettings()).with_values(keywords)
         """How calls are replayed (``ReplaySettings``: a bad one is a ``ValueError``)."""
         if pacing_ms < 0:
             raise ValueError(f"pacing_ms must be >= 0; got {pacing_ms!r}")

@@ -39,6 +39,8 @@ ScheduleMode = Literal["free", "recorded"]
 SCHEDULE_MODES: tuple[ScheduleMode, ...] = ("free", "recorded")
 DivergenceMode = Literal["error", "allow"]
 DIVERGENCE_MODES: tuple[DivergenceMode, ...] = ("error", "allow")
+PaceMode = Literal["instant", "recorded"]
+PACE_MODES: tuple[PaceMode, ...] = ("instant", "recorded")
 DEFAULT_SCHEDULE_TIMEOUT = 10.0
 """Seconds a call waits for the calls the recording put before it (``schedule_timeout``)."""
 MAX_SCHEDULE_TIMEOUT = 3600.0
@@ -367,6 +369,16 @@ class ReplaySettings:
         help="allow: a schedule divergence is reported, not a failure",
         only_with=("schedule", "recorded"),
     )
+    pace: PaceMode = setting(  # noqa: RUF009 - a field with its Setting
+        "instant",
+        kind=_Choice(
+            PACE_MODES,
+            "instant: each answer served at once; recorded: each answer kept as sent goes "
+            "out at its recorded first-byte delay and inter-frame gaps",
+        ),
+        help="recorded: serve each answer at its recorded first-byte delay and inter-frame "
+        "gaps (default: at once)",
+    )
 
     def __post_init__(self) -> None:
         for spec in fields(self):
@@ -484,14 +496,7 @@ class ReplaySettingsKeywords(TypedDict, total=False):
     schedule: ScheduleMode
     schedule_timeout: float
     schedule_divergence: DivergenceMode
-
-
-def replay_settings(
-    settings: ReplaySettings | None, keywords: Mapping[str, object]
-) -> ReplaySettings:
-    """``settings`` (default: the defaults) with ``keywords`` laid over: what a caller
-    taking ``settings=`` and ``**ReplaySettingsKeywords`` holds."""
-    return (settings or ReplaySettings()).with_values(keywords)
+    pace: PaceMode
 
 
 def checked_regexes(name: str, patterns: Iterable[str]) -> tuple[str, ...]:

@@ -1,10 +1,10 @@
 """Sessions, the JSONL event log, fork seeds, lineage, harvest order and the fixture layout."""
 
+from agentreel.llm.wire import WIRE_API_PATHS
 from agentreel.session._codec import encode_record
 from agentreel.session._conversation import Conversation, call_options
 from agentreel.session._events import (
     HEADER_VERSION,
-    WIRE_API_PATHS,
     AssistantChunk,
     AssistantChunkData,
     AssistantMessage,

@@ -30,20 +30,8 @@ SubagentMode = Literal["spawn", "fork"]
 SubagentOutcome = Literal["completed", "error", "cancelled"]
 WireApi = WireApiName
 """The HTTP wire API a model call was made in (``request/header`` ``api``; SPEC 11); the
-wire registry (``agentreel.llm.wire``) owns the names."""
-WIRE_API_PATHS: dict[WireApi, str] = {
-    "chat": "POST /v1/chat/completions (OpenAI Chat Completions)",
-    "messages": "POST /v1/messages (Anthropic Messages)",
-    "responses": "POST /v1/responses (OpenAI Responses)",
-    "gemini": "POST /v1beta/models/<model>:streamGenerateContent|generateContent (Gemini)",
-    "ollama-chat": "POST /api/chat (Ollama)",
-    "ollama-generate": "POST /api/generate (Ollama)",
-    "bedrock-converse": "POST /model/<modelId>/converse-stream|converse (AWS Bedrock)",
-    "bedrock-invoke": "POST /model/<modelId>/invoke-with-response-stream|invoke (AWS Bedrock)",
-    "embeddings": "POST /v1/embeddings (OpenAI embeddings)",
-    "gemini-embed": "POST /v1beta/models/<model>:embedContent|batchEmbedContents (Gemini)",
-    "ollama-embed": "POST /api/embed (Ollama)",
-}
+wire registry (``agentreel.llm.wire``) owns the names, and ``WIRE_API_PATHS`` (each API's
+path and title, as messages name it)."""
 
 
 class SessionHeader(

@@ -23,8 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 import msgspec
 
 from agentreel.llm import GenerateOptions, Message, TextPart, ToolCallPart, ToolResultPart
+from agentreel.llm.wire import WIRE_API_PATHS
 from agentreel.session._events import (
-    WIRE_API_PATHS,
     MessageHeader,
     RequestHeaderData,
     ToolHeader,

@@ -55,6 +55,7 @@ from agentreel.snapshot_harness.exceptions import (
     ScenarioFilesError,
     SecretLeakError,
     StepError,
+    VolatileValuesError,
     _deprecated_name,
 )
 
@@ -149,6 +150,7 @@ __all__ = [
     "SecretLeakError",
     "Step",
     "StepError",
+    "VolatileValuesError",
     "check_inventory",
     "check_scenario",
     "compare_goldens",

@@ -21,6 +21,7 @@ from pathlib import Path
 from agentreel.llm import AgentEnv, AgentEnvironment
 from agentreel.session import MAIN_SESSION_FILE, RequestHeader, SessionError, load_session_log
 from agentreel.snapshot_harness import _environment as envvars
+from agentreel.snapshot_harness._record_proof import upstream_started
 from agentreel.snapshot_harness._scenario import RecordConfig, Scenario
 from agentreel.snapshot_harness.exceptions import RecordSetupError
 
@@ -50,6 +51,7 @@ def record_backend(config: RecordConfig) -> Iterator[dict[str, str]]:
         server = StubServer(rules)
     except StubRulesError as exc:
         raise RecordSetupError(f"cannot start the stub model server: {exc}") from None
+    upstream_started(server)
     with server:
         # The `stub` provider is the real openai adapter pointed at the stub server, with
         # a fixed non-secret key: recording goes through the real wire protocol.
@@ -79,6 +81,46 @@ def replay_backend(
     )
     env.update(contract.to_environ())
     return env
+
+
+DRIFTED_REPORT_NAME = "drifted-report.json"
+"""The drifted run's report file in its run folder (``agentreel.llm_replay.DriftedReport``)."""
+
+
+@contextlib.contextmanager
+def drifted_backend(
+    scenario: Scenario,
+    config: RecordConfig,
+    cwd: Path,
+    report: Path,
+    drifted_report: Path,
+    drift_dir: Path | None = None,
+) -> Iterator[dict[str, str]]:
+    """``agentreel record --drifted`` (SPEC 20): the ``replay-drifted`` provider — replay
+    on the scenario's recordings, each drifted session answered by the record backend's
+    provider (the stub server for the block's life, or a real one: its key stays in the
+    environment that provider reads, never in these settings)."""
+    with record_backend(config) as live:
+        upstream = AgentEnvironment.from_environ(live)
+        env = replay_backend(scenario, cwd, report, drift_dir)
+        replay = AgentEnvironment.from_environ(env)
+        contract = AgentEnvironment(
+            provider="replay-drifted",
+            model=replay.model,
+            settings={
+                **replay.settings,
+                "drift": "error",  # a drift is what sends a session live, whatever [replay] says
+                "upstream_provider": upstream.provider,
+                "upstream_settings": upstream.settings,
+                "drifted_report": str(drifted_report),
+            },
+            live_cwd=str(cwd),
+        )
+        # The live side's reach (its base URL past the closed proxy, a real provider's
+        # key and proxies) over replay's offline environment; then the provider contract.
+        env.update(live)
+        env.update(contract.to_environ())
+        yield env
 
 
 def recorded_model(scenario: Scenario) -> str | None:

@@ -36,6 +36,14 @@ from agentreel.snapshot_harness._pending import (
     review_hint,
     write_pending,
 )
+from agentreel.snapshot_harness._record_proof import (
+    DEFAULT_RETRIES,
+    refusals,
+    run_failure,
+    schedule_problems,
+    watching_upstream,
+)
+from agentreel.snapshot_harness._record_trials import accepting_masks, compare_twice, run_trials
 from agentreel.snapshot_harness._render import render_goldens, render_recordings
 from agentreel.snapshot_harness._result import RunResult
 from agentreel.snapshot_harness._runner import run_scenario
@@ -54,6 +62,7 @@ from agentreel.snapshot_harness.exceptions import (
     HarnessError,
     NoReplayReportError,
     RecordError,
+    RunError,
     SecretLeakError,
 )
 
@@ -68,14 +77,17 @@ class Outcome:
     duration: float
     written: list[str] = field(default_factory=list)
     result: RunResult | None = None
+    notes: list[str] = field(default_factory=list)
+    """What record's checks warn of (``_record_proof``: a crash on stderr)."""
 
     @property
     def warnings(self) -> list[str]:
         """What the recording had to guess (record through the proxy: a child numbered by
-        arrival), each saying what to do; the scenario was written all the same."""
+        arrival) or its checks warn of, each saying what to do; the scenario was written
+        all the same."""
         if self.mode != "record" or self.result is None:
             return []
-        return self.result.proxy_warnings
+        return [*self.result.proxy_warnings, *self.notes]
 
 
 def check_scenario(
@@ -105,7 +117,10 @@ def check_scenario(
     started = time.monotonic()
     check_inventory(scenario, mode)
     if mode == "record":
-        outcome = _record(scenario, record, work_dir, started)
+        config = record or scenario.record
+        outcome = accepting_masks(
+            scenario, config, lambda chosen: _record(chosen, record, work_dir, started)
+        )
         if pending:
             clear_pending(scenario.directory)
         return outcome
@@ -140,6 +155,8 @@ def check_scenario(
         if pending:
             clear_pending(scenario.directory)
         return Outcome(scenario, mode, sessions, time.monotonic() - started, result=result)
+    # refresh: the goldens it writes must be what every replay gives (_record_trials).
+    run_trials(scenario.name, scenario, rendered, record or scenario.record, done="replayed")
     goldens = {f"{GOLDEN_DIR}/{k}": v for k, v in rendered.items()}
     scan_for_secrets(
         goldens,
@@ -164,7 +181,49 @@ def write_recordings(directory: Path, recordings: dict[str, bytes]) -> None:
 def _record(
     scenario: Scenario, record: RecordConfig | None, work_dir: Path | None, started: float
 ) -> Outcome:
-    recorded = run_scenario(scenario, "record", record=record, work_dir=work_dir)
+    config = record or scenario.record
+    retries = DEFAULT_RETRIES if config.retries is None else config.retries
+    orders: list[str] = []
+    for _ in range(retries + 1):
+        outcome = _record_once(scenario, record, config, work_dir, started, orders)
+        if outcome is not None:
+            return outcome
+    raise RecordError(
+        f"{scenario.name}: recorded {retries + 1} time(s), nothing was written: each "
+        "recording holds an order of calls the recorded schedule cannot enforce at replay "
+        "(a child's call starting inside its parent's still-open call):\n"
+        + "\n".join(f"- {order}" for order in orders)
+        + f"\nRecord again, raise [record] retries in {scenario.toml_path}, or make the "
+        "agent wait for its parent's call before the child's next one"
+    )
+
+
+def _record_once(
+    scenario: Scenario,
+    record: RecordConfig | None,
+    config: RecordConfig,
+    work_dir: Path | None,
+    started: float,
+    orders: list[str],
+) -> Outcome | None:
+    """One recording, proved (``_record_proof``); ``None`` when its order of calls cannot
+    be held (named in ``orders``), to record again."""
+    with watching_upstream() as stubs:
+        try:
+            recorded = run_scenario(scenario, "record", record=record, work_dir=work_dir)
+        except RunError as error:
+            refused = run_failure(scenario.name, stubs)
+            if refused is not None:
+                raise refused from error
+            raise
+    notes = refusals(
+        scenario.name,
+        recorded.session_logs,
+        recorded.stderr,
+        stubs,
+        strict=config.strict,
+        strict_where=str(scenario.toml_path),
+    )
     prompts = sum(isinstance(step, Prompt | PromptAndCancel) for step in scenario.steps)
     if prompts and not recorded.session_logs:
         raise RecordError(
@@ -189,6 +248,10 @@ def _record(
         if scenario.workspace is not None:
             shutil.copytree(scenario.workspace, copy / WORKSPACE_DIR, symlinks=True)
         write_recordings(copy, recordings)
+        unheld = schedule_problems(copy, scenario.replay.schedule)
+        if unheld:
+            orders.extend(unheld)
+            return None
         trial = dataclasses.replace(
             scenario, directory=copy, agent_root=scenario.agent_root or scenario.directory
         )
@@ -211,6 +274,9 @@ def _record(
                 "what it sends)"
             ) from exc
         goldens = render_goldens(replayed)
+        run_trials(scenario.name, trial, goldens, config)
+        if config.twice:
+            compare_twice(scenario, record, recorded)
 
     scan_for_secrets(
         {f"{GOLDEN_DIR}/{k}": v for k, v in goldens.items()}, secrets, scenario.name, allow=allow
@@ -225,6 +291,7 @@ def _record(
         time.monotonic() - started,
         written,
         recorded,
+        notes,
     )
 
 

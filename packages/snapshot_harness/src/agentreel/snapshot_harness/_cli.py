@@ -39,7 +39,11 @@ from agentreel.session import (
     rerecord_command,
 )
 from agentreel.snapshot_harness._check import check_scenario
+from agentreel.snapshot_harness._drifted import record_drifted
+from agentreel.snapshot_harness._html_report import write_report
 from agentreel.snapshot_harness._pending import is_default_fixtures, pending_allowed
+from agentreel.snapshot_harness._record_proof import add_proof_options, proof_options
+from agentreel.snapshot_harness._report_data import ScenarioResult, scenario_result
 from agentreel.snapshot_harness._scenario import (
     DEFAULT_STUB_MODEL,
     DEFAULT_STUB_RULES,
@@ -129,6 +133,20 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--base-url", help="record only: an OpenAI-compatible base URL for the provider"
     )
+    parser.add_argument(
+        "--drifted",
+        action="store_true",
+        help="record only: replay each scenario and re-record only the sessions that drift "
+        "(from their first drifted call on) and what depends on them; goldens written as "
+        "pending for `agentreel review`",
+    )
+    parser.add_argument(
+        "--html",
+        metavar="FILE",
+        help="record --drifted only: also write what each scenario kept and re-recorded "
+        "into a self-contained HTML report (as `agentreel report --html`)",
+    )
+    add_proof_options(parser)
     return parser
 
 
@@ -246,8 +264,24 @@ def _dispatch(argv: list[str], out: TextIO) -> int:
     args = _parser().parse_intermixed_args(argv)
     mode: Mode = args.mode
     fixtures = fixtures_directory(args.fixtures)
-    if mode != "record" and (args.provider or args.model or args.base_url):
-        print("agentreel: --provider/--model/--base-url only apply to record", file=sys.stderr)
+    if args.html and not args.drifted:
+        print("agentreel: --html applies to record --drifted", file=sys.stderr)
+        return 2
+    args.drifted_results = []
+    if mode != "record" and (args.provider or args.model or args.base_url or args.drifted):
+        print(
+            "agentreel: --provider/--model/--base-url/--drifted only apply to record",
+            file=sys.stderr,
+        )
+        return 2
+    if (mode == "replay" and args.trials is not None) or (
+        mode != "record" and (args.accept_masks or args.twice)
+    ):
+        print(
+            "agentreel: --trials applies to record and refresh, --twice and --accept-masks "
+            "to record",
+            file=sys.stderr,
+        )
         return 2
     if mode == "record" and not args.scenarios:
         print(
@@ -296,6 +330,9 @@ def _dispatch(argv: list[str], out: TextIO) -> int:
         if done < len(directories):
             summary += f"; interrupted, {len(directories) - done} not run"
         print(f"\n{summary}", file=out, flush=True)
+        if args.html:
+            page = write_report(Path(args.html), args.drifted_results)
+            print(f"wrote {page} (open it in a browser)", file=out, flush=True)
     return 1 if failures else 0
 
 
@@ -345,15 +382,26 @@ def _run_one(
     try:
         scenario = load_scenario(directory)
         record = _record_override(scenario, args) if mode == "record" else None
+        record = proof_options(record, scenario, args) if mode != "replay" else None
         keep = Path(args.keep_runs) / name if args.keep_runs else None
         if keep is not None and keep.exists():
             shutil.rmtree(keep)
-        outcome = check_scenario(
-            scenario, mode, record=record, work_dir=keep, pending=pending_allowed()
-        )
+        if args.drifted:
+            drifted = record_drifted(scenario, record=record, work_dir=keep)
+            args.drifted_results.append(
+                ScenarioResult(
+                    directory, "passed", drifted.duration, drifted=drifted.summary.text()
+                )
+            )
+        else:
+            outcome = check_scenario(
+                scenario, mode, record=record, work_dir=keep, pending=pending_allowed()
+            )
     except Exception as exc:
         elapsed = time.monotonic() - begun
         print(f"FAIL  {name:<{width}}  {'-':>10}  {elapsed:6.2f}s", file=out, flush=True)
+        if args.drifted:
+            args.drifted_results.append(scenario_result(directory, elapsed, exc))
         if isinstance(exc, HarnessError):
             return str(exc)
         trace = "".join(traceback.format_exception(exc)).rstrip()
@@ -361,6 +409,9 @@ def _run_one(
             f"{name}: unexpected {type(exc).__name__} (a bug in agentreel; please report it "
             f"with this traceback): {exc}\n{trace}"
         )
+    if args.drifted:
+        print(drifted.progress(width), file=out, flush=True)
+        return None
     status = {"replay": "PASS", "record": "REC ", "refresh": "REFR"}[mode]
     sessions = f"{outcome.sessions} session{'s' if outcome.sessions != 1 else ''}"
     print(

@@ -167,6 +167,8 @@ function scenario(sc){var sec=el("details","scenario");sec.open=true;
  if(sc.description)body.appendChild(el("div","muted",sc.description));
  if(sc.problems.length){var p=el("div","problems");sc.problems.forEach(function(x){
   p.appendChild(el("div",null,x));});body.appendChild(p);}
+ if(sc.drifted){body.appendChild(el("h3",null,"re-recorded only what drifted"));
+  body.appendChild(el("pre","drifted",sc.drifted));}
  if(sc.status=="failed"){body.appendChild(el("h3",null,"failure"));
   var f=el("div","failure");
   if(sc.diffs.length){sc.diffs.forEach(function(d){f.appendChild(el("div",null,d.file));

@@ -26,19 +26,21 @@ import concurrent.futures
 import contextlib
 import logging
 import os
+import shutil
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agentreel.session import rerecord_command
+from agentreel.session import RECORDING_FILE_PATTERN, rerecord_command
 from agentreel.snapshot_harness import _environment as envvars
+from agentreel.snapshot_harness._record_proof import upstream_started
 from agentreel.snapshot_harness._scenario import Mode, RecordConfig, Scenario
 from agentreel.snapshot_harness.exceptions import RecordError, RecordSetupError
 
 if TYPE_CHECKING:  # imported when a proxied scenario runs: the harness pays nothing otherwise
-    from agentreel.llm_proxy import ProxyRun, ProxyServer, ProxySettings
+    from agentreel.llm_proxy import DriftedProxy, ProxyRun, ProxyServer, ProxySettings
 
 T = TypeVar("T")
 
@@ -57,6 +59,9 @@ class ProxiedRun:
     sessions_root: Path
     base_url: str
     warnings: list[str] = field(default_factory=list)
+    drifted: list[DriftedProxy] = field(default_factory=list)
+    """``record --drifted`` (SPEC 20), once the block has ended: the merge of what drifted
+    into a copy of the recording (its ``fixture``, in the run's folder); one at most."""
 
 
 class WorkerProxy:
@@ -202,7 +207,10 @@ def proxy_backend(
     drift_dir: Path | None = None,
 ) -> Iterator[ProxiedRun]:
     """Run the proxy for the block and build the agent's environment around it."""
-    model = scenario.model
+    if mode == "drifted":
+        with _drifted_backend(scenario, record, run_dir, cwd, home) as proxied:
+            yield proxied
+        return
     logs_root = run_dir / PROXY_LOGS_DIR
     logs_root.mkdir()
     settings: dict[str, Any] = {
@@ -233,25 +241,7 @@ def proxy_backend(
                 log=run_dir / PROXY_LOG_FILE,
             )
         )
-        base_url = model.base_url_for(proxy.base_url)
-        values = {
-            "base_url": base_url,
-            "proxy_url": proxy.base_url,
-            "key": key,
-            "home": str(home),
-            "cwd": str(cwd),
-            "scenario": str(scenario.directory.resolve()),
-        }
-        # Anything but loopback goes to a closed port: the proxy is the only model there is.
-        env = envvars.offline_proxies()
-        env.update(envvars.loopback_bypass())
-        env.update(dict.fromkeys(model.base_url_env, base_url))
-        env.update(dict.fromkeys(model.key_env, key))
-        env.update({name: model.render(text, values) for name, text in model.env.items()})
-        for file in model.files:
-            target = home / file.path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(model.render(file.text, values), encoding="utf-8")
+        env = _agent_environment(scenario, proxy, key, home, cwd)
         proxied = ProxiedRun(env=env, sessions_root=logs_root, base_url=proxy.base_url)
         yield proxied
     proxied.warnings.extend(proxy.warnings)  # the run is closed: its warnings are final
@@ -263,6 +253,88 @@ def proxy_backend(
             "nothing was written:\n  " + "\n  ".join(proxy.errors) + "\nFix what it names, "
             f"then record again: {rerecord_command(scenario.name)}"
         )
+
+
+def _agent_environment(
+    scenario: Scenario, proxy: ProxyRun, key: str, home: Path, cwd: Path
+) -> dict[str, str]:
+    """The agent's environment around ``proxy``: its base URL and key where ``[model]``
+    says, the model files in ``home``."""
+    model = scenario.model
+    base_url = model.base_url_for(proxy.base_url)
+    values = {
+        "base_url": base_url,
+        "proxy_url": proxy.base_url,
+        "key": key,
+        "home": str(home),
+        "cwd": str(cwd),
+        "scenario": str(scenario.directory.resolve()),
+    }
+    # Anything but loopback goes to a closed port: the proxy is the only model there is.
+    env = envvars.offline_proxies()
+    env.update(envvars.loopback_bypass())
+    env.update(dict.fromkeys(model.base_url_env, base_url))
+    env.update(dict.fromkeys(model.key_env, key))
+    env.update({name: model.render(text, values) for name, text in model.env.items()})
+    for file in model.files:
+        target = home / file.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(model.render(file.text, values), encoding="utf-8")
+    return env
+
+
+DRIFTED_COPY_DIR = "drifted-recording"
+"""Where a proxied ``record --drifted`` run merges what drifted: a copy of the
+recording in the run's folder, written to the scenario only after its trial replay."""
+
+
+@contextlib.contextmanager
+def _drifted_backend(
+    scenario: Scenario, record: RecordConfig, run_dir: Path, cwd: Path, home: Path
+) -> Iterator[ProxiedRun]:
+    """``record --drifted`` through the proxy (SPEC 20): the replay run on a copy of the
+    recording, its drifted callers forwarded to the upstream, the record run in front of
+    it for the agent; on exit what drifted is merged into the copy."""
+    from agentreel.llm_proxy import (
+        DUMMY_KEY,
+        DriftedProxy,
+        drifted_record_settings,
+        drifted_replay_settings,
+        merge_drifted_run,
+    )
+
+    copy = run_dir / DRIFTED_COPY_DIR
+    copy.mkdir()
+    for path in scenario.directory.iterdir():
+        if path.is_file() and RECORDING_FILE_PATTERN.fullmatch(path.name):
+            shutil.copy2(path, copy / path.name)
+    staging = run_dir / "drifted-staging"
+    staging.mkdir()
+    common: dict[str, Any] = {"cwd": str(cwd), "scenario": scenario.name, "replay": scenario.replay}
+    with contextlib.ExitStack() as stack:
+        upstream, key = stack.enter_context(_upstream(scenario, record, DUMMY_KEY))
+        replay = stack.enter_context(
+            _run_on_worker_proxy(
+                drifted_replay_settings(copy, upstream, staging, **common),
+                timeout=scenario.timeout,
+                log=run_dir / PROXY_LOG_FILE,
+            )
+        )
+        allow = scenario.record.allow_secrets
+        proxy = stack.enter_context(
+            _run_on_worker_proxy(
+                drifted_record_settings(replay.base_url, staging, allow_secrets=allow, **common),
+                timeout=scenario.timeout,
+                log=run_dir / "drifted-record.log",
+            )
+        )
+        env = _agent_environment(scenario, proxy, key, home, cwd)
+        proxied = ProxiedRun(env=env, sessions_root=staging, base_url=proxy.base_url)
+        yield proxied
+    drifted = DriftedProxy(proxy, replay, copy)
+    merge_drifted_run(drifted, staging, str(cwd))
+    proxied.drifted.append(drifted)
+    proxied.warnings.extend(proxy.warnings)
 
 
 @contextlib.contextmanager
@@ -300,5 +372,6 @@ def _upstream(
         server = StubServer(rules)
     except StubRulesError as exc:
         raise RecordSetupError(f"cannot start the stub model server: {exc}") from None
+    upstream_started(server)
     with server:
         yield server.base_url, dummy_key

@@ -51,15 +51,18 @@ from agentreel.session import (
     rerecord_command,
 )
 from agentreel.snapshot_harness import _environment as envvars
+from agentreel.snapshot_harness._drifted_report import DriftedSummary
 from agentreel.snapshot_harness._pending import CI_ENV
+from agentreel.snapshot_harness._prices import DEFAULT_PRICES_FILE, read_prices
 from agentreel.snapshot_harness._scenario import DEFAULT_STUB_RULES
 from agentreel.snapshot_harness.exceptions import HarnessError
 
 if TYPE_CHECKING:
+    from agentreel.llm.stub import StubServer
     from agentreel.llm_proxy import ProxyRun
 
-RecordMode = Literal["none", "once", "all"]
-RECORD_MODES: tuple[RecordMode, ...] = ("none", "once", "all")
+RecordMode = Literal["none", "once", "all", "drifted"]
+RECORD_MODES: tuple[RecordMode, ...] = ("none", "once", "all", "drifted")
 RECORD_OPTION = "--agentreel-record"
 UPSTREAM_OPTION = "--agentreel-upstream"
 NETWORK_OPTION = "--agentreel-network"
@@ -105,7 +108,7 @@ class ReelPlan:
 
     name: str  # the test's node id: what messages and the record command name
     directory: Path
-    mode: Literal["record", "replay"]
+    mode: Literal["record", "replay", "drifted"]
     upstream: str | None
     cwd: str
     proxy: Mapping[str, Any] = field(default_factory=dict)
@@ -169,7 +172,9 @@ def plan(
         raise ReelError(f"{nodeid}: record_mode {mode!r} is not one of {', '.join(RECORD_MODES)}")
     refuse_under_ci(mode)
     recorded = has_recording(directory)
-    records = mode == "all" or (mode == "once" and not recorded)
+    records = mode == "all" or (mode in ("once", "drifted") and not recorded)
+    # SPEC 20: replay, the sessions that drift recorded from the upstream, merged.
+    drifted = mode == "drifted" and recorded
     if not records and not recorded:
         raise ReelError(
             f"{nodeid}: no recording at {directory} (session.jsonl), and "
@@ -177,7 +182,7 @@ def plan(
             f"upstream: {record_command(nodeid)}"
         )
     upstream = config.get("upstream") or option_upstream
-    if records and not upstream:
+    if (records or drifted) and not upstream:
         rules = [directory / DEFAULT_STUB_RULES, module_dir / DEFAULT_STUB_RULES]
         found = next((r for r in rules if r.is_file()), None)
         if found is None:
@@ -194,7 +199,7 @@ def plan(
     return ReelPlan(
         name=nodeid,
         directory=directory,
-        mode="record" if records else "replay",
+        mode="record" if records else "drifted" if drifted else "replay",
         upstream=upstream,
         cwd=cwd,
         proxy=proxy,
@@ -236,10 +241,17 @@ class Reel:
     """What the ``agentreel`` fixture gives a test: the proxy's URLs, a dummy key, the
     variables an SDK reads, and the identity headers that name a session to the proxy."""
 
-    def __init__(self, reel_plan: ReelPlan, run: ProxyRun, mcp: ReelMcp | None = None) -> None:
+    def __init__(
+        self,
+        reel_plan: ReelPlan,
+        run: ProxyRun,
+        mcp: ReelMcp | None = None,
+        stubs: list[StubServer] | None = None,
+    ) -> None:
         self.plan = reel_plan
         self._run = run
         self._mcp = mcp
+        self._stubs = stubs or []  # the stub upstream a record serves from (record's checks)
 
     def mcp(
         self, name: str, *, command: Sequence[str] | None = None, url: str | None = None
@@ -254,7 +266,7 @@ class Reel:
         return self._mcp.reach(name, command=command, url=url)
 
     @property
-    def mode(self) -> Literal["record", "replay"]:
+    def mode(self) -> Literal["record", "replay", "drifted"]:
         return self.plan.mode
 
     @property
@@ -318,7 +330,8 @@ class ReelMcp:
     def __init__(self, reel_plan: ReelPlan, staging: Path) -> None:
         self.name = reel_plan.name
         self.settings = McpSettings(
-            mode=reel_plan.mode,
+            # A drifted run replays the MCP servers as recorded (SPEC 20 covers model calls).
+            mode="record" if reel_plan.mode == "record" else "replay",
             recordings=staging / "recording" if reel_plan.mode == "record" else reel_plan.directory,
             state=staging / "mcp-state",
             scenario=reel_plan.name,
@@ -549,6 +562,10 @@ class OpenReel:
     finished: bool = False
     guard: EgressGuard | None = None
     blocked: list[str] = field(default_factory=list)
+    drifted_replay: ProxyRun | None = None
+    """``--agentreel-record=drifted``: the replay run behind the reel's record run."""
+    drifted_report: str | None = None
+    """``--agentreel-record=drifted``: what was kept, re-recorded, new and dropped."""
 
     def finish(self, *, passed: bool) -> str | None:
         if self.finished:
@@ -558,7 +575,10 @@ class OpenReel:
         unreached, self.blocked = egress_lines(seen, self.reel.base_url)
         try:
             self.stack.close()
-            self.problem = _judge(self.reel, self.staging, passed=passed)
+            if self.drifted_replay is not None:
+                self.problem = self._merge_drifted(passed=passed)
+            else:
+                self.problem = _judge(self.reel, self.staging, passed=passed)
         except Exception as exc:  # a close that failed is the test's failure, named
             self.problem = f"{self.reel.plan.name}: closing the agentreel proxy failed: {exc}"
         if unreached:
@@ -568,6 +588,45 @@ class OpenReel:
         if self.problem is None or self.reel.mode == "replay":
             shutil.rmtree(self.staging, ignore_errors=True)
         return self.problem
+
+    def _merge_drifted(self, *, passed: bool) -> str | None:
+        """A drifted test that passed: what drifted merged into its recording (SPEC 20)."""
+        from agentreel.llm_proxy import DriftedProxy, merge_drifted_run
+
+        if not passed:
+            return None  # the test's own failure is the story; nothing is written
+        assert self.drifted_replay is not None
+        reel_plan = self.reel.plan
+        from agentreel.snapshot_harness._secrets import scan_for_secrets
+        from agentreel.snapshot_harness.exceptions import SecretLeakError
+
+        def scan(files: dict[str, bytes]) -> None:
+            allow = reel_plan.proxy.get("allow_secrets", ())
+            scan_for_secrets(files, envvars.secret_values(os.environ), reel_plan.name, allow=allow)
+
+        drifted = DriftedProxy(self.reel._run, self.drifted_replay, reel_plan.directory)
+        try:
+            merge_drifted_run(drifted, self.staging, reel_plan.cwd, check=scan)
+        except SecretLeakError as exc:
+            return str(exc)
+        if drifted.errors:
+            return (
+                f"{reel_plan.name}: recording what drifted failed, so nothing was written:\n  "
+                + "\n  ".join(drifted.errors)
+            )
+        assert drifted.merged is not None
+        # The price table beside the test module (the recordings' folder's grandparent).
+        table = reel_plan.directory.parents[2] / DEFAULT_PRICES_FILE
+        prices = read_prices(table) if table.is_file() else None
+        summary = DriftedSummary(
+            reel_plan.name, drifted.merged.fates, drifted.upstream_calls, prices
+        )
+        changed = [*drifted.written, *(f"removed {name}" for name in drifted.removed)]
+        self.drifted_report = (
+            summary.text()
+            + f"\n  wrote {', '.join(changed) if changed else 'nothing (nothing drifted)'}"
+        )
+        return None
 
 
 def open_reel(reel_plan: ReelPlan) -> OpenReel:
@@ -594,8 +653,11 @@ def open_reel(reel_plan: ReelPlan) -> OpenReel:
         }
         # The proxy's messages name the re-record command: for a test, the pytest one.
         stack.enter_context(_rerecord_hint(record_command("{scenario}", "all")))
+        if reel_plan.mode == "drifted":
+            return _open_drifted(reel_plan, staging, stack, settings)
+        stubs: list[StubServer] = []
         if reel_plan.mode == "record":
-            settings["upstream"] = stack.enter_context(_upstream(reel_plan))
+            settings["upstream"] = stack.enter_context(_upstream(reel_plan, stubs))
             settings["fixture"] = staging / "recording"
         else:
             settings["fixture"] = reel_plan.directory
@@ -617,11 +679,41 @@ def open_reel(reel_plan: ReelPlan) -> OpenReel:
             stack.enter_context(_quiet(run))
         mcp = ReelMcp(reel_plan, staging)
         stack.callback(mcp.close)
-        return OpenReel(Reel(reel_plan, run, mcp), stack, staging)
+        return OpenReel(Reel(reel_plan, run, mcp, stubs), stack, staging)
     except BaseException:
         stack.close()
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def _open_drifted(
+    reel_plan: ReelPlan, staging: Path, stack: ExitStack, settings: dict[str, Any]
+) -> OpenReel:
+    """``--agentreel-record=drifted``: the replay run (drifted callers forwarded to the
+    upstream) and the record run in front of it, which the test's agent is pointed at."""
+    from agentreel.llm_proxy import drifted_record_settings, drifted_replay_settings
+    from agentreel.snapshot_harness._proxied import WORKER_PROXY
+
+    stubs: list[StubServer] = []
+    upstream = stack.enter_context(_upstream(reel_plan, stubs))
+    common = {"cwd": settings["cwd"], "scenario": settings["scenario"], "replay": reel_plan.replay}
+    try:
+        replay = WORKER_PROXY.open_run(
+            drifted_replay_settings(reel_plan.directory, upstream, staging, **common),
+            timeout=_START_TIMEOUT,
+        )
+    except ReplayError as exc:
+        raise RecordingUnusableError(_unusable(reel_plan, exc)) from None
+    stack.callback(WORKER_PROXY.close_run, replay)
+    allow = tuple(settings.get("allow_secrets", ()))
+    record = WORKER_PROXY.open_run(
+        drifted_record_settings(replay.base_url, staging, allow_secrets=allow, **common),
+        timeout=_START_TIMEOUT,
+    )
+    stack.callback(WORKER_PROXY.close_run, record)  # closed first: it forwards to replay
+    mcp = ReelMcp(reel_plan, staging)
+    stack.callback(mcp.close)
+    return OpenReel(Reel(reel_plan, record, mcp, stubs), stack, staging, drifted_replay=replay)
 
 
 @contextmanager
@@ -661,7 +753,7 @@ def _rerecord_hint(template: str) -> Iterator[None]:
 
 
 @contextmanager
-def _upstream(reel_plan: ReelPlan) -> Iterator[str]:
+def _upstream(reel_plan: ReelPlan, stubs: list[StubServer]) -> Iterator[str]:
     upstream = reel_plan.upstream
     assert upstream is not None
     if not upstream.startswith("stub:"):
@@ -675,6 +767,7 @@ def _upstream(reel_plan: ReelPlan) -> Iterator[str]:
         server = StubServer(rules)
     except StubRulesError as exc:
         raise ReelError(f"{reel_plan.name}: cannot start the stub model server: {exc}") from None
+    stubs.append(server)
     with server:
         yield server.base_url
 
@@ -730,6 +823,12 @@ def _judge(reel: Reel, staging: Path, *, passed: bool) -> str | None:
             f"{reel_plan.name}: recorded no model call, so nothing was written: point the "
             "agent's SDK at agentreel.base_url (or agentreel.anthropic_base_url / .env)"
         )
+    from agentreel.snapshot_harness._record_proof import recording_refusal
+
+    schedule = str(reel_plan.proxy.get("schedule", "free"))
+    refused = recording_refusal(reel_plan.name, recorded, reel._stubs, schedule)
+    if refused is not None:
+        return f"{refused}\nThen record again: {record_command(reel_plan.name, 'all')}"
     from agentreel.snapshot_harness._layout import write_files
     from agentreel.snapshot_harness._secrets import scan_for_secrets
     from agentreel.snapshot_harness.exceptions import SecretLeakError

@@ -45,6 +45,9 @@ class ScenarioResult:
     duration: float
     message: str = ""
     diffs: Mapping[str, str] = field(default_factory=dict)
+    drifted: str = ""
+    """``record --drifted`` (SPEC 20): per session kept / re-recorded / new / dropped and the
+    totals, as printed."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -53,6 +56,7 @@ class ScenarioResult:
             "duration": self.duration,
             "message": self.message,
             "diffs": dict(self.diffs),
+            "drifted": self.drifted,
         }
 
     @classmethod
@@ -63,6 +67,7 @@ class ScenarioResult:
             duration=float(data["duration"]),
             message=str(data.get("message", "")),
             diffs=dict(data.get("diffs", {})),
+            drifted=str(data.get("drifted", "")),
         )
 
 
@@ -134,6 +139,7 @@ def _scenario(result: ScenarioResult) -> dict[str, Any]:
         "duration": round(result.duration, 3),
         "message": _short(result.message, 20 * TEXT_LIMIT),
         "diffs": [{"file": name, "text": text} for name, text in result.diffs.items()],
+        "drifted": result.drifted,
         "t0": min(starts) if starts else 0,
         "t1": max(ends) if ends else 0,
         "sessions": sessions,

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from agentreel.llm_replay import ConsumptionReport
 from agentreel.session import SessionLog
 from agentreel.snapshot_harness._scenario import Mode, Scenario
+
+if TYPE_CHECKING:
+    from agentreel.llm_proxy import DriftedProxy
 
 STDERR_TAIL_LINES = 40
 # How the agent process was started: spawned, or forked by a preloading fork server.
@@ -57,6 +60,9 @@ class RunResult:
     proxy_warnings: list[str] = field(default_factory=list)
     # A record run's MCP recordings, ``mcp/<server>.<n>.jsonl`` → bytes (SPEC 19).
     mcp_files: dict[str, bytes] = field(default_factory=dict)
+    # A proxied ``record --drifted`` run (SPEC 20): what drifted, merged into a copy of the
+    # recording in the run's folder (``agentreel.llm_proxy.DriftedProxy``).
+    drifted_proxy: DriftedProxy | None = None
 
     def stderr_tail(self, lines: int = STDERR_TAIL_LINES) -> str:
         return tail(self.stderr, lines)

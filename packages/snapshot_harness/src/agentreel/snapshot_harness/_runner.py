@@ -37,7 +37,12 @@ from agentreel.llm_replay import ReplayError
 from agentreel.mcp_replay import McpSettings
 from agentreel.session import OVERRIDE_FILE, harvest_session_logs, session_file_name
 from agentreel.snapshot_harness import _environment as envvars
-from agentreel.snapshot_harness._backend import record_backend, replay_backend
+from agentreel.snapshot_harness._backend import (
+    DRIFTED_REPORT_NAME,
+    drifted_backend,
+    record_backend,
+    replay_backend,
+)
 from agentreel.snapshot_harness._client import HarnessClient
 from agentreel.snapshot_harness._command import drive_command
 from agentreel.snapshot_harness._consumption import (
@@ -56,12 +61,12 @@ from agentreel.snapshot_harness._mcp import (
     mcp_settings,
     recorded_mcp_files,
 )
-from agentreel.snapshot_harness._proxied import proxy_backend
+from agentreel.snapshot_harness._proxied import ProxiedRun, proxy_backend
 from agentreel.snapshot_harness._result import RunResult, StartMethod, tail
 from agentreel.snapshot_harness._scenario import (
     DEFAULT_AGENT_MODULE,
     MCP_TOKEN,
-    MODES,
+    RUN_MODES,
     Mode,
     RecordConfig,
     Scenario,
@@ -147,9 +152,9 @@ def run_scenario(
     which ``render_recordings`` needs. Runs its own event loop: call it from synchronous
     code.
     """
-    if mode not in MODES:
-        raise ValueError(f"mode {mode!r} is not one of {', '.join(MODES)}")
-    keep_raw = mode == "record" if keep_raw_logs is None else keep_raw_logs
+    if mode not in RUN_MODES:
+        raise ValueError(f"mode {mode!r} is not one of {', '.join(RUN_MODES)}")
+    keep_raw = mode in ("record", "drifted") if keep_raw_logs is None else keep_raw_logs
     if work_dir is not None:
         work_dir.mkdir(parents=True, exist_ok=True)
         # A drift's full requests go beside the report there (the replay provider's default).
@@ -257,6 +262,7 @@ def _run_in(
     env.update(AgentEnvironment(sessions_root=str(sessions_root)).to_environ())
     logs_root = sessions_root
     proxy_warnings: list[str] = []
+    proxied: ProxiedRun | None = None
     mcp = mcp_settings(scenario, mode, run_dir, cwd)
     with contextlib.ExitStack() as stack:
         if scenario.model.proxied:
@@ -283,6 +289,19 @@ def _run_in(
             proxy_warnings = proxied.warnings  # filled when the proxy's run closes
         elif mode == "record":
             env.update(stack.enter_context(record_backend(record or scenario.record)))
+        elif mode == "drifted":
+            env.update(
+                stack.enter_context(
+                    drifted_backend(
+                        scenario,
+                        record or scenario.record,
+                        cwd,
+                        report,
+                        run_dir / DRIFTED_REPORT_NAME,
+                        drift_dir,
+                    )
+                )
+            )
         else:
             env.update(replay_backend(scenario, cwd, report, drift_dir))
         if any(server.url is not None for server in scenario.mcp_servers):
@@ -292,7 +311,7 @@ def _run_in(
         env.update(scenario.env)
         env.update(
             envvars.auth_environment(
-                scenario.auth_env(), record=mode == "record", where=scenario.name
+                scenario.auth_env(), record=mode in ("record", "drifted"), where=scenario.name
             )
         )
         started = time.monotonic()
@@ -349,6 +368,7 @@ def _run_in(
         proxy_files=proxy_files,
         proxy_warnings=list(proxy_warnings),
         mcp_files=recorded_mcp_files(mcp),
+        drifted_proxy=proxied.drifted[0] if proxied is not None and proxied.drifted else None,
     )
 
 

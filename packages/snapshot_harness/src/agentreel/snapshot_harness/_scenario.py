@@ -44,8 +44,10 @@ DEFAULT_AGENT_PRELOAD = f"{DEFAULT_AGENT_MODULE}:preload"
 # Defaults for every scenario of a fixtures directory (today: the [fork_server] table).
 DIRECTORY_CONFIG_FILE = "agentreel.toml"
 
-Mode = Literal["replay", "record", "refresh"]
+Mode = Literal["replay", "record", "refresh", "drifted"]
 MODES: tuple[Mode, ...] = ("replay", "record", "refresh")
+# A run of ``agentreel record --drifted`` (SPEC 20): replay, the drifted sessions live.
+RUN_MODES: tuple[Mode, ...] = (*MODES, "drifted")
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -152,6 +154,24 @@ class RecordConfig:
     allow_secrets: tuple[str, ...] = ()
     """sha256 digests of values the secret scan lets into this scenario's recordings and
     goldens (``[record] allow_secrets``): deliberate fake keys of a test of the scan."""
+    prices: Path | None = None
+    """The price table ``record --drifted`` reports money not spent by (``[record]
+    prices``, relative to the scenario; ``_prices``); ``None``: the default file, if any."""
+    strict: bool = False
+    """``[record] strict``: a crash the agent printed on stderr while exiting 0 refuses the
+    recording instead of warning (``_record_proof``)."""
+    trials: int | None = None
+    """``[record] trials`` / ``--trials N``: trial replays after recording; ``None`` is the
+    default (``_record_proof.DEFAULT_TRIALS``)."""
+    retries: int | None = None
+    """``[record] retries``: recordings again when the recorded order cannot be held;
+    ``None`` is the default (``_record_proof.DEFAULT_RETRIES``)."""
+    twice: bool = False
+    """``--twice``: record a second time through the same upstream and compare the two
+    runs' normalized session logs (lane by lane) and goldens (never from a TOML key)."""
+    accept_masks: bool = False
+    """``--accept-masks``: masks the trial replays found are written into scenario.toml
+    and the scenario recorded again (never from a TOML key: accepting is the user's act)."""
 
 
 @dataclass(frozen=True, slots=True)

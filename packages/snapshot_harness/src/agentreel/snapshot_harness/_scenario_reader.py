@@ -148,7 +148,17 @@ _STEP_KEYS: dict[str, set[str]] = {
     "expect_error": {"type", "method", "text", "session", "code", "message"},
     "authenticate": {"type", *_AUTHENTICATE_KEYS},
 }
-_RECORD_KEYS = {"provider", "model", "rules", "base_url", "allow_secrets"}
+_RECORD_KEYS = {
+    "provider",
+    "model",
+    "rules",
+    "base_url",
+    "allow_secrets",
+    "prices",
+    "strict",
+    "trials",
+    "retries",
+}
 _MODEL_KEYS = {
     "via",
     "api",
@@ -611,12 +621,28 @@ def _record(reader: _Reader, value: object, directory: Path) -> RecordConfig:
         allow_secrets = checked_allowlist(value.get("allow_secrets", []))
     except ValueError as error:
         raise reader.fail("record.allow_secrets", str(error)) from None
+    prices = reader.string(value, "prices", "record.")
+    strict = value.get("strict", False)
+    if not isinstance(strict, bool):
+        raise reader.fail("record.strict", f"expected true or false, got {_kind(strict)}")
+    counts: dict[str, int | None] = {}
+    for key in ("trials", "retries"):
+        count = value.get(key)
+        if count is not None and (
+            isinstance(count, bool) or not isinstance(count, int) or count < 0
+        ):
+            raise reader.fail(f"record.{key}", f"expected a count (0, 1, …), got {count!r}")
+        counts[key] = count
     return RecordConfig(
         provider=provider,
         model=model,
         rules=rules,
         base_url=base_url,
         allow_secrets=allow_secrets,
+        prices=directory / prices if prices else None,
+        strict=strict,
+        trials=counts["trials"],
+        retries=counts["retries"],
     )
 
 

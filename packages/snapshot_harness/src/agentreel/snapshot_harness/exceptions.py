@@ -21,7 +21,8 @@ Hierarchy::
         ├── GoldenMismatchError         normalized output differs from the goldens (diffs)
         ├── SecretLeakError             record mode found a live key in what it would write
         ├── RecordSetupError            record mode cannot start (provider, stub server, ...)
-        └── RecordError                 the new recording does not replay; nothing written
+        └── RecordError                 record refused the new recording; nothing written
+            └── VolatileValuesError     its trial replays differ in values; the masks found
 
 Every message says what failed, where, and what to do next. This module imports nothing
 from the rest of the package.
@@ -31,7 +32,7 @@ from the rest of the package.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentreel.brand.exceptions import AgentreelError
 
@@ -62,6 +63,7 @@ __all__ = [
     "SecretLeakError",
     "StepError",
     "UnreadableFixtureError",
+    "VolatileValuesError",
 ]
 
 
@@ -193,7 +195,18 @@ class RecordSetupError(HarnessError):
 
 
 class RecordError(HarnessError):
-    """A fresh recording failed its keyless trial replay; nothing was written."""
+    """A fresh recording was refused (it does not replay, a trial replay differs, a check
+    of ``_record_proof`` failed); nothing was written."""
+
+
+class VolatileValuesError(RecordError):
+    """Trial replays of a fresh recording differ in values no mask covers; nothing was
+    written. ``proposals`` are the masks found (``agentreel record --accept-masks`` adds
+    them to scenario.toml and records again)."""
+
+    def __init__(self, message: str, *, proposals: tuple[Any, ...] = ()) -> None:
+        self.proposals = proposals
+        super().__init__(message)
 
 
 _DEPRECATED = {"FixtureError": "ScenarioFilesError"}

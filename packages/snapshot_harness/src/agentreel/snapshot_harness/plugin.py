@@ -59,6 +59,7 @@ _REPORT_PROPERTY = "agentreel_scenario_result"
 _WRITTEN_PROPERTY = "agentreel_written"
 # The outside connections a test's sealed network refused, in its ``user_properties``.
 _BLOCKED_PROPERTY = "agentreel_blocked"
+_DRIFTED_PROPERTY = "agentreel_drifted"
 # The reel a test's ``agentreel`` fixture opened, judged when the test's call phase ends.
 _REEL_KEY = pytest.StashKey[OpenReel]()
 
@@ -91,7 +92,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=RECORD_MODES,
         default="none",
         help="the agentreel fixture: none (default; replay the recordings, the only mode "
-        "under CI), once (record tests that have no recording) or all (re-record).",
+        "under CI), once (record tests that have no recording), all (re-record) or drifted "
+        "(replay; re-record only the sessions that drift, and what depends on them).",
     )
     group.addoption(
         UPSTREAM_OPTION,
@@ -142,13 +144,22 @@ class _BlockedSummary:
     def __init__(self) -> None:
         self.blocked: dict[str, list[str]] = {}
 
+        self.drifted: dict[str, str] = {}
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call":
             for key, value in report.user_properties:
                 if key == _BLOCKED_PROPERTY and isinstance(value, list):
                     self.blocked[report.nodeid] = [str(line) for line in value]
+                if key == _DRIFTED_PROPERTY and isinstance(value, str):
+                    self.drifted[report.nodeid] = value
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.drifted:
+            # --agentreel-record=drifted (SPEC 20): what each test kept and re-recorded.
+            terminalreporter.section("agentreel: re-recorded only what drifted")
+            for nodeid in sorted(self.drifted):
+                terminalreporter.write_line(self.drifted[nodeid])
         if not self.blocked:
             return
         terminalreporter.section("agentreel: outside connections blocked")
@@ -397,3 +408,5 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
 def _note_blocked(item: pytest.Item, opened: OpenReel) -> None:
     if opened.blocked:
         item.user_properties.append((_BLOCKED_PROPERTY, list(opened.blocked)))
+    if opened.drifted_report is not None:
+        item.user_properties.append((_DRIFTED_PROPERTY, opened.drifted_report))

@@ -22,9 +22,10 @@ from agentreel.llm.stub._rules import (
     rules_from_mapping,
 )
 from agentreel.llm.stub._rules_doc import RULES_FORMAT_HINT, rules_format
-from agentreel.llm.stub._server import StubRequest, StubServer
+from agentreel.llm.stub._server import NO_RULE_MARK, StubRequest, StubServer, no_rule_answer
 
 __all__ = [
+    "NO_RULE_MARK",
     "RULES_FORMAT_HINT",
     "RequestView",
     "Rule",
@@ -36,6 +37,7 @@ __all__ = [
     "ToolCallRule",
     "UsageRule",
     "load_rules",
+    "no_rule_answer",
     "parse_rules",
     "rules_format",
     "rules_from_mapping",

@@ -400,6 +400,39 @@ class RuleSet:
         label = f"rule {position + 1}"
         return f"{label} ({rule.name!r})" if rule.name else label
 
+    def closest(self, request: RequestView) -> str:
+        """The rule nearest to fitting ``request`` and what keeps it from fitting, for a
+        request no rule matched: the rule with the fewest failing conditions (the first
+        on a tie), e.g. ``rule 2 ('child answers'): last_user = 'Suggest…' does not
+        hold``; a rule used up by ``times`` or one whose ``call_subagent`` the request
+        offers no tool for is named so."""
+        best: tuple[int, int, list[str]] | None = None
+        for position, rule in enumerate(self.rules):
+            failing = [
+                f"{key} = {_clip(str(value))}"
+                for key, value in msgspec.structs.asdict(rule.match).items()
+                if value is not None and _matches(RuleMatch(**{key: value}), request) is None
+            ]
+            if rule.times is not None and self._used[position] >= rule.times:
+                failing.append(f"times = {rule.times} (used up)")
+            if not rule.fits_subagents(request):
+                failing.append("call_subagent (the request offers no subagent tool for it)")
+            if best is None or len(failing) < best[1]:
+                best = (position, len(failing), failing)
+        if best is None:
+            return f"{self.source} has no rules"
+        position, _, failing = best
+        reason = "; ".join(failing) if failing else "it fits now (a rule before it changed?)"
+        return f"the closest is {self.describe(position)}, which fails on {reason}"
+
+    def delegations(self, position: int, answer: Rule) -> tuple[str, ...]:
+        """The subagent tool calls the rule at ``position`` answered with (its
+        ``call_subagent``, as built for the request), by tool name."""
+        spawned = len(self.rules[position].subagent_calls)
+        if not spawned:
+            return ()
+        return tuple(call.name for call in answer.tool_calls[-spawned:])
+
     def take(self, request: RequestView) -> int | None:
         """Position of the first rule that fits ``request``, counting one use of it."""
         taken = self.take_answer(request)

@@ -12,6 +12,7 @@ import hashlib
 import json
 import logging
 import math
+import re
 import select
 import socket
 import sys
@@ -45,10 +46,9 @@ from agentreel.llm.stub._rules import (
 )
 from agentreel.llm.stub._rules_doc import RULES_FORMAT_HINT
 from agentreel.llm.wire import (
-    GEMINI_EMBED_METHODS,
     MINTED_CALL_ID_PREFIX,
     OLLAMA_MINTED_CALL_ID_PREFIX,
-    WireApiName,
+    PathMatch,
     WireApiSpec,
     anthropic_error_body,
     anthropic_stream_error_frame,
@@ -61,6 +61,7 @@ from agentreel.llm.wire import (
     gemini_error_body,
     gemini_models_body,
     gemini_stream_error_frame,
+    match_path,
     models_listing_body,
     ollama_error_body,
     ollama_models_body,
@@ -70,17 +71,42 @@ from agentreel.llm.wire import (
     responses_chunk_body,
     responses_chunk_frames,
     responses_namespaced,
-    stub_embeddings_body,
     wire_api,
 )
 
 logger = logging.getLogger("agentreel.llm.stub")
 
 Outcome = Literal["pending", "completed", "cut", "disconnected", "error", "no-rule"]
+NO_RULE_MARK = "agentreel stub server: no rule in "
+"""How the stub's answer to a request no rule matches begins (inside the error body)."""
+
+
+def no_rule_answer(body: bytes) -> str | None:
+    """The stub's no-rule message in an error response ``body`` (any wire's error shape),
+    or ``None``: how a recorder in front of the stub knows an error was no model's."""
+    text = body.decode("utf-8", "replace")
+    start = text.find(NO_RULE_MARK)
+    if start < 0:
+        return None
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return text[start:]
+    stack: list[Any] = [found]
+    while stack:  # the message string, wherever the wire puts it
+        value = stack.pop()
+        if isinstance(value, str) and value.startswith(NO_RULE_MARK):
+            return value
+        if isinstance(value, dict):
+            stack += value.values()
+        elif isinstance(value, list):
+            stack += value
+    return text[start:]
+
+
 _SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-key"})
 _GEMINI_METHODS = (":streamGenerateContent", ":generateContent")
 _OLLAMA_PATHS = ("/api/chat", "/api/generate")
-_GEMINI_EMBED = tuple(f":{method}" for method in GEMINI_EMBED_METHODS)
 _RAW_PREDICT = (":streamRawPredict", ":rawPredict")
 _BEDROCK_PATHS = ("/converse", "/converse-stream")
 
@@ -103,6 +129,10 @@ class StubRequest(msgspec.Struct, kw_only=True):
     status: int
     outcome: Outcome = "pending"
     frames_sent: int = 0
+    message: str | None = None
+    """What the server answered instead of a model's answer (the no-rule text)."""
+    delegations: tuple[str, ...] = ()
+    """The subagent tools the answer called by its rule's ``call_subagent``."""
 
 
 class _Disconnected(Exception):
@@ -255,6 +285,7 @@ class StubServer:
                 body=body,
                 rule=None if taken is None else self.rules.describe(taken[0]),
                 status=200 if taken is None else taken[1].status,
+                delegations=() if taken is None else self.rules.delegations(*taken),
             )
             self._requests.append(record)
         return record, view, taken
@@ -323,11 +354,9 @@ class _Handler(BaseHTTPRequestHandler):
         stub = self.server.stub
         path = self.path.split("?", 1)[0].rstrip("/")
         api: Api
-        if path.endswith(("/embeddings", "/api/embed")):
-            self._embed("embeddings" if path.endswith("/embeddings") else "ollama-embed")
-            return
-        if "/models/" in path and path.endswith(_GEMINI_EMBED):
-            self._embed("gemini-embed", path.rsplit("/models/", 1)[-1].partition(":")[0])
+        found = _ruleless(path)
+        if found is not None:  # embeddings: answered from the input alone
+            self._embed(found.spec, unquote(found.model))
             return
         if path.endswith("/chat/completions"):
             api = "openai"
@@ -374,12 +403,13 @@ class _Handler(BaseHTTPRequestHandler):
         record, view, taken = stub._admit(api, path, headers, body)
         if taken is None:
             message = (
-                f"agentreel stub server: no rule in {stub.rules.source} matches "
-                f"{view.summary()}. Add a [[rule]] whose [rule.match] fits this request "
-                f"({RULES_FORMAT_HINT})."
+                f"{NO_RULE_MARK}{stub.rules.source} matches "
+                f"{view.summary()}; {stub.rules.closest(view)}. Add a [[rule]] whose "
+                f"[rule.match] fits this request ({RULES_FORMAT_HINT})."
             )
             logger.warning("%s", message)
             record.status = 400
+            record.message = message
             self._send_error(api, 400, message)
             stub._finish(record, "no-rule")
             return
@@ -503,16 +533,17 @@ class _Handler(BaseHTTPRequestHandler):
         counted = gemini_count_tokens_body if api == "gemini" else count_tokens_body
         self._send_json(200, counted(body))
 
-    def _embed(self, api: WireApiName, model: str = "") -> None:
+    def _embed(self, spec: WireApiSpec, model: str = "") -> None:
         """An embeddings request: answered from the input alone (``stub_embeddings_body``:
         a vector from a hash of each input), never a model call (no rule taken)."""
         body = self._object_body(
             "embeddings request body",
-            lambda message: self._send_json(400, wire_api(api).error_body(400, message, None)),
+            lambda message: self._send_json(400, spec.error_body(400, message, None)),
         )
         if body is None:
             return
-        self._send_json(200, stub_embeddings_body(api, body, model))
+        assert spec.stub_body is not None
+        self._send_json(200, spec.stub_body(spec, body, model))
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -682,6 +713,16 @@ def _encode_answer(
         response_id=wire_id,
         namespaced=responses_namespaced(body),
     )
+
+
+def _ruleless(path: str) -> PathMatch | None:
+    """The registry's match of a path whose API takes no rule (``stub_body``: embeddings),
+    under whatever base path the client has before it."""
+    for start in (match.start() for match in re.finditer("/", path)):
+        found = match_path("POST", path[start:])
+        if found is not None:
+            return found if found.spec.stub_body is not None else None
+    return None
 
 
 def _path_model(path: str) -> str:

@@ -32,7 +32,9 @@ the in-process adapters would record it). The mappers are SDK-free (``_chat_mapp
   (``_eventstream``: prelude, headers, payload, both CRC32s), ``converse_chunk_frames``,
   ``converse_chunk_body``, ``bedrock_error_body``, ``ConverseDecoder``.
 - Embeddings (``_embeddings``): OpenAI ``/v1/embeddings``, Gemini ``:embedContent`` /
-  ``:batchEmbedContents`` and Ollama ``/api/embed``, never
+  ``:batchEmbedContents`` and Ollama ``/api/embed``; on the clouds' paths
+  (``_cloud_embeddings``): Vertex AI ``:predict`` and Bedrock InvokeModel of a Titan or
+  Cohere embedding model; never
   streamed; the vectors as base64 float32 lines of one text block, ``EmbeddingsDecoder``,
   ``embedding_vector`` / ``stub_embeddings_body`` (the stub's deterministic answer).
 - Shared: SSE splitting and framing (``_sse``), the recorded ``ResponseMeta`` and the
@@ -50,7 +52,7 @@ chunk mappers live here (``_chat_mapper``, ``_messages_mapper``, ``_gemini``) an
 adapters import them, never the other way round.
 """
 
-from agentreel.llm.wire._api import WireApiSpec
+from agentreel.llm.wire._api import PathKind, WireApiSpec, WirePath
 from agentreel.llm.wire._bedrock import (
     ConverseDecoder,
     bedrock_error_body,
@@ -67,6 +69,7 @@ from agentreel.llm.wire._chat import (
     openai_stream_error_frame,
 )
 from agentreel.llm.wire._chat import STREAM_ENDINGS as CHAT_STREAM_ENDINGS
+from agentreel.llm.wire._cloud_embeddings import BedrockEmbedDecoder, VertexPredictDecoder
 from agentreel.llm.wire._common import CREATED, UpstreamStreamError, WireDecoder
 from agentreel.llm.wire._embeddings import (
     GEMINI_EMBED_METHODS,
@@ -119,8 +122,16 @@ from agentreel.llm.wire._ollama import (
     ollama_models_body,
     ollama_stream_error_frame,
 )
-from agentreel.llm.wire._registry import WIRE_APIS, wire_api
-from agentreel.llm.wire._request import WireApiName, WireRequest
+from agentreel.llm.wire._registry import (
+    WIRE_API_PATHS,
+    WIRE_APIS,
+    PathMatch,
+    WireApiName,
+    match_path,
+    supported_paths,
+    wire_api,
+)
+from agentreel.llm.wire._request import WireRequest
 from agentreel.llm.wire._responses import (
     NAMESPACE_SEPARATOR,
     ResponsesDecoder,
@@ -146,6 +157,8 @@ __all__ = [
     "RESPONSES_STREAM_ENDINGS",
     "STUB_DIMENSIONS",
     "WIRE_APIS",
+    "WIRE_API_PATHS",
+    "BedrockEmbedDecoder",
     "ChatDecoder",
     "ConverseDecoder",
     "EmbeddingsDecoder",
@@ -156,13 +169,17 @@ __all__ = [
     "MessagesDecoder",
     "NdjsonSplitter",
     "OllamaDecoder",
+    "PathKind",
+    "PathMatch",
     "ResponsesDecoder",
     "SseEvent",
     "SseSplitter",
     "UpstreamStreamError",
+    "VertexPredictDecoder",
     "WireApiName",
     "WireApiSpec",
     "WireDecoder",
+    "WirePath",
     "WireRequest",
     "anthropic_error_body",
     "anthropic_stream_error_frame",
@@ -184,6 +201,7 @@ __all__ = [
     "gemini_models_body",
     "gemini_stream_error_frame",
     "json_bytes",
+    "match_path",
     "messages_chunk_body",
     "messages_chunk_frames",
     "models_listing_body",
@@ -202,6 +220,7 @@ __all__ = [
     "split_lines",
     "split_messages",
     "stub_embeddings_body",
+    "supported_paths",
     "to_gemini_contents",
     "to_gemini_tools",
     "unpack_vector",

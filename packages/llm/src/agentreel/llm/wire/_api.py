@@ -9,14 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentreel.llm._chunks import Chunk, ResponseMeta
 from agentreel.llm.wire._common import WireDecoder
 from agentreel.llm.wire._eventstream import EventStreamSplitter, split_messages
 from agentreel.llm.wire._ndjson import NdjsonSplitter, split_lines
-from agentreel.llm.wire._request import WireApiName, WireRequest
+from agentreel.llm.wire._request import WireRequest
 from agentreel.llm.wire._sse import FrameSplitter, SseSplitter, split_frames
+
+if TYPE_CHECKING:
+    from agentreel.llm.wire._registry import WireApiName
 
 Framing = Literal["sse", "ndjson", "eventstream"]
 """How a stream's frames are cut: server-sent events (``_sse``) or one JSON object per line
@@ -27,6 +30,68 @@ STREAM_CONTENT_TYPES: dict[Framing, str] = {
     "eventstream": "application/vnd.amazon.eventstream",
 }
 """The content type of a stream of each framing (a response of another type is a body)."""
+
+PathKind = Literal["call", "models", "count_tokens"]
+"""What a served path is: a model call of its API, a models listing (``GET``), a token
+count (answered from the request alone on replay)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WirePath:
+    """One HTTP path shape an API is served on, as the client sends it under its base URL
+    (the proxy's ``/r/<run>/`` and ``/s/<token>/`` prefixes taken off first)."""
+
+    pattern: str
+    """A regular expression the whole path matches (a trailing ``/`` is allowed). Its named
+    groups: ``model`` (the model the path names: Gemini's, Bedrock's, Vertex's) and
+    ``method`` (the operation it names: ``streamGenerateContent``, ``converse-stream``)."""
+    shown: str
+    """As the supported-paths list and messages show it: ``POST /v1/chat/completions``."""
+    http_method: str = "POST"
+    kind: PathKind = "call"
+    streaming_methods: tuple[str, ...] = ()
+    """The ``method`` values that ask for a stream; none: the body's ``stream`` tells."""
+    quoted_model: bool = False
+    """The model is forwarded upstream percent-encoded, as the client signed it (SigV4)."""
+
+
+OPENAI_BASE = r"(?:/v1)?"
+"""OpenAI's and Anthropic's paths: under ``/v1`` (or a base URL that holds it)."""
+AZURE_BASE = r"/openai(?:/deployments/[^/]{1,200}|/v1)?"
+"""Azure OpenAI's: ``/openai/deployments/<deployment>/``, ``/openai/`` or ``/openai/v1/``
+(``api-version`` in the query, forwarded)."""
+GEMINI_BASE = r"/(?:v1beta|v1alpha|v1)/models"
+"""The Gemini API's models (google-genai 3 calls ``/v1/`` by default)."""
+MODEL = r"(?P<model>[^/:]{1,200})"
+"""A model named in a path, before its ``:method``."""
+BEDROCK_MODEL = r"/model/(?P<model>[^/]{1,300})"
+"""AWS Bedrock's model (its id may hold ``:``), before its ``/operation``."""
+
+
+def vertex_base(publisher: str) -> str:
+    """Vertex AI's models of ``publisher`` (``google``, ``anthropic``) under a project and
+    location."""
+    return (
+        r"/(?:v1|v1beta1)/projects/[^/]{1,200}/locations/[^/]{1,100}"
+        rf"/publishers/{publisher}/models"
+    )
+
+
+def openai_paths(
+    endpoint: str, shown: str, *, http_method: str = "POST", kind: PathKind = "call"
+) -> tuple[WirePath, WirePath]:
+    """An OpenAI-shaped endpoint (``chat/completions``) on OpenAI's path and Azure's."""
+    return (
+        WirePath(rf"{OPENAI_BASE}/{endpoint}", f"{http_method} {shown}", http_method, kind=kind),
+        WirePath(
+            rf"{AZURE_BASE}/{endpoint}",
+            f"{http_method} /openai/deployments/<deployment>/{endpoint}?api-version=… "
+            f"(or /openai/v1/{endpoint}; Azure OpenAI)",
+            http_method,
+            kind=kind,
+        ),
+    )
+
 
 RequestParser = Callable[[dict[str, Any], str, bool], WireRequest]
 """``(body, model, stream) → WireRequest``: ``model`` and ``stream`` are what the request's
@@ -69,6 +134,21 @@ class WireApiSpec:
     """A recorded in-stream error (its raw data) as the frame that sends it again."""
     ends_stream: Callable[[bytes], bool] | None = None
     """Whether a frame ends the stream, where no prefix tells (``stream_endings``)."""
+    paths: tuple[WirePath, ...] = ()
+    """The HTTP paths it is served on, its model calls' first (the route table is built
+    from them, in registry order: the first path that matches serves)."""
+    count_tokens_key: str = "input_tokens"
+    stub_body: Callable[[WireApiSpec, dict[str, Any], str], bytes] | None = None
+    """The stub server's answer to a request of an API that takes no rule (embeddings):
+    ``(spec, body, the path's model) → body``; None: the stub's rules answer it."""
+    """The field of a token count answer (``countTokens``: ``totalTokens``)."""
+
+    @property
+    def shown_path(self) -> str:
+        """Its model calls' path and title, as messages name the API: ``POST
+        /v1/chat/completions (OpenAI Chat Completions)``."""
+        calls = [path.shown for path in self.paths if path.kind == "call"]
+        return f"{calls[0] if calls else '(no path)'} ({self.title})"
 
     def is_ending(self, frame: bytes) -> bool:
         """``frame`` is one of those that end a stream."""

@@ -44,7 +44,7 @@ from agentreel.llm._messages import (
     ToolSpec,
 )
 from agentreel.llm.exceptions import StreamInterruptedError
-from agentreel.llm.wire._api import WireApiSpec
+from agentreel.llm.wire._api import BEDROCK_MODEL, WireApiSpec, WirePath
 from agentreel.llm.wire._common import (
     MetaWatch,
     OpenBlock,
@@ -494,5 +494,13 @@ BEDROCK_CONVERSE_API = WireApiSpec(
     auth_headers=("authorization", "x-amz-security-token"),
     error_frame=bedrock_error_frame,
     ends_stream=ends_converse_stream,
+    paths=(
+        WirePath(
+            BEDROCK_MODEL + "/(?P<method>converse-stream|converse)",
+            "POST /model/<modelId>/converse-stream|converse",
+            streaming_methods=("converse-stream",),
+            quoted_model=True,
+        ),
+    ),
 )
 """AWS Bedrock ``POST /model/<modelId>/converse-stream`` and ``/converse``."""

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentreel.llm._chunks import Chunk, ResponseMeta
-from agentreel.llm.wire._api import WireApiSpec
+from agentreel.llm.wire._api import BEDROCK_MODEL, WireApiSpec, WirePath
 from agentreel.llm.wire._bedrock import (
     bedrock_error_body,
     bedrock_error_frame,
@@ -115,5 +115,13 @@ BEDROCK_INVOKE_API = WireApiSpec(
     auth_headers=("authorization", "x-amz-security-token"),
     error_frame=bedrock_error_frame,
     ends_stream=ends_invoke_stream,
+    paths=(
+        WirePath(
+            BEDROCK_MODEL + "/(?P<method>invoke-with-response-stream|invoke)",
+            "POST /model/<modelId>/invoke-with-response-stream|invoke",
+            streaming_methods=("invoke-with-response-stream",),
+            quoted_model=True,
+        ),
+    ),
 )
 """AWS Bedrock ``POST /model/<modelId>/invoke-with-response-stream`` and ``/invoke``."""

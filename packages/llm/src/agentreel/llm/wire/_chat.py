@@ -29,7 +29,7 @@ from agentreel.llm._messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from agentreel.llm.wire._api import WireApiSpec
+from agentreel.llm.wire._api import WireApiSpec, openai_paths
 from agentreel.llm.wire._chat_mapper import OpenAIStreamMapper
 from agentreel.llm.wire._common import (
     CREATED,
@@ -383,5 +383,9 @@ CHAT_API = WireApiSpec(
     response_id_prefix="chatcmpl-",
     error_frame=bare_error_frame,
     auth_headers=("authorization", "api-key"),  # api-key: Azure OpenAI
+    paths=(
+        *openai_paths("chat/completions", "/v1/chat/completions"),
+        *openai_paths("models", "/v1/models", http_method="GET", kind="models"),
+    ),
 )
 """OpenAI Chat Completions (``POST /v1/chat/completions``)."""

@@ -27,7 +27,7 @@ import hashlib
 import json
 import struct
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentreel.llm._chunks import (
     BlockEnd,
@@ -39,14 +39,24 @@ from agentreel.llm._chunks import (
     Usage,
 )
 from agentreel.llm._messages import Message, TextPart
-from agentreel.llm.wire._api import WireApiSpec
+from agentreel.llm.wire._api import (
+    GEMINI_BASE,
+    MODEL,
+    WireApiSpec,
+    WirePath,
+    openai_paths,
+    vertex_base,
+)
 from agentreel.llm.wire._chat import openai_error_body
 from agentreel.llm.wire._common import meta_in, usage_in
 from agentreel.llm.wire._gemini import gemini_error_body, gemini_models_body
 from agentreel.llm.wire._listing import models_listing_body
 from agentreel.llm.wire._ollama import ollama_error_body, ollama_models_body
-from agentreel.llm.wire._request import WireApiName, WireRequest, body_model, canonical
+from agentreel.llm.wire._request import WireRequest, body_model, canonical
 from agentreel.llm.wire._sse import SseEvent, json_bytes
+
+if TYPE_CHECKING:
+    from agentreel.llm.wire._registry import WireApiName
 
 STUB_DIMENSIONS = 8
 """The stub server's vector length where a request names no ``dimensions``."""
@@ -88,7 +98,7 @@ def embedding_inputs(body: dict[str, Any]) -> list[str]:
     return [] if raw is None else [canonical(raw)]
 
 
-def _parse(
+def embeddings_request(
     api: WireApiName,
     body: dict[str, Any],
     model: str = "",
@@ -114,7 +124,7 @@ def parse_embeddings_request(
 ) -> WireRequest:
     """An OpenAI ``/v1/embeddings`` body."""
     del model, stream
-    return _parse("embeddings", body)
+    return embeddings_request("embeddings", body)
 
 
 def parse_ollama_embed_request(
@@ -122,7 +132,7 @@ def parse_ollama_embed_request(
 ) -> WireRequest:
     """An Ollama ``/api/embed`` body."""
     del model, stream
-    return _parse("ollama-embed", body)
+    return embeddings_request("ollama-embed", body)
 
 
 GEMINI_EMBED_METHODS = ("embedContent", "batchEmbedContents")
@@ -158,10 +168,10 @@ def parse_gemini_embed_request(
     for item in items:
         options.update(options_of(item))
     inputs = [_gemini_text(item.get("content")) for item in items]
-    return _parse("gemini-embed", body, model.removeprefix("models/"), options, inputs)
+    return embeddings_request("gemini-embed", body, model.removeprefix("models/"), options, inputs)
 
 
-def _vector(value: Any) -> str:
+def packed_vector(value: Any) -> str:
     if isinstance(value, dict):  # Gemini: {"values": [...]}
         value = value.get("values")
     if isinstance(value, str):
@@ -171,7 +181,7 @@ def _vector(value: Any) -> str:
     return ""
 
 
-def _chunks(vectors: Sequence[str], tokens: int, meta: ResponseMeta) -> list[Chunk]:
+def embeddings_chunks(vectors: Sequence[str], tokens: int, meta: ResponseMeta) -> list[Chunk]:
     text = "\n".join(vectors)
     return [
         BlockStart(index=0, block_type="text"),
@@ -201,25 +211,25 @@ class EmbeddingsDecoder:
 
     def body(self, data: dict[str, Any]) -> list[Chunk]:
         if "embeddings" in data or "embedding" in data:  # Ollama, Gemini
-            vectors = [_vector(item) for item in data.get("embeddings") or []]
-            vectors = vectors or [_vector(data.get("embedding"))]
+            vectors = [packed_vector(item) for item in data.get("embeddings") or []]
+            vectors = vectors or [packed_vector(data.get("embedding"))]
             tokens = data.get("prompt_eval_count")
         else:
             items = sorted(data.get("data") or [], key=lambda item: item.get("index", 0))
-            vectors = [_vector(item.get("embedding")) for item in items]
+            vectors = [packed_vector(item.get("embedding")) for item in items]
             tokens = (data.get("usage") or {}).get("prompt_tokens")
         meta = ResponseMeta(model=data.get("model") if isinstance(data.get("model"), str) else None)
-        return _chunks(vectors, tokens if isinstance(tokens, int) else 0, meta)
+        return embeddings_chunks(vectors, tokens if isinstance(tokens, int) else 0, meta)
 
 
-def _vectors(chunks: Sequence[Chunk]) -> list[str]:
+def vectors_of(chunks: Sequence[Chunk]) -> list[str]:
     for chunk in chunks:
         if isinstance(chunk, BlockEnd) and isinstance(chunk.block, TextPart):
             return [line for line in chunk.block.text.split("\n") if line]
     return []
 
 
-def _options(request: WireRequest) -> dict[str, Any]:
+def embeddings_options(request: WireRequest) -> dict[str, Any]:
     loaded = json.loads(request.system) if request.system else {}
     return loaded if isinstance(loaded, dict) else {}
 
@@ -232,7 +242,7 @@ def embeddings_body(
     found = meta_in(chunks, meta)
     usage = usage_in(chunks)
     tokens = usage.input_tokens if usage else 0
-    as_base64 = _options(request).get("encoding_format") == "base64"
+    as_base64 = embeddings_options(request).get("encoding_format") == "base64"
     return json_bytes(
         {
             "object": "list",
@@ -242,7 +252,7 @@ def embeddings_body(
                     "index": index,
                     "embedding": vector if as_base64 else unpack_vector(vector),
                 }
-                for index, vector in enumerate(_vectors(chunks))
+                for index, vector in enumerate(vectors_of(chunks))
             ],
             "model": found.model or request.model,
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
@@ -260,7 +270,7 @@ def ollama_embed_body(
     return json_bytes(
         {
             "model": found.model or request.model,
-            "embeddings": [unpack_vector(vector) for vector in _vectors(chunks)],
+            "embeddings": [unpack_vector(vector) for vector in vectors_of(chunks)],
             "prompt_eval_count": usage.input_tokens if usage else 0,
         }
     )
@@ -271,8 +281,8 @@ def gemini_embed_body(
 ) -> bytes:
     """A Gemini ``:embedContent`` (one ``embedding``) or ``:batchEmbedContents`` answer."""
     del wire_id, meta
-    vectors = [{"values": unpack_vector(vector)} for vector in _vectors(chunks)]
-    if _options(request).get("method") == "embedContent":
+    vectors = [{"values": unpack_vector(vector)} for vector in vectors_of(chunks)]
+    if embeddings_options(request).get("method") == "embedContent":
         return json_bytes({"embedding": vectors[0] if vectors else {"values": []}})
     return json_bytes({"embeddings": vectors})
 
@@ -296,11 +306,30 @@ def _ollama_no_stream(
     return [ollama_embed_body(request, chunks, wire_id, meta)]
 
 
+def stub_embeddings_body(spec: WireApiSpec, body: dict[str, Any], model: str = "") -> bytes:
+    """The stub server's answer to an embeddings request of the API ``spec`` (any of the
+    embeddings APIs): ``embedding_vector`` of each input, in the shape the request asks
+    (``model``: what a path names)."""
+    request = spec.parse(body, model, False)
+    options = embeddings_options(request)
+    parameters = options.get("parameters")
+    named = [options.get(key) for key in ("dimensions", "outputDimensionality", "output_dimension")]
+    if isinstance(parameters, dict):
+        named.append(parameters.get("outputDimensionality"))
+    dimensions = next((value for value in named if value is not None), None)
+    size = dimensions if isinstance(dimensions, int) and dimensions > 0 else STUB_DIMENSIONS
+    texts = [part.text for part in request.messages[0].content if isinstance(part, TextPart)]
+    vectors = [pack_vector(embedding_vector(text, size)) for text in texts]
+    tokens = sum(len(text.split()) for text in texts)
+    return spec.encode_body(request, embeddings_chunks(vectors, tokens, ResponseMeta()), "", None)
+
+
 EMBEDDINGS_API = WireApiSpec(
     name="embeddings",
     title="OpenAI embeddings",
     framing="sse",
     parse=parse_embeddings_request,
+    stub_body=stub_embeddings_body,
     decoder=EmbeddingsDecoder,
     encode_stream=_no_stream,
     encode_body=embeddings_body,
@@ -309,6 +338,7 @@ EMBEDDINGS_API = WireApiSpec(
     models_body=models_listing_body,
     response_id_prefix="",
     auth_headers=("authorization", "api-key"),  # api-key: Azure OpenAI
+    paths=openai_paths("embeddings", "/v1/embeddings"),
 )
 """OpenAI ``POST /v1/embeddings`` (and Azure's ``/openai/deployments/<d>/embeddings``)."""
 
@@ -323,6 +353,7 @@ GEMINI_EMBED_API = WireApiSpec(
     title="Gemini embeddings",
     framing="sse",
     parse=parse_gemini_embed_request,
+    stub_body=stub_embeddings_body,
     decoder=EmbeddingsDecoder,
     encode_stream=_gemini_no_stream,
     encode_body=gemini_embed_body,
@@ -331,6 +362,18 @@ GEMINI_EMBED_API = WireApiSpec(
     models_body=gemini_models_body,
     response_id_prefix="",
     auth_headers=("x-goog-api-key", "authorization"),
+    paths=(
+        WirePath(
+            rf"{GEMINI_BASE}/{MODEL}:(?P<method>embedContent|batchEmbedContents)",
+            "POST /v1beta/models/<model>:embedContent|batchEmbedContents",
+        ),
+        # A Gemini embedding model on Vertex AI (google-genai ``vertexai=True``): the same
+        # bodies under the publisher's path.
+        WirePath(
+            vertex_base("google") + "/" + MODEL + ":(?P<method>embedContent|batchEmbedContents)",
+            "POST …/publishers/google/models/<model>:embedContent|batchEmbedContents (Vertex AI)",
+        ),
+    ),
 )
 """Gemini ``POST /v1beta/models/<model>:embedContent`` and ``:batchEmbedContents``."""
 
@@ -339,6 +382,7 @@ OLLAMA_EMBED_API = WireApiSpec(
     title="Ollama embed",
     framing="ndjson",
     parse=parse_ollama_embed_request,
+    stub_body=stub_embeddings_body,
     decoder=EmbeddingsDecoder,
     encode_stream=_ollama_no_stream,
     encode_body=ollama_embed_body,
@@ -347,22 +391,6 @@ OLLAMA_EMBED_API = WireApiSpec(
     models_body=ollama_models_body,
     response_id_prefix="",
     auth_headers=("authorization",),
+    paths=(WirePath("/api/embed", "POST /api/embed"),),
 )
 """Ollama's ``POST /api/embed``."""
-
-
-def stub_embeddings_body(api: WireApiName, body: dict[str, Any], model: str = "") -> bytes:
-    """The stub server's answer to an embeddings request of ``api`` (``embeddings``,
-    ``gemini-embed`` or ``ollama-embed``): ``embedding_vector`` of each input, in the shape
-    the request asks (``model``: what a Gemini path names)."""
-    spec = {"embeddings": EMBEDDINGS_API, "gemini-embed": GEMINI_EMBED_API}.get(
-        api, OLLAMA_EMBED_API
-    )
-    request = spec.parse(body, model, False)
-    options = _options(request)
-    dimensions = options.get("dimensions", options.get("outputDimensionality"))
-    size = dimensions if isinstance(dimensions, int) and dimensions > 0 else STUB_DIMENSIONS
-    texts = [part.text for part in request.messages[0].content if isinstance(part, TextPart)]
-    vectors = [pack_vector(embedding_vector(text, size)) for text in texts]
-    tokens = sum(len(text.split()) for text in texts)
-    return spec.encode_body(request, _chunks(vectors, tokens, ResponseMeta()), "", None)

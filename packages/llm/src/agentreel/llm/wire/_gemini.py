@@ -62,7 +62,7 @@ from agentreel.llm._messages import (
 )
 from agentreel.llm._options import GenerateOptions
 from agentreel.llm.exceptions import StreamInterruptedError
-from agentreel.llm.wire._api import WireApiSpec
+from agentreel.llm.wire._api import GEMINI_BASE, MODEL, WireApiSpec, WirePath, vertex_base
 from agentreel.llm.wire._common import UpstreamStreamError, stopped_with
 from agentreel.llm.wire._listing import words_in
 from agentreel.llm.wire._request import (
@@ -781,6 +781,11 @@ def _stream(
     return gemini_chunk_frames(chunks, model=request.model, response_id=wire_id, meta=meta)
 
 
+STREAM_METHOD = "streamGenerateContent"
+"""The path method asking for a stream (``?alt=sse``)."""
+_GENERATE = rf":(?P<method>{STREAM_METHOD}|generateContent)"
+
+
 def _body(
     request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
 ) -> bytes:
@@ -806,6 +811,31 @@ GEMINI_API = WireApiSpec(
     response_id_prefix="",
     error_frame=bare_error_frame,
     auth_headers=("x-goog-api-key",),
+    paths=(
+        WirePath(
+            GEMINI_BASE + "/" + MODEL + _GENERATE,
+            "POST /v1beta/models/<model>:streamGenerateContent|generateContent",
+            streaming_methods=(STREAM_METHOD,),
+        ),
+        WirePath(
+            rf"{GEMINI_BASE}/{MODEL}:(?P<method>countTokens)",
+            "POST /v1beta/models/<model>:countTokens",
+            kind="count_tokens",
+        ),
+        WirePath(GEMINI_BASE, "GET /v1beta/models", "GET", kind="models"),
+        WirePath(
+            vertex_base("google") + "/" + MODEL + _GENERATE,
+            "POST /v1/projects/<p>/locations/<l>/publishers/google/models/<model>"
+            ":streamGenerateContent|generateContent (Vertex AI)",
+            streaming_methods=(STREAM_METHOD,),
+        ),
+        WirePath(
+            rf"{vertex_base('google')}/{MODEL}:(?P<method>countTokens)",
+            "POST …/publishers/google/models/<model>:countTokens (Vertex AI)",
+            kind="count_tokens",
+        ),
+    ),
+    count_tokens_key="totalTokens",
 )
 """Gemini (``POST /v1beta/models/<model>:streamGenerateContent|generateContent``; its key
 also in ``?key=``, which nothing written keeps)."""

@@ -30,7 +30,7 @@ from agentreel.llm._messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from agentreel.llm.wire._api import WireApiSpec
+from agentreel.llm.wire._api import MODEL, OPENAI_BASE, WireApiSpec, WirePath, vertex_base
 from agentreel.llm.wire._common import (
     MetaWatch,
     UpstreamStreamError,
@@ -363,5 +363,20 @@ MESSAGES_API = WireApiSpec(
     models_body=models_listing_body,
     response_id_prefix="msg_",
     auth_headers=("x-api-key", "authorization"),
+    paths=(
+        WirePath(rf"{OPENAI_BASE}/messages", "POST /v1/messages"),
+        WirePath(
+            rf"{OPENAI_BASE}/messages/count_tokens",
+            "POST /v1/messages/count_tokens",
+            kind="count_tokens",
+        ),
+        # Claude on Vertex AI: a Messages body, the model in the path.
+        WirePath(
+            rf"{vertex_base('anthropic')}/{MODEL}:(?P<method>streamRawPredict|rawPredict)",
+            "POST /v1/projects/<p>/locations/<l>/publishers/anthropic/models/<model>"
+            ":streamRawPredict|rawPredict (Vertex AI)",
+            streaming_methods=("streamRawPredict",),
+        ),
+    ),
 )
 """Anthropic Messages (``POST /v1/messages``)."""

@@ -44,7 +44,7 @@ from agentreel.llm._messages import (
     ToolResultPart,
 )
 from agentreel.llm.exceptions import StreamInterruptedError
-from agentreel.llm.wire._api import WireApiSpec
+from agentreel.llm.wire._api import WireApiSpec, WirePath
 from agentreel.llm.wire._common import (
     MetaWatch,
     UpstreamStreamError,
@@ -481,6 +481,10 @@ OLLAMA_CHAT_API = WireApiSpec(
     auth_headers=("authorization",),
     error_frame=ollama_line_frame,
     ends_stream=ends_ollama_stream,
+    paths=(
+        WirePath("/api/chat", "POST /api/chat"),
+        WirePath("/api/tags", "GET /api/tags", "GET", kind="models"),
+    ),
 )
 """Ollama's ``POST /api/chat`` (and ``GET /api/tags``)."""
 
@@ -492,5 +496,6 @@ OLLAMA_GENERATE_API = replace(
     decoder=_generate_decoder,
     encode_stream=_generate_stream,
     encode_body=_generate_body,
+    paths=(WirePath("/api/generate", "POST /api/generate"),),
 )
 """Ollama's ``POST /api/generate``."""

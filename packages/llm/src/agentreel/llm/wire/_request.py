@@ -12,7 +12,7 @@ upstream untouched; only the header is built from what is parsed here).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -23,20 +23,8 @@ from agentreel.llm._messages import (
 )
 from agentreel.llm._options import GenerateOptions
 
-WireApiName = Literal[
-    "chat",
-    "messages",
-    "responses",
-    "gemini",
-    "ollama-chat",
-    "ollama-generate",
-    "bedrock-converse",
-    "bedrock-invoke",
-    "embeddings",
-    "gemini-embed",
-    "ollama-embed",
-]
-"""The wire APIs, as the session log names them (``request/header`` ``api``; SPEC 11)."""
+if TYPE_CHECKING:
+    from agentreel.llm.wire._registry import WireApiName
 
 
 @dataclass(frozen=True, slots=True)

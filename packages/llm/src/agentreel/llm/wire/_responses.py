@@ -30,7 +30,7 @@ from agentreel.llm._messages import (
     ToolResultPart,
     ToolSpec,
 )
-from agentreel.llm.wire._api import WireApiSpec
+from agentreel.llm.wire._api import WireApiSpec, openai_paths
 from agentreel.llm.wire._chat import openai_error_body
 from agentreel.llm.wire._common import (
     CREATED,
@@ -670,5 +670,6 @@ RESPONSES_API = WireApiSpec(
     models_body=models_listing_body,
     response_id_prefix="resp_",
     auth_headers=("authorization", "api-key"),  # api-key: Azure OpenAI
+    paths=openai_paths("responses", "/v1/responses"),
 )
 """OpenAI Responses (``POST /v1/responses``)."""

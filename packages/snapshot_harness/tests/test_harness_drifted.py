@@ -1,0 +1,344 @@
+"""``agentreel record --drifted``: only the sessions that drifted go live (SPEC 20).
+
+The committed three-level tree ``data/subagent-tree`` (main → route, hotel at once; route →
+weather) was recorded through the stub. Changing the grandchild's prompt (the task its
+parent's recorded answer hands it) and recording with ``--drifted`` must re-record the
+grandchild, then its parent from the call carrying the new answer, then the main session
+from the call carrying that — the hotel subtree byte for byte as committed — and the merged
+recording must replay. Deleting a child's recording records just that child.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from agentreel.session import load_session_log
+from agentreel.snapshot_harness import check_scenario, load_scenario
+from agentreel.snapshot_harness._cli import main as cli_main
+from agentreel.snapshot_harness._drifted import DriftedOutcome, record_drifted
+from agentreel.snapshot_harness._pending import accept, list_pending
+from agentreel.snapshot_harness.exceptions import RecordError
+
+pytestmark = pytest.mark.slow
+
+DATA = Path(__file__).with_name("data")
+TREE = "subagent-tree"
+OLD_TASK = "Check the weather on the coast"
+NEW_TASK = "Check the weather inland, away from the coast,"
+PRICES = """
+currency = "EUR"
+[models."stub-model"]
+prompt = 3.0
+completion = 15.0
+"""
+
+
+def copy_tree(root: Path) -> Path:
+    """The committed tree (and its directory's ``agentreel.toml``) under ``root``."""
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(DATA / "agentreel.toml", root / "agentreel.toml")
+    shutil.copytree(DATA / TREE, root / TREE)
+    return root / TREE
+
+
+def change_delegated_task(path: Path, old: str, new: str) -> None:
+    """Change the task a recorded answer in ``path`` hands a subagent: the tool call's
+    streamed argument deltas (spread over as many chunks as before) and every whole copy."""
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    calls: dict[str, list[int]] = {}
+    for number, line in enumerate(lines):
+        if '"tool-call-delta"' in line:
+            calls.setdefault(json.loads(line)["data"]["chunk"]["id"], []).append(number)
+    changed_any = False
+    for numbers in calls.values():
+        events = [json.loads(lines[n]) for n in numbers]
+        whole = "".join(event["data"]["chunk"]["arguments_delta"] for event in events)
+        if old not in whole:
+            continue
+        changed_any = True
+        changed = whole.replace(old, new)
+        size = max(len(whole) // len(events), 1)
+        for index, (number, event) in enumerate(zip(numbers, events, strict=True)):
+            end = None if index == len(events) - 1 else (index + 1) * size
+            event["data"]["chunk"]["arguments_delta"] = changed[index * size : end]
+            lines[number] = json.dumps(event, separators=(",", ":"), ensure_ascii=False) + "\n"
+    assert changed_any, f"no tool call in {path} hands on {old!r}"
+    path.write_text("".join(lines).replace(old, new), encoding="utf-8")
+
+
+def fates(outcome: DriftedOutcome) -> dict[str, tuple[str, int | None]]:
+    return {
+        fate.file or f"({fate.recorded_file})": (fate.status, fate.from_call)
+        for fate in outcome.summary.sessions
+    }
+
+
+@pytest.fixture(scope="module")
+def grandchild_changed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, DriftedOutcome]:
+    directory = copy_tree(tmp_path_factory.mktemp("drifted") / "fixtures")
+    change_delegated_task(directory / "session.1.jsonl", OLD_TASK, NEW_TASK)
+    (directory.parent / "agentreel-prices.toml").write_text(PRICES)
+    return directory, record_drifted(load_scenario(directory))
+
+
+def test_a_changed_grandchild_re_records_up_the_chain_and_nothing_else(
+    grandchild_changed: tuple[Path, DriftedOutcome],
+) -> None:
+    directory, outcome = grandchild_changed
+    assert fates(outcome) == {
+        "session.jsonl": ("re-recorded", 2),  # main: from the call carrying route's answer
+        "session.1.jsonl": ("re-recorded", 2),  # route: from the call carrying the weather
+        "session.2.jsonl": ("re-recorded", 1),  # weather: its task changed
+        "session.3.jsonl": ("kept", None),  # hotel: replayed, untouched
+    }
+    assert (directory / "session.3.jsonl").read_bytes() == (
+        DATA / TREE / "session.3.jsonl"
+    ).read_bytes()
+    assert outcome.written == ["session.jsonl", "session.1.jsonl", "session.2.jsonl"]
+    # Lineage holds across kept and re-recorded files: each keeps its recorded id.
+    for name in ("session.jsonl", "session.1.jsonl", "session.2.jsonl", "session.3.jsonl"):
+        committed = load_session_log(DATA / TREE / name).header
+        merged = load_session_log(directory / name).header
+        assert (merged.id, merged.parent_session, merged.spawn_index) == (
+            committed.id,
+            committed.parent_session,
+            committed.spawn_index,
+        )
+    assert "Trip: the inland road to Hotel Miramar." in (directory / "session.jsonl").read_text()
+
+
+def test_the_report_counts_calls_tokens_and_money(
+    grandchild_changed: tuple[Path, DriftedOutcome],
+) -> None:
+    _, outcome = grandchild_changed
+    summary = outcome.summary
+    assert summary.upstream_calls == 3
+    assert summary.saved_calls == 3  # main's first call, route's first, the hotel's
+    # From the recorded usage: main 340+60, route 320+30, hotel 300+3 not spent again;
+    # weather 300+1, route 360+9, main 520+12 spent on the inland answers.
+    assert summary.saved_tokens == (960, 93)
+    assert summary.live_tokens == (1180, 22)
+    assert summary.money_saved() == pytest.approx((960 * 3.0 + 93 * 15.0) / 1e6)
+    text = summary.text()
+    assert "1 kept, 3 re-recorded, 0 new, 0 dropped" in text
+    assert "session.jsonl: re-recorded from call 2" in text
+    assert "session.3.jsonl: kept" in text
+    assert "money not spent: 0.0043 EUR" in text
+
+
+def test_goldens_are_pending_for_what_changed_and_the_merge_replays(
+    grandchild_changed: tuple[Path, DriftedOutcome],
+) -> None:
+    directory, outcome = grandchild_changed
+    assert sorted(p.golden.name for p in outcome.pending) == [
+        "session.1.jsonl",
+        "session.2.jsonl",
+        "session.jsonl",
+        "transcript.jsonl",
+    ]
+    for pending in list_pending(directory):
+        accept(pending)
+    assert check_scenario(directory, "replay").sessions == 4
+
+
+def test_a_deleted_child_is_recorded_alone(tmp_path: Path) -> None:
+    directory = copy_tree(tmp_path / "fixtures")
+    (directory / "session.3.jsonl").unlink()
+    outcome = record_drifted(load_scenario(directory))
+    assert fates(outcome) == {
+        "session.jsonl": ("kept", None),
+        "session.1.jsonl": ("kept", None),
+        "session.2.jsonl": ("kept", None),
+        "session.3.jsonl": ("new", 1),
+    }
+    assert outcome.summary.upstream_calls == 1
+    assert outcome.written == ["session.3.jsonl"]
+    for name in ("session.jsonl", "session.1.jsonl", "session.2.jsonl"):
+        assert (directory / name).read_bytes() == (DATA / TREE / name).read_bytes()
+    # The new child takes the id its kept parent's recording started it under.
+    assert (
+        load_session_log(directory / "session.3.jsonl").header.id
+        == load_session_log(DATA / TREE / "session.3.jsonl").header.id
+    )
+    assert outcome.pending == []  # the same answer: no golden changed
+    check_scenario(directory, "replay")
+
+
+def test_a_deleted_grandchild_leaving_a_numbering_gap_is_recorded_alone(tmp_path: Path) -> None:
+    directory = copy_tree(tmp_path / "fixtures")
+    (directory / "session.2.jsonl").unlink()  # the weather: session.3.jsonl stays
+    outcome = record_drifted(load_scenario(directory))
+    assert fates(outcome) == {
+        "session.jsonl": ("kept", None),
+        "session.1.jsonl": ("kept", None),
+        "session.2.jsonl": ("new", 1),
+        "session.3.jsonl": ("kept", None),
+    }
+    assert [f.recorded_file for f in outcome.summary.sessions if f.status == "kept"] == [
+        "session.jsonl",
+        "session.1.jsonl",
+        "session.3.jsonl",
+    ]
+    assert outcome.summary.upstream_calls == 1
+    assert outcome.written == ["session.2.jsonl"]
+    for name in ("session.jsonl", "session.1.jsonl", "session.3.jsonl"):
+        assert (directory / name).read_bytes() == (DATA / TREE / name).read_bytes()
+    # The new weather takes the id its kept parent's recording started it under.
+    assert (
+        load_session_log(directory / "session.2.jsonl").header.id
+        == load_session_log(DATA / TREE / "session.2.jsonl").header.id
+    )
+    check_scenario(directory, "replay")
+
+
+def test_the_cli_prints_the_report_writes_it_into_html_and_rejects_drifted_outside_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory = copy_tree(tmp_path / "fixtures")
+    stream = io.StringIO()
+    page = tmp_path / "report.html"
+    argv = ["record", "--drifted", "--html", str(page), "--fixtures", str(directory.parent), TREE]
+    code = cli_main(argv, out=stream)
+    printed = stream.getvalue()
+    assert code == 0, printed
+    assert "4 kept, 0 re-recorded, 0 new, 0 dropped" in printed
+    assert "calls: 6 replayed, 0 to the upstream" in printed
+    html = page.read_text()  # the report written into the HTML page too
+    assert "re-recorded only what drifted" in html
+    assert "4 kept, 0 re-recorded, 0 new, 0 dropped" in html
+    assert cli_main(["replay", "--drifted", "--fixtures", str(directory.parent), TREE]) == 2
+    assert "--drifted only apply to record" in capsys.readouterr().err
+
+
+# Through the proxy: a command scenario whose script is the same three-level tree as plain
+# openai SDK calls named by identity headers (route and hotel in two threads at once).
+TREE_SCRIPT = """
+import os, uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import openai
+
+WEATHER = "Check the weather on the coast."
+LINEAGE = {"route": ("main", 0), "weather": ("route", 0), "hotel": ("main", 1)}
+ids = {name: str(uuid.uuid4()) for name in ("main", "route", "weather", "hotel")}
+client = openai.OpenAI()
+
+
+def ask(name, messages):
+    headers = {"x-agentreel-session-id": ids[name]}
+    if name in LINEAGE:
+        parent, index = LINEAGE[name]
+        headers["x-agentreel-parent-session-id"] = ids[parent]
+        headers["x-agentreel-spawn-index"] = str(index)
+    reply = client.chat.completions.create(
+        model="stub-model", messages=messages, extra_headers=headers
+    )
+    return reply.choices[0].message.content
+
+
+def route():
+    messages = [{"role": "user", "content": "Plan the route."}]
+    first = ask("route", messages)
+    weather = ask("weather", [{"role": "user", "content": WEATHER}])
+    messages += [
+        {"role": "assistant", "content": first},
+        {"role": "user", "content": f"The weather: {weather}"},
+    ]
+    return ask("route", messages)
+
+
+main = [{"role": "user", "content": "Plan a trip."}]
+plan = ask("main", main)
+with ThreadPoolExecutor(2) as pool:
+    routed = pool.submit(route)
+    hotel = pool.submit(ask, "hotel", [{"role": "user", "content": "Pick a hotel."}])
+    answers = routed.result(), hotel.result()
+main += [
+    {"role": "assistant", "content": plan},
+    {"role": "user", "content": f"Route: {answers[0]}. Hotel: {answers[1]}."},
+]
+print(ask("main", main))
+"""
+TREE_RULES = """
+[[rule]]
+match = { last_user = "Plan a trip." }
+text = "A route and a hotel."
+usage = { input_tokens = 30, output_tokens = 5 }
+[[rule]]
+match = { last_user = "the inland road" }
+text = "Trip: the inland road to Hotel Miramar."
+[[rule]]
+match = { last_user = "Route:" }
+text = "Trip: the coast road to Hotel Miramar."
+[[rule]]
+match = { last_user = "Plan the route." }
+text = "First the weather."
+usage = { input_tokens = 12, output_tokens = 1 }
+[[rule]]
+match = { last_user = "The weather: rainy" }
+text = "the inland road"
+[[rule]]
+match = { last_user = "The weather:" }
+text = "the coast road"
+[[rule]]
+match = { last_user = "Check the weather inland" }
+text = "rainy"
+usage = { input_tokens = 20, output_tokens = 1 }
+[[rule]]
+match = { last_user = "Check the weather" }
+text = "sunny"
+usage = { input_tokens = 20, output_tokens = 1 }
+[[rule]]
+match = { last_user = "Pick a hotel." }
+text = "Hotel Miramar"
+usage = { input_tokens = 10, output_tokens = 2 }
+"""
+
+
+def test_a_proxied_scenario_re_records_only_what_drifted(tmp_path: Path) -> None:
+    directory = tmp_path / "fixtures" / "proxied-tree"
+    directory.mkdir(parents=True)
+    (directory / "scenario.toml").write_text(
+        'protocol = "command"\ntimeout = 120\nagent = ["{python}", "./script.py"]\n'
+        '[[steps]]\ntype = "prompt"\ntext = "Plan a trip."\n'
+        '[model]\nvia = "proxy"\napi = "openai"\n'
+    )
+    (directory / "script.py").write_text(TREE_SCRIPT)
+    (directory / "stub-rules.toml").write_text(TREE_RULES)
+    check_scenario(directory, "record")
+    committed = {p.name: p.read_bytes() for p in directory.iterdir() if p.is_file()}
+    script = TREE_SCRIPT.replace("on the coast.", "inland.")
+    (directory / "script.py").write_text(script)  # the grandchild's prompt, in the code
+
+    outcome = record_drifted(load_scenario(directory))
+    assert fates(outcome) == {
+        "session.jsonl": ("re-recorded", 2),
+        "session.1.jsonl": ("re-recorded", 2),
+        "session.2.jsonl": ("re-recorded", 1),
+        "session.3.jsonl": ("kept", None),
+    }
+    assert outcome.summary.upstream_calls == 3
+    # Recorded usage of the calls replayed: main's first, route's first, the hotel's.
+    assert outcome.summary.saved_tokens == (30 + 12 + 10, 5 + 1 + 2)
+    assert (directory / "session.3.jsonl").read_bytes() == committed["session.3.jsonl"]
+    assert "wire.ndjson" in outcome.written
+    for pending in list_pending(directory):
+        accept(pending)
+    assert check_scenario(directory, "replay").sessions == 4
+
+
+def test_an_older_recording_is_upgraded_first_never_mixed(tmp_path: Path) -> None:
+    directory = copy_tree(tmp_path / "fixtures")
+    main = directory / "session.jsonl"
+    head, rest = main.read_bytes().split(b"\n", 1)
+    main.write_bytes(head.replace(b',"format":2,"masks":2', b"") + b"\n" + rest)  # format 1
+    with pytest.raises(RecordError, match="agentreel upgrade subagent-tree"):
+        record_drifted(load_scenario(directory))
+    assert (directory / "session.3.jsonl").read_bytes() == (
+        DATA / TREE / "session.3.jsonl"
+    ).read_bytes()
