@@ -170,3 +170,44 @@ def test_plugin_option_writes_one_report_from_xdist_workers(
     assert "-{" in by_name["bad"]["diffs"][0]["text"]
     assert [len(by_name[n]["sessions"]) for n in ("good", "bad")] == [2, 2]
     assert not list(bad.glob("golden/*.pending"))
+
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_mcp_calls_sit_in_their_sessions_story_after_the_tool_call() -> None:
+    """fixtures/mcp-tools: each connection names its session (main, main/0); each call goes
+    right after the agent's tool call for it, at that time on the timeline."""
+    (entry,) = report_data([ScenarioResult(REPO / "fixtures" / "mcp-tools", "passed", 0)])[
+        "scenarios"
+    ]
+    main, child = entry["sessions"]
+    for session, calls in (
+        (main, ['calc: add({"a": 2, "b": 3}) → 5', 'web: echo({"text": "parent"}) → parent']),
+        (child, ['calc: add({"a": 40, "b": 2}) → 42', 'web: echo({"text": "child"}) → child']),
+    ):
+        story = session["story"]
+        mcp = [i for i, item in enumerate(story) if item["k"] == "mcp"]
+        assert [story[i]["text"] for i in mcp] == calls
+        for i in mcp:  # each follows the tool call that asked for it, at its time
+            assert story[i - 1]["k"] == "tool"
+            assert story[i]["t"] == story[i - 1]["t"]
+        assert session["mcp"] == [story[i]["t"] for i in mcp]
+    assert entry["mcp"] == []
+
+
+def test_an_mcp_call_without_identity_goes_to_the_session_whose_model_asked_for_it() -> None:
+    """interop/fixtures/claude-code-mcp: Claude Code's connection names no session and its
+    logs (written by the proxy) hold model calls only; the call goes to the subagent whose
+    model call asked for mcp__time__get_current_time with the same arguments."""
+    directory = REPO / "interop" / "fixtures" / "claude-code-mcp"
+    (entry,) = report_data([ScenarioResult(directory, "passed", 0)])["scenarios"]
+    placed = {
+        session["file"]: [item["text"] for item in session["story"] if item["k"] == "mcp"]
+        for session in entry["sessions"]
+    }
+    assert [text.split(" → ")[0] for text in placed["session.1.jsonl"]] == [
+        'time: get_current_time({"timezone": "UTC"})'
+    ]
+    assert placed["session.jsonl"] == []
+    assert entry["mcp"] == []
