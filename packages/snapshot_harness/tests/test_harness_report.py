@@ -196,18 +196,31 @@ def test_mcp_calls_sit_in_their_sessions_story_after_the_tool_call() -> None:
     assert entry["mcp"] == []
 
 
-def test_an_mcp_call_without_identity_goes_to_the_session_whose_model_asked_for_it() -> None:
-    """interop/fixtures/claude-code-mcp: Claude Code's connection names no session and its
-    logs (written by the proxy) hold model calls only; the call goes to the subagent whose
-    model call asked for mcp__time__get_current_time with the same arguments."""
-    directory = REPO / "interop" / "fixtures" / "claude-code-mcp"
+def test_an_mcp_call_without_identity_goes_to_the_session_whose_model_asked_for_it(
+    tmp_path: Path,
+) -> None:
+    """As a real agent records (Claude Code, Gemini CLI): the connection names no session and
+    the logs, written by the proxy, hold model calls only. Each call goes to the session
+    whose model call asked for a tool of that name suffix with the same arguments."""
+    directory = tmp_path / "mcp-tools"
+    shutil.copytree(REPO / "fixtures" / "mcp-tools", directory)
+    for path in (directory / "mcp").iterdir():
+        lines = path.read_text().splitlines()
+        lines[0] = lines[0].replace('"session":"main/0"', '"session":null')
+        lines[0] = lines[0].replace('"session":"main"', '"session":null')
+        path.write_text("\n".join(lines) + "\n")
+    for path in directory.glob("session*.jsonl"):
+        kept = [x for x in path.read_text().splitlines() if '"type":"tool/call"' not in x]
+        path.write_text("\n".join(kept) + "\n")
     (entry,) = report_data([ScenarioResult(directory, "passed", 0)])["scenarios"]
-    placed = {
-        session["file"]: [item["text"] for item in session["story"] if item["k"] == "mcp"]
-        for session in entry["sessions"]
-    }
-    assert [text.split(" → ")[0] for text in placed["session.1.jsonl"]] == [
-        'time: get_current_time({"timezone": "UTC"})'
-    ]
-    assert placed["session.jsonl"] == []
+    main, child = entry["sessions"]
+    for session, add in (
+        (main, 'add({"a": 2, "b": 3}) → 5'),
+        (child, 'add({"a": 40, "b": 2}) → 42'),
+    ):
+        story = session["story"]
+        mcp = [i for i, item in enumerate(story) if item["k"] == "mcp"]
+        assert f"calc: {add}" in [story[i]["text"] for i in mcp]
+        for i in mcp:  # after the model call that asked for it, at that call's end
+            assert story[i - 1]["k"] in {"call", "mcp"}
     assert entry["mcp"] == []

@@ -417,7 +417,7 @@ def _place_mcp_calls(sessions: list[dict[str, Any]], calls: list[_McpCall]) -> l
     the MCP tool's and whose arguments are the same), at that time on the timeline. A call
     whose connection names its session goes to that session; one without identity to the
     first session with such a tool call. What cannot be placed is returned."""
-    used: set[tuple[int, int]] = set()
+    used: set[tuple[int, int, int]] = set()  # (session, story position, tool in that call)
     unplaced: list[dict[str, Any]] = []
     after: dict[tuple[int, int], list[dict[str, Any]]] = {}  # (session, story position)
     for call in calls:
@@ -425,16 +425,16 @@ def _place_mcp_calls(sessions: list[dict[str, Any]], calls: list[_McpCall]) -> l
         candidates = [owner] if owner is not None else range(len(sessions))
         spot = next(
             (
-                (i, position, t)
+                (i, position, t, tool)
                 for i in candidates
-                for position, t in _asked_for(sessions[i], call)
-                if (i, position) not in used
+                for position, t, tool in _asked_for(sessions[i], call)
+                if (i, position, tool) not in used
             ),
             None,
         )
         if spot is not None:
-            i, position, t = spot
-            used.add((i, position))
+            i, position, t, tool = spot
+            used.add((i, position, tool))
             after.setdefault((i, position), []).append(call.item(t))
         elif owner is not None:
             last = len(sessions[owner]["story"]) - 1
@@ -451,22 +451,22 @@ def _place_mcp_calls(sessions: list[dict[str, Any]], calls: list[_McpCall]) -> l
     return unplaced
 
 
-def _asked_for(session: dict[str, Any], call: _McpCall) -> Iterable[tuple[int, float]]:
-    """``(story position, time)`` of each request in ``session`` for ``call``'s tool: its
-    ``tool/call`` events first (what the agent ran), then the model calls that asked for it
-    (all a proxy-written log holds)."""
+def _asked_for(session: dict[str, Any], call: _McpCall) -> Iterable[tuple[int, float, int]]:
+    """``(story position, time, which tool of a model call)`` of each request in ``session``
+    for ``call``'s tool: its ``tool/call`` events first (what the agent ran), then the model
+    calls that asked for it (all a proxy-written log holds)."""
     story = session["story"]
     for position, item in enumerate(story):
         if item.get("k") == "tool":
             name, _, rest = str(item["text"]).partition("(")
             if _same_tool(name, rest[:-1], call):
-                yield position, item["t"]
+                yield position, item["t"], -1
     for position, item in enumerate(story):
         if item.get("k") == "call":
             model_call = session["calls"][item["i"]]
-            for tool in model_call["tools"]:
+            for number, tool in enumerate(model_call["tools"]):
                 if _same_tool(tool["name"], tool["arguments"], call):
-                    yield position, model_call["e"]
+                    yield position, model_call["e"], number
 
 
 def _same_tool(name: str, arguments: str, call: _McpCall) -> bool:
