@@ -48,7 +48,7 @@ class VcrVisibleOpenAI(OpenAIProvider):
     """The ``openai`` adapter over a legacy ``httpx.AsyncClient`` (which vcrpy patches)."""
 
     def _make_client(self) -> openai.AsyncOpenAI:
-        client: Any = httpx.AsyncClient(timeout=self.timeout)
+        client: Any = httpx.AsyncClient(timeout=self.settings.timeout)
         return openai.AsyncOpenAI(
             api_key="bench-not-a-secret", base_url=self.base_url, max_retries=0, http_client=client
         )
@@ -72,7 +72,9 @@ class InMemoryOpenAI(OpenAIProvider):
                 200, headers={"content-type": "text/event-stream"}, content=self._body
             )
 
-        client: Any = httpx.AsyncClient(transport=httpx.MockTransport(answer), timeout=self.timeout)
+        client: Any = httpx.AsyncClient(
+            transport=httpx.MockTransport(answer), timeout=self.settings.timeout
+        )
         return openai.AsyncOpenAI(
             api_key="bench-not-a-secret", base_url=self.base_url, max_retries=0, http_client=client
         )

@@ -690,8 +690,7 @@ def _own_proxy_once(scenario: Scenario) -> tuple[float, float]:
             fixture=scenario.directory.resolve(),
             report=run_dir / "report.json",
             sessions_root=run_dir / "sessions",
-            masks=scenario.model.masks,
-            partial_lanes=scenario.model.partial_lanes,
+            replay=scenario.replay,
             cwd=str(run_dir),
             scenario=scenario.name,
         )

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from agentreel.brand import new_session_id
 from agentreel.llm import Chunk
-from agentreel.llm_replay import ReplayProvider, ScheduleMode
+from agentreel.llm_replay import ReplayProvider, ReplaySettings, ScheduleMode
 from agentreel.llm_replay.testing import RECORD_CWD, options_for, text_call
 from agentreel.session import (
     AssistantChunkData,
@@ -169,7 +169,12 @@ def _proxy_rows(result: BenchResult, tmp: Path, repeats: int) -> None:
     divergences = misrouted = 0
     for _ in range(repeats):
         for schedule in ("free", "recorded"):
-            replay = ProxySettings(mode="replay", fixture=fixture, cwd=str(tmp), schedule=schedule)
+            replay = ProxySettings(
+                mode="replay",
+                fixture=fixture,
+                cwd=str(tmp),
+                replay=ReplaySettings(schedule=schedule),
+            )
             with _proxy_thread(replay) as proxy:
                 elapsed, chunks, wrong = _run(partial(_sessions, proxy.base_url, numbers))
                 assert proxy.provider is not None

@@ -9,11 +9,20 @@ plain fixture returning its own name. Test modules cannot import each other unde
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import pytest
 import pytest_asyncio
 
-from agentreel.llm import load_provider
+from agentreel.llm import (
+    GenerateOptions,
+    Message,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    load_provider,
+    validate_stream,
+)
 from agentreel.llm._anthropic import AnthropicProvider
 from agentreel.llm._gemini import GeminiProvider
 from agentreel.llm._openai import OpenAIProvider
@@ -63,6 +72,36 @@ async def server_and_provider(
     with StubServer.from_toml(rules) as server:
         async with connect(server, **_FAST_RETRIES) as provider:
             yield server, provider
+
+
+_READ_FILE_RULES = """
+[[rule]]
+match.last_tool_result = "file body"
+text = "The file says: file body"
+"""
+
+
+@pytest_asyncio.fixture
+async def read_file_request(connect: Callable[..., AdapterProvider]) -> dict[str, Any]:
+    """The request body the adapter under test sends for a conversation that read a file:
+    the user asks, the assistant says "Reading." and calls ``read_file`` (id ``c1``, no
+    arguments), the tool answers "file body". The answer is checked stream by stream."""
+    messages = (
+        Message.user("read a.txt"),
+        Message(
+            role="assistant",
+            content=(TextPart("Reading."), ToolCallPart(id="c1", name="read_file", arguments="")),
+        ),
+        Message(role="tool", content=(ToolResultPart(call_id="c1", content="file body"),)),
+    )
+    with StubServer.from_toml(_READ_FILE_RULES) as server:
+        async with connect(server, **_FAST_RETRIES) as provider:
+            chunks = [
+                c async for c in provider.stream(GenerateOptions(model="m", messages=messages))
+            ]
+        validate_stream(chunks)
+        body: dict[str, Any] = server.requests[0].body
+    return body
 
 
 class RawSseServer:

@@ -6,6 +6,8 @@ stream, retries, errors, cancellation) is tested once for both in test_llm_sdk_a
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from agentreel.llm import (
@@ -73,29 +75,11 @@ async def test_anthropic_plain_text(
     assert headers.get("authorization", headers.get("x-api-key")) == "<redacted>"
 
 
-CONVERSATION = """
-[[rule]]
-match.last_tool_result = "file body"
-text = "The file says: file body"
-"""
-
-
-@_rules(CONVERSATION)
 @pytest.mark.asyncio
 async def test_anthropic_message_conversion_sends_tool_results_as_tool_result_blocks(
-    server_and_provider: tuple[StubServer, AnthropicProvider],
+    read_file_request: dict[str, Any],
 ) -> None:
-    server, provider = server_and_provider
-    messages = (
-        Message.user("read a.txt"),
-        Message(
-            role="assistant",
-            content=(TextPart("Reading."), ToolCallPart(id="c1", name="read_file", arguments="")),
-        ),
-        Message(role="tool", content=(ToolResultPart(call_id="c1", content="file body"),)),
-    )
-    await _collect(provider, GenerateOptions(model="m", messages=messages))
-    assert server.requests[0].body["messages"] == [
+    assert read_file_request["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "read a.txt"}]},
         {
             "role": "assistant",

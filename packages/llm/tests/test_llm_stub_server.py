@@ -314,3 +314,27 @@ def test_stub_package_imports_no_provider_sdk() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert result.stdout.strip() == ""
+
+
+@pytest.mark.parametrize(
+    ("path", "what"),
+    [
+        ("/v1/chat/completions", "request body"),
+        ("/v1/messages/count_tokens", "count_tokens request body"),
+        ("/v1/embeddings", "embeddings request body"),
+    ],
+)
+def test_stub_answers_a_body_that_is_no_json_object_with_a_400_naming_it(
+    path: str, what: str
+) -> None:
+    with StubServer.from_toml('[[rule]]\ntext = "unused"') as server:
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        try:
+            connection.request("POST", path, b"[1]", {"content-type": "application/json"})
+            response = connection.getresponse()
+            status, payload = response.status, response.read().decode()
+        finally:
+            connection.close()
+        assert server.requests == []
+    assert status == 400
+    assert f"agentreel stub server: {what} is not JSON: the body is not a JSON object" in payload

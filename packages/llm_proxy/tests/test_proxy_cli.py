@@ -289,3 +289,21 @@ def test_a_child_numbered_by_arrival_is_named_once_at_the_end_with_the_header_to
     assert "The recording is kept and replays as recorded" in guess
     last = text.splitlines()[-1]
     assert "the recording is written and valid (exit status 0)" in last, text
+
+
+def test_the_record_command_carries_every_record_setting_as_typed() -> None:
+    """Each replay setting that applies to record (``--mask``, ``--capture``: flags built
+    from ``ReplaySettings``) goes into the re-record command as the user typed it; a
+    replay-only one (``--partial-lane``) does not."""
+    from agentreel.llm_proxy._cli import _parser, _record_command
+
+    args = _parser().parse_args(
+        [
+            *("replay", "--fixture", "fixtures/mine", "--mask", "id-[0-9]+"),
+            *("--capture", "agent-id=id=([0-9]+)", "--partial-lane", "title"),
+        ]
+    )
+    assert _record_command(args) == (
+        "agentreel proxy record --upstream URL --fixture fixtures/{scenario} "
+        "--mask 'id-[0-9]+' --capture 'agent-id=id=([0-9]+)'"
+    )

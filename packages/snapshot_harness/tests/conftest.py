@@ -5,12 +5,15 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
 FAKE_AGENT = Path(__file__).with_name("harness_fake_agent.py")
+# The MCP server the harness's MCP tests record (stdio: ``python`` it; HTTP: the
+# ``mcp_http_server`` fixture): mcp_replay's test server, the one copy.
+MCP_SERVER = Path(__file__).parents[2] / "mcp_replay" / "tests" / "mcp_test_server.py"
 
 ECHO_STEPS: tuple[Mapping[str, str], ...] = (
     {"type": "initialize"},
@@ -189,3 +192,32 @@ def unprivileged(tmp_path: Path) -> Callable[[], None] | None:
     assert "PermissionError" in check.stderr, "the unprivileged child could read a 000 file"
     probe.unlink()
     return _drop_file_permission_override
+
+
+@pytest.fixture(scope="module")
+def mcp_http_server() -> Iterator[str]:
+    """``MCP_SERVER`` over streamable HTTP, in a thread, on a socket bound before: its URL."""
+    import asyncio
+    import importlib.util
+    import socket
+    import threading
+
+    import uvicorn
+
+    spec = importlib.util.spec_from_file_location("mcp_test_server", MCP_SERVER)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    server = uvicorn.Server(uvicorn.Config(module.app.streamable_http_app(), log_level="error"))
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])))
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    finally:
+        server.should_exit = True
+        thread.join()
+        sock.close()

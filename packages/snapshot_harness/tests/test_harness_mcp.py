@@ -21,7 +21,8 @@ from agentreel.snapshot_harness import (
 )
 
 AGENT = Path(__file__).with_name("mcp_kit_agent.py")
-SERVER = Path(__file__).with_name("mcp_calc_server.py")
+# conftest.py's MCP_SERVER (test modules cannot import conftest under importlib mode).
+SERVER = Path(__file__).parents[2] / "mcp_replay" / "tests" / "mcp_test_server.py"
 
 SCENARIO = f"""\
 timeout = 90

@@ -22,7 +22,8 @@ from agentreel.snapshot_harness._command import command_for
 from agentreel.snapshot_harness._mcp import expand_mcp
 
 SCRIPT = Path(__file__).with_name("mcp_command_script.py")
-SERVER = Path(__file__).with_name("mcp_calc_server.py")
+# conftest.py's MCP_SERVER (test modules cannot import conftest under importlib mode).
+SERVER = Path(__file__).parents[2] / "mcp_replay" / "tests" / "mcp_test_server.py"
 
 SCENARIO = f"""\
 protocol = "command"

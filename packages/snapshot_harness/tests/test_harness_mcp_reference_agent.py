@@ -6,22 +6,17 @@ command gone and the HTTP server stopped."""
 
 from __future__ import annotations
 
-import asyncio
-import importlib.util
 import json
 import shutil
-import socket
 import sys
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 
 from agentreel.snapshot_harness import McpMismatchError, check_scenario
 
-SERVER = Path(__file__).with_name("mcp_calc_server.py")
+# conftest.py's MCP_SERVER (test modules cannot import conftest under importlib mode).
+SERVER = Path(__file__).parents[2] / "mcp_replay" / "tests" / "mcp_test_server.py"
 
 RULES = """\
 [[rule]]
@@ -83,33 +78,10 @@ model = "stub-model"
 
 
 @pytest.fixture(scope="module")
-def http_server() -> Iterator[str]:
-    """The test server over streamable HTTP, in a thread, on a socket bound before."""
-    spec = importlib.util.spec_from_file_location("mcp_calc_server", SERVER)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen()
-    config = uvicorn.Config(module.app.streamable_http_app(), log_level="error")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])))
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-    finally:
-        server.should_exit = True
-        thread.join()
-        sock.close()
-
-
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory, http_server: str) -> Path:
+def recorded(tmp_path_factory: pytest.TempPathFactory, mcp_http_server: str) -> Path:
     directory = tmp_path_factory.mktemp("fixtures") / "mcp-reference"
     directory.mkdir()
-    (directory / "scenario.toml").write_text(_scenario(http_server))
+    (directory / "scenario.toml").write_text(_scenario(mcp_http_server))
     (directory / "stub-rules.toml").write_text(RULES)
     assert check_scenario(directory, "record").sessions == 2
     return directory

@@ -6,11 +6,7 @@ replays the same way."""
 
 from __future__ import annotations
 
-import asyncio
-import importlib.util
 import socket
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 # What the inner test imports, imported here once (an in-process inner run drops them).
@@ -18,14 +14,14 @@ import agents.mcp  # noqa: F401
 import mcp.client.stdio  # noqa: F401
 import openai  # noqa: F401
 import pytest
-import uvicorn
 
 pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.slow
 
 QUIET = ("-p", "no:cacheprovider", "-p", "no:asyncio", "-q")
 
-SERVER = Path(__file__).with_name("mcp_calc_server.py")
+# conftest.py's MCP_SERVER (test modules cannot import conftest under importlib mode).
+SERVER = Path(__file__).parents[2] / "mcp_replay" / "tests" / "mcp_test_server.py"
 RULES = """
 [[rule]]
 match = { last_user = "Add two and three" }
@@ -144,34 +140,12 @@ def test_add_over_http(agentreel):
 """
 
 
-@pytest.fixture
-def http_server() -> Iterator[str]:
-    """The calc server over streamable HTTP, in a thread, on a socket bound before."""
-    spec = importlib.util.spec_from_file_location("mcp_calc_server", SERVER)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen()
-    server = uvicorn.Server(uvicorn.Config(module.app.streamable_http_app(), log_level="error"))
-    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])))
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-    finally:
-        server.should_exit = True
-        thread.join()
-        sock.close()
-
-
 def test_an_http_server_is_recorded_and_replayed_with_nothing_listening(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, http_server: str
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, mcp_http_server: str
 ) -> None:
     closed_network(monkeypatch)
     pytester.makefile(".toml", **{"stub-rules": RULES})
-    pytester.makepyfile(test_web=f"SERVER_URL = {http_server!r}\n{HTTP_TEST}")
+    pytester.makepyfile(test_web=f"SERVER_URL = {mcp_http_server!r}\n{HTTP_TEST}")
     pytester.runpytest_inprocess(*QUIET, "--agentreel-record=once").assert_outcomes(passed=1)
     folder = pytester.path / "recordings" / "test_web" / "test_add_over_http" / "mcp"
     assert [p.name for p in folder.iterdir()] == ["calc.0.jsonl"]

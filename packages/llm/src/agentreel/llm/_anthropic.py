@@ -17,19 +17,19 @@ Mapping of the raw stream events to chunks:
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import Any, Unpack
 
 import anthropic
 
 from agentreel.llm._chunks import (
     Chunk,
 )
-from agentreel.llm._identity import identity_headers, send_identity_setting
 from agentreel.llm._messages import TextPart, ToolCallPart, ToolResultPart, ToolSpec
 from agentreel.llm._options import GenerateOptions
-from agentreel.llm._retry import RetryNotice
 from agentreel.llm._sdk_common import (
+    ClientArgs,
+    SdkDefaults,
     SdkProvider,
     sdk_error_types,
     stub_settings,
@@ -120,50 +120,28 @@ def to_anthropic_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
 class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
     """Streams Messages through ``anthropic.AsyncAnthropic`` (SDK retries off; ours on)."""
 
+    DEFAULTS = SdkDefaults(
+        "anthropic",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "https://api.anthropic.com",
+        _SDK_ERRORS,
+    )
+
     def __init__(
         self,
         *,
-        model: str | None = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
         max_tokens: int = 4096,
         thinking_budget: int | None = None,
-        timeout: float = 120.0,
-        connect_timeout: float = 10.0,
-        max_retries: int = 4,
-        retry_initial_delay: float = 0.5,
-        retry_max_delay: float = 8.0,
-        retry_budget: float = 60.0,
-        on_retry: Callable[[RetryNotice], None] | None = None,
-        send_identity: bool | str = False,
-        provider_name: str = "anthropic",
-        key_env: str = "ANTHROPIC_API_KEY",
-        base_url_env: str = "ANTHROPIC_BASE_URL",
+        **settings: Unpack[ClientArgs],
     ) -> None:
         self.max_tokens = max_tokens
         self.thinking_budget = thinking_budget
-        self.send_identity = send_identity_setting(send_identity)
-        super().__init__(
-            model=model,
-            base_url=base_url,
-            api_key=api_key,
-            timeout=timeout,
-            connect_timeout=connect_timeout,
-            max_retries=max_retries,
-            retry_initial_delay=retry_initial_delay,
-            retry_max_delay=retry_max_delay,
-            retry_budget=retry_budget,
-            on_retry=on_retry,
-            provider_name=provider_name,
-            key_env=key_env,
-            base_url_env=base_url_env,
-            default_base_url="https://api.anthropic.com",
-            errors=_SDK_ERRORS,
-        )
+        super().__init__(**settings)
 
     def _make_client(self) -> anthropic.AsyncAnthropic:
         return anthropic.AsyncAnthropic(
-            api_key=self._api_key,
+            api_key=self.settings.api_key,
             base_url=self.base_url,
             max_retries=0,
             timeout=self._http_timeout(),
@@ -173,7 +151,7 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         """The keyword arguments for ``messages.create`` (without ``stream``)."""
         system, messages = to_anthropic_messages(options)
         body: dict[str, Any] = {
-            "model": options.model or self.model or "",
+            "model": self._model_for(options),
             "messages": messages,
             "max_tokens": options.max_tokens or self.max_tokens,
         }
@@ -194,7 +172,7 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
         """Stream one call; raises a typed ``LlmError`` on failure (see module docstring)."""
         body = self.request_body(options)
         client = self._client_for_call(body)
-        extra_headers = identity_headers(options) if self.send_identity else None
+        extra_headers = self._identity_headers(options)
 
         async def open_once() -> anthropic.AsyncStream[Any]:
             created: anthropic.AsyncStream[Any] = await client.messages.create(

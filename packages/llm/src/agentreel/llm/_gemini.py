@@ -11,7 +11,7 @@ at the stub model server.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextvars import ContextVar
 from typing import Any
 
@@ -21,10 +21,8 @@ from google.genai import errors as genai_errors
 from google.genai import types
 
 from agentreel.llm._chunks import Chunk
-from agentreel.llm._identity import identity_headers, send_identity_setting
 from agentreel.llm._options import GenerateOptions
-from agentreel.llm._retry import RetryNotice
-from agentreel.llm._sdk_common import SdkErrorTypes, SdkProvider, stub_settings
+from agentreel.llm._sdk_common import SdkDefaults, SdkErrorTypes, SdkProvider, stub_settings
 from agentreel.llm.wire import GeminiStreamMapper, to_gemini_contents, to_gemini_tools
 
 __all__ = ["GeminiProvider", "create_provider", "create_stub_provider"]
@@ -99,42 +97,13 @@ class _Client:
 class GeminiProvider(SdkProvider[_Client]):
     """Streams ``generateContent`` through ``google.genai.Client`` (SDK retries off; ours on)."""
 
-    def __init__(
-        self,
-        *,
-        model: str | None = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float = 120.0,
-        connect_timeout: float = 10.0,
-        max_retries: int = 4,
-        retry_initial_delay: float = 0.5,
-        retry_max_delay: float = 8.0,
-        retry_budget: float = 60.0,
-        on_retry: Callable[[RetryNotice], None] | None = None,
-        send_identity: bool | str = False,
-        provider_name: str = "gemini",
-        key_env: str = "GEMINI_API_KEY",
-        base_url_env: str = "GOOGLE_GEMINI_BASE_URL",
-    ) -> None:
-        self.send_identity = send_identity_setting(send_identity)
-        super().__init__(
-            model=model,
-            base_url=base_url,
-            api_key=api_key,
-            timeout=timeout,
-            connect_timeout=connect_timeout,
-            max_retries=max_retries,
-            retry_initial_delay=retry_initial_delay,
-            retry_max_delay=retry_max_delay,
-            retry_budget=retry_budget,
-            on_retry=on_retry,
-            provider_name=provider_name,
-            key_env=key_env,
-            base_url_env=base_url_env,
-            default_base_url="https://generativelanguage.googleapis.com",
-            errors=_SDK_ERRORS,
-        )
+    DEFAULTS = SdkDefaults(
+        "gemini",
+        "GEMINI_API_KEY",
+        "GOOGLE_GEMINI_BASE_URL",
+        "https://generativelanguage.googleapis.com",
+        _SDK_ERRORS,
+    )
 
     def _make_client(self) -> _Client:
         timeout = self._http_timeout()
@@ -154,13 +123,13 @@ class GeminiProvider(SdkProvider[_Client]):
             httpx_async_client=http,
             retry_options=None,
         )
-        return _Client(genai.Client(api_key=self._api_key, http_options=options), http)
+        return _Client(genai.Client(api_key=self.settings.api_key, http_options=options), http)
 
     def request_body(self, options: GenerateOptions) -> dict[str, Any]:
         """The call in wire form: ``model``, ``contents``, ``systemInstruction``, ``tools``,
         ``generationConfig`` (what ``generate_content_stream`` is given, validated)."""
         system, contents = to_gemini_contents(options)
-        body: dict[str, Any] = {"model": options.model or self.model or "", "contents": contents}
+        body: dict[str, Any] = {"model": self._model_for(options), "contents": contents}
         if system:
             body["systemInstruction"] = {"parts": [{"text": system}]}
         if options.tools:
@@ -193,7 +162,7 @@ class GeminiProvider(SdkProvider[_Client]):
         """Stream one call; raises a typed ``LlmError`` on failure (see the package README)."""
         body = self.request_body(options)
         client = self._client_for_call(body)
-        headers = identity_headers(options) if self.send_identity else None
+        headers = self._identity_headers(options)
         contents = [types.Content.model_validate(content) for content in body["contents"]]
         config = self._config(body, headers)
 

@@ -25,9 +25,9 @@ client class wraps the SDK's SSE decoder to watch for both (``WireWatch``).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Unpack
 
 import openai
 from openai._streaming import ServerSentEvent, SSEBytesDecoder, SSEDecoder
@@ -35,7 +35,6 @@ from openai._streaming import ServerSentEvent, SSEBytesDecoder, SSEDecoder
 from agentreel.llm._chunks import (
     Chunk,
 )
-from agentreel.llm._identity import identity_headers, send_identity_setting
 from agentreel.llm._messages import (
     Message,
     TextPart,
@@ -44,9 +43,10 @@ from agentreel.llm._messages import (
     ToolSpec,
 )
 from agentreel.llm._options import GenerateOptions
-from agentreel.llm._retry import RetryNotice
 from agentreel.llm._sdk_common import (
     STUB_API_KEY,
+    ClientArgs,
+    SdkDefaults,
     SdkProvider,
     sdk_error_types,
     stub_settings,
@@ -160,25 +160,16 @@ class _WatchedOpenAI(openai.AsyncOpenAI):
 class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
     """Streams Chat Completions through ``openai.AsyncOpenAI`` (SDK retries off; ours on)."""
 
+    DEFAULTS = SdkDefaults(
+        "openai", "OPENAI_API_KEY", "OPENAI_BASE_URL", "https://api.openai.com/v1", _SDK_ERRORS
+    )
+
     def __init__(
         self,
         *,
-        model: str | None = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float = 120.0,
-        connect_timeout: float = 10.0,
-        max_retries: int = 4,
-        retry_initial_delay: float = 0.5,
-        retry_max_delay: float = 8.0,
-        retry_budget: float = 60.0,
         include_usage: bool = True,
         max_tokens_param: str = "max_completion_tokens",
-        on_retry: Callable[[RetryNotice], None] | None = None,
-        send_identity: bool | str = False,
-        provider_name: str = "openai",
-        key_env: str = "OPENAI_API_KEY",
-        base_url_env: str = "OPENAI_BASE_URL",
+        **settings: Unpack[ClientArgs],
     ) -> None:
         if max_tokens_param not in ("max_completion_tokens", "max_tokens"):
             raise ValueError(
@@ -187,28 +178,11 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
             )
         self.include_usage = include_usage
         self.max_tokens_param = max_tokens_param
-        self.send_identity = send_identity_setting(send_identity)
-        super().__init__(
-            model=model,
-            base_url=base_url,
-            api_key=api_key,
-            timeout=timeout,
-            connect_timeout=connect_timeout,
-            max_retries=max_retries,
-            retry_initial_delay=retry_initial_delay,
-            retry_max_delay=retry_max_delay,
-            retry_budget=retry_budget,
-            on_retry=on_retry,
-            provider_name=provider_name,
-            key_env=key_env,
-            base_url_env=base_url_env,
-            default_base_url="https://api.openai.com/v1",
-            errors=_SDK_ERRORS,
-        )
+        super().__init__(**settings)
 
     def _make_client(self) -> openai.AsyncOpenAI:
         return _WatchedOpenAI(
-            api_key=self._api_key,
+            api_key=self.settings.api_key,
             base_url=self.base_url,
             max_retries=0,
             timeout=self._http_timeout(),
@@ -217,7 +191,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
     def request_body(self, options: GenerateOptions) -> dict[str, Any]:
         """The keyword arguments for ``chat.completions.create`` (without ``stream``)."""
         body: dict[str, Any] = {
-            "model": options.model or self.model or "",
+            "model": self._model_for(options),
             "messages": to_openai_messages(options),
         }
         if options.tools:
@@ -236,7 +210,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         """Stream one call; raises a typed ``LlmError`` on failure (see module docstring)."""
         body = self.request_body(options)
         client = self._client_for_call(body)
-        extra_headers = identity_headers(options) if self.send_identity else None
+        extra_headers = self._identity_headers(options)
 
         mapper = OpenAIStreamMapper()
 

@@ -13,11 +13,13 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Generic, Protocol, Self, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, Self, TypedDict, TypeVar, Unpack
 
 from agentreel.llm._agent_env import AgentEnv
 from agentreel.llm._chunks import Chunk
+from agentreel.llm._identity import identity_headers, send_identity_setting
 from agentreel.llm._label import ProviderLabel
+from agentreel.llm._options import GenerateOptions
 from agentreel.llm._retry import Failure, RetryNotice, RetryPolicy, open_with_retries
 from agentreel.llm.exceptions import (
     AuthenticationError,
@@ -359,42 +361,118 @@ class StreamMapper(Protocol):
     def finish(self, label: ProviderLabel) -> list[Chunk]: ...
 
 
-class SdkProvider(Generic[ClientT]):
-    """What both SDK adapters share: settings, one client per loop, the streaming loop.
+class ClientArgs(TypedDict, total=False):
+    """The keyword settings every SDK adapter takes, each adapter's own ones aside
+    (``OpenAIProvider(model=..., timeout=...)``, an entry point's ``**settings``):
+    ``ClientSettings.build`` resolves and validates them once."""
 
-    Subclasses supply ``_make_client`` (the SDK client, its own retries off) and call
-    ``_stream_through`` with a coroutine that opens the SDK stream and a fresh mapper.
+    model: str | None
+    base_url: str | None
+    api_key: str | None
+    timeout: float
+    connect_timeout: float
+    max_retries: int
+    retry_initial_delay: float
+    retry_max_delay: float
+    retry_budget: float
+    on_retry: Callable[[RetryNotice], None] | None
+    send_identity: bool | str
+    provider_name: str
+    key_env: str
+    base_url_env: str
+
+
+_CLIENT_ARGS = ClientArgs.__optional_keys__
+
+
+@dataclass(frozen=True, slots=True)
+class SdkDefaults:
+    """What one adapter fixes: its default name, key and URL variables, its default server
+    and its SDK's error classes."""
+
+    provider_name: str
+    key_env: str
+    base_url_env: str
+    default_base_url: str
+    errors: SdkErrorTypes
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSettings:
+    """One adapter's client settings, resolved and validated once: the URL and key from
+    the setting or its environment variable, the retry policy, the retry callback, the
+    ``send_identity`` flag and the label error messages name."""
+
+    model: str | None
+    base_url: str | None
+    api_key: str | None
+    timeout: float
+    connect_timeout: float
+    policy: RetryPolicy
+    on_retry: Callable[[RetryNotice], None]
+    send_identity: bool
+    label: ProviderLabel
+    errors: SdkErrorTypes
+
+    @classmethod
+    def build(cls, args: ClientArgs, defaults: SdkDefaults, owner: str) -> ClientSettings:
+        """``args`` over the adapter's ``defaults``; ``owner`` (the adapter class) names an
+        unknown setting as a call with it would."""
+        unknown = sorted(set(args) - _CLIENT_ARGS)
+        if unknown:
+            raise TypeError(f"{owner}() got an unexpected keyword argument {unknown[0]!r}")
+        key_env = args.get("key_env", defaults.key_env)
+        base_url = setting_or_env(
+            args.get("base_url"), args.get("base_url_env", defaults.base_url_env)
+        )
+        return cls(
+            model=args.get("model"),
+            base_url=base_url,
+            api_key=setting_or_env(args.get("api_key"), key_env),
+            timeout=args.get("timeout", 120.0),
+            connect_timeout=args.get("connect_timeout", 10.0),
+            policy=make_policy(
+                args.get("max_retries", 4),
+                args.get("retry_initial_delay", 0.5),
+                args.get("retry_max_delay", 8.0),
+                args.get("retry_budget", 60.0),
+            ),
+            on_retry=notify(args.get("on_retry")),
+            send_identity=send_identity_setting(args.get("send_identity", False)),
+            label=ProviderLabel(
+                args.get("provider_name", defaults.provider_name),
+                base_url or defaults.default_base_url,
+                key_env,
+            ),
+            errors=defaults.errors,
+        )
+
+
+class SdkProvider(Generic[ClientT]):
+    """What the SDK adapters share: settings, one client per loop, the streaming loop.
+
+    Subclasses set ``DEFAULTS``, supply ``_make_client`` (the SDK client, its own retries
+    off) and call ``_stream_through`` with a coroutine that opens the SDK stream and a
+    fresh mapper. An adapter with settings of its own takes them before ``**settings``.
     """
 
-    def __init__(
-        self,
-        *,
-        model: str | None,
-        base_url: str | None,
-        api_key: str | None,
-        timeout: float,
-        connect_timeout: float,
-        max_retries: int,
-        retry_initial_delay: float,
-        retry_max_delay: float,
-        retry_budget: float,
-        on_retry: Callable[[RetryNotice], None] | None,
-        provider_name: str,
-        key_env: str,
-        base_url_env: str,
-        default_base_url: str,
-        errors: SdkErrorTypes,
-    ) -> None:
-        self.model = model
-        self.base_url = setting_or_env(base_url, base_url_env)
-        self._api_key = setting_or_env(api_key, key_env)
-        self.timeout = timeout
-        self.connect_timeout = connect_timeout
-        self.policy = make_policy(max_retries, retry_initial_delay, retry_max_delay, retry_budget)
-        self._on_retry = notify(on_retry)
-        self.label = ProviderLabel(provider_name, self.base_url or default_base_url, key_env)
-        self._errors = errors
+    DEFAULTS: ClassVar[SdkDefaults]
+
+    def __init__(self, **settings: Unpack[ClientArgs]) -> None:
+        self.settings = ClientSettings.build(settings, self.DEFAULTS, type(self).__name__)
         self._client = LoopBoundClient(self._make_client)
+
+    @property
+    def model(self) -> str | None:
+        return self.settings.model
+
+    @property
+    def base_url(self) -> str | None:
+        return self.settings.base_url
+
+    @property
+    def label(self) -> ProviderLabel:
+        return self.settings.label
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.label.name!r}, base_url={self.label.base_url!r})"
@@ -404,7 +482,8 @@ class SdkProvider(Generic[ClientT]):
 
     def _http_timeout(self) -> Any:
         """The read and connect timeouts, in the SDK's HTTP client's ``Timeout``."""
-        return self._errors.timeout_type(self.timeout, connect=self.connect_timeout)
+        settings = self.settings
+        return settings.errors.timeout_type(settings.timeout, connect=settings.connect_timeout)
 
     async def aclose(self) -> None:
         """Close the HTTP connection pool."""
@@ -416,9 +495,17 @@ class SdkProvider(Generic[ClientT]):
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
+    def _model_for(self, options: GenerateOptions) -> str:
+        """The call's model: its own, else the ``model`` setting (empty when neither)."""
+        return options.model or self.settings.model or ""
+
+    def _identity_headers(self, options: GenerateOptions) -> dict[str, str] | None:
+        """The caller identity headers when ``send_identity`` is on."""
+        return identity_headers(options) if self.settings.send_identity else None
+
     def _client_for_call(self, body: dict[str, Any]) -> ClientT:
         """The loop's client, after checking the call has a key and a model."""
-        if not self._api_key:
+        if not self.settings.api_key:
             raise AuthenticationError(
                 "auth",
                 None,
@@ -441,10 +528,10 @@ class SdkProvider(Generic[ClientT]):
         """Open with retries, map every wire item, and always close the HTTP stream."""
         sdk_stream = await open_with_retries(
             open_once,
-            classify=lambda exc: classify_open_error(exc, self._errors, self.label, model),
-            policy=self.policy,
+            classify=lambda exc: classify_open_error(exc, self.settings.errors, self.label, model),
+            policy=self.settings.policy,
             provider=self.label.name,
-            on_retry=self._on_retry,
+            on_retry=self.settings.on_retry,
         )
         try:
             iterator = sdk_stream.__aiter__()
@@ -454,7 +541,7 @@ class SdkProvider(Generic[ClientT]):
                 except StopAsyncIteration:
                     break
                 except Exception as exc:
-                    error = stream_error(exc, self._errors, self.label, mapper.events)
+                    error = stream_error(exc, self.settings.errors, self.label, mapper.events)
                     if error is None:
                         raise
                     # Usage already paid for is kept in the log before the failure.

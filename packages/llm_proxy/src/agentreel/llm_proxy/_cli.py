@@ -24,18 +24,16 @@ import shlex
 import signal
 import stat
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
 from agentreel.llm_proxy.exceptions import ProxyError
 from agentreel.llm_replay import (
-    DEFAULT_SCHEDULE_TIMEOUT,
-    DIVERGENCE_MODES,
-    SCHEDULE_MODES,
-    Capture,
     ReplayError,
+    ReplaySettings,
+    ReplaySettingsError,
 )
 from agentreel.session import RERECORD_COMMAND_ENV
 
@@ -97,75 +95,67 @@ def _parser() -> argparse.ArgumentParser:
         help="a harness scenario's name: re-record hints then name `agentreel record NAME` "
         "instead of this proxy's own record command",
     )
-    replay.add_argument(
-        "--drift", choices=("error", "warn", "off"), default="error", help="request drift"
-    )
-    replay.add_argument(
-        "--schedule",
-        choices=SCHEDULE_MODES,
-        default="free",
-        help="recorded: calls of different sessions and lanes keep their recorded order",
-    )
-    replay.add_argument(
-        "--schedule-timeout",
-        type=float,
-        default=DEFAULT_SCHEDULE_TIMEOUT,
-        metavar="SECONDS",
-        help="how long a call held by --schedule recorded waits before it goes on (a "
-        "schedule divergence)",
-    )
-    replay.add_argument(
-        "--schedule-divergence",
-        choices=DIVERGENCE_MODES,
-        default="error",
-        help="allow: a schedule divergence is reported, not a failure",
-    )
-    replay.add_argument(
-        "--partial-lane",
-        action="append",
-        default=[],
-        metavar="REGEX",
-        help="a regex naming a lane (found in its model, system prompt or first message) "
-        "that may be consumed partly or not at all",
-    )
     for sub in (record, replay):
         sub.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 = a free one)")
         sub.add_argument("--port-file", type=Path, help="write the port here once listening")
         sub.add_argument("--cwd", help="the agents' working directory (paths → {{cwd}})")
-        sub.add_argument(
-            "--mask", action="append", default=[], metavar="REGEX", help="volatile request text"
-        )
-        sub.add_argument(
-            "--capture",
-            action="append",
-            default=[],
-            type=_capture,
-            metavar="TOKEN=REGEX",
-            help="a live value the model names back (a child's agent id): its regex's group "
-            "(or whole match) in requests, recorded as {{TOKEN:N}}, served as the live "
-            "request's N-th value",
-        )
         sub.add_argument("--max-body-bytes", type=int, default=32 * 1024 * 1024)
         sub.add_argument("-v", "--verbose", action="store_true", help="log every request")
+    for mode, sub in (("record", record), ("replay", replay)):
+        _add_replay_settings(sub, mode)
     return parser
 
 
-def _capture(text: str) -> Capture:
-    """``--capture TOKEN=REGEX`` as a ``Capture`` (argparse reports the ``ValueError``)."""
-    token, equals, regex = text.partition("=")
-    if not equals:
-        raise argparse.ArgumentTypeError(
-            f'{text!r} is not TOKEN=REGEX, e.g. agent-id=\'"agent_id":"([0-9a-f-]{{36}})"\''
+def _add_replay_settings(parser: argparse.ArgumentParser, mode: str) -> None:
+    """A flag for each ``ReplaySettings`` field that applies to ``mode``, from the field's
+    own ``Setting`` (its flag, help, choices): the CLI declares none of them itself. A
+    flag not given leaves its setting out (``ReplaySettings.from_mapping`` then checks
+    what was given, as a scenario's keys are)."""
+    for name, spec in ReplaySettings.specs().items():
+        if mode not in spec.modes:
+            continue
+        default = getattr(ReplaySettings(), name)
+        shown = f" (default: {default})" if default not in (None, ()) else ""
+        parser.add_argument(
+            ReplaySettings.flag(name),
+            dest=name,
+            action="append" if spec.kind.repeated() else "store",
+            type=_flag_reader(name),
+            default=argparse.SUPPRESS,
+            metavar=spec.metavar or "|".join(spec.kind.choices()) or None,
+            help=spec.help + ("; repeatable" if spec.kind.repeated() else shown),
         )
+
+
+def _flag_reader(name: str) -> Callable[[str], object]:
+    """Setting ``name``'s text reader as argparse's ``type`` (its problem as the usage
+    error)."""
+    parse = ReplaySettings.flag_reader(name)
+
+    def read(text: str) -> object:
+        try:
+            return parse(text)
+        except ReplaySettingsError as error:
+            typed = "" if error.problem.startswith(repr(text)) else f"{text!r}: "
+            raise argparse.ArgumentTypeError(typed + error.problem) from None
+
+    return read
+
+
+def _replay_settings(args: argparse.Namespace) -> ReplaySettings:
+    """The flags given as one ``ReplaySettings`` (a bad one: argparse's usage error)."""
+    given = {name: getattr(args, name) for name in ReplaySettings.names() if name in args}
     try:
-        return Capture.checked(regex, token)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"{text!r}: {error}") from None
+        return ReplaySettings.from_mapping(given)
+    except ReplaySettingsError as error:
+        inside = f" ({error.key})" if error.key != error.setting else ""
+        _parser().error(f"argument {ReplaySettings.flag(error.setting)}{inside}: {error.problem}")
 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
     """Run the proxy until a signal or stdin EOF; the exit status of the command line."""
     args = _parser().parse_args(argv)
+    settings = _replay_settings(args)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="agentreel proxy: %(message)s",
@@ -173,7 +163,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     )
     try:
         with _rerecord_hint(args):
-            return asyncio.run(_run(args, out or sys.stdout))
+            return asyncio.run(_run(args, settings, out or sys.stdout))
     except (ProxyError, ReplayError) as error:
         print(f"agentreel proxy: {error}", file=sys.stderr)
         return 2
@@ -181,10 +171,11 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
 
 def _record_command(args: argparse.Namespace) -> str:
     """The ``agentreel proxy record`` command that records a replay run's fixture again,
-    in the user's own arguments (``--fixture`` as typed, ``--cwd``, each ``--mask``,
-    ``--port``), ``{scenario}`` where the fixture folder's name goes — the template of
-    ``$AGENTREEL_RERECORD_COMMAND`` (``agentreel.session.rerecord_command``, which every
-    re-record hint comes from, names a fixture by its folder's name). Only the upstream is
+    in the user's own arguments (``--fixture`` as typed, ``--cwd``, each replay setting
+    that applies to record — ``--mask``, ``--capture`` —, ``--port``), ``{scenario}``
+    where the fixture folder's name goes — the template of ``$AGENTREEL_RERECORD_COMMAND``
+    (``agentreel.session.rerecord_command``, which every re-record hint comes from, names a
+    fixture by its folder's name). Only the upstream is
     not known to replay: ``URL``."""
     typed = str(args.fixture).rstrip("/") or "/"
     name = args.fixture.name
@@ -197,8 +188,11 @@ def _record_command(args: argparse.Namespace) -> str:
     words += ["--fixture", (shlex.quote(prefix) if prefix else "") + "{scenario}"]
     if args.cwd is not None:
         words += ["--cwd", shlex.quote(args.cwd)]
-    for mask in args.mask:
-        words += ["--mask", shlex.quote(mask)]
+    for name, spec in ReplaySettings.specs().items():
+        if "record" in spec.modes and name in args:  # as typed: --mask, --capture, ...
+            given = getattr(args, name)
+            for value in given if spec.kind.repeated() else [given]:
+                words += [ReplaySettings.flag(name), shlex.quote(str(value))]
     if args.port:
         words += ["--port", str(args.port)]
     return " ".join(words)
@@ -229,7 +223,7 @@ def _watch_stdin() -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or sys.stdin.isatty()
 
 
-async def _run(args: argparse.Namespace, out: TextIO) -> int:
+async def _run(args: argparse.Namespace, settings: ReplaySettings, out: TextIO) -> int:
     from agentreel.llm_proxy._routes import unspoken_summary
     from agentreel.llm_proxy._run import NO_CALLS_RECORDED
     from agentreel.llm_proxy._server import start_proxy
@@ -255,10 +249,9 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
         loop.add_reader(fd, readable)
     options: dict[str, Any] = {
         "port": args.port,
-        "masks": tuple(args.mask),
-        "captures": tuple(args.capture),
         "cwd": args.cwd,
         "max_body_bytes": args.max_body_bytes,
+        "replay": settings,
     }
     if args.mode == "record":
         context = start_proxy(
@@ -276,11 +269,6 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
             report=args.report,
             sessions_root=args.sessions_root,
             scenario=args.scenario,
-            drift=args.drift,
-            partial_lanes=tuple(args.partial_lane),
-            schedule=args.schedule,
-            schedule_timeout=args.schedule_timeout,
-            schedule_divergence=args.schedule_divergence,
             **options,
         )
     async with context as proxy:

@@ -42,6 +42,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from agentreel.llm_proxy.exceptions import ProxyConfigError
+from agentreel.llm_replay import ReplaySettings
 from agentreel.session import install_path_rules
 
 _BUILT_IN: tuple[tuple[str, str], ...] = (
@@ -360,14 +361,12 @@ class Masks:
 
     def __init__(self, extra: Sequence[str] = (), *, cwd: str | None = None) -> None:
         rules: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = []
+        try:  # checked as the setting is (``ReplaySettings.masks``)
+            extra = ReplaySettings(masks=tuple(extra)).masks
+        except ValueError as exc:
+            raise ProxyConfigError(str(exc)) from None
         for number, pattern in enumerate(extra, 1):
-            try:
-                rules.append((re.compile(pattern), f"{{{{mask:{number}}}}}"))
-            except re.error as exc:
-                raise ProxyConfigError(
-                    f"mask {number} {pattern!r} is not a valid regular expression: {exc}. "
-                    "Fix the scenario's masks (Python re syntax)"
-                ) from None
+            rules.append((re.compile(pattern), f"{{{{mask:{number}}}}}"))
         # The scenario's own masks first: they may name text a built-in rule would split.
         # Install paths before the tmp and HOME rules (a node_modules under HOME is the
         # agent's install, wherever HOME is); labelled facts before the unlabelled ones.

@@ -114,7 +114,7 @@ class ProxyRun(RecordSide, ReplaySide):
     def __init__(self, settings: ProxySettings) -> None:
         settings.check()
         self.settings = settings
-        self.masks = Masks(settings.masks, cwd=settings.cwd)
+        self.masks = Masks(settings.replay.masks, cwd=settings.cwd)
         self.mode: Mode = settings.mode
         self.token: str | None = None
         self._server: RunHost | None = None
@@ -129,7 +129,7 @@ class ProxyRun(RecordSide, ReplaySide):
         self._recorded_apis = False
         # Partial lanes (side calls that vary with timing) are left out of the served logs:
         # whether and how far they ran is not part of what a harness compares.
-        self._partial = PartialLanes(settings.partial_lanes)
+        self._partial = PartialLanes(settings.replay.partial_lanes)
         self.errors: list[str] = []
         self.unspoken: list[str] = []
         """``METHOD path`` of each request meant for this run on a path the proxy does not
@@ -154,7 +154,7 @@ class ProxyRun(RecordSide, ReplaySide):
                 settings.cwd,
                 self.masks.text,
                 allow_secrets=settings.allow_secrets,
-                captures=settings.captures,
+                captures=settings.replay.captures,
             )
         else:
             assert settings.fixture is not None
@@ -163,15 +163,11 @@ class ProxyRun(RecordSide, ReplaySide):
             self.provider = ReplayProvider(
                 settings.fixture,
                 live_cwd=settings.cwd,
-                drift=settings.drift,
                 report_path=settings.report,
-                drift_dir=settings.drift_dir,
                 scenario=settings.scenario,
                 content_binding=True,
-                partial_lanes=settings.partial_lanes,
                 content_mask=self.masks.text,
-                **settings.replay_schedule().keywords(),
-                captures=settings.captures,
+                settings=settings.replay,
             )
             self._recorded_apis = any(
                 call.request is not None and call.request.api is not None

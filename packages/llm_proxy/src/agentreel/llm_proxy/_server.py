@@ -16,9 +16,10 @@ import itertools
 import logging
 import os
 import secrets
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Unpack
 
 from aiohttp import web
 
@@ -32,13 +33,8 @@ from agentreel.llm_proxy._routes import (
 )
 from agentreel.llm_proxy._run import _SERVING, ProxyRun
 from agentreel.llm_proxy._settings import DEFAULT_MAX_BODY, SHUTDOWN_GRACE, Mode, ProxySettings
-from agentreel.llm_replay import (
-    DEFAULT_SCHEDULE_TIMEOUT,
-    Capture,
-    DivergenceMode,
-    DriftMode,
-    ScheduleMode,
-)
+from agentreel.llm_proxy.exceptions import ProxyConfigError
+from agentreel.llm_replay import ReplaySettings, ReplaySettingsKeywords
 
 logger = logging.getLogger("agentreel.llm_proxy")
 
@@ -212,35 +208,35 @@ async def start_proxy(
     sessions_root: str | os.PathLike[str] | None = None,
     fixture: str | os.PathLike[str] | None = None,
     report: str | os.PathLike[str] | None = None,
-    drift_dir: str | os.PathLike[str] | None = None,
     port: int = 0,
     host: str = "127.0.0.1",
-    masks: Sequence[str] = (),
-    partial_lanes: Sequence[str] = (),
     cwd: str | os.PathLike[str] | None = None,
     scenario: str | None = None,
-    drift: DriftMode = "error",
     max_body_bytes: int = DEFAULT_MAX_BODY,
-    schedule: ScheduleMode = "free",
-    schedule_timeout: float = DEFAULT_SCHEDULE_TIMEOUT,
-    schedule_divergence: DivergenceMode = "error",
     allow_secrets: tuple[str, ...] = (),
-    captures: Sequence[Capture] = (),
+    replay: ReplaySettings | None = None,
+    **settings: Unpack[ReplaySettingsKeywords],
 ) -> AsyncIterator[Proxy]:
     """Run a proxy for the ``async with`` block; on exit every log, fixture and report is written.
 
     ``mode="record"``: forward to ``upstream`` and record into ``sessions_root`` (logs) or
     ``fixture`` (harvested into a fixture directory on exit). ``mode="replay"``: answer from
-    ``fixture``, keyless and offline, writing the consumption report to ``report`` (and a
-    drifted call's full requests to ``drift_dir``, default ``drift/`` beside it); with
+    ``fixture``, keyless and offline, writing the consumption report to ``report``; with
     ``sessions_root`` it also writes the session logs of what it served there, as record
-    mode would (what a harness compares with its goldens). ``schedule="recorded"``: calls
-    of different sessions and lanes keep their recorded order (``agentreel.llm_replay``'s
-    schedule; ``schedule_timeout``, ``schedule_divergence`` as there). ``captures``: live
-    values carried into served answers (``agentreel.llm_replay.Capture``): written as
-    ``{{<token>:N}}`` in what record mode records, made the live request's values again
-    in what replay serves.
+    mode would (what a harness compares with its goldens). How calls are recorded and
+    replayed is ``replay`` (``agentreel.llm_replay.ReplaySettings``) with the keywords of
+    the same names laid over: ``masks`` and ``captures`` (live values carried into served
+    answers: written as ``{{<token>:N}}`` in what record mode records, made the live
+    request's values again in what replay serves), ``drift`` and ``drift_dir`` (a drifted
+    call's full requests, default ``drift/`` beside the report), ``partial_lanes``,
+    ``schedule="recorded"`` (calls of different sessions and lanes keep their recorded
+    order), ``schedule_timeout``, ``schedule_divergence``. A bad one is a
+    ``ProxyConfigError`` naming it.
     """
+    try:
+        replay_settings = (replay or ReplaySettings()).with_values(settings)
+    except ValueError as error:
+        raise ProxyConfigError(str(error)) from None
     proxy = Proxy(
         ProxySettings(
             mode=mode,
@@ -248,20 +244,13 @@ async def start_proxy(
             sessions_root=Path(sessions_root) if sessions_root is not None else None,
             fixture=Path(fixture) if fixture is not None else None,
             report=Path(report) if report is not None else None,
-            drift_dir=Path(drift_dir) if drift_dir is not None else None,
             host=host,
             port=port,
-            masks=tuple(masks),
-            partial_lanes=tuple(partial_lanes),
             cwd=os.fspath(cwd) if cwd is not None else os.getcwd(),
             scenario=scenario,
-            drift=drift,
             max_body_bytes=max_body_bytes,
-            schedule=schedule,
-            schedule_timeout=schedule_timeout,
-            schedule_divergence=schedule_divergence,
             allow_secrets=allow_secrets,
-            captures=tuple(captures),
+            replay=replay_settings,
         )
     )
     await proxy.start()

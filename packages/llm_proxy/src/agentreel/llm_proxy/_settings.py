@@ -8,15 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 from agentreel.llm_proxy.exceptions import ProxyConfigError
-from agentreel.llm_replay import (
-    DEFAULT_SCHEDULE_TIMEOUT,
-    Capture,
-    DivergenceMode,
-    DriftMode,
-    PartialLanes,
-    ScheduleMode,
-    ScheduleSettings,
-)
+from agentreel.llm_replay import ReplaySettings
 from agentreel.session import checked_allowlist
 
 Mode = Literal["record", "replay"]
@@ -42,45 +34,21 @@ class ProxySettings:
     sessions_root: Path | None = None
     fixture: Path | None = None
     report: Path | None = None
-    drift_dir: Path | None = None
-    """Replay: where a drifted call's full requests are written (default: ``drift/``
-    beside the report; ``agentreel.llm_replay.ReplayProvider``'s ``drift_dir``)."""
     host: str = "127.0.0.1"
     port: int = 0
-    masks: tuple[str, ...] = ()
-    partial_lanes: tuple[str, ...] = ()
     cwd: str = field(default_factory=os.getcwd)
     scenario: str | None = None
-    drift: DriftMode = "error"
     max_body_bytes: int = DEFAULT_MAX_BODY
     allow_secrets: tuple[str, ...] = ()
     """sha256 digests of values the secret scan lets through (deliberate fake keys)."""
-    schedule: ScheduleMode = "free"
-    """Replay: ``"recorded"`` keeps the recorded order between calls of different sessions
-    and lanes (``agentreel.llm_replay``'s schedule, SPEC 13)."""
-    schedule_timeout: float = DEFAULT_SCHEDULE_TIMEOUT
-    schedule_divergence: DivergenceMode = "error"
-    captures: tuple[Capture, ...] = ()
-    """Live values carried into served answers (``agentreel.llm_replay.Capture``): record
-    writes them as ``{{<token>:N}}``, replay serves the live request's values."""
-
-    def replay_schedule(self) -> ScheduleSettings:
-        """``schedule``, ``schedule_timeout`` and ``schedule_divergence`` as the one value
-        replay takes them as (``agentreel.llm_replay.ScheduleSettings``; a bad one is a
-        ``ValueError``)."""
-        return ScheduleSettings(self.schedule, self.schedule_timeout, self.schedule_divergence)
+    replay: ReplaySettings = field(default_factory=ReplaySettings)
+    """How calls are recorded and replayed (``agentreel.llm_replay.ReplaySettings``, checked
+    when made): the masks and captures in both modes; drift, its files' folder, partial
+    lanes and the recorded schedule in replay."""
 
     def check(self) -> None:
         if self.mode not in MODES:
             raise ProxyConfigError(f"mode must be record or replay, got {self.mode!r}")
-        try:
-            self.replay_schedule()
-        except ValueError as error:
-            raise ProxyConfigError(str(error)) from None
-        try:
-            PartialLanes(self.partial_lanes)
-        except ValueError as error:
-            raise ProxyConfigError(str(error)) from None
         try:
             checked_allowlist(self.allow_secrets)
         except ValueError as error:

@@ -15,7 +15,6 @@ from agentreel.llm_replay._lanes import PartialLanes
 from agentreel.llm_replay._overrides import HangOverride, Override, ThrowOverride
 from agentreel.llm_replay._provider import (
     BoundCall,
-    DriftMode,
     RecordedStream,
     ReplayProvider,
     create_replay_provider,
@@ -29,21 +28,24 @@ from agentreel.llm_replay._report import (
     read_report,
     write_report,
 )
-from agentreel.llm_replay._schedule import (
+from agentreel.llm_replay._schedule import CallGates, ScheduleDivergence
+from agentreel.llm_replay._settings import (
     DEFAULT_SCHEDULE_TIMEOUT,
     DIVERGENCE_MODES,
     SCHEDULE_MODES,
-    CallGates,
     DivergenceMode,
-    ScheduleDivergence,
+    DriftMode,
+    ReplaySettings,
+    ReplaySettingsKeywords,
     ScheduleMode,
-    ScheduleSettings,
+    value_kind,
 )
 from agentreel.llm_replay.exceptions import (
     FixtureError,
     IncompleteCallError,
     OverrideError,
     ReplayError,
+    ReplaySettingsError,
     RequestDriftError,
     RequestDriftWarning,
     ScheduleDivergenceError,
@@ -80,13 +82,15 @@ __all__ = [
     "Recording",
     "ReplayError",
     "ReplayProvider",
+    "ReplaySettings",
+    "ReplaySettingsError",
+    "ReplaySettingsKeywords",
     "ReportedError",
     "RequestDriftError",
     "RequestDriftWarning",
     "ScheduleDivergence",
     "ScheduleDivergenceError",
     "ScheduleMode",
-    "ScheduleSettings",
     "Script",
     "ScriptExhaustedError",
     "ScriptReport",
@@ -97,5 +101,6 @@ __all__ = [
     "load_recording",
     "read_report",
     "session_file_name",
+    "value_kind",
     "write_report",
 ]

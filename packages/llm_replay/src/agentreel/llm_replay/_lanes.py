@@ -34,6 +34,7 @@ import msgspec
 
 from agentreel.llm import BlockEnd, Chunk, Finish, Message, TextPart, ToolCallPart
 from agentreel.llm_replay._fixture import Script
+from agentreel.llm_replay._settings import checked_regexes
 from agentreel.session import RequestHeaderData
 
 
@@ -64,17 +65,9 @@ class PartialLanes:
     """The ``partial_lanes`` patterns of a replay, and which lanes they name (module doc)."""
 
     def __init__(self, patterns: Sequence[str] = ()) -> None:
-        compiled: list[re.Pattern[str]] = []
-        for number, pattern in enumerate(patterns, 1):
-            try:
-                compiled.append(re.compile(pattern))
-            except re.error as exc:
-                raise ValueError(
-                    f"partial lane {number} {pattern!r} is not a valid regular expression: "
-                    f"{exc}. Fix the scenario's [model] partial_lanes (Python re syntax)"
-                ) from None
-        self.patterns = tuple(patterns)
-        self._compiled = tuple(compiled)
+        # Checked as the setting is (``ReplaySettings``: a ``ReplaySettingsError``).
+        self.patterns = checked_regexes("partial_lanes", patterns)
+        self._compiled = tuple(re.compile(pattern) for pattern in self.patterns)
 
     def __bool__(self) -> bool:
         return bool(self._compiled)

@@ -14,15 +14,13 @@ import asyncio
 import json
 import os
 import warnings
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import fields
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple, Unpack
 
 from agentreel.llm import Chunk, Finish, GenerateOptions, LlmError
 from agentreel.llm_replay._binding import Binder
 from agentreel.llm_replay._captures import (
-    Capture,
     captured_values,
     has_capture_token,
     request_strings,
@@ -49,17 +47,15 @@ from agentreel.llm_replay._report import (
     unconsumed_lines,
     write_report,
 )
-from agentreel.llm_replay._schedule import (
-    DEFAULT_SCHEDULE_TIMEOUT,
-    CallGates,
-    DivergenceMode,
-    Schedule,
-    ScheduleDivergence,
-    ScheduleMode,
-    ScheduleSettings,
+from agentreel.llm_replay._schedule import CallGates, Schedule, ScheduleDivergence
+from agentreel.llm_replay._settings import (
+    DriftMode,
+    ReplaySettings,
+    ReplaySettingsKeywords,
 )
 from agentreel.llm_replay.exceptions import (
     ReplayError,
+    ReplaySettingsError,
     RequestDriftError,
     RequestDriftWarning,
     ScheduleDivergenceError,
@@ -74,8 +70,6 @@ from agentreel.session import (
     request_text,
 )
 
-DriftMode = Literal["error", "warn", "off"]
-
 
 class BoundCall(NamedTuple):
     """A call ``ReplayProvider.stream_bound`` bound: the recorded script, the call's
@@ -86,9 +80,6 @@ class BoundCall(NamedTuple):
     chunks: AsyncIterator[Chunk]
 
 
-_DRIFT_MODES = ("error", "warn", "off")
-
-
 class ReplayProvider:
     """Streams recorded model calls from a fixture directory, keyed by the calling session.
 
@@ -97,43 +88,49 @@ class ReplayProvider:
     - ``fixture_dir``: directory holding ``session.jsonl`` and ``session.<n>.jsonl``.
     - ``live_cwd``: the live run's working directory; ``{{cwd}}`` in recorded chunks
       becomes it, and live requests are normalized with it (default: ``os.getcwd()``).
-    - ``drift``: ``"error"`` (default) raises ``RequestDriftError`` when a live request
-      differs from the recorded ``request/header``; ``"warn"`` emits
-      ``RequestDriftWarning`` and records it in the report; ``"off"`` skips the check.
     - ``pacing_ms``: delay before each chunk, for watching streaming in a UI (default 0).
     - ``report_path``: where to write the consumption report (``close()``, at interpreter
       exit, and right after every replay error); ``None`` writes nothing.
-    - ``drift_dir``: where a drifted call's full masked recorded and live requests are
-      written (``<file>.call-<n>.{recorded,live}.txt``, named in the error; created on the
-      first drift); default ``drift/`` beside the report, none without a report. A harness
-      whose run folder is removed after the run passes a folder it keeps. An
-      ``UnrecordedSessionError`` writes there too (``unrecorded-<k>.live.txt``, and
-      ``unrecorded-<k>.recorded.txt``: the recorded request nearest to it, the next call
-      of some script), so a caller with no identity shows what it sent. Known credential
-      shapes in either are written as ``[redacted: rule]``.
     - ``scenario``: the scenario name used in re-record commands (default: the fixture
       directory's name).
     - ``content_binding``: lanes and binding by what a request is (``_binding``; the
       proxy's setting, for callers without identity and side calls under one identity).
       Off by default: an agentreel agent names every session, one lane each.
     - ``content_mask``: the masking its caller applied to request text before building
-      requests (the proxy's volatile-content masks); conversation chaining sees recorded
-      replies through it, so a reply the client sends back compares equal, and the
-      recorded request headers' texts pass through it at load (``masked_recording``).
-    - ``partial_lanes``: regular expressions naming the lanes (side calls that vary with
-      timing) that may be consumed partly or not at all (``_lanes.PartialLanes``: found in
-      a lane's model, system prompt or first message preview); the report marks them
-      ``partial`` and the consumption check does not count them.
-    - ``schedule``: ``"free"`` (default) serves each call as soon as it is asked for;
-      ``"recorded"`` holds first and final frames so calls of different sessions and lanes
-      keep their recorded order (``_schedule``, SPEC 13).
-    - ``schedule_timeout``: seconds a held frame waits before it goes on anyway (default
-      10); the wait is a schedule divergence naming both calls.
-    - ``schedule_divergence``: ``"error"`` (default: a replay error in the report, the
-      call still served) or ``"allow"`` (listed as a warning in the report).
-    - ``captures``: live values a served answer carries (``_captures.Capture``): a
-      ``{{<token>:N}}`` in a recorded call's chunks becomes the N-th value the capture
-      finds in the live request (a child's agent id that Codex's ``wait_agent`` names).
+      requests (the proxy's volatile-content masks, built-in rules and ``masks``);
+      conversation chaining sees recorded replies through it, so a reply the client sends
+      back compares equal, and the recorded request headers' texts pass through it at load
+      (``masked_recording``).
+    - ``settings`` and the keywords of the same names (``ReplaySettings``, one value
+      checked once; ``self.settings``):
+
+      - ``drift``: ``"error"`` (default) raises ``RequestDriftError`` when a live request
+        differs from the recorded ``request/header``; ``"warn"`` emits
+        ``RequestDriftWarning`` and records it in the report; ``"off"`` skips the check.
+      - ``drift_dir``: where a drifted call's full masked recorded and live requests are
+        written (``<file>.call-<n>.{recorded,live}.txt``, named in the error; created on
+        the first drift); default ``drift/`` beside the report, none without a report. A
+        harness whose run folder is removed after the run passes a folder it keeps. An
+        ``UnrecordedSessionError`` writes there too (``unrecorded-<k>.live.txt``, and
+        ``unrecorded-<k>.recorded.txt``: the recorded request nearest to it, the next call
+        of some script), so a caller with no identity shows what it sent. Known
+        credential shapes in either are written as ``[redacted: rule]``.
+      - ``partial_lanes``: regular expressions naming the lanes (side calls that vary
+        with timing) that may be consumed partly or not at all (``_lanes.PartialLanes``:
+        found in a lane's model, system prompt or first message preview); the report
+        marks them ``partial`` and the consumption check does not count them.
+      - ``schedule``: ``"free"`` (default) serves each call as soon as it is asked for;
+        ``"recorded"`` holds first and final frames so calls of different sessions and
+        lanes keep their recorded order (``_schedule``, SPEC 13); ``schedule_timeout``:
+        seconds a held frame waits before it goes on anyway (default 10), a schedule
+        divergence naming both calls; ``schedule_divergence``: ``"error"`` (default: a
+        replay error in the report, the call still served) or ``"allow"`` (listed as a
+        warning in the report).
+      - ``captures``: live values a served answer carries (``_captures.Capture``): a
+        ``{{<token>:N}}`` in a recorded call's chunks becomes the N-th value the capture
+        finds in the live request (a child's agent id that Codex's ``wait_agent`` names).
+      - ``masks``: applied by whoever builds the requests (the proxy, through
+        ``content_mask``); the provider compares requests as it is given them.
 
     Test hooks, not for normal use (the scenario suite flips them to prove each mechanism
     matters): ``lineage_binding=False`` disables binding rule 3 (and the reservation of
@@ -146,27 +143,20 @@ class ReplayProvider:
         fixture_dir: str | os.PathLike[str],
         *,
         live_cwd: str | os.PathLike[str] | None = None,
-        drift: DriftMode = "error",
         pacing_ms: float = 0,
         report_path: str | os.PathLike[str] | None = None,
-        drift_dir: str | os.PathLike[str] | None = None,
         scenario: str | None = None,
         lineage_binding: bool = True,
         content_binding: bool = False,
-        partial_lanes: Sequence[str] = (),
         content_mask: Callable[[str], str] | None = None,
         respect_seed_length: bool = True,
-        schedule: ScheduleMode = "free",
-        schedule_timeout: float = DEFAULT_SCHEDULE_TIMEOUT,
-        schedule_divergence: DivergenceMode = "error",
-        captures: Sequence[Capture] = (),
+        settings: ReplaySettings | None = None,
+        **keywords: Unpack[ReplaySettingsKeywords],
     ) -> None:
-        if drift not in _DRIFT_MODES:
-            raise ValueError(f"drift must be one of {', '.join(_DRIFT_MODES)}; got {drift!r}")
+        self.settings = (settings or ReplaySettings()).with_values(keywords)
+        """How calls are replayed (``ReplaySettings``: a bad one is a ``ValueError``)."""
         if pacing_ms < 0:
             raise ValueError(f"pacing_ms must be >= 0; got {pacing_ms!r}")
-        self.schedule_settings = ScheduleSettings(schedule, schedule_timeout, schedule_divergence)
-        """The recorded-schedule settings, checked (``ValueError`` for a bad one)."""
         self._recording: Recording = load_recording(
             Path(fixture_dir), respect_seed_length=respect_seed_length
         )
@@ -178,15 +168,15 @@ class ReplayProvider:
         self._recording, self._texts = message_texts(self._recording)
         self._report_path = Path(report_path) if report_path is not None else None
         self._drift_dir = (
-            Path(drift_dir)
-            if drift_dir is not None
+            self.settings.drift_dir
+            if self.settings.drift_dir is not None
             else self._report_path.parent / "drift"
             if self._report_path is not None
             else None
         )
         self.scenario = scenario or self._recording.scenario
         self.live_cwd = os.fspath(live_cwd) if live_cwd is not None else os.getcwd()
-        self.drift: DriftMode = drift
+        self.drift: DriftMode = self.settings.drift
         self._pacing = pacing_ms / 1000
         scripts = self._recording.scripts
         self._scripts = scripts
@@ -196,10 +186,10 @@ class ReplayProvider:
             [self._prepare(call, cwd_in_json) for call in script.calls] for script in scripts
         ]
         self._cursor = [0] * len(scripts)
-        self._captures = tuple(captures)
+        self._captures = self.settings.captures
         self._capture_tokens = frozenset(capture.token for capture in self._captures)
         self._interrupted: list[list[int]] = [[] for _ in scripts]
-        partial = PartialLanes(partial_lanes)
+        partial = PartialLanes(self.settings.partial_lanes)
         self._partial = [
             bool(partial)
             and bool(script.calls)
@@ -226,11 +216,11 @@ class ReplayProvider:
         self._schedule = (
             Schedule(
                 scripts,
-                timeout=self.schedule_settings.schedule_timeout,
+                timeout=self.settings.schedule_timeout,
                 on_divergence=self._diverged,
                 skip=self._partial,
             )
-            if self.schedule_settings.schedule == "recorded"
+            if self.settings.schedule == "recorded"
             else None
         )
         self._reports = ReportWriter(
@@ -469,7 +459,7 @@ class ReplayProvider:
 
     def _diverged(self, divergence: ScheduleDivergence) -> None:
         message = divergence.message(self.scenario)
-        if self.schedule_settings.schedule_divergence == "allow":
+        if self.settings.schedule_divergence == "allow":
             self._schedule_warnings.append(message)
             return
         # Reported, not raised: the call goes on (SPEC 13); the run fails on the report.
@@ -611,28 +601,26 @@ def create_replay_provider(*, live_cwd: str | None = None, **settings: Any) -> R
     (``agentreel.llm.provider_from_env``) knows to give it the agent's working directory.
 
     Takes the ``ReplayProvider`` settings as keywords; values may be strings (as they come
-    from ``AGENTREEL_*`` environment variables): ``pacing_ms`` is parsed as a number and
+    from ``AGENTREEL_*`` environment variables): ``pacing_ms`` is parsed as a number,
     ``lineage_binding`` / ``respect_seed_length`` as booleans (1/true/yes/on,
-    0/false/no/off; other text is a ``ValueError``). If the fixture cannot be
-    loaded and ``report_path`` is set, a report holding just that error is written before
-    the error is raised.
+    0/false/no/off; other text is a ``ValueError``) and the ``ReplaySettings`` as that
+    value reads its text (``ReplaySettings.parse``: what ``ReplaySettings.settings``
+    writes). If the fixture cannot be loaded and ``report_path`` is set, a report holding
+    just that error is written before the error is raised.
     """
     if live_cwd is not None:
         settings["live_cwd"] = live_cwd
-    known = {
+    own = {
         "fixture_dir",
         "live_cwd",
-        "drift",
         "pacing_ms",
         "report_path",
-        "drift_dir",
         "scenario",
         "lineage_binding",
         "content_binding",
-        "partial_lanes",
         "respect_seed_length",
-        *(field.name for field in fields(ScheduleSettings)),
     }
+    known = own | set(ReplaySettings.names())
     unknown = sorted(set(settings) - known)
     if unknown:
         raise TypeError(
@@ -647,19 +635,25 @@ def create_replay_provider(*, live_cwd: str | None = None, **settings: Any) -> R
     fixture_dir = settings.pop("fixture_dir")
     if isinstance(settings.get("pacing_ms"), str):
         settings["pacing_ms"] = _parse_milliseconds(settings["pacing_ms"])
-    if isinstance(settings.get("schedule_timeout"), str):
-        settings["schedule_timeout"] = _parse_seconds(settings["schedule_timeout"])
     for flag in ("lineage_binding", "content_binding", "respect_seed_length"):
         if isinstance(settings.get(flag), str):
             settings[flag] = _parse_flag(flag, settings[flag])
-    if isinstance(settings.get("partial_lanes"), str):
-        # From the environment: one pattern a line.
-        settings["partial_lanes"] = tuple(
-            line for line in settings["partial_lanes"].splitlines() if line.strip()
-        )
-    for optional in ("live_cwd", "report_path", "drift_dir", "scenario"):
+    for optional in ("live_cwd", "report_path", "scenario"):
         if settings.get(optional) == "":
             settings[optional] = None
+    replay = {name: settings.pop(name) for name in ReplaySettings.names() if name in settings}
+    for name, value in replay.items():
+        if isinstance(value, str):
+            replay[name] = ReplaySettings.parse(name, value)
+    try:
+        settings["settings"] = ReplaySettings().with_values(replay)
+    except ReplaySettingsError as error:
+        raise ReplaySettingsError(
+            error.setting,
+            error.key,
+            error.problem,
+            f"{error}. Fix the provider settings (e.g. AGENTREEL_PROVIDER_SETTINGS)",
+        ) from None
     try:
         return ReplayProvider(fixture_dir, **settings)
     except ReplayError as error:
@@ -693,16 +687,6 @@ def _parse_flag(name: str, text: str) -> bool:
         f"{', '.join(_TRUE_WORDS + _FALSE_WORDS)}; got {text!r}. Fix the provider settings "
         "(e.g. AGENTREEL_PROVIDER_SETTINGS)"
     )
-
-
-def _parse_seconds(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise ValueError(
-            f"replay provider setting schedule_timeout must be a number of seconds; got "
-            f"{text!r}. Fix the provider settings (e.g. AGENTREEL_PROVIDER_SETTINGS)"
-        ) from None
 
 
 def _parse_milliseconds(text: str) -> float:

@@ -36,79 +36,9 @@ import time
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from agentreel.llm_replay._fixture import Script
-
-ScheduleMode = Literal["free", "recorded"]
-SCHEDULE_MODES: tuple[ScheduleMode, ...] = ("free", "recorded")
-DivergenceMode = Literal["error", "allow"]
-DIVERGENCE_MODES: tuple[DivergenceMode, ...] = ("error", "allow")
-DEFAULT_SCHEDULE_TIMEOUT = 10.0
-"""Seconds a call waits for the calls the recording put before it (``schedule_timeout``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ScheduleSettings:
-    """How a replay keeps the recorded schedule (SPEC 13): one value, checked once, here.
-
-    ``schedule``: ``"free"`` (default) serves each call as soon as it is asked for;
-    ``"recorded"`` keeps the recorded order between calls of different sessions and lanes.
-    ``schedule_timeout``: seconds a held call waits before it goes on anyway — a schedule
-    divergence naming both calls, a failure unless ``schedule_divergence = "allow"``.
-
-    Every way of running a replay takes it: ``ReplayProvider`` (its keywords of the same
-    names), the proxy (``ProxySettings``, ``start_proxy``, ``agentreel proxy replay``'s
-    ``--schedule*``), a scenario's ``[replay]`` table (the harness's ``ReplayConfig`` is this
-    value) and the pytest fixture's ``agentreel_config``. A bad value is a ``ValueError``
-    naming the setting, what it may be and what it got.
-    """
-
-    schedule: ScheduleMode = "free"
-    schedule_timeout: float = DEFAULT_SCHEDULE_TIMEOUT
-    schedule_divergence: DivergenceMode = "error"
-
-    def __post_init__(self) -> None:
-        if self.schedule not in SCHEDULE_MODES:
-            raise ValueError(
-                f"replay setting schedule must be one of {', '.join(SCHEDULE_MODES)}; "
-                f"got {self.schedule!r}"
-            )
-        timeout: object = self.schedule_timeout
-        if (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, int | float)
-            or not timeout > 0
-            or timeout == float("inf")
-        ):
-            raise ValueError(
-                "replay setting schedule_timeout must be a positive number of seconds; "
-                f"got {timeout!r}"
-            )
-        if self.schedule_divergence not in DIVERGENCE_MODES:
-            raise ValueError(
-                "replay setting schedule_divergence must be one of "
-                f"{', '.join(DIVERGENCE_MODES)}; got {self.schedule_divergence!r}"
-            )
-
-    def keywords(self) -> dict[str, Any]:
-        """As keywords of ``ReplayProvider``, ``ProxySettings`` and ``start_proxy``."""
-        return {
-            "schedule": self.schedule,
-            "schedule_timeout": self.schedule_timeout,
-            "schedule_divergence": self.schedule_divergence,
-        }
-
-    def settings(self) -> dict[str, str]:
-        """As the replay provider's text settings (an agent's ``AGENTREEL_*`` environment);
-        empty for the defaults."""
-        if self == ScheduleSettings():
-            return {}
-        return {
-            "schedule": self.schedule,
-            "schedule_timeout": repr(self.schedule_timeout),
-            "schedule_divergence": self.schedule_divergence,
-        }
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,11 @@ Hierarchy::
         ├── ScriptExhaustedError        call k+1 of a k-call script
         ├── UnconsumedScriptError       ``assert_consumed()``: recorded calls never made
         ├── RequestDriftError           the live request differs from the recorded one
-        └── ScheduleDivergenceError     ``schedule = "recorded"``: a call waited past the
-                                        timeout for one the recording put before it
-                                        (reported, never raised into the agent)
+        ├── ScheduleDivergenceError     ``schedule = "recorded"``: a call waited past the
+        │                               timeout for one the recording put before it
+        │                               (reported, never raised into the agent)
+        └── ReplaySettingsError (ValueError)  a bad ``ReplaySettings`` value: names the
+                                        setting and the key inside it
 
     RequestDriftWarning (UserWarning)  the same drift, when drift checking is set to warn
 
@@ -36,6 +38,7 @@ __all__ = [
     "IncompleteCallError",
     "OverrideError",
     "ReplayError",
+    "ReplaySettingsError",
     "RequestDriftError",
     "RequestDriftWarning",
     "ScheduleDivergenceError",
@@ -128,3 +131,18 @@ class ScheduleDivergenceError(ReplayError):
     def __init__(self, message: str, *, divergence: object) -> None:
         super().__init__(message)
         self.divergence = divergence
+
+
+class ReplaySettingsError(ReplayError, ValueError):
+    """A replay setting with a value that cannot be used (``ReplaySettings``).
+
+    ``setting`` is the field's name, ``key`` where inside it (``partial_lanes[1]``,
+    ``captures[0].token``), ``problem`` what is wrong in words a located message puts after
+    the file and key; the error's own text names the setting for a caller in code.
+    """
+
+    def __init__(self, setting: str, key: str, problem: str, message: str | None = None) -> None:
+        self.setting = setting
+        self.key = key
+        self.problem = problem
+        super().__init__(message or f"replay setting {key}: {problem}")

@@ -15,6 +15,7 @@ import contextlib
 import os
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from agentreel.llm import AgentEnv, AgentEnvironment
@@ -72,8 +73,7 @@ def replay_backend(
         settings={
             "fixture_dir": str(scenario.directory.resolve()),
             "report_path": str(report),
-            **({"drift_dir": str(drift_dir)} if drift_dir is not None else {}),
-            **scenario.replay.settings(),
+            **replace(scenario.replay, drift_dir=drift_dir).settings(),
         },
         live_cwd=str(cwd),
     )

@@ -180,7 +180,7 @@ def partial_recordings(scenario: Scenario, names: list[str]) -> list[str]:
     A lane is named by its first recorded request (``agentreel.llm_replay.PartialLanes``:
     its model, system prompt or first message), as the replay's report marks it partial.
     """
-    partial = PartialLanes(scenario.model.partial_lanes)
+    partial = PartialLanes(scenario.replay.partial_lanes)
     if not partial:
         return []
     named: list[str] = []

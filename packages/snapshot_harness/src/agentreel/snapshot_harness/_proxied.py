@@ -28,7 +28,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -208,9 +208,7 @@ def proxy_backend(
     settings: dict[str, Any] = {
         "mode": "record" if mode == "record" else "replay",
         "sessions_root": logs_root,
-        "masks": model.masks,
-        "partial_lanes": model.partial_lanes,
-        "captures": model.captures,
+        "replay": scenario.replay,
         "cwd": str(cwd),
         "scenario": scenario.name,
     }
@@ -225,8 +223,7 @@ def proxy_backend(
         else:
             settings["fixture"] = scenario.directory.resolve()
             settings["report"] = report
-            settings["drift_dir"] = drift_dir
-            settings.update(scenario.replay.keywords())
+            settings["replay"] = replace(scenario.replay, drift_dir=drift_dir)
         from agentreel.llm_proxy import ProxySettings
 
         proxy = stack.enter_context(

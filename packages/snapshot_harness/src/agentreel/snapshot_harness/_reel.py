@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentreel.llm_replay import ReplayError, ScheduleSettings
+from agentreel.llm_replay import ReplayError, ReplaySettings, ReplaySettingsError
 from agentreel.mcp_replay import (
     MCP_RECORDING_PATTERN,
     MCP_RECORDINGS_DIR,
@@ -68,18 +68,12 @@ RECORDINGS_DIR = "recordings"
 # What the proxy writes into a recording folder (a user's stub-rules.toml stays untouched).
 _RECORDED = RECORDING_FILE_PATTERN
 _UNSAFE = re.compile(r"[^A-Za-z0-9._\[\]-]+")
-# agentreel_config / marker keys: the fixture's own, and those passed to the proxy as they
-# are (ProxySettings' fields of the same name; what the installed proxy knows decides).
+# agentreel_config / marker keys: the fixture's own, every replay setting (one
+# ``ReplaySettings`` value, checked by it), and those passed to the proxy as they are
+# (ProxySettings' fields of the same name; what the installed proxy knows decides).
 _OWN_KEYS = frozenset({"upstream", "record_mode", "cwd", "private_home"})
-_PROXY_KEYS = frozenset(
-    {
-        "masks",
-        "partial_lanes",
-        "drift",
-        *(setting.name for setting in dataclasses.fields(ScheduleSettings)),
-        "allow_secrets",
-    }
-)
+_REPLAY_KEYS = frozenset(ReplaySettings.names())
+_PROXY_KEYS = frozenset({"allow_secrets"})
 _START_TIMEOUT = 120.0
 
 
@@ -115,6 +109,7 @@ class ReelPlan:
     upstream: str | None
     cwd: str
     proxy: Mapping[str, Any] = field(default_factory=dict)
+    replay: ReplaySettings = field(default_factory=ReplaySettings)
 
 
 def recording_dir(path: Path, node_name: str, cls: str | None) -> Path:
@@ -154,12 +149,21 @@ def plan(
     basetemp: Path | None = None,
 ) -> ReelPlan:
     """Decide record or replay for one test from the option, config and what exists."""
-    unknown = set(config) - _OWN_KEYS - _PROXY_KEYS
+    known = _OWN_KEYS | _REPLAY_KEYS | _PROXY_KEYS
+    unknown = set(config) - known
     if unknown:
         raise ReelError(
             f"{nodeid}: unknown agentreel_config / marker key(s) {', '.join(sorted(unknown))}; "
-            f"known: {', '.join(sorted(_OWN_KEYS | _PROXY_KEYS))}"
+            f"known: {', '.join(sorted(known))}"
         )
+    try:
+        replay = ReplaySettings.from_mapping(
+            {key: config[key] for key in _REPLAY_KEYS & set(config)}
+        )
+    except ReplaySettingsError as exc:
+        raise ReelError(
+            f"{nodeid}: agentreel_config / marker key {exc.key}: {exc.problem}"
+        ) from None
     mode: RecordMode = config.get("record_mode") or option_mode
     if mode not in RECORD_MODES:
         raise ReelError(f"{nodeid}: record_mode {mode!r} is not one of {', '.join(RECORD_MODES)}")
@@ -186,7 +190,7 @@ def plan(
     cwd = str(config.get("cwd") or os.getcwd())
     tmp_mask = _tmp_path_mask(basetemp, cwd)
     if tmp_mask is not None:
-        proxy["masks"] = (*proxy.get("masks", ()), tmp_mask)
+        replay = dataclasses.replace(replay, masks=(*replay.masks, tmp_mask))
     return ReelPlan(
         name=nodeid,
         directory=directory,
@@ -194,6 +198,7 @@ def plan(
         upstream=upstream,
         cwd=cwd,
         proxy=proxy,
+        replay=replay,
     )
 
 
@@ -584,6 +589,7 @@ def open_reel(reel_plan: ReelPlan) -> OpenReel:
             "mode": reel_plan.mode,
             "cwd": reel_plan.cwd,
             "scenario": reel_plan.name,
+            "replay": reel_plan.replay,
             **reel_plan.proxy,
         }
         # The proxy's messages name the re-record command: for a test, the pytest one.

@@ -19,10 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from agentreel.llm_replay import (
-    Capture,
-    ScheduleSettings,
-)
+from agentreel.llm_replay import Capture, ReplaySettings
 from agentreel.session import (
     PROXY_RECORDING_FILES,
     SESSION_FILE_PATTERN,
@@ -183,14 +180,16 @@ class ModelConfig:
     real key from your environment only when recording against a real upstream); ``env``
     and ``files`` are templates rendered with ``{base_url}`` (as in base_url_env),
     ``{proxy_url}`` (the root), ``{key}``, ``{home}``, ``{cwd}`` and ``{scenario}``.
-    ``masks`` are extra regexes masked before drift comparison; ``partial_lanes`` are
-    regexes naming the lanes (side calls that vary with timing) that may be consumed partly
-    or not at all: one names a lane when found in its model, system prompt or first
-    message (``agentreel.llm_replay.PartialLanes``); such a lane is left out of the goldens.
-    ``captures`` (``[[model.captures]]``, ``regex`` and ``token``) are live values a served
-    answer carries (``agentreel.llm_replay.Capture``: a child's agent id handed to the
-    model in one tool result and named by a later tool call): recorded as
-    ``{{<token>:N}}``, served as the live request's N-th value.
+    ``replay`` is how the calls are recorded and replayed: the one
+    ``agentreel.llm_replay.ReplaySettings`` value, read from the keys typed here (``masks``:
+    extra regexes masked before drift comparison; ``partial_lanes``: regexes naming the
+    lanes — side calls that vary with timing — that may be consumed partly or not at all,
+    one naming a lane when found in its model, system prompt or first message, such a lane
+    left out of the goldens; ``captures``, ``[[model.captures]]`` with ``regex`` and
+    ``token``: live values a served answer carries — a child's agent id handed to the model
+    in one tool result and named by a later tool call —, recorded as ``{{<token>:N}}``,
+    served as the live request's N-th value) and in ``[replay]`` (the recorded schedule,
+    SPEC 13); ``Scenario.replay`` is the same value.
     """
 
     via: Via = "provider"
@@ -199,9 +198,19 @@ class ModelConfig:
     key_env: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     files: tuple[HomeFile, ...] = ()
-    masks: tuple[str, ...] = ()
-    partial_lanes: tuple[str, ...] = ()
-    captures: tuple[Capture, ...] = ()
+    replay: ReplaySettings = field(default_factory=ReplaySettings)
+
+    @property
+    def masks(self) -> tuple[str, ...]:
+        return self.replay.masks
+
+    @property
+    def partial_lanes(self) -> tuple[str, ...]:
+        return self.replay.partial_lanes
+
+    @property
+    def captures(self) -> tuple[Capture, ...]:
+        return self.replay.captures
 
     @property
     def proxied(self) -> bool:
@@ -217,11 +226,11 @@ class ModelConfig:
         return TEMPLATE_TOKEN.sub(lambda found: values.get(found.group(1), found.group(0)), text)
 
 
-ReplayConfig = ScheduleSettings
-"""``[replay]``: how a replay serves the recorded calls (SPEC 13) — replay's own settings
-value (``agentreel.llm_replay.ScheduleSettings``: ``schedule``, ``schedule_timeout``,
-``schedule_divergence``), handed as it is to the replay provider (``settings()``, the
-agent's environment) and to the proxy (``keywords()``)."""
+ReplayConfig = ReplaySettings
+"""How a scenario's model calls are recorded and replayed: replay's own settings value
+(``agentreel.llm_replay.ReplaySettings``), typed in ``[replay]`` and ``[model]``, handed as
+it is to the replay provider (``settings()``, the agent's environment) and to the proxy
+(``ProxySettings.replay``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,7 +341,6 @@ class Scenario:
     record: RecordConfig = field(default_factory=RecordConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     fork_server: ForkServerConfig = field(default_factory=ForkServerConfig)
-    replay: ReplayConfig = field(default_factory=ReplayConfig)
     # ``[[golden_masks]]``: the scenario's own normalizer rules for what a third-party agent
     # prints or logs that no built-in rule knows (its own ids, paths shown relative to /),
     # by regex (``Mask``) or by JSON key (``KeyMask``: a volatile number, any value).
@@ -353,6 +361,12 @@ class Scenario:
     agent_root: Path | None = None
     # ``[[mcp_servers]]``: what the harness passes as ``mcpServers`` (SPEC 19).
     mcp_servers: tuple[McpServerConfig, ...] = ()
+
+    @property
+    def replay(self) -> ReplaySettings:
+        """How the scenario's model calls are recorded and replayed (``[replay]`` and
+        ``[model]``'s keys): ``model.replay``."""
+        return self.model.replay
 
     def auth_env(self) -> tuple[str, ...]:
         """The variables the scenario's auth method(s) read (``Authenticate.env``)."""

@@ -11,15 +11,10 @@ import os
 import re
 import tomllib
 from collections.abc import Iterator, Mapping
-from dataclasses import fields
+from dataclasses import replace
 from pathlib import Path
 
-from agentreel.llm_replay import (
-    DEFAULT_SCHEDULE_TIMEOUT,
-    DIVERGENCE_MODES,
-    SCHEDULE_MODES,
-    Capture,
-)
+from agentreel.llm_replay import ReplaySettings, ReplaySettingsError, value_kind
 from agentreel.mcp_replay import check_server_name
 from agentreel.session import (
     KeyMask,
@@ -115,15 +110,7 @@ class _Reader:
         return value
 
 
-def _kind(value: object) -> str:
-    return {
-        bool: "a boolean",
-        int: "an integer",
-        float: "a float",
-        str: "a string",
-        list: "an array",
-        dict: "a table",
-    }.get(type(value), type(value).__name__)
+_kind = value_kind  # a value's type in TOML's words, as replay's settings say it
 
 
 _TOP_KEYS = {
@@ -151,7 +138,7 @@ _FIXTURE_KEYS = {"inputs"}
 _AUTHENTICATE_KEYS = {"method", "env"}
 _GOLDEN_MASK_KEYS = {"regex", "key", "token"}
 _TRANSCRIPT_KEYS = {"unordered", "merge"}
-_REPLAY_KEYS = {setting.name for setting in fields(ReplayConfig)}
+_REPLAY_KEYS = set(ReplaySettings.names("replay"))
 _FORK_SERVER_KEYS = {"enabled", "preload"}
 _STEP_KEYS: dict[str, set[str]] = {
     "initialize": {"type"},
@@ -169,9 +156,7 @@ _MODEL_KEYS = {
     "key_env",
     "env",
     "files",
-    "masks",
-    "partial_lanes",
-    "captures",
+    *ReplaySettings.names("model"),
 }
 _FILE_KEYS = {"path", "template", "text"}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -255,7 +240,7 @@ def load_scenario(directory: Path | str) -> Scenario:
     fork_server = _fork_server(reader, data.get("fork_server"), _directory_fork_server(directory))
     golden_masks = _golden_masks(reader, data.get("golden_masks"))
     unordered, merge = _transcript(reader, data.get("transcript"))
-    replay = _replay(reader, data.get("replay"))
+    replay = _replay(reader, model, data.get("model"), data.get("replay"))
     mcp_servers = _mcp_servers(reader, data.get("mcp_servers"))
     _check_mcp_tokens(reader, agent, env, model, {server.name for server in mcp_servers})
     inputs = _fixture_inputs(reader, data.get("fixture"))
@@ -276,12 +261,11 @@ def load_scenario(directory: Path | str) -> Scenario:
         env=env,
         permissions=permissions,
         record=record,
-        model=model,
+        model=replace(model, replay=replay),
         fork_server=fork_server,
         golden_masks=golden_masks,
         unordered=unordered,
         merge=merge,
-        replay=replay,
         mcp_servers=mcp_servers,
         inputs=inputs,
         authenticate=(
@@ -312,47 +296,25 @@ def _fixture_inputs(reader: _Reader, value: object) -> tuple[str, ...]:
     return tuple(str(Path(item.removeprefix("./"))) for item in inputs)
 
 
-def _replay(reader: _Reader, value: object) -> ReplayConfig:
-    if value is None:
-        return ReplayConfig()
-    if not isinstance(value, dict):
-        raise reader.fail("replay", f"expected a table, got {_kind(value)}")
-    reader.check_keys(value, _REPLAY_KEYS, "replay.")
-    schedule = value.get("schedule", "free")
-    if schedule not in SCHEDULE_MODES:
-        raise reader.fail(
-            "replay.schedule",
-            f"{schedule!r} is not one of {', '.join(repr(m) for m in SCHEDULE_MODES)} (free: "
-            "each call answered when asked; recorded: calls of different sessions and lanes "
-            "kept in their recorded order)",
-        )
-    timeout = value.get("schedule_timeout", DEFAULT_SCHEDULE_TIMEOUT)
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-        raise reader.fail(
-            "replay.schedule_timeout", f"expected seconds as a number, got {_kind(timeout)}"
-        )
-    if not 0 < timeout <= MAX_TIMEOUT:
-        raise reader.fail(
-            "replay.schedule_timeout",
-            f"{timeout} is out of range: use 0 < schedule_timeout <= {MAX_TIMEOUT}",
-        )
-    divergence = value.get("schedule_divergence", "error")
-    if divergence not in DIVERGENCE_MODES:
-        raise reader.fail(
-            "replay.schedule_divergence",
-            f"{divergence!r} is not one of {', '.join(repr(m) for m in DIVERGENCE_MODES)} "
-            "(error: a wait past schedule_timeout fails the replay; allow: it is reported "
-            "only)",
-        )
-    if schedule == "free" and len(value) > ("schedule" in value):
-        key = min(set(value) - {"schedule"})
-        raise reader.fail(
-            f"replay.{key}",
-            'only means something with schedule = "recorded"; set that, or remove this key',
-        )
-    return ReplayConfig(
-        schedule=schedule, schedule_timeout=float(timeout), schedule_divergence=divergence
-    )
+def _replay(
+    reader: _Reader, model: ModelConfig, model_table: object, value: object
+) -> ReplayConfig:
+    """The one ``ReplaySettings`` value of ``[replay]`` and ``[model]``'s settings keys
+    (``masks``, ``partial_lanes``, ``captures``: with ``via = "proxy"``, checked by
+    ``_model``), checked by the value itself; its problem named at the key as typed."""
+    given: dict[str, object] = {}
+    if model.proxied and isinstance(model_table, dict):
+        given.update({k: v for k, v in model_table.items() if k in ReplaySettings.names("model")})
+    if value is not None:
+        if not isinstance(value, dict):
+            raise reader.fail("replay", f"expected a table, got {_kind(value)}")
+        reader.check_keys(value, _REPLAY_KEYS, "replay.")
+        given.update(value)
+    try:
+        return ReplayConfig.from_mapping(given)
+    except ReplaySettingsError as error:
+        table = ReplaySettings.specs()[error.setting].table
+        raise reader.fail(f"{table}.{error.key}", error.problem) from None
 
 
 def _timeout(reader: _Reader, value: object) -> float:
@@ -699,55 +661,9 @@ def _model(reader: _Reader, value: object, directory: Path) -> ModelConfig:
                 f"model.env.{key}", "already set by base_url_env or key_env; set it once"
             )
     files = _files(reader, value.get("files", []), directory)
-    masks = _regexes(reader, value, "masks")
-    partial_lanes = _regexes(reader, value, "partial_lanes")
-    captures = _captures(reader, value.get("captures", []))
     return ModelConfig(
-        via="proxy",
-        api=api,
-        base_url_env=base_url_env,
-        key_env=key_env,
-        env=env,
-        files=files,
-        masks=masks,
-        partial_lanes=partial_lanes,
-        captures=captures,
+        via="proxy", api=api, base_url_env=base_url_env, key_env=key_env, env=env, files=files
     )
-
-
-def _captures(reader: _Reader, value: object) -> tuple[Capture, ...]:
-    """``[[model.captures]]`` tables: ``regex`` (one group, or none: the whole match) and
-    ``token`` (validated by ``Capture.checked``)."""
-    captures: list[Capture] = []
-    example = 'regex = \'"agent_id":"([0-9a-f-]{36})"\' token = "agent-id"'
-    for key, item in reader.tables(value, "model.captures", {"regex", "token"}, example):
-        regex, token = item.get("regex"), item.get("token")
-        if not isinstance(regex, str) or not regex:
-            raise reader.fail(f"{key}.regex", "required: a non-empty string")
-        if not isinstance(token, str) or not token:
-            raise reader.fail(f"{key}.token", "required: a non-empty string")
-        try:
-            captures.append(Capture.checked(regex, token))
-        except ValueError as exc:
-            raise reader.fail(key, str(exc)) from None
-    return tuple(captures)
-
-
-def _strings(reader: _Reader, table: Mapping[str, object], key: str) -> tuple[str, ...]:
-    value = table.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
-        raise reader.fail(f"model.{key}", "expected an array of non-empty strings")
-    return tuple(value)
-
-
-def _regexes(reader: _Reader, table: Mapping[str, object], key: str) -> tuple[str, ...]:
-    patterns = _strings(reader, table, key)
-    for index, pattern in enumerate(patterns):
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise reader.fail(f"model.{key}[{index}]", f"not a valid regex: {exc}") from None
-    return patterns
 
 
 def _names(reader: _Reader, table: Mapping[str, object], key: str) -> tuple[str, ...]:

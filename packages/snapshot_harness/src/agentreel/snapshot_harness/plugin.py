@@ -114,7 +114,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "agentreel(**config): configure this test's agentreel fixture (keys of "
-        "agentreel_config: masks, partial_lanes, upstream, record_mode, schedule, ...)",
+        "agentreel_config: upstream, record_mode, cwd, and the replay settings masks, "
+        "partial_lanes, captures, drift, schedule, ...)",
     )
     try:
         refuse_under_ci(config.getoption(RECORD_OPTION))
@@ -274,8 +275,10 @@ class ScenarioItem(pytest.Item):
 @pytest.fixture
 def agentreel_config() -> dict[str, Any]:
     """The ``agentreel`` fixture's configuration; override it at any scope (as
-    pytest-recording's ``vcr_config``): ``masks``, ``partial_lanes``, ``upstream``,
-    ``record_mode``, ``cwd``, and what the proxy takes as is (``drift``, ``schedule``)."""
+    pytest-recording's ``vcr_config``): ``upstream``, ``record_mode``, ``cwd``,
+    ``private_home``, ``allow_secrets``, and every replay setting by name
+    (``agentreel.llm_replay.ReplaySettings``: ``masks``, ``partial_lanes``, ``captures``,
+    ``drift``, ``schedule``, ...), checked as that value checks them."""
     return {}
 
 

@@ -26,6 +26,7 @@ from agentreel.llm.wire import (
     event_frame,
     json_bytes,
 )
+from agentreel.llm.wire._messages import message_start_frames
 
 DEFAULT_INPUT_TOKENS = 16
 
@@ -141,20 +142,7 @@ def anthropic_frames(
         "cache_read_input_tokens": usage.cache_read_tokens or 0,
         "output_tokens": 1,
     }
-    message: dict[str, Any] = {
-        "id": message_id,
-        "type": "message",
-        "role": "assistant",
-        "model": str(body.get("model", "")),
-        "content": [],
-        "stop_reason": None,
-        "stop_sequence": None,
-        "usage": start_usage,
-    }
-    frames = [
-        event_frame("message_start", {"type": "message_start", "message": message}),
-        event_frame("ping", {"type": "ping"}),
-    ]
+    frames = message_start_frames(message_id, str(body.get("model", "")), start_usage)
     index = 0
 
     def start(block: dict[str, Any], at: int) -> bytes:

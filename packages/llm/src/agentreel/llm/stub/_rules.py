@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import unquote
@@ -540,6 +540,43 @@ class RequestView(msgspec.Struct, frozen=True, kw_only=True):
     """The working directory the request states in any message (system prompt, a trailing
     environment message, Codex's ``<cwd>``), for ``{{cwd}}``."""
 
+    @classmethod
+    def of(
+        cls,
+        api: Api,
+        call_index: int,
+        headers: Mapping[str, str] | None,
+        *,
+        model: str,
+        system: str,
+        last_user: str | None,
+        last_tool_result: str | None,
+        texts: list[str],
+        specs: dict[str, dict[str, Any]],
+        structured_output: bool,
+        stream: bool,
+        stop_sequences: tuple[str, ...] = (),
+    ) -> RequestView:
+        """The one constructor every API's view goes through: ``texts`` every message's
+        text (``all_text`` and the stated cwd come from them), ``specs`` the offered tools
+        (``tool_names`` their names); header names lowered."""
+        return cls(
+            api=api,
+            model=model,
+            system=system,
+            last_user=last_user,
+            last_tool_result=last_tool_result,
+            all_text="\n".join(texts),
+            tool_names=tuple(specs),
+            call_index=call_index,
+            headers={key.lower(): value for key, value in (headers or {}).items()},
+            structured_output=structured_output,
+            stream=stream,
+            tool_specs=specs,
+            stop_sequences=stop_sequences,
+            cwd=_stated_cwd(system, *texts),
+        )
+
     @property
     def lane(self) -> Lane:
         """What this request is, for ``match.lane`` (see ``Lane``)."""
@@ -733,36 +770,41 @@ def openai_request_view(
         _text_of(m.get("content")) for m in messages if m.get("role") in _SYSTEM_ROLES
     )
     conversation = _conversation_end(messages)
-    last_user: str | None = None
-    last_tool: str | None = None
-    if conversation and conversation[-1].get("role") == "user":
-        last_user = _text_of(conversation[-1].get("content"))
-    elif conversation and conversation[-1].get("role") == "tool":
-        trailing: list[str] = []
-        for message in reversed(conversation):
-            if message.get("role") != "tool":
-                break
-            trailing.append(_text_of(message.get("content")))
-        last_tool = "\n".join(reversed(trailing))
-    specs = _function_specs(body.get("tools") or [])
-    tools = tuple(specs)
-    texts = [_text_of(m.get("content")) for m in messages]
-    return RequestView(
-        api="openai",
+    return RequestView.of(
+        "openai",
+        call_index,
+        headers,
         model=str(body.get("model", "")),
         system=system,
-        last_user=last_user,
-        last_tool_result=last_tool,
-        all_text="\n".join(texts),
-        tool_names=tools,
-        call_index=call_index,
-        headers=_lower_keys(headers),
+        last_user=_last_user(conversation),
+        last_tool_result=_trailing_results(conversation, "role", "tool", "content"),
+        texts=[_text_of(m.get("content")) for m in messages],
+        specs=_function_specs(body.get("tools") or []),
         structured_output=_format_type(body.get("response_format")) in _JSON_FORMATS,
         stream=body.get("stream") is True,
-        tool_specs=specs,
         stop_sequences=_stops(body.get("stop")),
-        cwd=_stated_cwd(system, *texts),
     )
+
+
+def _last_user(conversation: list[dict[str, Any]]) -> str | None:
+    """The text of the user message the conversation ends with, if it ends with one."""
+    if conversation and conversation[-1].get("role") == "user":
+        return _text_of(conversation[-1].get("content"))
+    return None
+
+
+def _trailing_results(
+    conversation: list[dict[str, Any]], key: str, value: str, field: str
+) -> str | None:
+    """The texts (``field``) of the tool results (``key`` is ``value``) the conversation
+    ends with, in order, one a line; ``None`` when it ends with none (Chat's ``tool``
+    messages' ``content``, Responses' ``function_call_output`` items' ``output``)."""
+    trailing: list[str] = []
+    for message in reversed(conversation):
+        if message.get(key) != value:
+            break
+        trailing.append(_text_of(message.get(field)))
+    return "\n".join(reversed(trailing)) if trailing else None
 
 
 def responses_request_view(
@@ -781,36 +823,21 @@ def responses_request_view(
             offered += item.get("tools") or []
     items = [i for i in items if isinstance(i, dict) and i.get("type") != "additional_tools"]
     conversation = _conversation_end(items)
-    last_user: str | None = None
-    last_tool: str | None = None
-    if conversation and conversation[-1].get("type") == "function_call_output":
-        trailing: list[str] = []
-        for item in reversed(conversation):
-            if item.get("type") != "function_call_output":
-                break
-            trailing.append(_text_of(item.get("output")))
-        last_tool = "\n".join(reversed(trailing))
-    elif conversation and conversation[-1].get("role") == "user":
-        last_user = _text_of(conversation[-1].get("content"))
-    specs = _function_specs(offered)
+    last_tool = _trailing_results(conversation, "type", "function_call_output", "output")
     text_format = body.get("text")
-    system = _text_of(body.get("instructions", ""))
-    texts = [_text_of(i.get("content") or i.get("output")) for i in items]
-    return RequestView(
-        api="responses",
+    return RequestView.of(
+        "responses",
+        call_index,
+        headers,
         model=str(body.get("model", "")),
-        system=system,
-        last_user=last_user,
+        system=_text_of(body.get("instructions", "")),
+        last_user=_last_user(conversation) if last_tool is None else None,
         last_tool_result=last_tool,
-        all_text="\n".join(texts),
-        tool_names=tuple(specs),
-        call_index=call_index,
-        headers=_lower_keys(headers),
+        texts=[_text_of(i.get("content") or i.get("output")) for i in items],
+        specs=_function_specs(offered),
         structured_output=isinstance(text_format, dict)
         and _format_type(text_format.get("format")) in _JSON_FORMATS,
         stream=body.get("stream") is True,
-        tool_specs=specs,
-        cwd=_stated_cwd(system, *texts),
     )
 
 
@@ -834,24 +861,19 @@ def anthropic_request_view(
             last_tool = "\n".join(_text_of(b.get("content", "")) for b in results)
         else:
             last_user = _text_of(content)
-    specs = _function_specs(body.get("tools") or [])
-    system = _text_of(body.get("system", ""))
-    texts = [_text_of(m.get("content")) for m in messages]
-    return RequestView(
-        api="anthropic",
+    return RequestView.of(
+        "anthropic",
+        call_index,
+        headers,
         model=str(body.get("model", "")),
-        system=system,
+        system=_text_of(body.get("system", "")),
         last_user=last_user,
         last_tool_result=last_tool,
-        all_text="\n".join(texts),
-        tool_names=tuple(specs),
-        call_index=call_index,
-        headers=_lower_keys(headers),
+        texts=[_text_of(m.get("content")) for m in messages],
+        specs=_function_specs(body.get("tools") or []),
         structured_output=_anthropic_structured(body),
         stream=body.get("stream") is True,
-        tool_specs=specs,
         stop_sequences=_stops(body.get("stop_sequences")),
-        cwd=_stated_cwd(system, *texts),
     )
 
 
@@ -859,10 +881,6 @@ def _anthropic_structured(body: dict[str, Any]) -> bool:
     config = body.get("output_config")
     nested = config.get("format") if isinstance(config, dict) else None
     return "json_schema" in (_format_type(body.get("output_format")), _format_type(nested))
-
-
-def _lower_keys(headers: Mapping[str, str] | None) -> dict[str, str]:
-    return {key.lower(): value for key, value in (headers or {}).items()}
 
 
 def gemini_request_view(
@@ -917,22 +935,19 @@ def gemini_request_view(
     structured = config.get("responseMimeType") == "application/json" or any(
         key in config for key in ("responseSchema", "responseJsonSchema")
     )
-    texts = [_gemini_parts_text(c.get("parts", [])) for c in contents]
-    return RequestView(
-        api="gemini",
+    return RequestView.of(
+        "gemini",
+        call_index,
+        headers,
         model=model,
         system=system,
         last_user=last_user,
         last_tool_result=last_tool,
-        all_text="\n".join(texts),
-        tool_names=tuple(specs),
-        call_index=call_index,
-        headers=_lower_keys(headers),
+        texts=[_gemini_parts_text(c.get("parts", [])) for c in contents],
+        specs=specs,
         structured_output=structured,
         stream=method == "streamGenerateContent",
-        tool_specs=specs,
         stop_sequences=_stops(config.get("stopSequences")),
-        cwd=_stated_cwd(system, *texts),
     )
 
 
@@ -1005,7 +1020,14 @@ def bedrock_request_view(
     """Project a Bedrock Converse request (``/model/<modelId>/converse-stream`` or
     ``/converse``: the model and whether it streams are the path's): ``system`` blocks, a
     user turn of ``toolResult`` blocks is the tools' answer, ``toolConfig.tools[].toolSpec``
-    with ``inputSchema.json``; structured output is a forced tool choice's JSON."""
+    with ``inputSchema.json``; structured output is a forced tool choice's JSON. An
+    InvokeModel request (``INVOKE_PATHS``) is an Anthropic Messages body."""
+    if path.endswith(INVOKE_PATHS):  # InvokeModel: an Anthropic Messages body
+        return msgspec.structs.replace(
+            anthropic_request_view(body, call_index, headers),
+            api="bedrock",
+            stream=path.endswith("-with-response-stream"),
+        )
     resource = path.rsplit("/model/", 1)[-1]
     quoted, _, operation = resource.partition("/")
     model = unquote(quoted)  # botocore sends a model id's ``:`` as ``%3A``
@@ -1046,3 +1068,32 @@ def bedrock_request_view(
         {"model": model, "messages": messages, "tools": tools}, call_index, headers
     )
     return msgspec.structs.replace(view, api="bedrock", stream=operation == "converse-stream")
+
+
+INVOKE_PATHS = ("/invoke", "/invoke-with-response-stream")
+"""The ends of Bedrock InvokeModel paths (their bodies are Anthropic Messages bodies)."""
+
+_PATHLESS_VIEWS: dict[
+    Api, Callable[[dict[str, Any], int, Mapping[str, str] | None], RequestView]
+] = {
+    "openai": openai_request_view,
+    "anthropic": anthropic_request_view,
+    "responses": responses_request_view,
+}
+_PATH_VIEWS: dict[
+    Api, Callable[[dict[str, Any], int, Mapping[str, str] | None, str], RequestView]
+] = {
+    "gemini": gemini_request_view,
+    "ollama": ollama_request_view,
+    "bedrock": bedrock_request_view,
+}
+
+
+def request_view(
+    api: Api, body: dict[str, Any], call_index: int, headers: Mapping[str, str], path: str
+) -> RequestView:
+    """The view of a request to ``api`` at ``path`` (the stub server's one entry: Gemini's
+    and Bedrock's model and streaming, Ollama's endpoint, are the path's)."""
+    if api in _PATH_VIEWS:
+        return _PATH_VIEWS[api](body, call_index, headers, path)
+    return _PATHLESS_VIEWS[api](body, call_index, headers)

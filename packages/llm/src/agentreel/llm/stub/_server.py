@@ -17,15 +17,13 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, overload
 from urllib.parse import unquote
 
 import msgspec
-import msgspec.structs
 
 from agentreel.llm._chunks import Chunk, Finish
 from agentreel.llm.stub._answers import (
@@ -36,18 +34,14 @@ from agentreel.llm.stub._answers import (
     rule_chunks,
 )
 from agentreel.llm.stub._rules import (
+    INVOKE_PATHS,
     Api,
     RequestView,
     Rule,
     RuleSet,
-    anthropic_request_view,
-    bedrock_request_view,
-    gemini_request_view,
     load_rules,
-    ollama_request_view,
-    openai_request_view,
     parse_rules,
-    responses_request_view,
+    request_view,
 )
 from agentreel.llm.stub._rules_doc import RULES_FORMAT_HINT
 from agentreel.llm.wire import (
@@ -89,7 +83,6 @@ _OLLAMA_PATHS = ("/api/chat", "/api/generate")
 _GEMINI_EMBED = tuple(f":{method}" for method in GEMINI_EMBED_METHODS)
 _RAW_PREDICT = (":streamRawPredict", ":rawPredict")
 _BEDROCK_PATHS = ("/converse", "/converse-stream")
-_INVOKE_PATHS = ("/invoke", "/invoke-with-response-stream")
 
 
 class StubRequest(msgspec.Struct, kw_only=True):
@@ -178,23 +171,13 @@ class StubServer:
     def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
     async def __aenter__(self) -> Self:
         return self.start()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         self.stop()
 
     # -- addresses ---------------------------------------------------------------------------
@@ -262,25 +245,7 @@ class StubServer:
     ) -> tuple[StubRequest, RequestView, tuple[int, Rule] | None]:
         with self._lock:
             index = len(self._requests)
-            views = {
-                "openai": openai_request_view,
-                "anthropic": anthropic_request_view,
-                "responses": responses_request_view,
-            }
-            if api == "gemini":
-                view = gemini_request_view(body, index, headers, path)
-            elif api == "ollama":
-                view = ollama_request_view(body, index, headers, path)
-            elif api == "bedrock" and path.endswith(_INVOKE_PATHS):
-                view = msgspec.structs.replace(
-                    anthropic_request_view(body, index, headers),
-                    api="bedrock",
-                    stream=path.endswith("-with-response-stream"),
-                )
-            elif api == "bedrock":
-                view = bedrock_request_view(body, index, headers, path)
-            else:
-                view = views[api](body, index, headers)
+            view = request_view(api, body, index, headers, path)
             taken = self.rules.take_answer(view)
             record = StubRequest(
                 index=index,
@@ -382,7 +347,7 @@ class _Handler(BaseHTTPRequestHandler):
             api = "responses"
         elif path.endswith(_OLLAMA_PATHS):
             api = "ollama"
-        elif "/model/" in path and path.endswith(_BEDROCK_PATHS + _INVOKE_PATHS):
+        elif "/model/" in path and path.endswith(_BEDROCK_PATHS + INVOKE_PATHS):
             api = "bedrock"  # InvokeModel: an Anthropic Messages body in Bedrock's framing
         else:
             message = (
@@ -397,13 +362,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._drain_body()
             self._send_json(404, openai_error_body(404, message))
             return
-        raw = self._drain_body()
-        try:
-            body = json.loads(raw or b"{}")
-            if not isinstance(body, dict):
-                raise ValueError("the body is not a JSON object")
-        except ValueError as exc:
-            self._send_error(api, 400, f"agentreel stub server: request body is not JSON: {exc}")
+        body = self._object_body(
+            "request body", lambda message: self._send_error(api, 400, message)
+        )
+        if body is None:
             return
         headers = {
             k.lower(): ("<redacted>" if k.lower() in _SECRET_HEADERS else v)
@@ -459,31 +421,13 @@ class _Handler(BaseHTTPRequestHandler):
                 call.id or f"{OLLAMA_MINTED_CALL_ID_PREFIX}{i}"
                 for i, call in enumerate(rule.tool_calls)
             ]
+        response_id = _RESPONSE_ID_PREFIXES[api] + digest[: 20 if api == "gemini" else 24]
         if not view.stream:
-            stub._finish(record, self._answer_whole(record, rule, label, body, digest, call_ids))
+            stub._finish(
+                record, self._answer_whole(record, rule, label, body, response_id, call_ids)
+            )
             return
-        if api in ("ollama", "bedrock"):
-            spec = _wire_spec(path)
-            parsed = spec.parse(body, _path_model(path), True)
-            answer = rule_chunks(rule, call_ids)
-            frames = spec.encode_stream(parsed, answer, f"msg_stub{digest[:24]}", None)
-        elif api == "openai":
-            frames = openai_frames(rule, body, f"chatcmpl-stub{digest[:24]}", call_ids)
-        elif api == "anthropic":
-            frames = anthropic_frames(rule, body, f"msg_stub{digest[:24]}", call_ids)
-        elif api == "gemini":
-            frames = gemini_chunk_frames(
-                _gemini_chunks(rule, call_ids),
-                model=view.model,
-                response_id=f"stub{digest[:20]}",
-            )
-        else:
-            frames = responses_chunk_frames(
-                rule_chunks(rule, call_ids),
-                model=str(body.get("model", "")),
-                response_id=f"resp_stub{digest[:24]}",
-                namespaced=responses_namespaced(body),
-            )
+        frames = _encode_answer(record, rule, response_id, call_ids, stream=True)
         if rule.error_after is not None:
             message = rule.error_message or (
                 f"agentreel stub server: {label} injected an in-stream error after "
@@ -504,7 +448,7 @@ class _Handler(BaseHTTPRequestHandler):
         rule: Rule,
         label: str,
         body: dict[str, Any],
-        digest: str,
+        response_id: str,
         call_ids: list[str],
     ) -> Outcome:
         """A non-streaming request: the rule's answer as one JSON body.
@@ -522,30 +466,7 @@ class _Handler(BaseHTTPRequestHandler):
             record.status = 500
             return "error"
         try:
-            if api == "openai":
-                payload = openai_completion_body(
-                    rule, body, f"chatcmpl-stub{digest[:24]}", call_ids
-                )
-            elif api == "anthropic":
-                payload = anthropic_message_body(rule, body, f"msg_stub{digest[:24]}", call_ids)
-            elif api in ("ollama", "bedrock"):
-                spec = _wire_spec(record.path)
-                parsed = spec.parse(body, _path_model(record.path), False)
-                answer = rule_chunks(rule, call_ids)
-                payload = spec.encode_body(parsed, answer, f"msg_stub{digest[:24]}", None)
-            elif api == "gemini":
-                payload = gemini_chunk_body(
-                    _gemini_chunks(rule, call_ids),
-                    model=record.path.rsplit("/models/", 1)[-1].partition(":")[0],
-                    response_id=f"stub{digest[:20]}",
-                )
-            else:
-                payload = responses_chunk_body(
-                    rule_chunks(rule, call_ids),
-                    model=str(body.get("model", "")),
-                    response_id=f"resp_stub{digest[:24]}",
-                    namespaced=responses_namespaced(body),
-                )
+            payload = _encode_answer(record, rule, response_id, call_ids, stream=False)
         except ValueError as exc:
             message = (
                 f"agentreel stub server: {label} cannot answer a non-streaming request: its "
@@ -574,13 +495,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _count_tokens(self, api: Api) -> None:
         """Anthropic's or Gemini's token count of a request: answered, never a model call
         (not in ``requests``, no rule taken)."""
-        try:
-            body = json.loads(self._drain_body() or b"{}")
-            if not isinstance(body, dict):
-                raise ValueError("the body is not a JSON object")
-        except ValueError as exc:
-            message = f"agentreel stub server: count_tokens request body is not JSON: {exc}"
-            self._send_error(api, 400, message)
+        body = self._object_body(
+            "count_tokens request body", lambda message: self._send_error(api, 400, message)
+        )
+        if body is None:
             return
         counted = gemini_count_tokens_body if api == "gemini" else count_tokens_body
         self._send_json(200, counted(body))
@@ -588,17 +506,27 @@ class _Handler(BaseHTTPRequestHandler):
     def _embed(self, api: WireApiName, model: str = "") -> None:
         """An embeddings request: answered from the input alone (``stub_embeddings_body``:
         a vector from a hash of each input), never a model call (no rule taken)."""
+        body = self._object_body(
+            "embeddings request body",
+            lambda message: self._send_json(400, wire_api(api).error_body(400, message, None)),
+        )
+        if body is None:
+            return
+        self._send_json(200, stub_embeddings_body(api, body, model))
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _object_body(self, what: str, send_error: Callable[[str], None]) -> dict[str, Any] | None:
+        """The request body as a JSON object (none: ``{}``), or ``None`` once ``send_error``
+        has answered the message that ``what`` is not JSON."""
         try:
             body = json.loads(self._drain_body() or b"{}")
             if not isinstance(body, dict):
                 raise ValueError("the body is not a JSON object")
         except ValueError as exc:
-            message = f"agentreel stub server: embeddings request body is not JSON: {exc}"
-            self._send_json(400, wire_api(api).error_body(400, message, None))
-            return
-        self._send_json(200, stub_embeddings_body(api, body, model))
-
-    # -- helpers -------------------------------------------------------------------------------
+            send_error(f"agentreel stub server: {what} is not JSON: {exc}")
+            return None
+        return body
 
     def _drain_body(self) -> bytes:
         length = int(self.headers.get("content-length") or 0)
@@ -700,6 +628,62 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
 
+_RESPONSE_ID_PREFIXES: dict[Api, str] = {
+    "openai": "chatcmpl-stub",
+    "anthropic": "msg_stub",
+    "ollama": "msg_stub",
+    "bedrock": "msg_stub",
+    "gemini": "stub",
+    "responses": "resp_stub",
+}
+"""The stub's response ids by API: the prefix, then the answer's digest (Gemini's 20 hex
+digits, the others' 24)."""
+
+
+@overload
+def _encode_answer(
+    record: StubRequest, rule: Rule, wire_id: str, call_ids: list[str], *, stream: Literal[True]
+) -> list[bytes]: ...
+@overload
+def _encode_answer(
+    record: StubRequest, rule: Rule, wire_id: str, call_ids: list[str], *, stream: Literal[False]
+) -> bytes: ...
+def _encode_answer(
+    record: StubRequest, rule: Rule, wire_id: str, call_ids: list[str], *, stream: bool
+) -> list[bytes] | bytes:
+    """A rule's answer to the request, with the response id ``wire_id``: the stream's
+    frames, or the whole body. Chat Completions and Messages have the stub's own encoders
+    (chunk sizes as the rule says); the others are encoded from the rule's chunks by the
+    wire registry. Raises ``ValueError`` when a whole body needs tool arguments that are
+    not JSON."""
+    api, path, body = record.api, record.path, record.body
+    if api == "openai":
+        return (openai_frames if stream else openai_completion_body)(rule, body, wire_id, call_ids)
+    if api == "anthropic":
+        return (anthropic_frames if stream else anthropic_message_body)(
+            rule, body, wire_id, call_ids
+        )
+    if api in ("ollama", "bedrock"):
+        spec = _wire_spec(path)
+        parsed = spec.parse(body, _path_model(path), stream)
+        chunks = rule_chunks(rule, call_ids)
+        if stream:
+            return spec.encode_stream(parsed, chunks, wire_id, None)
+        return spec.encode_body(parsed, chunks, wire_id, None)
+    if api == "gemini":
+        model = path.rsplit("/models/", 1)[-1].partition(":")[0]
+        chunks = _gemini_chunks(rule, call_ids)
+        encode_gemini = gemini_chunk_frames if stream else gemini_chunk_body
+        return encode_gemini(chunks, model=model, response_id=wire_id)
+    encode_responses = responses_chunk_frames if stream else responses_chunk_body
+    return encode_responses(
+        rule_chunks(rule, call_ids),
+        model=str(body.get("model", "")),
+        response_id=wire_id,
+        namespaced=responses_namespaced(body),
+    )
+
+
 def _path_model(path: str) -> str:
     """The model a Bedrock path names (``/model/<modelId>/…``), else none."""
     if "/model/" not in path:
@@ -711,7 +695,7 @@ def _wire_spec(path: str) -> WireApiSpec:
     """The wire API (Ollama's, Bedrock's) a stub request's path names, for the APIs the
     stub answers through the wire registry."""
     if "/model/" in path:
-        invoke = path.endswith(_INVOKE_PATHS)
+        invoke = path.endswith(INVOKE_PATHS)
         return wire_api("bedrock-invoke" if invoke else "bedrock-converse")
     return wire_api("ollama-generate" if path.endswith("/api/generate") else "ollama-chat")
 

@@ -42,23 +42,22 @@ def encode_event_message(headers: Mapping[str, str], payload: bytes) -> bytes:
 
 def event_frame(event_type: str, payload: bytes) -> bytes:
     """A Bedrock stream event (``:event-type``) with a JSON payload."""
-    return encode_event_message(
-        {
-            ":event-type": event_type,
-            ":content-type": "application/json",
-            ":message-type": "event",
-        },
-        payload,
-    )
+    return _json_message("event", event_type, payload)
 
 
 def exception_frame(exception_type: str, payload: bytes) -> bytes:
     """A Bedrock stream exception (``:exception-type``) with a JSON payload."""
+    return _json_message("exception", exception_type, payload)
+
+
+def _json_message(kind: str, type_name: str, payload: bytes) -> bytes:
+    """A message of ``kind`` (``event``, ``exception``) named ``type_name`` in its
+    ``:<kind>-type`` header, with a JSON payload."""
     return encode_event_message(
         {
-            ":exception-type": exception_type,
+            f":{kind}-type": type_name,
             ":content-type": "application/json",
-            ":message-type": "exception",
+            ":message-type": kind,
         },
         payload,
     )

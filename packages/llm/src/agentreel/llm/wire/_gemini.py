@@ -548,15 +548,27 @@ def _last_frame(
     response_id: str,
 ) -> bytes:
     reason = _wire_finish(finish, meta)
-    if finish.reason == "error" and finish.code and _is_block_reason(finish):
-        blocked: dict[str, Any] = {"promptFeedback": {"blockReason": finish.code}}
-        if plan.usage is not None:
-            blocked["usageMetadata"] = _usage_body(plan.usage)
-        blocked["modelVersion"] = meta.model or model
-        blocked["responseId"] = meta.id or response_id
+    blocked = _blocked_response(finish, plan, meta, model, response_id)
+    if blocked is not None:
         return b"data: " + json_bytes(blocked) + FRAME_END
     result: bytes = frame([{"text": ""}], reason)
     return result
+
+
+def _blocked_response(
+    finish: Finish, plan: _Plan, meta: ResponseMeta, model: str, response_id: str
+) -> dict[str, Any] | None:
+    """The answer of a call the prompt feedback blocked (its ``blockReason``, the usage,
+    model and id, no candidates), or ``None`` for any other finish: the last stream frame
+    and the whole body alike."""
+    if not (finish.reason == "error" and finish.code and _is_block_reason(finish)):
+        return None
+    blocked: dict[str, Any] = {"promptFeedback": {"blockReason": finish.code}}
+    if plan.usage is not None:
+        blocked["usageMetadata"] = _usage_body(plan.usage)
+    blocked["modelVersion"] = meta.model or model
+    blocked["responseId"] = meta.id or response_id
+    return blocked
 
 
 def _is_block_reason(finish: Finish) -> bool:
@@ -590,12 +602,8 @@ def gemini_chunk_body(
             else:
                 parts.append(dict(part))
     finish = plan.finish or Finish(reason="stop")
-    if finish.reason == "error" and finish.code and _is_block_reason(finish):
-        blocked: dict[str, Any] = {"promptFeedback": {"blockReason": finish.code}}
-        if plan.usage is not None:
-            blocked["usageMetadata"] = _usage_body(plan.usage)
-        blocked["modelVersion"] = given.model or model
-        blocked["responseId"] = given.id or response_id
+    blocked = _blocked_response(finish, plan, given, model, response_id)
+    if blocked is not None:
         return json_bytes(blocked)
     response = _envelope(
         parts,

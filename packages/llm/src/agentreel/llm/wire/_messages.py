@@ -96,6 +96,25 @@ def _anthropic_usage(usage: Usage | None) -> dict[str, Any]:
     }
 
 
+def message_start_frames(message_id: str, model: str, usage: dict[str, Any]) -> list[bytes]:
+    """The frames every Messages stream opens with: ``message_start`` (an empty assistant
+    message with its id, model and starting usage), then ``ping``."""
+    message: dict[str, Any] = {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": usage,
+    }
+    return [
+        event_frame("message_start", {"type": "message_start", "message": message}),
+        event_frame("ping", {"type": "ping"}),
+    ]
+
+
 def messages_chunk_frames(
     chunks: Sequence[Chunk], *, model: str, message_id: str, meta: ResponseMeta | None = None
 ) -> list[bytes]:
@@ -103,20 +122,7 @@ def messages_chunk_frames(
     usage = usage_in(chunks)
     meta = meta_in(chunks, meta)
     start_usage = {**_anthropic_usage(usage), "output_tokens": 1}
-    message: dict[str, Any] = {
-        "id": meta.id or message_id,
-        "type": "message",
-        "role": "assistant",
-        "model": meta.model or model,
-        "content": [],
-        "stop_reason": None,
-        "stop_sequence": None,
-        "usage": start_usage,
-    }
-    frames = [
-        event_frame("message_start", {"type": "message_start", "message": message}),
-        event_frame("ping", {"type": "ping"}),
-    ]
+    frames = message_start_frames(meta.id or message_id, meta.model or model, start_usage)
 
     def delta(at: int, value: dict[str, Any]) -> bytes:
         payload = {"type": "content_block_delta", "index": at, "delta": value}

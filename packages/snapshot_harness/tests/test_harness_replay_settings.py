@@ -1,0 +1,221 @@
+"""One replay settings value reaches every way of running (issue 37).
+
+``agentreel.llm_replay.ReplaySettings`` declares each setting once, as a field with its
+``Setting``; the scenario reader, the pytest fixture's ``agentreel_config``, the proxy's
+command line, ``start_proxy`` / ``ReplayProvider``'s keywords and the agent's text
+settings all take it from there. These tests walk the value's fields — a setting added
+tomorrow is walked too — and check each surface accepts it, reads it into the value and
+words a bad one with the value's own message. In process, no agent run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import typing
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentreel.llm_proxy import _cli as proxy_cli
+from agentreel.llm_replay import (
+    Capture,
+    FixtureError,
+    ReplaySettings,
+    ReplaySettingsError,
+    ReplaySettingsKeywords,
+    create_replay_provider,
+)
+from agentreel.llm_replay._settings import (
+    Setting,
+    _Captures,
+    _Choice,
+    _Directory,
+    _Regexes,
+    _Seconds,
+)
+from agentreel.snapshot_harness import ScenarioError, load_scenario
+from agentreel.snapshot_harness._reel import ReelError, plan
+
+STEPS = '\n[[steps]]\ntype = "initialize"\n'
+SPECS = ReplaySettings.specs()
+
+
+def sample(name: str, spec: Setting, tmp_path: Path) -> tuple[Any, Any]:
+    """A value other than the default for setting ``name``: ``(as typed, as the value holds
+    it)``. A new kind of setting needs a line here; a new setting of a known kind none."""
+    kind = spec.kind
+    if isinstance(kind, _Choice):
+        default = getattr(ReplaySettings(), name)
+        choice = next(choice for choice in kind.choices() if choice != default)
+        return choice, choice
+    if isinstance(kind, _Seconds):
+        return 2.5, 2.5
+    if isinstance(kind, _Directory):
+        return str(tmp_path / "kept"), tmp_path / "kept"
+    if isinstance(kind, _Regexes):
+        return ["turn-[0-9]+"], ("turn-[0-9]+",)
+    if isinstance(kind, _Captures):
+        return [{"regex": "id=([0-9]+)", "token": "agent-id"}], (
+            Capture.checked("id=([0-9]+)", "agent-id"),
+        )
+    raise AssertionError(f"no sample for {name}'s kind {type(kind).__name__}: add one here")
+
+
+def needed(name: str) -> dict[str, Any]:
+    """What setting ``name`` only means something with (``Setting.only_with``)."""
+    needs = SPECS[name].only_with
+    return {needs[0]: needs[1]} if needs else {}
+
+
+def toml_value(value: Any) -> str:
+    if isinstance(value, str):
+        return f"'{value}'"
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
+    return repr(value)
+
+
+def scenario_text(given: dict[str, Any]) -> str:
+    tables: dict[str, list[str]] = {"model": ['via = "proxy"'], "replay": []}
+    for name, value in given.items():
+        table = SPECS[name].table
+        assert table is not None
+        tables[table].append(f"{name} = {toml_value(value)}")
+    return "".join(f"[{table}]\n" + "\n".join(lines) + "\n" for table, lines in tables.items())
+
+
+def write_scenario(tmp_path: Path, text: str) -> Path:
+    directory = tmp_path / "demo"
+    directory.mkdir(exist_ok=True)
+    (directory / "scenario.toml").write_text(text + STEPS)
+    return directory
+
+
+def reel_plan(tmp_path: Path, config: dict[str, Any]) -> ReplaySettings:
+    recording = tmp_path / "recording"
+    recording.mkdir(exist_ok=True)
+    (recording / "session.jsonl").write_text("")
+    return plan(
+        nodeid="test_x.py::test_it",
+        directory=recording,
+        module_dir=tmp_path,
+        option_mode="none",
+        option_upstream=None,
+        config=config,
+    ).replay
+
+
+def proxy_args(mode: str, given: dict[str, Any]) -> list[str]:
+    words = (
+        [mode, "--fixture", "f"]
+        if mode == "replay"
+        else [mode, "--upstream", "u", "--fixture", "f"]
+    )
+    for name, value in given.items():
+        if SPECS[name].kind.repeated():
+            for item in value:
+                text = item if isinstance(item, str) else f"{item['token']}={item['regex']}"
+                words += [ReplaySettings.flag(name), text]
+        else:
+            words += [ReplaySettings.flag(name), str(value)]
+    return words
+
+
+def proxy_settings(words: list[str]) -> ReplaySettings:
+    return proxy_cli._replay_settings(proxy_cli._parser().parse_args(words))
+
+
+@pytest.mark.parametrize("name", list(SPECS))
+def test_each_setting_reaches_every_way_of_running(name: str, tmp_path: Path) -> None:
+    spec = SPECS[name]
+    typed, held = sample(name, spec, tmp_path)
+    given = {**needed(name), name: typed}
+    expected = ReplaySettings().with_values({**needed(name), name: held})
+    assert getattr(expected, name) == held != getattr(ReplaySettings(), name)
+
+    # scenario.toml: in the table the setting names, or refused as no scenario key.
+    if spec.table is not None:
+        scenario = load_scenario(write_scenario(tmp_path, scenario_text(given)))
+        assert scenario.replay == expected
+    else:
+        directory = write_scenario(tmp_path, f"[replay]\n{name} = {toml_value(typed)}\n")
+        with pytest.raises(ScenarioError, match=f"key 'replay.{name}': unknown key"):
+            load_scenario(directory)
+
+    # The pytest fixture's agentreel_config (and marker keys).
+    assert reel_plan(tmp_path, given) == expected
+
+    # agentreel proxy: a flag on each mode the setting applies to, none on the others.
+    for mode in ("record", "replay"):
+        if mode in spec.modes:
+            assert proxy_settings(proxy_args(mode, given)) == expected
+        else:
+            with pytest.raises(SystemExit):
+                proxy_cli._parser().parse_args(proxy_args(mode, {name: typed}))
+
+    # The agent's text settings (AGENTREEL_*) and back, as the replay provider reads them.
+    assert ReplaySettings.from_text(expected.settings()) == expected
+    with pytest.raises(FixtureError):  # every setting known: it gets as far as the fixture
+        create_replay_provider(fixture_dir=str(tmp_path / "none"), **expected.settings())
+
+
+def test_the_keywords_are_the_fields() -> None:
+    """``ReplayProvider(**kw)`` / ``start_proxy(**kw)`` take ``ReplaySettingsKeywords``: one
+    key per field, so a type checker knows every setting by name."""
+    keys = set(typing.get_type_hints(ReplaySettingsKeywords))
+    assert keys == {spec.name for spec in dataclasses.fields(ReplaySettings)}
+
+
+@pytest.mark.parametrize(
+    ("name", "typed"),
+    [
+        ("schedule", "record"),
+        ("schedule_timeout", 0),
+        ("partial_lanes", ["(title"]),
+        ("captures", [{"regex": "(a)(b)", "token": "t"}]),
+    ],
+)
+def test_a_bad_setting_is_worded_once_everywhere(name: str, typed: Any, tmp_path: Path) -> None:
+    """The scenario, agentreel_config and the proxy's flags say the value's own problem,
+    each at the key as its user typed it."""
+    given = {**needed(name), name: typed}
+    with pytest.raises(ReplaySettingsError) as caught:
+        ReplaySettings.from_mapping(given)
+    problem, key = caught.value.problem, caught.value.key
+
+    with pytest.raises(ScenarioError) as in_file:
+        load_scenario(write_scenario(tmp_path, scenario_text(given)))
+    assert str(in_file.value).endswith(f"key '{SPECS[name].table}.{key}': {problem}")
+
+    with pytest.raises(ReelError) as in_config:
+        reel_plan(tmp_path, given)
+    assert str(in_config.value).endswith(f"key {key}: {problem}")
+
+    parser = proxy_cli._parser()
+    errors: list[str] = []
+
+    def error(message: str) -> typing.NoReturn:
+        errors.append(message)
+        raise SystemExit(2)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(argparse.ArgumentParser, "error", lambda self, message: error(message))
+        patch.setattr(proxy_cli, "_parser", lambda: parser)
+        with pytest.raises(SystemExit):
+            proxy_settings(proxy_args("replay", given))
+    assert errors
+    assert errors[0].endswith(problem)
+
+
+def test_a_setting_needing_another_is_refused_alone_everywhere(tmp_path: Path) -> None:
+    problem = 'only means something with schedule = "recorded"'
+    with pytest.raises(ScenarioError, match=f"'replay.schedule_timeout': {problem}"):
+        load_scenario(write_scenario(tmp_path, "[replay]\nschedule_timeout = 3\n"))
+    with pytest.raises(ReelError, match=f"key schedule_timeout: {problem}"):
+        reel_plan(tmp_path, {"schedule_timeout": 3})
+    with pytest.raises(SystemExit):
+        proxy_settings(["replay", "--fixture", "f", "--schedule-timeout", "3"])
