@@ -323,7 +323,7 @@ class ReelMcp:
             state=staging / "mcp-state",
             scenario=reel_plan.name,
             cwd=reel_plan.cwd,
-            masks=mcp_masks(reel_plan.proxy.get("masks", ())),
+            masks=mcp_masks(reel_plan.replay.masks),
         )
         self.used: set[str] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
