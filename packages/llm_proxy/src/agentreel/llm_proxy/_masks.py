@@ -31,8 +31,10 @@ before a rule existed compares equal (``agentreel.llm_replay.ReplayProvider``'s
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import hashlib
+import json
 import os
 import re
 import socket
@@ -483,12 +485,29 @@ class Masks:
             value = pattern.sub(replacement, value)
         return value
 
+    def _keyed(self, key: Any, item: Any) -> Any:
+        """A JSON object's ``key: item`` masked as ``text`` masks it written out: a labelled
+        fact (``"timezone":"UTC"``, an MCP tool's argument) is masked in a decoded body
+        too, so a recording's texts stay as the masks leave them."""
+        if not isinstance(item, str) or not isinstance(key, str):
+            return self.value(item)
+        if json.dumps(item, ensure_ascii=False)[1:-1] != item:
+            # Escapes (a multi-line prompt) would read differently written out: a fact's
+            # value is a plain word, so such a string is masked as the text it is.
+            return self.text(item)
+        pair = json.dumps({key: item}, ensure_ascii=False, separators=(",", ":"))
+        masked = self.text(pair)
+        if masked != pair:
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                return self.text(json.loads(masked)[key])
+        return self.text(item)
+
     def value(self, value: Any) -> Any:
         """``value`` (decoded JSON) with every string masked."""
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
-            masked = {key: self.value(item) for key, item in value.items()}
+            masked = {key: self._keyed(key, item) for key, item in value.items()}
             name = masked.get("name")
             unordered = isinstance(name, str) and name in _UNORDERED_ENUMS
             return _sorted_enums(masked) if unordered else masked
