@@ -232,8 +232,10 @@ from openai import AsyncOpenAI
 
 async def run(argv, base_url, api_key):
     params = {"command": argv[0], "args": argv[1:]}
-    async with MCPServerStdio(params, name="calc", cache_tools_list=True) as calc:
-        client = AsyncOpenAI(base_url=base_url, api_key=api_key)
+    async with (
+        MCPServerStdio(params, name="calc", cache_tools_list=True) as calc,
+        AsyncOpenAI(base_url=base_url, api_key=api_key) as client,
+    ):
         agent = Agent(
             name="Calculator",
             instructions="Use the add tool for sums.",
@@ -260,18 +262,20 @@ def test_an_agents_sdk_agent_with_mcp_tools_records_and_replays(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A framework agent: the OpenAI Agents SDK's own MCP client (``MCPServerStdio``)
-    starts the shim; its model is the fixture's proxy. In a subprocess: the SDK's imports
-    inside an in-process inner run hit CPython 3.11's "AST constructor recursion depth
+    starts the shim; its model is the fixture's proxy. ``--assert=plain``: rewriting the
+    inner module's asserts in process hit CPython 3.11's "AST constructor recursion depth
     mismatch" now and then."""
     closed_network(monkeypatch)
     monkeypatch.setenv("OPENAI_AGENTS_DISABLE_TRACING", "1")  # its exporter would go online
     write_sdk_test(pytester, str(SERVER))
-    pytester.runpytest_subprocess(*QUIET, "--agentreel-record=once").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess(
+        *QUIET, "--assert=plain", "--agentreel-record=once"
+    ).assert_outcomes(passed=1)
     folder = pytester.path / "recordings" / "test_sdk" / "test_agent_adds"
     recording = folder / "mcp" / "calc.0.jsonl"
     assert '"arguments":{"a":2,"b":3}' in recording.read_text()
 
     write_sdk_test(pytester, "/nonexistent/calc-server.py")  # replay runs no server
-    pytester.runpytest_subprocess(*QUIET).assert_outcomes(passed=1)
+    pytester.runpytest_inprocess(*QUIET, "--assert=plain").assert_outcomes(passed=1)
     # (A drifted argument's failure is the fixture's, whatever the client:
     # test_mcp_calls_are_recorded_beside_the_model_calls_and_replayed_without_the_server.)

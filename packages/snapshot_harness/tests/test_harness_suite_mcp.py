@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from agentreel.session import rerecord_command
 from agentreel.snapshot_harness import McpMismatchError, check_scenario, load_scenario
 
 pytestmark = pytest.mark.slow
@@ -37,7 +38,7 @@ def fails(directory: Path) -> str:
         check_scenario(directory, "replay")
     message = str(caught.value)
     assert len(message.splitlines()) <= 20, message
-    assert "Re-record: agentreel record" in message
+    assert f"Re-record: {rerecord_command(directory.name)}" in message
     return message
 
 
