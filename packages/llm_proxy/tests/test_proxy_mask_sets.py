@@ -15,6 +15,7 @@ from agentreel.session import MASKS_HISTORY, MASKS_VERSION
 RELEASED = {
     1: "b5cf001b77c28a51",
     2: "496e84adafd52c27",
+    3: "ff1687eb5ea06075",
 }
 
 
@@ -47,6 +48,14 @@ def test_set_1_leaves_what_set_2_masks_and_the_default_is_the_newest() -> None:
     assert Masks(version=1).text("2026-12-04 on Linux 6.1.0") == "{{date}} on {{os-version}}"
 
 
+def test_set_3_masks_an_iana_name_holding_an_offset_whole() -> None:
+    # Etc/GMT+12 is the real zone name of UTC-12: set 2 masked its offset only, so a
+    # recording made in UTC read differently from one made there.
+    text = '{"target_timezone":"Etc/GMT+12"} and UTC+14'
+    assert Masks(version=2).text(text) == '{"target_timezone":"Etc/{{timezone}}"} and {{timezone}}'
+    assert Masks(version=3).text(text) == '{"target_timezone":"{{timezone}}"} and {{timezone}}'
+
+
 def test_an_unknown_mask_set_names_what_this_agentreel_knows() -> None:
-    with pytest.raises(ProxyConfigError, match=r"mask set 9 is unknown .* knows 1, 2"):
+    with pytest.raises(ProxyConfigError, match=r"mask set 9 is unknown .* knows 1, 2, 3"):
         Masks(version=9)

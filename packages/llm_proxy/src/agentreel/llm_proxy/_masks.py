@@ -413,9 +413,23 @@ def _mask_set_2(not_cwd: str) -> tuple[tuple[str, str], ...]:
     return (*install_path_rules(not_cwd), *_TIME_RULES, *_labelled_rules(), *_MACHINE, *_BUILT_IN)
 
 
+# Set 2's UTC offset rule took the ``GMT+12`` out of an IANA name (``Etc/GMT+12``, the
+# real name of UTC-12) before the zone-name rule saw it, leaving ``Etc/{{timezone}}``.
+_TIME_RULES_3 = (
+    *_TIME_RULES[:-1],
+    (rf"(?<![\w/-])(?:UTC|GMT){_SIGN}\d{{1,2}}(?::?\d{{2}})?(?![\d:])", "{{timezone}}"),
+)
+
+
+def _mask_set_3(not_cwd: str) -> tuple[tuple[str, str], ...]:
+    """Mask set 3: an IANA zone name holding an offset (``Etc/GMT+12``) masked whole."""
+    return (*install_path_rules(not_cwd), *_TIME_RULES_3, *_labelled_rules(), *_MACHINE, *_BUILT_IN)
+
+
 MASK_SETS: dict[int, Callable[[str], tuple[tuple[str, str], ...]]] = {
     1: _mask_set_1,
     2: _mask_set_2,
+    3: _mask_set_3,
 }
 """Every built-in mask set agentreel ever applied (SPEC 15), by its number
 (``agentreel.session.MASKS_VERSION`` is the newest), each given the lookahead refusing the

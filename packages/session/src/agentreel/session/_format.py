@@ -26,7 +26,7 @@ __all__ = [
 
 RECORDING_FORMAT = 3
 """The recording format this agentreel writes (see ``FORMAT_HISTORY``)."""
-MASKS_VERSION = 2
+MASKS_VERSION = 3
 """The set of built-in request masks this agentreel applies (see ``MASKS_HISTORY``)."""
 OLDEST_FORMAT = 1
 """What a recording without a stamp is: format 1, mask set 1."""
@@ -55,6 +55,8 @@ MASKS_HISTORY: dict[int, str] = {
     "'Wednesday, December 2, 2026')",
     2: "time in every spelling: dates with weekday, time and zone; times; weekdays naming "
     "today; UTC offsets",
+    3: "an IANA zone name holding a UTC offset (Etc/GMT+12) masked whole, not as "
+    "Etc/{{timezone}}",
 }
 
 
