@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from agentreel.session import RECORDING_FORMAT, load_session_log
 from agentreel.snapshot_harness._cli import main
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -51,8 +52,8 @@ def upgraded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 def test_the_corpus_holds_the_oldest_recording_and_each_format() -> None:
     commits = {scenario.parent.name for scenario in SCENARIOS}
     # The oldest (12936e3), wire API (2bd4f1f), message texts (6a502f4), wire.ndjson
-    # (c86a118), format 2 (86b893e): corpus/README.md.
-    assert commits >= {"12936e3", "2bd4f1f", "6a502f4", "c86a118", "86b893e"}
+    # (c86a118), format 2 (86b893e), format 3 with mask set 3 (5b64ffe): corpus/README.md.
+    assert commits >= {"12936e3", "2bd4f1f", "6a502f4", "c86a118", "86b893e", "5b64ffe"}
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=_name)
@@ -61,7 +62,10 @@ def test_each_corpus_scenario_replays_after_upgrade(
 ) -> None:
     # One replay each (pytest-xdist spreads them); the upgrade stamped every log.
     fixtures, output = upgraded
-    assert f"{fixtures / _name(scenario) / 'session.jsonl'}: format stamp" in output
+    stamped = f"{fixtures / _name(scenario) / 'session.jsonl'}: format stamp" in output
+    # An entry of today's format is left as it is; every older one was upgraded.
+    current = load_session_log(scenario / "session.jsonl").header.format == RECORDING_FORMAT
+    assert stamped != current, output
     code, replayed = _run("replay", "--fixtures", str(fixtures), _name(scenario))
     assert code == 0, replayed
     assert f"PASS  {_name(scenario)}" in replayed, replayed
