@@ -49,6 +49,7 @@ from agentreel.llm_replay._report import (
 )
 from agentreel.llm_replay._schedule import CallGates, Schedule, ScheduleDivergence
 from agentreel.llm_replay._settings import (
+    PACE_NEEDS_PROXY,
     DriftMode,
     ReplaySettings,
     ReplaySettingsKeywords,
@@ -739,7 +740,7 @@ def create_replay_provider(*, live_cwd: str | None = None, **settings: Any) -> R
             f"{error}. Fix the provider settings (e.g. AGENTREEL_PROVIDER_SETTINGS)",
         ) from None
     try:
-        return ReplayProvider(fixture_dir, **settings)
+        provider = ReplayProvider(fixture_dir, **settings)
     except ReplayError as error:
         # A harness reading the report learns why the agent could not replay at all.
         report_path = settings.get("report_path")
@@ -752,6 +753,13 @@ def create_replay_provider(*, live_cwd: str | None = None, **settings: Any) -> R
             )
             write_report(failed, report_path)
         raise
+    if provider.settings.pace == "recorded":
+        # The recorded pace is kept with the answers as sent (wire.ndjson), which only a
+        # recording made through the proxy holds; in process there is nothing to pace by.
+        raise ReplaySettingsError(
+            "pace", "pace", PACE_NEEDS_PROXY, f"pace 'recorded': {PACE_NEEDS_PROXY}"
+        )
+    return provider
 
 
 _TRUE_WORDS = ("1", "true", "yes", "on")

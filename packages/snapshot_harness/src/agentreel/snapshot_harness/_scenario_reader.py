@@ -14,7 +14,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from agentreel.llm_replay import ReplaySettings, ReplaySettingsError, value_kind
+from agentreel.llm_replay import (
+    PACE_NEEDS_PROXY,
+    ReplaySettings,
+    ReplaySettingsError,
+    value_kind,
+)
 from agentreel.mcp_replay import check_server_name
 from agentreel.session import (
     KeyMask,
@@ -321,10 +326,13 @@ def _replay(
         reader.check_keys(value, _REPLAY_KEYS, "replay.")
         given.update(value)
     try:
-        return ReplayConfig.from_mapping(given)
+        config = ReplayConfig.from_mapping(given)
     except ReplaySettingsError as error:
         table = ReplaySettings.specs()[error.setting].table
         raise reader.fail(f"{table}.{error.key}", error.problem) from None
+    if config.pace == "recorded" and not model.proxied:
+        raise reader.fail("replay.pace", f"'recorded' needs the proxy: {PACE_NEEDS_PROXY}")
+    return config
 
 
 def _timeout(reader: _Reader, value: object) -> float:
