@@ -29,6 +29,7 @@ from agentreel.snapshot_harness._forkserver import (
     plan_fork,
     started_agent,
 )
+from agentreel.snapshot_harness._forkserver_main import _flush_own_files
 from agentreel.snapshot_harness.exceptions import AgentCrashError
 
 pytestmark = pytest.mark.slow
@@ -409,3 +410,25 @@ def test_a_child_exits_like_the_interpreter_threads_atexit_and_flushes(
     assert Path(f"{out}.buffered").read_text() == "kept"
     stderr = (tmp_path / "err").read_text()
     assert stderr == ("message for stderr\n" if code else "")
+
+
+def test_a_forked_agents_exit_flushes_its_files_without_waking_lazy_proxies(
+    tmp_path: Path,
+) -> None:
+    # A lazy proxy (the openai SDK's module resources) loads what it stands for when its
+    # __class__ is read; an exit that asked each object isinstance() imported the whole
+    # SDK in every agent that had used it. Its own open files are still flushed.
+    class LazyProxy:
+        woken = 0
+
+        @property  # type: ignore[misc]
+        def __class__(self) -> type:
+            LazyProxy.woken += 1
+            return object
+
+    written = (tmp_path / "out.txt").open("w")
+    written.write("kept")
+    _flush_own_files([LazyProxy(), written, "text", 3])
+    assert LazyProxy.woken == 0
+    assert (tmp_path / "out.txt").read_text() == "kept"
+    written.close()
