@@ -55,8 +55,7 @@ MASKS_HISTORY: dict[int, str] = {
     "'Wednesday, December 2, 2026')",
     2: "time in every spelling: dates with weekday, time and zone; times; weekdays naming "
     "today; UTC offsets",
-    3: "an IANA zone name holding a UTC offset (Etc/GMT+12) masked whole, not as "
-    "Etc/{{timezone}}",
+    3: "an IANA zone name holding a UTC offset (Etc/GMT+12) masked whole, not as Etc/{{timezone}}",
 }
 
 
