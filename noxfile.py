@@ -732,6 +732,7 @@ FRAMEWORK_DEPS = (
     "llama-index-llms-openai>=0.6,<0.7",
     "autogen-agentchat>=0.7,<0.8",
     "autogen-ext[openai]>=0.7,<0.8",
+    "crewai>=1.15,<2",
 )
 FRAMEWORK_OVERRIDES = ("mcp>=2.3,<3",)
 
@@ -741,8 +742,9 @@ def frameworks(session: nox.Session) -> None:
     """Real frameworks through the ``agentreel`` pytest fixture, offline (issue 42):
     ``interop/frameworks/`` (strands-agents on its default Bedrock model with two
     agents-as-tools children; llama-index ``AgentWorkflow`` handoff; autogen
-    ``reflect_on_tool_use``). Not in ``tests``: a framework's pins may conflict with the
-    workspace's, so it is installed here with ``FRAMEWORK_OVERRIDES``."""
+    ``reflect_on_tool_use``; crewai's hierarchical text protocol). Not in ``tests``: a
+    framework's pins may conflict with the workspace's, so it is installed here with
+    ``FRAMEWORK_OVERRIDES``."""
     _install_workspace(session)
     overrides = Path(session.create_tmp()) / "framework-overrides.txt"
     overrides.write_text("\n".join(FRAMEWORK_OVERRIDES) + "\n")
