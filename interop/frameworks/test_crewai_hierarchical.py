@@ -14,10 +14,15 @@ from __future__ import annotations
 
 import json
 import socket
+import warnings
 from pathlib import Path
 
-import crewai  # noqa: F401  (imported once here: the inner runs reuse it)
 import pytest
+
+with warnings.catch_warnings():
+    # crewai's import warns (an ImportWarning from its guarded ``crewai.rag`` module).
+    warnings.simplefilter("ignore")
+    import crewai  # noqa: F401  (imported once here: the inner runs reuse it)
 
 pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.slow
@@ -56,7 +61,11 @@ match = {{ system_contains = "You are Pear Counter" }}
 text = "Thought: I now know the final answer\\nFinal Answer: 3 pears"
 """
 TEST = """
+import pytest
 from crewai import LLM, Agent, Crew, Process, Task
+
+# crewai warns about its own deprecated fields (function_calling_llm, …) on every crew.
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
 def test_crew(agentreel, monkeypatch):
@@ -164,4 +173,5 @@ def test_a_deleted_or_changed_coworker_names_it_and_its_parent(
     assert first.startswith("UnrecordedSessionError: "), first
     assert "(parent session.jsonl ({{session:main}}), spawn index 1)" in first
     assert "handed on (text action Ask question to coworker(" in first
-    assert "nearest recorded request" not in deleted.stdout.str()
+    # (crewai then retries its manager from scratch: those later errors are not checked.)
+    assert "nearest recorded request" not in first
