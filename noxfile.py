@@ -336,7 +336,7 @@ def lint(session: nox.Session) -> None:
     pinned to it, no direct reference, a uv source per package, README install lines
     naming packages and extras that exist, one range per third-party dependency, package
     READMEs with absolute links only, the docs' counts and table of the committed
-    scenarios as in fixtures/. ``agentreel check-secrets fixtures interop/fixtures``: the
+    scenarios as in fixtures/. ``agentreel check-secrets fixtures interop/fixtures corpus``: the
     secret scan (auth headers, known key shapes) over every committed fixture, so a
     recording made with an older release is caught too.
     """
@@ -350,7 +350,13 @@ def lint(session: nox.Session) -> None:
     ]
     session.run("mypy", *sources, "bench", "tools", "noxfile.py")
     session.run("lint-imports")
-    session.run("agentreel", "check-secrets", str(FIXTURES), str(ROOT / "interop" / "fixtures"))
+    session.run(
+        "agentreel",
+        "check-secrets",
+        str(FIXTURES),
+        str(ROOT / "interop" / "fixtures"),
+        str(ROOT / "corpus"),
+    )
 
 
 @nox.session(python=PYTHON)
@@ -495,12 +501,24 @@ def interop(session: nox.Session) -> None:
     replays that copy and requires the committed goldens; a scenario failing a step skips its
     later ones, the others go on, and the session fails at the end naming each failure.
     ``nox -s interop -- opencode-read`` runs one; ``-- --repeat 20 [scenario ...]`` replays
-    each committed scenario 20 times in a row and stops at the first divergence. Each step's
-    wall time is logged (``[interop timing]``). Not a default session. See ``interop/README.md``.
+    each committed scenario 20 times in a row and stops at the first divergence;
+    ``-- --faketime "2026-12-31 23:59:59"`` (with or without ``--repeat``) runs every agent
+    under libfaketime from that moment on (Debian's ``faketime``, installed when missing
+    and root or sudo may). Each step's wall time is logged (``[interop timing]``). Not a
+    default session. See ``interop/README.md``.
     """
     if shutil.which("npm") is None:
         session.error("nox -s interop needs node and npm on PATH (e.g. apt-get install npm)")
     args = list(session.posargs)
+    faketime = None
+    if "--faketime" in args:
+        at = args.index("--faketime")
+        if at + 1 >= len(args) or args[at + 1].startswith("-"):
+            session.error(
+                'nox -s interop -- --faketime needs a date, e.g. --faketime "2026-12-31 23:59:59"'
+            )
+        faketime = args[at + 1]
+        del args[at : at + 2]
     repeat = 0
     if "--repeat" in args:
         at = args.index("--repeat")
@@ -520,8 +538,10 @@ def interop(session: nox.Session) -> None:
         shutil.copyfile(INTEROP / name, prefix / name)
     # Not `npm ci`: the lock lists only the platform packages of opencode-ai the registry
     # served when it was written (linux-x64 here), and ci refuses a lock missing the others.
+    # An install step: `nox -R -s interop` (reused venv, --no-install) skips it, as it does
+    # the Python agents' installs — rerunning against agents already installed.
     with _interop_timed(session, timings, "npm install (interop/package-lock.json)"):
-        session.run(
+        session.run_install(
             "npm", "install", "--prefix", str(prefix), "--no-audit", "--no-fund", external=True
         )
     commands = prefix / "bin"
@@ -578,6 +598,8 @@ def interop(session: nox.Session) -> None:
         for name, verb in ((rerecord_env, "record"), (refresh_env, "refresh"))
     }
     env = {"PATH": path, **hints}
+    if faketime is not None:
+        env.update(_interop_faketime(session, faketime))
     names = args or [p.parent.name for p in sorted(fixtures.glob("*/scenario.toml"))]
     count = len(names)
     try:
@@ -649,6 +671,33 @@ def interop(session: nox.Session) -> None:
             f"nox -s interop: {len(names) - len(failed)} of {len(names)} scenarios passed "
             "their steps; " + "; ".join(problems)
         )
+
+
+def _interop_faketime(session: nox.Session, when: str) -> dict[str, str]:
+    """The variable that runs every agent from ``when`` on under libfaketime (the harness's
+    ``agentreel.snapshot_harness.faketime_env`` owns what it sets), after installing
+    Debian's ``faketime`` where it is missing and this user may (root, or sudo)."""
+    if shutil.which("faketime") is None:
+        sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
+        if (sudo and shutil.which("sudo") is None) or shutil.which("apt-get") is None:
+            session.error(
+                "nox -s interop -- --faketime needs libfaketime: install Debian's faketime "
+                "package (apt-get install faketime; dnf install libfaketime; brew install "
+                "libfaketime) and run it again"
+            )
+        session.run(*sudo, "apt-get", "install", "-y", "faketime", external=True)
+    # Checks the date and finds the library; prints the variable's name (one owner).
+    name = session.run(
+        "python",
+        "-c",
+        "import sys; from agentreel.snapshot_harness import FAKETIME_ENV, faketime_env; "
+        "faketime_env(sys.argv[1]); print(FAKETIME_ENV)",
+        when,
+        silent=True,
+    )
+    assert isinstance(name, str)
+    session.log(f"[interop] every agent runs under libfaketime from {when}")
+    return {name.strip(): when}
 
 
 def _interop_report(session: nox.Session, timings: list[tuple[str, float]]) -> None:

@@ -6,6 +6,7 @@ text; one that kept a digest only says which agentreel made it and the fix (SPEC
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -14,8 +15,9 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
+import agentreel.llm_proxy._run as proxy_run
 from agentreel.llm.stub import StubServer
-from agentreel.llm_proxy import start_proxy
+from agentreel.llm_proxy import Masks, start_proxy
 from agentreel.llm_replay import read_report
 from agentreel.session import (
     MADE_BY,
@@ -23,8 +25,10 @@ from agentreel.session import (
     OLDEST_FORMAT,
     RECORDING_FORMAT,
     RERECORD_COMMAND_ENV,
+    MessageHeader,
     RequestHeaderData,
     ToolHeader,
+    remasked_messages,
     remasked_tools,
 )
 
@@ -187,7 +191,7 @@ async def test_a_drift_where_an_older_recording_kept_no_text_names_its_agentreel
         assert f"session.jsonl was made by {MADE_BY[OLDEST_FORMAT]}" in message
         assert f"recording format {OLDEST_FORMAT}, built-in mask set {OLDEST_FORMAT}" in message
         assert f"this agentreel: format {RECORDING_FORMAT}" in message
-        assert "the difference may be the masks, not your agent" in message
+        assert "the live request was masked with mask set 1 too" in message
         assert f"Fix: re-record it: agentreel record {fixture_dir.name}" in message
         assert "The agent now sends a different request" not in message
 
@@ -228,4 +232,108 @@ async def test_a_new_mask_never_breaks_a_recording_that_kept_the_tools_text(
     report = tmp_path / "report.json"
     async with start_proxy("replay", fixture=fixture_dir, report=report) as proxy:
         assert await _with_tool(proxy.base_url) == "noted"
+    assert read_report(report).ok, read_report(report).errors
+
+
+async def _ask_at(base_url: str, when: str) -> str:
+    client = openai.AsyncOpenAI(base_url=f"{base_url}/v1", api_key="sk-drift-0123456789")
+    try:
+        reply = await client.chat.completions.create(
+            model="reader",
+            messages=[{"role": "user", "content": f"The build broke at {when}. Why?"}],
+        )
+        return reply.choices[0].message.content or ""
+    finally:
+        await client.close()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("stamped", [False, True], ids=["unstamped", "stamped-mask-set-1"])
+async def test_a_digest_only_message_of_an_older_mask_set_replays_where_todays_masks_differ(
+    fixture_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stamped: bool
+) -> None:
+    # Recorded by an agentreel whose masks were set 1: a time of day and "4 December 2026"
+    # stayed text, and the message is kept as a digest of that masking (SPEC 15).
+    when = "17:03:11 on 4 December 2026"
+    assert Masks(version=1).text(when) == when != Masks().text(when)
+    monkeypatch.setattr(proxy_run, "Masks", functools.partial(Masks, version=1))
+    with StubServer.from_toml(RULES) as stub:
+        async with start_proxy("record", upstream=stub.base_url, fixture=fixture_dir) as proxy:
+            assert await _ask_at(proxy.base_url, when) == "noted"
+    monkeypatch.undo()
+    log = fixture_dir / "session.jsonl"
+    lines = log.read_text().splitlines()
+    header = json.loads(lines[0])
+    if stamped:
+        header["masks"] = 1
+    else:
+        del header["format"], header["masks"]
+    lines[0] = json.dumps(header, separators=(",", ":"))
+    for number, line in enumerate(lines[1:], 1):
+        event = json.loads(line)
+        if event["type"] == "request/header":
+            for message in event["data"]["messages"]:
+                message.pop("json")  # kept from format 3 on: this one is a digest only
+            lines[number] = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    log.write_text("\n".join(lines) + "\n")
+    assert when in log.read_text()
+
+    # Replayed by today's agentreel: the live request is masked with set 1 as well before
+    # its message digest is compared, so the same request replays.
+    report = tmp_path / "report.json"
+    async with start_proxy("replay", fixture=fixture_dir, report=report) as proxy:
+        assert await _ask_at(proxy.base_url, when) == "noted"
+    assert read_report(report).ok, read_report(report).errors
+
+    # A request that differs under set 1 is drift: what the agent sent changed.
+    async with start_proxy("replay", fixture=fixture_dir, report=report) as proxy:
+        with pytest.raises(openai.BadRequestError):
+            await _ask_at(proxy.base_url, "17:03:11 on 5 December 2026")
+    (error,) = read_report(report).errors
+    assert error.type == "RequestDriftError"
+    # Shown as both sides read through set 1, never as digests.
+    assert "recorded 'The build broke at 17:03:11 on 4 December 2026. Why?'" in error.message
+    assert "live 'The build broke at 17:03:11 on 5 December 2026. Why?'" in error.message
+
+
+@pytest.mark.asyncio
+async def test_a_message_kept_whole_is_masked_again_so_a_newer_mask_never_breaks_it(
+    fixture_dir: Path, tmp_path: Path
+) -> None:
+    # Format 3 keeps each message's canonical masked JSON once per lane log: replay masks it
+    # again with today's set and digests it again (SPEC 15).
+    with StubServer.from_toml(RULES) as stub:
+        async with start_proxy("record", upstream=stub.base_url, fixture=fixture_dir) as proxy:
+            assert await _ask_at(proxy.base_url, "17:03:11") == "noted"
+    log = fixture_dir / "session.jsonl"
+    lines = log.read_text().splitlines()
+    header = json.loads(lines[0])
+    assert header["format"] == RECORDING_FORMAT
+    # As an agentreel whose masks (set 1) left a time of day alone wrote it.
+    header["masks"] = 1
+    lines[0] = json.dumps(header, separators=(",", ":"))
+    for number, line in enumerate(lines[1:], 1):
+        event = json.loads(line)
+        if event["type"] == "request/header":
+            (message,) = event["data"]["messages"]
+            assert "{{time}}" in message["json"]
+            raw = message["json"].replace("{{time}}", "17:03:11")
+            data = RequestHeaderData(**{**event["data"], "messages": (), "tools": ()})
+            old = MessageHeader(role="user", digest="", preview="", json=raw)
+            (again,) = remasked_messages(
+                msgspec.structs.replace(data, messages=(old,)), {}, lambda text: text
+            ).messages
+            message.update(
+                json=raw,
+                digest=again.digest,
+                preview=message["preview"].replace("{{time}}", "17:03:11"),
+            )
+            lines[number] = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    log.write_text("\n".join(lines) + "\n")
+
+    # Another time of day: set 1 would give another digest; the kept JSON, masked again
+    # with today's set, reads as the live request does.
+    report = tmp_path / "report.json"
+    async with start_proxy("replay", fixture=fixture_dir, report=report) as proxy:
+        assert await _ask_at(proxy.base_url, "09:15:42") == "noted"
     assert read_report(report).ok, read_report(report).errors

@@ -36,7 +36,7 @@ import pytest
 from agentreel.llm.stub import StubServer
 from agentreel.llm_proxy import Masks, start_proxy
 from agentreel.llm_replay import ReplayProvider, read_report
-from agentreel.session import RequestHeaderData, diff_request_headers
+from agentreel.session import RequestHeaderData, diff_request_headers, json_message_text
 
 ROOT = Path(__file__).resolve().parents[3]
 INTEROP = sorted(path.parent for path in (ROOT / "interop" / "fixtures").glob("*/scenario.toml"))
@@ -156,6 +156,8 @@ def _calls(path: Path) -> tuple[list[list[str]], int]:
         for message in header.messages:
             if message.text is not None:
                 known.setdefault(message.digest, message.text)
+            elif message.json is not None:
+                known.setdefault(message.digest, json_message_text(message.json))
             whole = message.text or known.get(message.digest)
             if whole is None and message.preview.endswith("…"):
                 preview_only += 1
@@ -478,3 +480,19 @@ def test_every_committed_recording_replays_on_any_day_in_any_zone(fixture: Path)
             travelled += 1
     if fixture.name in {"mistral-vibe-subagent", "codex-read", "gemini-cli-read"}:
         assert travelled > 0, f"{fixture}: no date found in a real agent's requests"
+
+
+def test_a_labelled_fact_in_a_decoded_body_is_masked_as_its_text_is() -> None:
+    """An agent's tool input holds ``{"timezone": "UTC"}`` (an MCP time server's argument, as
+    Claude Code and Gemini CLI send it: a JSON object). Masked value by value, the label was
+    out of sight, so the recorded text kept "UTC" where the text masks hide it."""
+    masks = Masks(cwd="/work/somewhere/else")
+    body = {"input": {"timezone": "UTC", "path": "notes.txt"}}
+    masked = masks.value(body)
+    assert masked == {"input": {"timezone": "{{timezone}}", "path": "notes.txt"}}
+    text = json.dumps(masked["input"], separators=(",", ":"))
+    assert masks.text(text) == text
+    # A multi-line text keeps its lines: only a plain value is read as written out.
+    prompt = {"text": "Platform: linux\n - Shell: bash\n - OS Version: Linux 6.1.0\n - next"}
+    assert masks.value(prompt) == {"text": masks.text(prompt["text"])}
+    assert masks.value(prompt)["text"].count("\n") == 3

@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from agentreel.llm_replay import PartialLanes, ReplaySettings, ReplaySettingsError
+from agentreel.llm_replay import (
+    PartialLanes,
+    ReplaySettings,
+    ReplaySettingsError,
+    create_replay_provider,
+)
 
 
 def test_made_values_are_normalized_and_laid_over() -> None:
@@ -50,3 +55,12 @@ def test_a_setting_given_by_name_without_the_one_it_needs_is_refused() -> None:
         ReplaySettings.from_mapping({"schedul": "recorded"})
     # Made in code, every field has a value: nothing is "given alone".
     assert ReplaySettings(schedule_divergence="allow").schedule == "free"
+
+
+def test_the_in_process_provider_refuses_the_recorded_pace() -> None:
+    # The provider factory is what an agent replaying in process loads (AGENTREEL_*): it
+    # keeps no frame times, so pace = "recorded" is named instead of served instantly.
+    fixture = Path(__file__).resolve().parents[3] / "fixtures" / "plain-turn"
+    assert create_replay_provider(fixture_dir=str(fixture)).settings.pace == "instant"
+    with pytest.raises(ReplaySettingsError, match="served by the proxy only"):
+        create_replay_provider(fixture_dir=str(fixture), pace="recorded")

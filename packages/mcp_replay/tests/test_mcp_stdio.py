@@ -133,6 +133,15 @@ def test_record_writes_every_exchange(recorded: Recorded) -> None:
     assert "error" in server[-1]
 
 
+def test_a_server_message_keeps_its_key_order(recorded: Recorded) -> None:
+    """Written (and so served on replay) in the order the server sent its keys, not sorted:
+    an agent may print a structured answer as it got it (Claude Code prints an MCP tool's
+    structuredContent), and sorted keys would change what it then sends its model."""
+    text = (recorded[0] / "mcp/echo.0.jsonl").read_text()
+    answer = next(line for line in text.splitlines() if '"serverInfo"' in line)
+    assert answer.index('"jsonrpc"') < answer.index('"id"')  # sorted: id first
+
+
 @pytest.mark.asyncio
 async def test_replay_answers_each_session_with_no_server(
     recorded: Recorded, tmp_path: Path
@@ -246,7 +255,9 @@ async def test_the_secret_scan_refuses_a_credential(tmp_path: Path) -> None:
 
 @pytest.mark.asyncio
 async def test_masks_cwd_and_install_paths_are_written_as_tokens(tmp_path: Path) -> None:
-    """What is written holds no run-specific text; replay gives the live run's cwd back."""
+    """What is written holds no run-specific text; replay gives the live run's cwd back. A
+    scenario mask applies to what the client sends (compared), not to the server's answer:
+    replay serves that as the agent got it when recording (which its model recording holds)."""
     masks = (Mask.checked(r"run-[0-9]+", "run"),)
     site = f"{sys.prefix}/lib/python3.11/site-packages/pkg/x.py"
 
@@ -258,16 +269,19 @@ async def test_masks_cwd_and_install_paths_are_written_as_tokens(tmp_path: Path)
     first = str(tmp_path / "first-cwd")
     record = McpSettings("record", tmp_path, tmp_path / "s1", "mcp-demo", first, masks)
     assert await echo(record, SERVER_COMMAND, "run-123") == f"{first}/notes.txt run-123 {site}"
-    written = (tmp_path / "mcp/echo.0.jsonl").read_text()
-    assert "{{cwd}}/notes.txt {{run}} {{site-packages}}/pkg/x.py" in written
+    lines = (tmp_path / "mcp/echo.0.jsonl").read_text().splitlines()
+    (call,) = [line for line in lines if '"from":"client"' in line and "tools/call" in line]
+    assert "{{cwd}}/notes.txt {{run}} {{site-packages}}/pkg/x.py" in call
+    (answer_line,) = [line for line in lines if '"from":"server"' in line and "notes.txt" in line]
+    assert "{{cwd}}/notes.txt run-123 {{site-packages}}/pkg/x.py" in answer_line
+    written = "\n".join(lines)
     assert first not in written
-    assert "run-123" not in written
     assert sys.prefix not in written
 
     second = str(tmp_path / "second-cwd")
     replay = McpSettings("replay", tmp_path, tmp_path / "s2", "mcp-demo", second, masks)
     answer = await echo(replay, MISSING, "run-456")
-    assert answer == f"{second}/notes.txt {{{{run}}}} {{{{site-packages}}}}/pkg/x.py"
+    assert answer == f"{second}/notes.txt run-123 {{{{site-packages}}}}/pkg/x.py"
     check_replayed(tmp_path, replay.state, "mcp-demo")
 
 

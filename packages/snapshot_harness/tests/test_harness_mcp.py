@@ -147,3 +147,24 @@ def test_mcp_servers_are_checked_when_read(tmp_path: Path) -> None:
     )
     with pytest.raises(ScenarioError, match=r"mcp_servers\[0\].*either `command`"):
         load_scenario(directory)
+
+
+@pytest.mark.parametrize(
+    ("server", "error"),
+    [
+        ('command = "x"\nstart = ["y"]', r"mcp_servers\[0\]\.start.*belongs to an HTTP server"),
+        ('url = "http://127.0.0.1:{port}/mcp"', r"mcp_servers\[0\]\.url.*\{port\}.*both"),
+        ('url = "http://127.0.0.1:1/mcp"\nstart = ["s", "{port}"]', r"\{port\}.*both"),
+        ('url = "http://x/mcp"\nstart = "s"', r"mcp_servers\[0\]\.start.*array"),
+    ],
+)
+def test_an_http_servers_start_command_is_checked_when_read(
+    tmp_path: Path, server: str, error: str
+) -> None:
+    directory = tmp_path / "bad"
+    directory.mkdir()
+    (directory / "scenario.toml").write_text(
+        f'[[mcp_servers]]\nname = "web"\n{server}\n\n[[steps]]\ntype = "initialize"\n'
+    )
+    with pytest.raises(ScenarioError, match=error):
+        load_scenario(directory)

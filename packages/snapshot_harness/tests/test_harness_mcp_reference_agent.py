@@ -87,16 +87,25 @@ def recorded(tmp_path_factory: pytest.TempPathFactory, mcp_http_server: str) -> 
     return directory
 
 
-def test_parent_and_child_call_both_servers_on_their_own_connections(recorded: Path) -> None:
+def test_each_session_keeps_one_connection_per_server_for_its_listing_and_calls(
+    recorded: Path,
+) -> None:
     sessions: dict[tuple[str, str], list[object]] = {}
+    connections: list[tuple[str, str]] = []
     for path in sorted((recorded / "mcp").iterdir()):
         lines = path.read_text().splitlines()
         header = json.loads(lines[0])
+        connections.append((header["server"], header["session"]))
+        methods = [json.loads(line)["message"].get("method") for line in lines[1:]]
+        # One connection per session per server: initialized once, listed once, then calls.
+        assert methods.count("initialize") == 1, path.name
+        assert methods.count("tools/list") == 1, path.name
         for line in lines[1:]:
             message = json.loads(line)["message"]
             if message.get("method") == "tools/call":
                 key = (header["server"], header["session"])
                 sessions.setdefault(key, []).append(message["params"]["arguments"])
+    assert sorted(connections) == sorted(sessions)
     assert sessions == {
         ("calc", "main"): [{"a": 2, "b": 3}],
         ("calc", "main/0"): [{"a": 40, "b": 2}],

@@ -165,7 +165,9 @@ def test_drift_unconsumed_and_unrecorded_calls_fail_the_test_with_the_scenario_e
     drift.stdout.fnmatch_lines(
         [
             "*test_chat.py::test_hello: RequestDriftError: *",
-            "*messages[[]0] (user): recorded 'hello', live 'hello you'",
+            "*messages[[]0] (user) differs at character 5 (line 1):",
+            "*recorded | hello⟨end⟩",
+            "*live     | hello you",
             "*re-record: pytest test_chat.py::test_hello --agentreel-record=all",
         ]
     )

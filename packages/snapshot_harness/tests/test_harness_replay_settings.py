@@ -219,3 +219,15 @@ def test_a_setting_needing_another_is_refused_alone_everywhere(tmp_path: Path) -
         reel_plan(tmp_path, {"schedule_timeout": 3})
     with pytest.raises(SystemExit):
         proxy_settings(["replay", "--fixture", "f", "--schedule-timeout", "3"])
+
+
+def test_the_recorded_pace_is_refused_where_the_agent_replays_in_process(
+    tmp_path: Path,
+) -> None:
+    # Frame times are kept with the answers as sent (wire.ndjson, the proxy's): an
+    # in-process replay has nothing to pace by, and must say so rather than run instant.
+    directory = write_scenario(tmp_path, '[replay]\npace = "recorded"\n')
+    with pytest.raises(ScenarioError, match=r"key 'replay\.pace': 'recorded' needs the proxy"):
+        load_scenario(directory)
+    proxied = write_scenario(tmp_path, '[model]\nvia = "proxy"\n[replay]\npace = "recorded"\n')
+    assert load_scenario(proxied).replay.pace == "recorded"

@@ -170,3 +170,57 @@ def test_plugin_option_writes_one_report_from_xdist_workers(
     assert "-{" in by_name["bad"]["diffs"][0]["text"]
     assert [len(by_name[n]["sessions"]) for n in ("good", "bad")] == [2, 2]
     assert not list(bad.glob("golden/*.pending"))
+
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_mcp_calls_sit_in_their_sessions_story_after_the_tool_call() -> None:
+    """fixtures/mcp-tools: each connection names its session (main, main/0); each call goes
+    right after the agent's tool call for it, at that time on the timeline."""
+    (entry,) = report_data([ScenarioResult(REPO / "fixtures" / "mcp-tools", "passed", 0)])[
+        "scenarios"
+    ]
+    main, child = entry["sessions"]
+    for session, calls in (
+        (main, ['calc: add({"a": 2, "b": 3}) → 5', 'web: echo({"text": "parent"}) → parent']),
+        (child, ['calc: add({"a": 40, "b": 2}) → 42', 'web: echo({"text": "child"}) → child']),
+    ):
+        story = session["story"]
+        mcp = [i for i, item in enumerate(story) if item["k"] == "mcp"]
+        assert [story[i]["text"] for i in mcp] == calls
+        for i in mcp:  # each follows the tool call that asked for it, at its time
+            assert story[i - 1]["k"] == "tool"
+            assert story[i]["t"] == story[i - 1]["t"]
+        assert session["mcp"] == [story[i]["t"] for i in mcp]
+    assert entry["mcp"] == []
+
+
+def test_an_mcp_call_without_identity_goes_to_the_session_whose_model_asked_for_it(
+    tmp_path: Path,
+) -> None:
+    """As a real agent records (Claude Code, Gemini CLI): the connection names no session and
+    the logs, written by the proxy, hold model calls only. Each call goes to the session
+    whose model call asked for a tool of that name suffix with the same arguments."""
+    directory = tmp_path / "mcp-tools"
+    shutil.copytree(REPO / "fixtures" / "mcp-tools", directory)
+    for path in (directory / "mcp").iterdir():
+        lines = path.read_text().splitlines()
+        lines[0] = lines[0].replace('"session":"main/0"', '"session":null')
+        lines[0] = lines[0].replace('"session":"main"', '"session":null')
+        path.write_text("\n".join(lines) + "\n")
+    for path in directory.glob("session*.jsonl"):
+        kept = [x for x in path.read_text().splitlines() if '"type":"tool/call"' not in x]
+        path.write_text("\n".join(kept) + "\n")
+    (entry,) = report_data([ScenarioResult(directory, "passed", 0)])["scenarios"]
+    main, child = entry["sessions"]
+    for session, add in (
+        (main, 'add({"a": 2, "b": 3}) → 5'),
+        (child, 'add({"a": 40, "b": 2}) → 42'),
+    ):
+        story = session["story"]
+        mcp = [i for i, item in enumerate(story) if item["k"] == "mcp"]
+        assert f"calc: {add}" in [story[i]["text"] for i in mcp]
+        for i in mcp:  # after the model call that asked for it, at that call's end
+            assert story[i - 1]["k"] in {"call", "mcp"}
+    assert entry["mcp"] == []

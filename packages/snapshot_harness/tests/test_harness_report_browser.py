@@ -69,9 +69,9 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[webdriver.Chro
 
 @pytest.fixture(scope="module")
 def fixtures(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Scratch copies of three committed scenarios, one made to fail on its transcript."""
+    """Scratch copies of four committed scenarios, one made to fail on its transcript."""
     target = tmp_path_factory.mktemp("report-fixtures")
-    for name in ("subagent-mixed", "subagent-parallel", "plain-turn"):
+    for name in ("subagent-mixed", "subagent-parallel", "plain-turn", "mcp-tools"):
         shutil.copytree(FIXTURES / name, target / name, symlinks=True)
     golden = target / "plain-turn" / "golden" / "transcript.jsonl"
     golden.write_text(TWEAK + golden.read_text())
@@ -220,6 +220,27 @@ def test_clicking_a_session_draws_its_story_and_the_transcript_opens(
     agent_text = " ".join(e.text for e in entries if "agent" in (e.get_attribute("class") or ""))
     # The parent's streamed chunks, merged into one readable message.
     assert "beta.py has two TODOs (empty text, punctuation)." in agent_text
+
+
+def test_mcp_calls_are_on_each_sessions_timeline_and_in_its_story(
+    page: webdriver.Chrome, fixtures: Path
+) -> None:
+    scenario = section(page, "mcp-tools")
+    for name in ("session.jsonl", "session.1.jsonl"):  # the parent and its helper
+        session = header(fixtures / "mcp-tools" / name)
+        row = scenario.find_element(By.CSS_SELECTOR, f'.row[data-session="{session["id"]}"]')
+        ticks = row.find_elements(By.CSS_SELECTOR, ".mcp-tick")
+        assert len(ticks) == 2, name  # one calc and one web call each
+        assert all("MCP call" in (t.get_attribute("title") or "") for t in ticks)
+    child = header(fixtures / "mcp-tools" / "session.1.jsonl")
+    scenario.find_element(By.CSS_SELECTOR, f'.row[data-session="{child["id"]}"] .who').click()
+    story = scenario.find_element(By.CSS_SELECTOR, ".detail .story")
+    items = [e.text for e in story.find_elements(By.CSS_SELECTOR, ".item.mcp")]
+    # The kind badge ("mcp") and the call: server, tool, arguments and the recorded answer.
+    assert [item.removeprefix("mcp").strip() for item in items] == [
+        'calc: add({"a": 40, "b": 2}) → 42',
+        'web: echo({"text": "child"}) → child',
+    ]
 
 
 def test_the_page_loads_nothing_from_anywhere(page: webdriver.Chrome, report: Path) -> None:

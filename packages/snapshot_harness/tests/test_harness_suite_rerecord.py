@@ -54,6 +54,7 @@ def test_every_committed_scenario_is_checked() -> None:
         "subagent-fork",
         "subagent-mixed",
         "subagent-parallel",
+        "mcp-tools",
     }
     assert expected <= set(SCENARIOS)
 
@@ -77,6 +78,7 @@ def outputs(directory: Path) -> list[str]:
     """Recordings and goldens, relative to the scenario directory."""
     found = [p.name for p in directory.glob("session*.jsonl")]
     found += [f"{GOLDEN_DIR}/{p.name}" for p in (directory / GOLDEN_DIR).glob("*.jsonl")]
+    found += [f"mcp/{p.name}" for p in (directory / "mcp").glob("*.jsonl")]
     return sorted(found)
 
 
@@ -116,6 +118,10 @@ def test_rerecording_through_the_stub_reproduces_the_committed_fixture(
     for recording in sorted(expected):
         if expected[recording] != actual[recording]:
             diffs.append(unified_diff(recording, expected[recording], actual[recording]))
+    for path in sorted((committed / "mcp").glob("*.jsonl")):  # MCP exchanges: byte for byte
+        again = (fresh / "mcp" / path.name).read_bytes()
+        if path.read_bytes() != again:
+            diffs.append(unified_diff(f"mcp/{path.name}", path.read_bytes(), again))
     for path in sorted((committed / GOLDEN_DIR).glob("*.jsonl")):
         golden = path.read_bytes()
         again = (fresh / GOLDEN_DIR / path.name).read_bytes()

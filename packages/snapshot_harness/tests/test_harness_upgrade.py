@@ -66,11 +66,11 @@ def test_upgrade_brings_an_old_recording_to_the_current_format_once(tmp_path: Pa
     assert before == {path: path.read_bytes() for path in scenario.rglob("*") if path.is_file()}
 
 
-def test_a_message_the_masks_change_is_named_with_the_re_record_command(
+def test_a_message_the_masks_would_change_stays_as_recorded_with_its_mask_set(
     tmp_path: Path,
 ) -> None:
-    # A message keeps a digest of its old masking, which the recording cannot give again:
-    # it stays as it was, and the command that fixes it is named.
+    # A message keeps a digest of its masking by the recording's mask set, which replay
+    # applies to the live request too (SPEC 15): it stays as it was, nothing is stranded.
     recordings = tmp_path / "tests" / "recordings" / "test_mod" / "test_it"
     recordings.mkdir(parents=True)
     log = recordings / "session.jsonl"
@@ -84,13 +84,11 @@ def test_a_message_the_masks_change_is_named_with_the_re_record_command(
             break
     log.write_text("\n".join(lines) + "\n")
     code, output = _upgrade(str(tmp_path / "tests" / "recordings"))
-    assert code == 1
-    assert f"{log}: seq " in output
-    assert "messages[0]: its text changes under the current masks" in output
-    assert "Re-record: " in output
-    assert "test_it" in output.split("Re-record: ")[1]
+    assert code == 0, output
+    assert "Re-record" not in output
     assert "Due Fri, 04 Dec 2026 17:03:11 +0000" in log.read_text()
-    assert f"{log}: format stamp" in output  # the rest of the file is upgraded
+    assert f"{log}: format stamp" in output
+    assert load_session_log(log).header.masks == OLDEST_FORMAT
 
 
 def test_a_failed_replay_of_an_old_recording_says_to_upgrade_it(tmp_path: Path) -> None:

@@ -221,6 +221,8 @@ class AgentSession:
 
     def close(self) -> None:
         self.session.close()
+        if self.mcp is not None:
+            self.mcp.close()  # the session's MCP connections end with it
 
     def _open_process_child(self, child_id: str, spawn_index: int) -> ProcessChild:
         """A spawned child as its own agent process, one level deeper."""

@@ -6,12 +6,15 @@ Every session — the main one and each subagent — opens its own connections a
 itself on them by its lineage (``main``, ``main/0`` for its first spawned child), a name
 the same on every run: ``AGENTREEL_MCP_SESSION`` for a stdio server, the
 ``x-agentreel-mcp-session`` header for HTTP (what agentreel's MCP record and replay bind by,
-SPEC 19). A connection lasts one listing or one call, so it opens and closes in the task
-that uses it.
+SPEC 19). A session opens one connection per server, on its first listing, and keeps it
+until the session closes. The SDK's transports must be entered and left in one task, so
+each connection lives in a task of its own (``_Connection``) that the session's calls use
+and ``close`` ends.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import AsyncIterator, Sequence
@@ -49,25 +52,61 @@ class McpServer:
         )
 
 
+class _Connection:
+    """One server's connection of one session: opened in a task of its own (the SDK's
+    transports must be entered and left in one task), used by the session's calls from any
+    task, left when ``close`` is called."""
+
+    def __init__(self, client: McpClient, server: McpServer) -> None:
+        loop = asyncio.get_running_loop()
+        self._ready: asyncio.Future[Any] = loop.create_future()
+        self._closing = asyncio.Event()
+        self.task = asyncio.create_task(
+            self._hold(client, server), name=f"mcp {server.name} {client.lineage}"
+        )
+
+    async def _hold(self, client: McpClient, server: McpServer) -> None:
+        try:
+            async with client.connect(server) as session:
+                self._ready.set_result(session)
+                await self._closing.wait()
+        except BaseException as exc:
+            if not self._ready.done():
+                self._ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(exc))
+                self._ready.exception()  # retrieved here too: a closed session may never ask
+            if not isinstance(exc, Exception):
+                raise
+
+    async def session(self) -> Any:
+        return await asyncio.shield(self._ready)
+
+    def close(self) -> None:
+        self._closing.set()
+
+
 @dataclass
 class McpClient:
-    """A session's MCP tools: listed once (lazily), each call on its own connection."""
+    """A session's MCP tools: listed once (lazily), one connection per server kept until
+    ``close``."""
 
     servers: tuple[McpServer, ...]
     lineage: str = "main"
     _tools: dict[str, tuple[McpServer, str]] = field(default_factory=dict)
     _specs: tuple[ToolSpec, ...] | None = None
+    _connections: dict[str, _Connection] = field(default_factory=dict)
+    # Every connection task of this client and of its children: what ``aclose`` awaits.
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     def child(self, spawn_index: int) -> McpClient:
         """The client of a child session: the same servers, its own connections."""
-        return McpClient(self.servers, f"{self.lineage}/{spawn_index}")
+        return McpClient(self.servers, f"{self.lineage}/{spawn_index}", _tasks=self._tasks)
 
     async def tool_specs(self) -> tuple[ToolSpec, ...]:
         if self._specs is None:
             specs: list[ToolSpec] = []
             for server in self.servers:
-                async with self._connect(server) as session:
-                    listed = await session.list_tools()
+                session = await self._session(server)
+                listed = await session.list_tools()
                 for tool in listed.tools:
                     name = f"{TOOL_PREFIX}{server.name}{_SEPARATOR}{tool.name}"
                     self._tools[name] = (server, tool.name)
@@ -89,15 +128,35 @@ class McpClient:
         server, tool = self._tools[call.name]
         try:
             arguments = json.loads(call.arguments or "{}")
-            async with self._connect(server) as session:
-                result = await session.call_tool(tool, arguments)
+            session = await self._session(server)
+            result = await session.call_tool(tool, arguments)
         except Exception as exc:  # the model sees the failure; the turn goes on
             return f"{call.name}: MCP server {server.name!r} failed: {_first_error(exc)}", True
         texts = [str(getattr(block, "text", "")) for block in result.content]
         return "\n".join(texts), bool(result.is_error)
 
+    def close(self) -> None:
+        """End this session's connections (their tasks leave the transports)."""
+        for connection in self._connections.values():
+            connection.close()
+
+    async def aclose(self) -> None:
+        """``close``, then wait until every connection of this client and its children is
+        left (the stdio servers' processes ended)."""
+        self.close()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _session(self, server: McpServer) -> Any:
+        connection = self._connections.get(server.name)
+        if connection is None:
+            connection = self._connections[server.name] = _Connection(self, server)
+            self._tasks.append(connection.task)
+        return await connection.session()
+
     @asynccontextmanager
-    async def _connect(self, server: McpServer) -> AsyncIterator[Any]:
+    async def connect(self, server: McpServer) -> AsyncIterator[Any]:
+        """An initialized ``ClientSession`` on ``server``, named by this session's lineage."""
         from mcp.client.session import ClientSession
 
         if server.url is not None:

@@ -289,6 +289,9 @@ class ReferenceAgent:
 
     def close(self) -> None:
         """Flush and close every session; close the provider (replay writes its report)."""
+        for state in self._sessions.values():
+            if state.agent.mcp is not None:
+                state.agent.mcp.close()
         if self._runtime is not None:
             self._runtime.close_all()
         close = getattr(self._provider, "close", None)
@@ -302,6 +305,10 @@ class ReferenceAgent:
         """``close``, then release an async provider's resources (the SDK adapters' HTTP
         pool lives behind ``aclose``; a sync ``close`` alone would leave it open)."""
         self.close()
+        for state in self._sessions.values():
+            if state.agent.mcp is not None:
+                # Its connections and its children's: each stdio server's process ended.
+                await state.agent.mcp.aclose()
         aclose = getattr(self._provider, "aclose", None)
         if callable(aclose):
             try:

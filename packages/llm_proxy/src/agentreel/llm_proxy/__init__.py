@@ -39,7 +39,7 @@ from agentreel.llm_proxy._identity import (
     Identity,
     resolve_identity,
 )
-from agentreel.llm_proxy._masks import Masks
+from agentreel.llm_proxy._masks import MASK_SETS, Masks, mask_set_fingerprint
 from agentreel.llm_proxy._routes import SUPPORTED_PATHS, unspoken_summary
 from agentreel.llm_proxy._run import ProxyRun, RunLogFilter
 from agentreel.llm_proxy._server import Proxy, ProxyServer, start_proxy
@@ -55,6 +55,7 @@ __all__ = [
     "DUMMY_KEY",
     "IDENTITY_HEADERS",
     "KEY_VARIABLES",
+    "MASK_SETS",
     "MODES",
     "PARENT_HEADER",
     "SESSION_HEADER",
@@ -76,6 +77,7 @@ __all__ = [
     "drifted_record_settings",
     "drifted_replay_settings",
     "main",
+    "mask_set_fingerprint",
     "merge_drifted_run",
     "recorded_files",
     "resolve_identity",

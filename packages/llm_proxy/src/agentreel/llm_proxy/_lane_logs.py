@@ -135,17 +135,23 @@ class Lane:
 
 def _texts_once(header: RequestHeaderData, written: set[str]) -> RequestHeaderData:
     """``header`` without the message and tool texts already in ``written`` (digests),
-    which it then holds every text of ``header``: replay finds each by its digest."""
-    if not any(message.text is not None for message in header.messages) and not any(
-        tool.text is not None for tool in header.tools
-    ):
+    which it then holds every text of ``header``: replay finds each by its digest. A
+    message kept as JSON (format 3) keeps no readable ``text`` beside it: replay reads it
+    from the JSON (``json_message_text``)."""
+    if not any(
+        message.text is not None or message.json is not None for message in header.messages
+    ) and not any(tool.text is not None for tool in header.tools):
         return header
     messages = []
     for message in header.messages:
-        if message.text is not None and message.digest in written:
-            message = msgspec.structs.replace(message, text=None)
-        elif message.text is not None:
+        if message.digest in written:
+            if message.text is not None or message.json is not None:
+                message = msgspec.structs.replace(message, text=None, json=None)
+        elif message.text is not None or message.json is not None:
             written.add(message.digest)
+            if message.json is not None and message.text is not None:
+                # The readable text is the JSON's (``json_message_text``): kept once.
+                message = msgspec.structs.replace(message, text=None)
         messages.append(message)
     tools = []
     for tool in header.tools:

@@ -31,7 +31,10 @@ before a rule existed compares equal (``agentreel.llm_replay.ReplayProvider``'s
 
 from __future__ import annotations
 
+import contextlib
 import getpass
+import hashlib
+import json
 import os
 import re
 import socket
@@ -41,7 +44,7 @@ from typing import Any
 
 from agentreel.llm_proxy.exceptions import ProxyConfigError
 from agentreel.llm_replay import ReplaySettings
-from agentreel.session import install_path_rules
+from agentreel.session import MASKS_VERSION, install_path_rules
 
 _BUILT_IN: tuple[tuple[str, str], ...] = (
     # Claude Code's first system block: x-anthropic-billing-header: cc_version=...; ...
@@ -204,6 +207,48 @@ _MACHINE: tuple[tuple[str, str], ...] = (
 )
 
 
+# -- mask set 1, frozen (SPEC 15) ----------------------------------------------------------
+
+# What mask set 1 had where set 2 differs: four date shapes (after the billing header) in
+# place of the time rules, and IANA zone names without digits. Never edit: a recording
+# stamped (or unstamped, so read as) mask set 1 keeps digests taken with exactly these.
+_DATES_V1: tuple[tuple[str, str], ...] = (
+    (
+        r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b",
+        "{{date}}",
+    ),
+    (r"\b\d{1,2}/\d{1,2}/\d{4}\b", "{{date}}"),
+    (
+        r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+        r" \d{2} \d{4}\b",
+        "{{date}}",
+    ),
+    (
+        r"\b(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day, (?:January|February|March|April|May"
+        r"|June|July|August|September|October|November|December) \d{1,2}, \d{4}\b",
+        "{{date}}",
+    ),
+)
+_MACHINE_V1: tuple[tuple[str, str], ...] = (
+    # An OS name with its version where no label names it: uname -sr, os.release().
+    (
+        r"\b(?:Linux|Darwin|FreeBSD|OpenBSD) \d+\.\d+(?:\.\d+)?(?:[-+_~.][\w.+~-]*\w)?",
+        "{{os-version}}",
+    ),
+    (r"\b(?:Windows(?:_NT)?|win32) \d+\.\d+(?:\.\d+)*", "{{os-version}}"),
+    (r"\bmacOS (?:\d+(?:\.\d+)*|[A-Z][a-z]+)(?: \d+(?:\.\d+)*)?", "{{os-version}}"),
+    # Runtimes with their versions: "Node.js v22.3.0", "Python 3.11.7", "bun 1.1.8".
+    (
+        r"\b(?:Node(?:\.js)?|node|Python|python|CPython|PyPy|Bun|bun|Deno|deno|Ruby|ruby|rustc|go)"
+        r"(?: version)? v?\d+\.\d+(?:\.\d+)?(?:[-+.][0-9A-Za-z]+)*\b",
+        "{{runtime-version}}",
+    ),
+    # Time zones: IANA names, and JavaScript's Date.toString() offset and zone name.
+    (rf"\b(?:{_IANA_AREAS})/[A-Z][A-Za-z_+-]*(?:/[A-Z][A-Za-z_-]*)?", "{{timezone}}"),
+    (r"\bGMT[+-]\d{4} \([A-Z][A-Za-z .'-]*\)", "{{timezone}}"),
+)
+
+
 # -- listings in no fixed order ------------------------------------------------------------
 
 # Gemini CLI lists its skills in the order its directory glob found them (``glob`` over
@@ -351,13 +396,75 @@ def _path_rules(cwd: str | None) -> list[tuple[str, str]]:
     return rules
 
 
+def _mask_set_1(not_cwd: str) -> tuple[tuple[str, str], ...]:
+    """Mask set 1 (everything before the format stamp), in its order."""
+    return (
+        *install_path_rules(not_cwd),
+        *_labelled_rules(),
+        *_MACHINE_V1,
+        _BUILT_IN[0],
+        *_DATES_V1,
+        *_BUILT_IN[1:],
+    )
+
+
+def _mask_set_2(not_cwd: str) -> tuple[tuple[str, str], ...]:
+    """Mask set 2: time in every spelling (``_TIME_RULES``)."""
+    return (*install_path_rules(not_cwd), *_TIME_RULES, *_labelled_rules(), *_MACHINE, *_BUILT_IN)
+
+
+# Set 2's UTC offset rule took the ``GMT+12`` out of an IANA name (``Etc/GMT+12``, the
+# real name of UTC-12) before the zone-name rule saw it, leaving ``Etc/{{timezone}}``.
+_TIME_RULES_3 = (
+    *_TIME_RULES[:-1],
+    (rf"(?<![\w/-])(?:UTC|GMT){_SIGN}\d{{1,2}}(?::?\d{{2}})?(?![\d:])", "{{timezone}}"),
+)
+
+
+def _mask_set_3(not_cwd: str) -> tuple[tuple[str, str], ...]:
+    """Mask set 3: an IANA zone name holding an offset (``Etc/GMT+12``) masked whole."""
+    return (*install_path_rules(not_cwd), *_TIME_RULES_3, *_labelled_rules(), *_MACHINE, *_BUILT_IN)
+
+
+MASK_SETS: dict[int, Callable[[str], tuple[tuple[str, str], ...]]] = {
+    1: _mask_set_1,
+    2: _mask_set_2,
+    3: _mask_set_3,
+}
+"""Every built-in mask set agentreel ever applied (SPEC 15), by its number
+(``agentreel.session.MASKS_VERSION`` is the newest), each given the lookahead refusing the
+cwd: its rules that hold on any machine, in order. A set is frozen once released: a
+recording keeps digests of texts masked with the set it was made with, and replay masks
+the live request with that same set to compare them. A new or better mask is a new set
+(and ``MASKS_VERSION`` + 1, ``MASKS_HISTORY`` saying what it adds); the test pins each
+set's rules by a fingerprint (``mask_set_fingerprint``)."""
+
+
+def mask_set_fingerprint(version: int) -> str:
+    """A short digest of mask set ``version``'s rules (patterns, replacements, order): what
+    a test pins so that a released set never changes."""
+    rules = (*MASK_SETS[version](""), *_home_rules(""), *_UNORDERED)
+    text = "\n".join(f"{pattern}\t{getattr(how, '__name__', how)}" for pattern, how in rules)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 class Masks:
     """The built-in rules plus the scenario's regexes (each replaced by ``{{mask:N}}``).
 
     ``cwd``: the run's working directory, left to the session normalizer (``{{cwd}}``)
-    even when it lies under the temp directory or HOME."""
+    even when it lies under the temp directory or HOME. ``version``: which built-in mask
+    set (``MASK_SETS``; default the newest, ``MASKS_VERSION``) — an older one masks a live
+    request as a recording made with it was masked, so their digests compare."""
 
-    def __init__(self, extra: Sequence[str] = (), *, cwd: str | None = None) -> None:
+    def __init__(
+        self, extra: Sequence[str] = (), *, cwd: str | None = None, version: int = MASKS_VERSION
+    ) -> None:
+        if version not in MASK_SETS:
+            raise ProxyConfigError(
+                f"built-in mask set {version} is unknown to this agentreel (it knows "
+                f"{', '.join(map(str, sorted(MASK_SETS)))}): upgrade agentreel"
+            )
+        self.version = version
         rules: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = []
         try:  # checked as the setting is (``ReplaySettings.masks``)
             extra = ReplaySettings(masks=tuple(extra)).masks
@@ -368,16 +475,16 @@ class Masks:
         # The scenario's own masks first: they may name text a built-in rule would split.
         # Install paths before the tmp and HOME rules (a node_modules under HOME is the
         # agent's install, wherever HOME is); labelled facts before the unlabelled ones.
+        # This machine's paths, home, host and user come right after the install paths.
         not_cwd = _not_the_cwd(cwd)
+        portable = MASK_SETS[version](not_cwd)
+        installs = len(install_path_rules(not_cwd))
         built_in = (
-            *install_path_rules(not_cwd),
+            *portable[:installs],
             *_path_rules(cwd),
             *_home_rules(not_cwd),
             *_this_machine(),
-            *_TIME_RULES,
-            *_labelled_rules(),
-            *_MACHINE,
-            *_BUILT_IN,
+            *portable[installs:],
         )
         for pattern, replacement in built_in:
             compiled = re.compile(pattern)
@@ -385,18 +492,36 @@ class Masks:
         rules += [(re.compile(pattern), order) for pattern, order in _UNORDERED]
         self._rules = tuple(rules)
         self.extra = tuple(extra)
+        self.cwd = cwd
 
     def text(self, value: str) -> str:
         for pattern, replacement in self._rules:
             value = pattern.sub(replacement, value)
         return value
 
+    def _keyed(self, key: Any, item: Any) -> Any:
+        """A JSON object's ``key: item`` masked as ``text`` masks it written out: a labelled
+        fact (``"timezone":"UTC"``, an MCP tool's argument) is masked in a decoded body
+        too, so a recording's texts stay as the masks leave them."""
+        if not isinstance(item, str) or not isinstance(key, str):
+            return self.value(item)
+        if json.dumps(item, ensure_ascii=False)[1:-1] != item:
+            # Escapes (a multi-line prompt) would read differently written out: a fact's
+            # value is a plain word, so such a string is masked as the text it is.
+            return self.text(item)
+        pair = json.dumps({key: item}, ensure_ascii=False, separators=(",", ":"))
+        masked = self.text(pair)
+        if masked != pair:
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                return self.text(json.loads(masked)[key])
+        return self.text(item)
+
     def value(self, value: Any) -> Any:
         """``value`` (decoded JSON) with every string masked."""
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
-            masked = {key: self.value(item) for key, item in value.items()}
+            masked = {key: self._keyed(key, item) for key, item in value.items()}
             name = masked.get("name")
             unordered = isinstance(name, str) and name in _UNORDERED_ENUMS
             return _sorted_enums(masked) if unordered else masked

@@ -57,7 +57,6 @@ from agentreel.llm_replay import (
     ReplayProvider,
     Script,
 )
-from agentreel.session import build_request_header
 
 logger = logging.getLogger("agentreel.llm_proxy")
 
@@ -84,7 +83,9 @@ class ReplaySide:
             headers={"content-type": listing.content_type},
         )
 
-    def _served_call(self, parsed: ParsedRequest, script: Script) -> CallRecording | None:
+    def _served_call(
+        self, parsed: ParsedRequest, script: Script, older: ParsedRequest | None = None
+    ) -> CallRecording | None:
         """Begin one served call in the replay's own session logs (``served``), if kept:
         in the log of the recorded script it was bound to."""
         served = self.served
@@ -93,23 +94,39 @@ class ReplaySide:
         # Written in the recording's own format: a recording from before the wire API was
         # logged gets served logs without it, so its goldens stay byte-identical.
         api = parsed.api if self._recorded_apis else None
-        header = build_request_header(parsed.options(), turn=0, step=0, cwd=served.cwd, api=api)
+        assert self.provider is not None
+        header = self.provider.live_header(
+            parsed.options(),
+            api=api,
+            older=older.options() if older is not None else None,
+            cwd=served.cwd,
+        )
         if self._partial.naming(header) is not None:
             return None
         return served.begin_bound(script, header)
 
     async def _replay(
-        self, request: web.Request, route: Route, parsed: ParsedRequest, identity: Identity
+        self,
+        request: web.Request,
+        route: Route,
+        parsed: ParsedRequest,
+        identity: Identity,
+        older: ParsedRequest | None = None,
     ) -> web.StreamResponse:
         provider = self.provider
         assert provider is not None
         arrived = asyncio.get_running_loop().time()  # the recorded pace counts from here
         options = parsed.options(identity.session, identity.parent, identity.spawn_index)
+        then = (
+            older.options(identity.session, identity.parent, identity.spawn_index)
+            if older is not None
+            else None
+        )
         key = identity.session if identity.session is not None else ANONYMOUS
         if self.live is not None and self.live.call(key):
             return await self._forward_live(request, route)
         try:
-            bound = provider.stream_bound(options, api=parsed.api)
+            bound = provider.stream_bound(options, api=parsed.api, older=then)
         except ReplayError as error:
             if self.live is not None and isinstance(error, GOES_LIVE):
                 # SPEC 20: this caller and its later calls are recorded from the upstream.
@@ -123,7 +140,7 @@ class ReplaySide:
                 error_body(route.api, REPLAY_ERROR_STATUS, message, type(error).__name__),
             )
         stream = bound.chunks
-        served = self._served_call(parsed, bound.script)
+        served = self._served_call(parsed, bound.script, older)
         try:
             if isinstance(stream, RecordedStream):
                 chunks = list(stream.chunks)

@@ -117,6 +117,8 @@ class ProxyRun(RecordSide, ReplaySide):
         settings.check()
         self.settings = settings
         self.masks = Masks(settings.replay.masks, cwd=settings.cwd)
+        self.older_masks: Masks | None = None
+        """Replay of a recording made with an older built-in mask set: that set."""
         self.mode: Mode = settings.mode
         self.token: str | None = None
         self._server: RunHost | None = None
@@ -176,6 +178,12 @@ class ProxyRun(RecordSide, ReplaySide):
                 content_mask=self.masks.text,
                 settings=settings.replay,
             )
+            # A recording made with an older built-in mask set compares its digests with
+            # the live request masked with that set (SPEC 15): each request is masked both ways.
+            if self.provider.older_masks is not None:
+                self.older_masks = Masks(
+                    settings.replay.masks, cwd=settings.cwd, version=self.provider.older_masks
+                )
             self._recorded_apis = any(
                 call.request is not None and call.request.api is not None
                 for script in self.provider.recording.scripts
@@ -442,7 +450,17 @@ class ProxyRun(RecordSide, ReplaySide):
         identity = resolve_identity(request.headers, body, route.token)
         if self.recorder is not None:
             return await self._record(request, route, raw, parsed, identity)
-        return await self._replay(request, route, parsed, identity)
+        older = (
+            parse_request(
+                route.api,
+                self.older_masks.value(body),
+                model=route.model,
+                stream=route.stream,
+            )
+            if self.older_masks is not None
+            else None
+        )
+        return await self._replay(request, route, parsed, identity, older)
 
 
 def _upstream_client() -> aiohttp.ClientSession:

@@ -52,6 +52,7 @@ from agentreel.llm_replay._schedule import CallGates, ScheduleDivergence, unheld
 from agentreel.llm_replay._settings import (
     DEFAULT_SCHEDULE_TIMEOUT,
     DIVERGENCE_MODES,
+    PACE_NEEDS_PROXY,
     SCHEDULE_MODES,
     DivergenceMode,
     DriftMode,
@@ -84,6 +85,7 @@ __all__ = [
     "DRIFTED_REPORT_FORMAT",
     "GOES_LIVE",
     "OVERRIDE_FILE",
+    "PACE_NEEDS_PROXY",
     "REPORT_FORMAT",
     "REPORT_VERSION",
     "SCHEDULE_MODES",

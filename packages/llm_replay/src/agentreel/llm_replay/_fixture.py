@@ -46,8 +46,10 @@ from agentreel.session import (
     SessionLogReader,
     SubagentStart,
     ToolCall,
+    json_message_text,
     open_session_log,
     order_sessions,
+    remasked_messages,
     remasked_tools,
     rerecord_command,
     session_file_name,
@@ -591,7 +593,13 @@ def substitute_cwd(chunk: Chunk, cwd: str, cwd_in_json: str) -> Chunk:
     return chunk
 
 
-def masked_recording(recording: Recording, mask: Callable[[str], str]) -> Recording:
+def masked_recording(
+    recording: Recording,
+    mask: Callable[[str], str],
+    *,
+    messages: bool = True,
+    digests: bool = False,
+) -> Recording:
     """``recording`` with ``mask`` applied to its request headers' texts (system prompt,
     message previews), as the proxy applies it to live requests before building theirs.
 
@@ -601,8 +609,22 @@ def masked_recording(recording: Recording, mask: Callable[[str], str]) -> Record
     re-record. A tool whose whole JSON the recording keeps (``ToolHeader.text``, once per
     log) is masked again and digested again (``remasked_tools``), so a new mask never
     breaks it. Each distinct text is masked once (a conversation repeats its system prompt).
+    ``messages=False``: the messages stay as recorded — a recording made with an older
+    mask set is compared with the live messages masked with that set (SPEC 15).
+    ``digests``: each message whose canonical JSON the recording keeps (format 3,
+    ``MessageHeader.json``) is masked again and digested again (``remasked_messages``) — a
+    recording made with an older mask set compares with the live messages under today's.
     """
     masked: dict[str, str] = {}
+    remask = messages
+    message_jsons = {
+        message.digest: message.json
+        for script in recording.scripts
+        for call in script.calls
+        if digests and call.request is not None
+        for message in call.request.messages
+        if message.json is not None
+    }
     tool_texts = {
         tool.digest: tool.text
         for script in recording.scripts
@@ -621,11 +643,16 @@ def masked_recording(recording: Recording, mask: Callable[[str], str]) -> Record
     def header(request: RequestHeaderData) -> RequestHeaderData:
         if tool_texts:
             request = remasked_tools(request, tool_texts, text)
+        if message_jsons:
+            request = remasked_messages(request, message_jsons, text)
         system = text(request.system) if request.system is not None else None
         messages = tuple(
             message
-            if (preview := text(message.preview)) == message.preview
-            and (message.text is None or text(message.text) == message.text)
+            if not remask
+            or (
+                (preview := text(message.preview)) == message.preview
+                and (message.text is None or text(message.text) == message.text)
+            )
             else msgspec.structs.replace(
                 message,
                 preview=preview,
@@ -664,6 +691,8 @@ def message_texts(recording: Recording) -> tuple[Recording, dict[str, str]]:
                 for message in call.request.messages:
                     if message.text is not None:
                         texts.setdefault(message.digest, message.text)
+                    elif message.json is not None and message.digest not in texts:
+                        texts[message.digest] = json_message_text(message.json)
                 for tool in call.request.tools:
                     if tool.text is not None:
                         texts.setdefault(tool.digest, tool.text)

@@ -49,6 +49,7 @@ from agentreel.llm_replay._report import (
 )
 from agentreel.llm_replay._schedule import CallGates, Schedule, ScheduleDivergence
 from agentreel.llm_replay._settings import (
+    PACE_NEEDS_PROXY,
     DriftMode,
     ReplaySettings,
     ReplaySettingsKeywords,
@@ -62,12 +63,14 @@ from agentreel.llm_replay.exceptions import (
     UnrecordedSessionError,
 )
 from agentreel.session import (
+    MASKS_VERSION,
     RequestHeaderData,
     SecretScan,
     WireApi,
     build_request_header,
     diff_request_headers,
     request_text,
+    with_older_masks,
 )
 
 
@@ -101,6 +104,9 @@ class ReplayProvider:
       conversation chaining sees recorded replies through it, so a reply the client sends
       back compares equal, and the recorded request headers' texts pass through it at load
       (``masked_recording``).
+      A recording made with an older built-in mask set (its stamp's ``masks``: the
+      ``older_masks`` property) compares its digests with the live request masked with
+      that set: its caller passes that masking too (``stream_bound(..., older=...)``).
     - ``settings`` and the keywords of the same names (``ReplaySettings``, one value
       checked once; ``self.settings``):
 
@@ -160,10 +166,44 @@ class ReplayProvider:
         self._recording: Recording = load_recording(
             Path(fixture_dir), respect_seed_length=respect_seed_length
         )
+        self._tools_kept = frozenset(
+            tool.name
+            for script in self._recording.scripts
+            for call in script.calls
+            if call.request is not None
+            for tool in call.request.tools
+            if tool.text is not None
+        )
+        messages = [
+            message
+            for script in self._recording.scripts
+            for call in script.calls
+            if call.request is not None
+            for message in call.request.messages
+        ]
+        kept = {message.digest for message in messages if message.json is not None}
+        # Format 3 keeps every message's masked JSON (once per log): replay masks it again.
+        self._messages_kept = bool(kept) and all(message.digest in kept for message in messages)
+        made_with = {script.header.masks for script in self._recording.scripts}
+        self.older_masks: int | None = (
+            min(made_with)
+            if content_mask is not None and min(made_with, default=MASKS_VERSION) < MASKS_VERSION
+            else None
+        )
+        """The built-in mask set the recording was made with when older than this
+        agentreel's (``MASKS_VERSION``) and requests are masked (``content_mask``); then
+        the caller passes each request masked with that set too (``stream_bound``'s
+        ``older``): the recording's digests compare with it (SPEC 15)."""
         if content_mask is not None:
             # Recorded headers through today's masks: a recording made before a rule
             # existed (a machine fact in a system prompt) compares equal to a live request.
-            self._recording = masked_recording(self._recording, content_mask)
+            older = self.older_masks is not None
+            self._recording = masked_recording(
+                self._recording,
+                content_mask,
+                messages=not older or self._messages_kept,
+                digests=older and self._messages_kept,
+            )
         # Whole message texts (the proxy keeps each once per log) serve a drift's excerpt.
         self._recording, self._texts = message_texts(self._recording)
         self._report_path = Path(report_path) if report_path is not None else None
@@ -248,14 +288,20 @@ class ReplayProvider:
         """
         return self.stream_bound(options, api=api).chunks
 
-    def stream_bound(self, options: GenerateOptions, *, api: WireApi | None = None) -> BoundCall:
+    def stream_bound(
+        self,
+        options: GenerateOptions,
+        *,
+        api: WireApi | None = None,
+        older: GenerateOptions | None = None,
+    ) -> BoundCall:
         """``stream``, also naming the recorded script and call it was bound to (the proxy
-        writes its served logs as the scripts they replay, whatever order calls came in)."""
+        writes its served logs as the scripts they replay, whatever order calls came in).
+        ``older``: the same request masked with the recording's built-in mask set
+        (``older_masks``), whose digests it compares."""
         try:
             live = (
-                build_request_header(options, turn=0, step=0, cwd=self.live_cwd, api=api)
-                if self._content_binding
-                else None
+                self.live_header(options, api=api, older=older) if self._content_binding else None
             )
             number = self._binder.bind(options, live)
             position = self._cursor[number]
@@ -271,7 +317,7 @@ class ReplayProvider:
                 gates.requested()
             if self.drift != "off" and call.request is not None:
                 try:
-                    self._check_drift(options, script, call, live, api)
+                    self._check_drift(options, script, call, live, api, older)
                 except ReplayError:
                     if gates is not None:
                         gates.ended()  # never served: nothing waits for it
@@ -307,6 +353,32 @@ class ReplayProvider:
         because the replaying process is stopping; the report lists it."""
         self._interrupted[script.number].append(position + 1)
 
+    def live_header(
+        self,
+        options: GenerateOptions,
+        *,
+        api: WireApi | None = None,
+        older: GenerateOptions | None = None,
+        cwd: str | None = None,
+        turn: int = 0,
+        step: int = 0,
+        full_text: bool = False,
+    ) -> RequestHeaderData:
+        """The header of a live request as this recording compares it: built from
+        ``options`` (today's masks), with the parts the recording keeps as digests only
+        taken from ``older`` (the request masked with the recording's mask set) when
+        given (``with_older_masks``)."""
+        where = self.live_cwd if cwd is None else cwd
+        live = build_request_header(
+            options, turn=turn, step=step, cwd=where, api=api, full_text=full_text
+        )
+        if older is None or self.older_masks is None:
+            return live
+        then = build_request_header(
+            older, turn=turn, step=step, cwd=where, api=api, full_text=full_text
+        )
+        return with_older_masks(live, then, self._tools_kept, messages_kept=self._messages_kept)
+
     def _prepare(self, call: RecordedCall, cwd_in_json: str) -> tuple[Chunk, ...]:
         if not call.cwd_chunks:
             return call.chunks
@@ -324,24 +396,25 @@ class ReplayProvider:
         call: RecordedCall,
         live: RequestHeaderData | None = None,
         api: WireApi | None = None,
+        older: GenerateOptions | None = None,
     ) -> None:
         recorded = call.request
         assert recorded is not None
         if live is None:
-            live = build_request_header(
-                options, turn=recorded.turn, step=recorded.step, cwd=self.live_cwd, api=api
+            live = self.live_header(
+                options, api=api, older=older, turn=recorded.turn, step=recorded.step
             )
         differences = diff_request_headers(recorded, live)
         if not differences:
             return
         # Drift is the rare path: now build the live side with its whole texts, for the
         # excerpts and the full requests written beside the run.
-        live = build_request_header(
+        live = self.live_header(
             options,
+            api=api,
+            older=older,
             turn=recorded.turn,
             step=recorded.step,
-            cwd=self.live_cwd,
-            api=api,
             full_text=True,
         )
         differences = diff_request_headers(recorded, live, texts=self._texts) or differences
@@ -667,7 +740,7 @@ def create_replay_provider(*, live_cwd: str | None = None, **settings: Any) -> R
             f"{error}. Fix the provider settings (e.g. AGENTREEL_PROVIDER_SETTINGS)",
         ) from None
     try:
-        return ReplayProvider(fixture_dir, **settings)
+        provider = ReplayProvider(fixture_dir, **settings)
     except ReplayError as error:
         # A harness reading the report learns why the agent could not replay at all.
         report_path = settings.get("report_path")
@@ -680,6 +753,13 @@ def create_replay_provider(*, live_cwd: str | None = None, **settings: Any) -> R
             )
             write_report(failed, report_path)
         raise
+    if provider.settings.pace == "recorded":
+        # The recorded pace is kept with the answers as sent (wire.ndjson), which only a
+        # recording made through the proxy holds; in process there is nothing to pace by.
+        raise ReplaySettingsError(
+            "pace", "pace", PACE_NEEDS_PROXY, f"pace 'recorded': {PACE_NEEDS_PROXY}"
+        )
+    return provider
 
 
 _TRUE_WORDS = ("1", "true", "yes", "on")

@@ -248,6 +248,14 @@ class _Captures(_Kind):
         return True
 
 
+PACE_NEEDS_PROXY = (
+    "the recorded pace is served by the proxy only (a call's frame times are kept with its "
+    "answer as sent, in wire.ndjson); replay this agent through the proxy ([model] via = "
+    '"proxy", the agentreel fixture, agentreel proxy replay --pace recorded) or leave pace out'
+)
+"""Why ``pace = "recorded"`` is refused where a replay runs in process (SPEC 18)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Setting:
     """How one ``ReplaySettings`` field is typed by its users (see the module doc).

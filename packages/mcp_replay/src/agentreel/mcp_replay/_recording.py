@@ -27,8 +27,14 @@ Message = dict[str, Any]
 @dataclass(frozen=True, slots=True)
 class Masking:
     """What is written and compared instead of the live text: the run's cwd as
-    ``{{cwd}}``, install paths as their tokens (machine facts, SPEC 13), and the scenario's
-    masks (each match as ``{{token}}``)."""
+    ``{{cwd}}``, install paths as their tokens (machine facts, SPEC 13), and — in what the
+    client sends — the scenario's masks (each match as ``{{token}}``).
+
+    A server's message keeps what a scenario mask matches: replay serves it as written, and
+    the agent passes it on to its model, whose recorded request holds what the server said
+    (a date in mcp-server-time's answer, printed by Claude Code and Gemini CLI). Served as
+    ``{{token}}`` it would make that request drift; the cwd is restored and install paths
+    are machine facts the model recording masks alike."""
 
     cwd: str | None = None
     masks: tuple[Mask, ...] = ()
@@ -38,10 +44,12 @@ class Masking:
         compiled = tuple((m.compile(self.cwd), f"{{{{{m.token}}}}}") for m in self.masks)
         object.__setattr__(self, "_compiled", compiled)
 
-    def apply(self, text: str) -> str:
+    def apply(self, text: str, *, from_server: bool = False) -> str:
         if self.cwd and len(self.cwd) > 1:
             text = text.replace(json.dumps(self.cwd)[1:-1], CWD_TOKEN)
         text = mask_install_paths(text)
+        if from_server:
+            return text
         for pattern, token in self._compiled:
             text = pattern.sub(token, text)
         return text
@@ -54,6 +62,13 @@ class Masking:
 
 
 def encode(message: Message) -> str:
+    """A message as written and served: its keys in the order they came. An agent may print
+    a server's structured answer as it got it (Claude Code does), so sorted keys on replay
+    would change what it sends its model."""
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+
+
+def _canonical(message: Message) -> str:
     return json.dumps(message, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
@@ -90,13 +105,13 @@ class ConnectionRecorder:
         self._write(encode({"from": "client", "message": message}))
 
     def server(self, message: Message) -> None:
-        self._write(encode({"from": "server", "message": message}))
+        self._write(encode({"from": "server", "message": message}), from_server=True)
 
     def close(self) -> None:
         self._file.close()
 
-    def _write(self, line: str) -> None:
-        line = self._masking.apply(line)
+    def _write(self, line: str, *, from_server: bool = False) -> None:
+        line = self._masking.apply(line, from_server=from_server)
         hits = self._scan.scan(shown_path(self.path), line.encode())
         if hits:
             listing = "; ".join(hit.describe() for hit in hits)
@@ -139,8 +154,8 @@ def compare_key(message: Message) -> str:
         params = message.get("params")
         if isinstance(params, dict):
             params = {k: v for k, v in params.items() if k != "_meta"}
-        return encode({"method": message["method"], "params": params})
-    return encode({k: message[k] for k in ("result", "error") if k in message})
+        return _canonical({"method": message["method"], "params": params})
+    return _canonical({k: message[k] for k in ("result", "error") if k in message})
 
 
 def load_recordings(recordings: Path, server: str) -> list[RecordedConnection]:

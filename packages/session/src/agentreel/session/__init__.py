@@ -103,8 +103,11 @@ from agentreel.session._recorder import CallRecorder, record_stream
 from agentreel.session._request import (
     build_request_header,
     diff_request_headers,
+    json_message_text,
+    remasked_messages,
     remasked_tools,
     request_text,
+    with_older_masks,
     without_texts,
 )
 from agentreel.session._secret_scan import (
@@ -221,6 +224,7 @@ __all__ = [
     "harvest_session_logs",
     "install_path_rules",
     "is_time_key",
+    "json_message_text",
     "load_session_log",
     "mask_install_paths",
     "merge_kinds_checked",
@@ -233,6 +237,7 @@ __all__ = [
     "record_stream",
     "recording_names",
     "refresh_command",
+    "remasked_messages",
     "remasked_tools",
     "request_text",
     "rerecord_command",
@@ -242,5 +247,6 @@ __all__ = [
     "session_token",
     "tokenize_cwd",
     "unordered_kinds_checked",
+    "with_older_masks",
     "without_texts",
 ]

@@ -108,6 +108,10 @@ class MessageHeader(_Data, frozen=True, gc=False, omit_defaults=True):
     digest: str
     preview: str
     text: str | None = None
+    json: str | None = None
+    """Format 3 (the proxy, once per lane log like ``text``): the message's canonical
+    JSON as digested — normalized and masked — so replay can mask it again with today's
+    masks and digest it again (SPEC 15): a new mask never breaks it."""
 
 
 class RequestHeaderData(_Data, frozen=True, gc=False, omit_defaults=True):

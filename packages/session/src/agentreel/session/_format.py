@@ -24,9 +24,9 @@ __all__ = [
     "older_recording_note",
 ]
 
-RECORDING_FORMAT = 2
+RECORDING_FORMAT = 3
 """The recording format this agentreel writes (see ``FORMAT_HISTORY``)."""
-MASKS_VERSION = 2
+MASKS_VERSION = 3
 """The set of built-in request masks this agentreel applies (see ``MASKS_HISTORY``)."""
 OLDEST_FORMAT = 1
 """What a recording without a stamp is: format 1, mask set 1."""
@@ -34,6 +34,7 @@ OLDEST_FORMAT = 1
 MADE_BY: dict[int, str] = {
     1: "agentreel 0.1.0 before the format stamp (December 2026)",
     2: "agentreel 0.1.0 with the format stamp",
+    3: "agentreel 0.1.0 keeping each message's masked JSON",
 }
 """Which agentreel wrote each recording format, as an error names it."""
 NO_TEXT_KEPT = "the recording keeps no whole text of it"
@@ -46,12 +47,16 @@ FORMAT_HISTORY: dict[int, str] = {
     "the proxy) its whole text, each tool as a digest only",
     2: "the format stamp (session headers, wire.ndjson); recorded through the proxy, each "
     "tool's whole masked JSON once per lane log (ToolHeader.text), masked again at replay",
+    3: "recorded through the proxy, each message's canonical masked JSON once per lane log "
+    "(MessageHeader.json), masked again and digested again at replay",
 }
 MASKS_HISTORY: dict[int, str] = {
     1: "machine facts and four date shapes (ISO 8601, m/d/yyyy, Date.toDateString, "
     "'Wednesday, December 2, 2026')",
     2: "time in every spelling: dates with weekday, time and zone; times; weekdays naming "
     "today; UTC offsets",
+    3: "an IANA zone name holding a UTC offset (Etc/GMT+12) masked whole, not as "
+    "Etc/{{timezone}}",
 }
 
 
@@ -69,17 +74,17 @@ def newer_stamp_problem(format_: object, masks: object) -> str | None:
 
 
 def older_recording_note(name: str, format_: int, masks: int, fix: str) -> str | None:
-    """Why a digest-only difference of the recording ``name`` (format ``format_``, mask set
-    ``masks``) may be no change of the agent, and ``fix``, the command that fixes it;
-    ``None`` for a recording of the current format and masks."""
+    """What a digest-only difference of the recording ``name`` (format ``format_``, mask set
+    ``masks``) means — compared through the masks it was made with (SPEC 15), the agent's
+    request changed where the recording kept no text — and ``fix``, the command that fixes
+    it; ``None`` for a recording of the current format and masks."""
     if format_ >= RECORDING_FORMAT and masks >= MASKS_VERSION:
         return None
     made_by = MADE_BY.get(format_, f"recording format {format_}")
-    newer = ", ".join(MASKS_HISTORY[n] for n in range(masks + 1, MASKS_VERSION + 1))
     return (
         f"{name} was made by {made_by} (recording format {format_}, built-in mask set "
         f"{masks}; this agentreel: format {RECORDING_FORMAT}, mask set {MASKS_VERSION}). "
-        f"Where it kept no text, the live request is masked by newer masks ({newer}), so "
-        "the difference may be the masks, not your agent; it cannot be shown. "
-        f"Fix: re-record it: {fix}"
+        f"Where it kept no text, the live request was masked with mask set {masks} too, as "
+        "the recording was, so the agent sends something else there; the recording cannot "
+        f"show what. Fix: re-record it: {fix}"
     )

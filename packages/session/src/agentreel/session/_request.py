@@ -18,7 +18,7 @@ import functools
 import hashlib
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 import msgspec
 
@@ -37,8 +37,11 @@ from agentreel.session._normalize import Normalizer
 __all__ = [
     "build_request_header",
     "diff_request_headers",
+    "json_message_text",
+    "remasked_messages",
     "remasked_tools",
     "request_text",
+    "with_older_masks",
     "without_texts",
 ]
 
@@ -207,6 +210,36 @@ def remasked_tools(
     return msgspec.structs.replace(header, tools=tuple(tools), tools_digest=_tools_digest(tools))
 
 
+def with_older_masks(
+    live: RequestHeaderData,
+    older: RequestHeaderData,
+    tools_kept: Collection[str],
+    *,
+    messages_kept: bool = False,
+) -> RequestHeaderData:
+    """The live request as a recording made with an older built-in mask set compares it
+    (SPEC 15): ``live`` is built from the request masked with today's masks, ``older`` from
+    the same request masked with the recording's set. The recording keeps each message as
+    a digest of its masked JSON, and a tool as one unless its whole JSON is kept (its name
+    in ``tools_kept``: replay masks that text again with today's masks): those parts are
+    ``older``'s, whose digests were taken as the recording's were; the system prompt (kept
+    whole, masked again at replay), the kept tools and — ``messages_kept``: the recording
+    keeps every message's JSON (format 3) — the messages are ``live``'s."""
+    if len(live.tools) == len(older.tools):
+        tools = tuple(
+            now if now.name in tools_kept else then
+            for now, then in zip(live.tools, older.tools, strict=True)
+        )
+    else:
+        tools = older.tools
+    return msgspec.structs.replace(
+        live,
+        tools=tools,
+        tools_digest=_tools_digest(tools),
+        messages=live.messages if messages_kept else older.messages,
+    )
+
+
 def _masked_strings(value: object, mask: Callable[[str], str]) -> object:
     if isinstance(value, str):
         return mask(value)
@@ -220,23 +253,61 @@ def _masked_strings(value: object, mask: Callable[[str], str]) -> object:
 def _message_header(message: Message, text: Callable[[str], str], full_text: bool) -> MessageHeader:
     preview = _shorten(text(_message_summary(message)))
     whole = text(_message_text(message)) if full_text else None
+    canonical = text(_canonical(message))
     return MessageHeader(
         role=message.role,
-        digest=_digest(text(_canonical(message))),
+        digest=_digest(canonical),
         preview=preview,
         text=whole if whole is not None and whole != preview else None,
+        json=canonical if full_text else None,
     )
+
+
+def json_message_text(canonical: str) -> str:
+    """The readable text of a message a recording keeps as its canonical JSON
+    (``MessageHeader.json``, format 3, which then keeps no ``text``): its parts one a
+    line, as ``MessageHeader.text`` holds it."""
+    return _message_text(msgspec.json.decode(canonical, type=Message))
+
+
+def remasked_messages(
+    header: RequestHeaderData, jsons: Mapping[str, str], mask: Callable[[str], str]
+) -> RequestHeaderData:
+    """``header`` with each message whose canonical JSON is known (``json``, or ``jsons``
+    by digest: a recording keeps each once per log) masked again with ``mask`` — every
+    string in it — and digested again, as ``remasked_tools`` does for tools: a recording
+    made with older masks compares equal to a live request under today's. A message
+    without a known JSON stays as it was."""
+    changed = False
+    messages: list[MessageHeader] = []
+    for message in header.messages:
+        known = message.json if message.json is not None else jsons.get(message.digest)
+        if known is not None:
+            canonical = _canonical(_masked_strings(msgspec.json.decode(known), mask))
+            if canonical != known:
+                message = msgspec.structs.replace(
+                    message,
+                    digest=_digest(canonical),
+                    json=canonical if message.json is not None else None,
+                )
+                changed = True
+        messages.append(message)
+    if not changed:
+        return header
+    return msgspec.structs.replace(header, messages=tuple(messages))
 
 
 def without_texts(header: RequestHeaderData) -> RequestHeaderData:
     """``header`` without its messages' whole texts: what replay compares and serves (the
     texts a recording keeps are for a drift's excerpt only)."""
-    if all(message.text is None for message in header.messages) and all(
+    if all(message.text is None and message.json is None for message in header.messages) and all(
         tool.text is None for tool in header.tools
     ):
         return header
     messages = tuple(
-        msgspec.structs.replace(message, text=None) if message.text is not None else message
+        msgspec.structs.replace(message, text=None, json=None)
+        if message.text is not None or message.json is not None
+        else message
         for message in header.messages
     )
     tools = tuple(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from agentreel.snapshot_harness._faketime import FAKETIME_ENV, faketime_env
 from agentreel.snapshot_harness._scenario import (
     DIRECTORY_CONFIG_FILE,
     MODES,
@@ -43,6 +44,7 @@ from agentreel.snapshot_harness.exceptions import (
     AgentOutputError,
     AgentreelError,
     AgentTimeoutError,
+    FaketimeError,
     FixtureInventoryError,
     GoldenMismatchError,
     HarnessError,
@@ -113,6 +115,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "DIRECTORY_CONFIG_FILE",
+    "FAKETIME_ENV",
     "GOLDEN_DIR",
     "MODES",
     "SCENARIO_FILE",
@@ -123,6 +126,7 @@ __all__ = [
     "AgentreelError",
     "Authenticate",
     "ExpectError",
+    "FaketimeError",
     "FixtureInventoryError",
     "ForkServerConfig",
     "GoldenMismatchError",
@@ -155,6 +159,7 @@ __all__ = [
     "check_scenario",
     "compare_goldens",
     "discover_scenarios",
+    "faketime_env",
     "file_equals",
     "load_scenario",
     "render_goldens",

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from agentreel.llm import AgentEnv
 from agentreel.session import REFRESH_COMMAND_ENV, RERECORD_COMMAND_ENV
+from agentreel.snapshot_harness._faketime import FAKETIME_ENV, faketime_env
 from agentreel.snapshot_harness.exceptions import RecordSetupError
 
 # The contract's names, owned by agentreel.llm (the agent kit's one list), under the names
@@ -58,7 +59,8 @@ def closed_port() -> int:
 
 
 def base_environment(run_dir: Path) -> dict[str, str]:
-    """What every agent gets: PATH, a private HOME and TMPDIR, UTF-8, unbuffered Python."""
+    """What every agent gets: PATH, a private HOME and TMPDIR, UTF-8, unbuffered Python;
+    with ``AGENTREEL_FAKETIME`` set, libfaketime and its start (``_faketime``)."""
     home = run_dir / "home"
     tmp = run_dir / "tmp"
     home.mkdir(exist_ok=True)
@@ -78,6 +80,9 @@ def base_environment(run_dir: Path) -> dict[str, str]:
     for hint in (RERECORD_COMMAND_ENV, REFRESH_COMMAND_ENV):
         if os.environ.get(hint):
             env[hint] = os.environ[hint]
+    # Another day (``nox -s interop -- --faketime``): libfaketime preloaded (``_faketime``).
+    if when := os.environ.get(FAKETIME_ENV):
+        env.update(faketime_env(when))
     if os.name == "nt":  # pragma: no cover - Windows needs these to start Python at all
         for key in ("SYSTEMROOT", "SYSTEMDRIVE", "COMSPEC", "PATHEXT"):
             if key in os.environ:

@@ -54,6 +54,7 @@ min-height:24px;background:repeating-linear-gradient(90deg,transparent 0 calc(10
 background:var(--call);opacity:.85;cursor:pointer}
 .bar.tool-calls{background:#8250df}.bar.error,.bar.unfinished{background:var(--bad)}
 .bar:hover{opacity:1;outline:2px solid #000}
+.mcp-tick{position:absolute;top:2px;height:20px;width:2px;background:#bf8700}
 .kind{display:inline-block;min-width:58px;font-size:11px;color:var(--mut)}
 .sid{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px;color:var(--mut)}
 pre{background:var(--bg);border:1px solid var(--line);border-radius:6px;padding:8px;
@@ -120,6 +121,8 @@ function timeline(sc,select,range,redraw){var grid=el("div","grid timeline");
    b.title=s.label+" call "+(j+1)+": "+ms(c.s-t0)+" \u2192 "+ms(c.e-t0)+" ("+
     ms(c.e-c.s)+") "+c.finish;
    b.addEventListener("click",function(){select(i,j);});frag.appendChild(b);});
+  (s.mcp||[]).forEach(function(t){if(t===null)return;var m=el("div","mcp-tick");
+   m.style.left=pct(t);m.title=s.label+": MCP call at "+ms(t-t0);frag.appendChild(m);});
   tr.appendChild(frag);row.appendChild(tr);grid.appendChild(row);});
  // Drag across a track to zoom into that time range; double-click to see the whole run.
  var from=null;
@@ -191,6 +194,10 @@ function scenario(sc){var sec=el("details","scenario");sec.open=true;
   sc.transcript.length+" entries)"));var drawn=false;
  tx.addEventListener("toggle",function(){if(tx.open&&!drawn){drawn=true;
   tx.appendChild(transcript(sc));}});body.appendChild(tx);
+ if(sc.mcp&&sc.mcp.length){body.appendChild(el("h3",null,
+  "MCP calls no session asked for"));var mb=el("div","story");sc.mcp.forEach(function(it){
+  var d=el("div","item mcp");d.appendChild(el("span","kind","mcp"));
+  d.appendChild(document.createTextNode(it.text));mb.appendChild(d);});body.appendChild(mb);}
  return sec;}
 document.body.appendChild(head());var main=el("main");
 data.scenarios.forEach(function(sc){main.appendChild(scenario(sc));});

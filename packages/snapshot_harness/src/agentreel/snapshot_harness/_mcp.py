@@ -5,8 +5,11 @@ run made, their writing into the scenario, and the check after a replay."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
 import shlex
+import socket
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,6 +20,7 @@ from agentreel.mcp_replay import (
     MCP_RECORDING_PATTERN,
     MCP_RECORDINGS_DIR,
     McpDriftError,
+    McpEndpoint,
     McpSettings,
     check_replayed,
     start_endpoint,
@@ -24,8 +28,8 @@ from agentreel.mcp_replay import (
 )
 from agentreel.session import Mask
 from agentreel.snapshot_harness._layout import write_files
-from agentreel.snapshot_harness._scenario import MCP_TOKEN, Mode, Scenario
-from agentreel.snapshot_harness.exceptions import McpMismatchError
+from agentreel.snapshot_harness._scenario import MCP_TOKEN, McpServerConfig, Mode, Scenario
+from agentreel.snapshot_harness.exceptions import McpMismatchError, RecordSetupError
 
 AcpMcpServers = list[HttpMcpServer | McpServerStdio]
 # A server's name → what reaches it through agentreel: the shim's argv (stdio) or a URL.
@@ -33,20 +37,107 @@ McpReach = Mapping[str, list[str] | str]
 # Where a record run's MCP recordings go before the fixture is written, and a run's state.
 _RECORD_DIR = "mcp-record"
 _STATE_DIR = "mcp-state"
+# How long an HTTP server's `start` command has to accept connections, and to exit.
+_START_TIMEOUT = 30.0
 
 
 def mcp_settings(scenario: Scenario, mode: Mode, run_dir: Path, cwd: Path) -> McpSettings | None:
     """The run's MCP settings, or None for a scenario that declares no server."""
     if not scenario.mcp_servers:
         return None
+    # Absolute: the shims run in the agent's cwd, not where the harness was started.
+    run_dir = run_dir.resolve()
     return McpSettings(
         mode="record" if mode == "record" else "replay",
-        recordings=run_dir / _RECORD_DIR if mode == "record" else scenario.directory,
+        recordings=run_dir / _RECORD_DIR if mode == "record" else scenario.directory.resolve(),
         state=run_dir / _STATE_DIR,
         scenario=scenario.name,
         cwd=str(cwd),
         masks=tuple(m for m in scenario.golden_masks if isinstance(m, Mask)),
     )
+
+
+@asynccontextmanager
+async def _endpoint(scenario: Scenario, settings: McpSettings) -> AsyncIterator[McpEndpoint | None]:
+    """The endpoint in front of the scenario's HTTP servers (None: it has none). Recording,
+    the servers with a ``start`` command run meanwhile, each on a free port (``{port}``),
+    in the scenario directory; the endpoint opens once each accepts connections."""
+    http = [server for server in scenario.mcp_servers if server.url is not None]
+    if not http:
+        yield None
+        return
+    async with contextlib.AsyncExitStack() as stack:
+        urls: dict[str, str] = {}
+        for server in http:
+            port: int | None = None
+            if server.start and settings.mode == "record":
+                port = await stack.enter_async_context(_started(scenario, server))
+            urls[server.name] = server.url_at(port)
+        endpoint = await start_endpoint(settings, urls)
+        stack.push_async_callback(endpoint.close)
+        yield endpoint
+
+
+@asynccontextmanager
+async def _started(scenario: Scenario, server: McpServerConfig) -> AsyncIterator[int]:
+    """``server``'s ``start`` command running on a free port until the block ends."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    command = scenario.mcp_command(server, port)
+    where = f"{scenario.name}: MCP server {server.name!r}"
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *command,
+            cwd=scenario.directory,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
+    except OSError as exc:
+        raise RecordSetupError(
+            f"{where}: its `start` command {shlex.join(command)} could not start ({exc}); "
+            f"install what it needs or fix `start` in {scenario.toml_path}"
+        ) from None
+    try:
+        await _accepting(process, port, where, command)
+        yield port
+    finally:
+        if process.returncode is None:
+            process.terminate()
+            try:
+                await asyncio.wait_for(process.wait(), _START_TIMEOUT)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+
+
+async def _accepting(
+    process: asyncio.subprocess.Process, port: int, where: str, command: list[str]
+) -> None:
+    """Wait until ``port`` accepts a connection; the process ending first is an error."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + _START_TIMEOUT
+    while True:
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            if process.returncode is not None or loop.time() > deadline:
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
+                stderr = await process.stderr.read() if process.stderr else b""
+                tail = stderr.decode(errors="replace").strip().splitlines()[-5:]
+                raise RecordSetupError(
+                    f"{where}: its `start` command {shlex.join(command)} did not accept "
+                    f"connections on port {port} within {_START_TIMEOUT:.0f}s "
+                    f"(exit status {process.returncode}); its stderr ends:\n"
+                    + "\n".join(tail or ["(nothing)"])
+                ) from None
+            await asyncio.sleep(0.05)
+            continue
+        writer.close()
+        return
 
 
 @asynccontextmanager
@@ -57,13 +148,11 @@ async def acp_mcp_servers(
     if settings is None:
         yield []
         return
-    urls = {s.name: s.url for s in scenario.mcp_servers if s.url is not None}
-    endpoint = await start_endpoint(settings, urls) if urls else None
-    try:
+    async with _endpoint(scenario, settings) as endpoint:
         servers: AcpMcpServers = []
         for server in scenario.mcp_servers:
             if server.url is None:
-                argv = stdio_command(settings, server.name, server.command)
+                argv = stdio_command(settings, server.name, scenario.mcp_command(server))
                 env = [EnvVariable(name=k, value=v) for k, v in server.env.items()]
                 servers.append(
                     McpServerStdio(name=server.name, command=argv[0], args=argv[1:], env=env)
@@ -73,9 +162,6 @@ async def acp_mcp_servers(
                 url = endpoint.url(server.name)
                 servers.append(HttpMcpServer(name=server.name, url=url, headers=[], type="http"))
         yield servers
-    finally:
-        if endpoint is not None:
-            await endpoint.close()
 
 
 @asynccontextmanager
@@ -86,13 +172,11 @@ async def mcp_reach(scenario: Scenario, settings: McpSettings | None) -> AsyncIt
     if settings is None:
         yield {}
         return
-    urls = {s.name: s.url for s in scenario.mcp_servers if s.url is not None}
-    endpoint = await start_endpoint(settings, urls) if urls else None
-    try:
+    async with _endpoint(scenario, settings) as endpoint:
         reach: dict[str, list[str] | str] = {}
         for server in scenario.mcp_servers:
             if server.url is None:
-                command = list(server.command)
+                command = scenario.mcp_command(server)
                 if server.env:
                     command = ["env", *(f"{k}={v}" for k, v in server.env.items()), *command]
                 reach[server.name] = stdio_command(settings, server.name, command)
@@ -100,9 +184,6 @@ async def mcp_reach(scenario: Scenario, settings: McpSettings | None) -> AsyncIt
                 assert endpoint is not None
                 reach[server.name] = endpoint.url(server.name)
         yield reach
-    finally:
-        if endpoint is not None:
-            await endpoint.close()
 
 
 def expand_mcp(text: str, reach: McpReach) -> str:

@@ -44,7 +44,12 @@ from agentreel.mcp_replay import (
     start_endpoint,
     stdio_command,
 )
-from agentreel.session import RECORDING_FILE_PATTERN, RERECORD_COMMAND_ENV, rerecord_command
+from agentreel.session import (
+    RECORDING_FILE_PATTERN,
+    RERECORD_COMMAND_ENV,
+    Mask,
+    rerecord_command,
+)
 from agentreel.snapshot_harness import _environment as envvars
 from agentreel.snapshot_harness._drifted_report import DriftedSummary
 from agentreel.snapshot_harness._pending import CI_ENV
@@ -220,6 +225,12 @@ def _tmp_path_mask(basetemp: Path | None, cwd: str) -> str | None:
     return rf"(?:{'|'.join(sorted(spellings))})(?:/popen-gw\d+)?/{name}"
 
 
+def mcp_masks(regexes: Sequence[str]) -> tuple[Mask, ...]:
+    """The fixture's ``masks`` (regexes the proxy writes as ``{{mask:N}}``) for the test's
+    MCP recordings: the same regexes, numbered alike, each match written ``{{mask-N}}``."""
+    return tuple(Mask(regex, f"mask-{number}") for number, regex in enumerate(regexes, 1))
+
+
 def _proxy_value(key: str, value: Any) -> Any:
     if isinstance(value, list | tuple):
         return tuple(value)
@@ -325,6 +336,7 @@ class ReelMcp:
             state=staging / "mcp-state",
             scenario=reel_plan.name,
             cwd=reel_plan.cwd,
+            masks=mcp_masks(reel_plan.replay.masks),
         )
         self.used: set[str] = set()
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from agentreel.mcp_replay import MCP_RECORDING_PATTERN, MCP_RECORDINGS_DIR
 from agentreel.session import recording_names
 from agentreel.snapshot_harness._layout import GOLDEN_DIR, TRANSCRIPT_FILE
 from agentreel.snapshot_harness._scenario import SCENARIO_FILE
@@ -130,6 +131,7 @@ def _scenario(result: ScenarioResult) -> dict[str, Any]:
         if session is not None:
             sessions.append(session)
     _link(sessions)
+    unplaced = _place_mcp_calls(sessions, _mcp_calls(directory, problems))
     starts = [s["start"] for s in sessions if s["start"] is not None]
     ends = [s["end"] for s in sessions if s["end"] is not None]
     return {
@@ -144,6 +146,7 @@ def _scenario(result: ScenarioResult) -> dict[str, Any]:
         "t1": max(ends) if ends else 0,
         "sessions": sessions,
         "transcript": _transcript(directory / GOLDEN_DIR / TRANSCRIPT_FILE, problems),
+        "mcp": unplaced,
         "problems": problems,
     }
 
@@ -335,6 +338,150 @@ def _link(sessions: list[dict[str, Any]]) -> None:
         number = "" if session["spawn_index"] is None else f" #{session['spawn_index']}"
         session["kind"] = kind
         session["label"] = f"{kind}{number}"
+
+
+@dataclass(slots=True)
+class _McpCall:
+    """One ``tools/call`` of a recorded MCP connection and its answer."""
+
+    server: str
+    session: str | None  # the connection's identity (lineage: main, main/0), if it gave one
+    tool: str
+    arguments: Any
+    answer: str = "(no answer recorded)"
+
+    def item(self, t: float | None) -> dict[str, Any]:
+        arguments = json.dumps(self.arguments, ensure_ascii=False)
+        text = f"{self.server}: {self.tool}({_short(arguments)}) \u2192 {_short(self.answer)}"
+        return {"k": "mcp", "t": t, "text": text}
+
+
+def _mcp_calls(directory: Path, problems: list[str]) -> list[_McpCall]:
+    """The tool calls of every ``mcp/<server>.<n>.jsonl``, in file and call order."""
+    calls: list[_McpCall] = []
+    folder = directory / MCP_RECORDINGS_DIR
+    paths = sorted(folder.iterdir()) if folder.is_dir() else []
+    for path in paths:
+        if not MCP_RECORDING_PATTERN.fullmatch(path.name):
+            continue
+        try:
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+            records = [_mapping(_decode(line)) for line in lines if line.strip()]
+        except (OSError, msgspec.DecodeError) as exc:
+            problems.append(f"{path}: cannot be read as an MCP recording: {exc}")
+            continue
+        header = records[0] if records else {}
+        server = str(header.get("server", path.name.split(".")[0]))
+        session = header.get("session") if isinstance(header.get("session"), str) else None
+        pending: dict[Any, _McpCall] = {}
+        for record in records[1:]:
+            message = _mapping(record.get("message"))
+            if record.get("from") == "client" and message.get("method") == "tools/call":
+                params = _mapping(message.get("params"))
+                call = _McpCall(
+                    server, session, str(params.get("name", "?")), params.get("arguments")
+                )
+                calls.append(call)
+                pending[message.get("id")] = call
+            elif record.get("from") == "server" and message.get("id") in pending:
+                pending.pop(message.get("id")).answer = _mcp_answer(message)
+    return calls
+
+
+def _mcp_answer(message: Mapping[str, Any]) -> str:
+    if "error" in message:
+        return f"error: {_mapping(message['error']).get('message', '?')}"
+    result = _mapping(message.get("result"))
+    content = result.get("content")
+    texts = [str(_mapping(b).get("text", "")) for b in content] if isinstance(content, list) else []
+    return ("error: " if result.get("isError") else "") + "\n".join(texts)
+
+
+def _lineage_session(sessions: list[dict[str, Any]], lineage: str) -> int | None:
+    """The session a connection's identity names: ``main`` the first main session,
+    ``main/0`` its child with spawn index 0, and so on."""
+    head, *path = lineage.split("/")
+    if head != "main":
+        return None
+    mains = [i for i, s in enumerate(sessions) if s["parent_id"] is None]
+    cursor = mains[0] if mains else None
+    for part in path:
+        children = [
+            i
+            for i, s in enumerate(sessions)
+            if s.get("parent") == cursor
+            and str(s.get("spawn_index")) == part
+            and s["kind"] != "lane"
+        ]
+        cursor = children[0] if children else None
+    return cursor
+
+
+def _place_mcp_calls(sessions: list[dict[str, Any]], calls: list[_McpCall]) -> list[dict[str, Any]]:
+    """Each MCP call into its session's story, right after the tool call the agent made for
+    it (a ``tool/call`` event, or a model call that asked for it: a tool whose name ends with
+    the MCP tool's and whose arguments are the same), at that time on the timeline. A call
+    whose connection names its session goes to that session; one without identity to the
+    first session with such a tool call. What cannot be placed is returned."""
+    used: set[tuple[int, int, int]] = set()  # (session, story position, tool in that call)
+    unplaced: list[dict[str, Any]] = []
+    after: dict[tuple[int, int], list[dict[str, Any]]] = {}  # (session, story position)
+    for call in calls:
+        owner = _lineage_session(sessions, call.session) if call.session else None
+        candidates = [owner] if owner is not None else range(len(sessions))
+        spot = next(
+            (
+                (i, position, t, tool)
+                for i in candidates
+                for position, t, tool in _asked_for(sessions[i], call)
+                if (i, position, tool) not in used
+            ),
+            None,
+        )
+        if spot is not None:
+            i, position, t, tool = spot
+            used.add((i, position, tool))
+            after.setdefault((i, position), []).append(call.item(t))
+        elif owner is not None:
+            last = len(sessions[owner]["story"]) - 1
+            after.setdefault((owner, last), []).append(call.item(sessions[owner]["end"]))
+        else:
+            unplaced.append(call.item(None))
+    for i, session in enumerate(sessions):
+        story: list[Any] = list(after.get((i, -1), []))  # a session with an empty story
+        for position, item in enumerate(session["story"]):
+            story.append(item)
+            story += after.get((i, position), [])
+        session["story"] = story
+        session["mcp"] = [item["t"] for item in story if item.get("k") == "mcp"]
+    return unplaced
+
+
+def _asked_for(session: dict[str, Any], call: _McpCall) -> Iterable[tuple[int, float, int]]:
+    """``(story position, time, which tool of a model call)`` of each request in ``session``
+    for ``call``'s tool: its ``tool/call`` events first (what the agent ran), then the model
+    calls that asked for it (all a proxy-written log holds)."""
+    story = session["story"]
+    for position, item in enumerate(story):
+        if item.get("k") == "tool":
+            name, _, rest = str(item["text"]).partition("(")
+            if _same_tool(name, rest[:-1], call):
+                yield position, item["t"], -1
+    for position, item in enumerate(story):
+        if item.get("k") == "call":
+            model_call = session["calls"][item["i"]]
+            for number, tool in enumerate(model_call["tools"]):
+                if _same_tool(tool["name"], tool["arguments"], call):
+                    yield position, model_call["e"], number
+
+
+def _same_tool(name: str, arguments: str, call: _McpCall) -> bool:
+    if not name.endswith(call.tool):
+        return False
+    try:
+        return bool(json.loads(arguments or "{}") == (call.arguments or {}))
+    except ValueError:
+        return False
 
 
 def _transcript(path: Path, problems: list[str]) -> list[dict[str, str]]:

@@ -14,7 +14,7 @@ import ast
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -79,6 +79,8 @@ TEMPLATE_TOKEN = re.compile(r"\{([a-z_]+)\}")
 # ``{mcp:<name>}``: in a command scenario's agent command, ``env`` and ``[model]`` env and
 # files, what reaches the ``[[mcp_servers]]`` server ``name`` through agentreel (SPEC 19).
 MCP_TOKEN = re.compile(r"\{mcp:([^}]*)\}")
+# In an HTTP MCP server's `url` and `start`: the free port the harness took for it.
+MCP_PORT = "{port}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,6 +330,15 @@ class McpServerConfig:
     command: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     url: str | None = None
+    # An HTTP server's command, started by the harness while recording only (nothing of the
+    # server runs on replay); ``{port}`` in it and in ``url`` is a free port taken per run.
+    start: tuple[str, ...] = ()
+
+    def url_at(self, port: int | None) -> str:
+        """``url`` with ``{port}`` filled in (``port`` None, as on replay: nothing listens,
+        so any port stands)."""
+        assert self.url is not None
+        return self.url.replace(MCP_PORT, str(port if port is not None else 9))
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,13 +413,14 @@ class Scenario:
 
     def own_files(self) -> set[str]:
         """Top-level names in the scenario directory that the scenario itself uses — inputs,
-        not orphans: its ``[[model.files]]`` templates, the files its ``agent`` command and
-        ``env`` values name (``./agent.py``, ``{scenario}/agent.py``), and what those Python
-        files import or name from the scenario directory (``import helpers`` of a
-        ``helpers.py`` or ``helpers/`` beside them, ``"prompts.txt"`` in a string), followed
-        through the modules they import."""
+        not orphans: its ``[[model.files]]`` templates, the files its ``agent`` command,
+        ``env`` values and MCP servers' ``command``/``start`` name (``./agent.py``,
+        ``{scenario}/agent.py``), and what those Python files import or name from the
+        scenario directory (``import helpers`` of a ``helpers.py`` or ``helpers/`` beside
+        them, ``"prompts.txt"`` in a string), followed through the modules they import."""
         names = {file.source for file in self.model.files if file.source} | set(self.inputs)
-        for part in [*(self.agent or ()), *self.env.values(), *self.model.env.values()]:
+        servers = [part for server in self.mcp_servers for part in (*server.command, *server.start)]
+        for part in [*(self.agent or ()), *self.env.values(), *self.model.env.values(), *servers]:
             for value in (part, part.partition("=")[2]):  # also --config=./x.toml
                 for prefix in ("./", "{scenario}/", ""):
                     if value.startswith(prefix):
@@ -435,14 +447,16 @@ class Scenario:
         """
         if self.agent is None:
             return [sys.executable, "-m", DEFAULT_AGENT_MODULE]
-        directory = str((self.agent_root or self.directory).resolve())
-        command: list[str] = []
-        for part in self.agent:
-            part = part.replace("{python}", sys.executable).replace("{scenario}", directory)
-            if part.startswith(("./", "../")):
-                part = os.path.normpath(os.path.join(directory, part))
-            command.append(part)
-        return command
+        return _expand_command(self.agent, self.agent_root or self.directory)
+
+    def mcp_command(self, server: McpServerConfig, port: int | None = None) -> list[str]:
+        """A stdio server's ``command`` (or an HTTP server's ``start``, ``{port}`` filled in)
+        with ``{python}``, ``{scenario}`` and ``./`` paths as in ``agent_command``."""
+        parts = server.command if server.url is None else server.start
+        command = _expand_command(parts, self.directory)
+        if port is None:
+            return command
+        return [part.replace(MCP_PORT, str(port)) for part in command]
 
     def fork_preload(self) -> tuple[str, ...] | None:
         """What the fork server preloads for this scenario; ``None``: start by spawning."""
@@ -475,3 +489,16 @@ def validate_scenario_name(name: str, *, where: str = "scenario name") -> str:
             "and '-', starting with a letter or digit"
         )
     return name
+
+
+def _expand_command(parts: Sequence[str], root: Path) -> list[str]:
+    """``parts`` with ``{python}`` the running interpreter, ``{scenario}`` ``root`` and an
+    argument starting with ``./`` or ``../`` made absolute against ``root``."""
+    directory = str(root.resolve())
+    command: list[str] = []
+    for part in parts:
+        part = part.replace("{python}", sys.executable).replace("{scenario}", directory)
+        if part.startswith(("./", "../")):
+            part = os.path.normpath(os.path.join(directory, part))
+        command.append(part)
+    return command

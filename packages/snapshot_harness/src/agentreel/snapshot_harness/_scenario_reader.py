@@ -14,7 +14,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from agentreel.llm_replay import ReplaySettings, ReplaySettingsError, value_kind
+from agentreel.llm_replay import (
+    PACE_NEEDS_PROXY,
+    ReplaySettings,
+    ReplaySettingsError,
+    value_kind,
+)
 from agentreel.mcp_replay import check_server_name
 from agentreel.session import (
     KeyMask,
@@ -31,6 +36,7 @@ from agentreel.snapshot_harness._scenario import (
     DEFAULT_TIMEOUT,
     DIRECTORY_CONFIG_FILE,
     MAX_TIMEOUT,
+    MCP_PORT,
     MCP_TOKEN,
     PROTOCOLS,
     SCENARIO_FILE,
@@ -132,7 +138,7 @@ _TOP_KEYS = {
     "fixture",
     "authenticate",
 }
-_MCP_SERVER_KEYS = {"name", "command", "args", "env", "url"}
+_MCP_SERVER_KEYS = {"name", "command", "args", "env", "url", "start"}
 _FIXTURE_KEYS = {"inputs"}
 _AUTHENTICATE_KEYS = {"method", "env"}
 _GOLDEN_MASK_KEYS = {"regex", "key", "token"}
@@ -320,10 +326,13 @@ def _replay(
         reader.check_keys(value, _REPLAY_KEYS, "replay.")
         given.update(value)
     try:
-        return ReplayConfig.from_mapping(given)
+        config = ReplayConfig.from_mapping(given)
     except ReplaySettingsError as error:
         table = ReplaySettings.specs()[error.setting].table
         raise reader.fail(f"{table}.{error.key}", error.problem) from None
+    if config.pace == "recorded" and not model.proxied:
+        raise reader.fail("replay.pace", f"'recorded' needs the proxy: {PACE_NEEDS_PROXY}")
+    return config
 
 
 def _timeout(reader: _Reader, value: object) -> float:
@@ -417,12 +426,28 @@ def _mcp_servers(reader: _Reader, value: object) -> tuple[McpServerConfig, ...]:
         env = item.get("env", {})
         if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
             raise reader.fail(f"{key}.env", "expected a table of strings")
+        start = item.get("start", [])
+        if not isinstance(start, list) or not all(isinstance(a, str) and a for a in start):
+            raise reader.fail(f"{key}.start", "expected an array of non-empty strings")
+        if start and url is None:
+            raise reader.fail(
+                f"{key}.start",
+                "`start` belongs to an HTTP server (`url`); a stdio server's "
+                "`command` is started by agentreel's shim",
+            )
+        if url is not None and (MCP_PORT in url) != any(MCP_PORT in a for a in start):
+            raise reader.fail(
+                f"{key}.url",
+                f"{MCP_PORT} is the port the harness takes for the server it starts: write it "
+                "in both `url` and `start`, or in neither",
+            )
         servers.append(
             McpServerConfig(
                 name=name,
                 command=(command, *args) if command is not None else (),
                 env=dict(env),
                 url=url,
+                start=tuple(start),
             )
         )
     return tuple(servers)

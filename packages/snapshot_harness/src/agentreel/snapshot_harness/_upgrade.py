@@ -4,15 +4,18 @@ format rewritten to the current one (SPEC 15), keylessly, without running any ag
 Per recording folder (a scenario, or a pytest fixture's ``recordings/<module>/<test>/``):
 
 - each session log's header gets the format stamp (``RECORDING_FORMAT``; its mask set stays
-  what it was: the digests were taken with those masks);
-- every request text a log or golden keeps whole (system prompts; a message's preview and
-  whole text where the current masks leave its digest valid) passes through the current
-  built-in masks (``agentreel.llm_proxy.Masks``), as a recording made today would hold it;
+  what it was: the digests were taken with those masks); what an earlier format never
+  kept (a tool's JSON before format 2, a message's before 3) stays absent, and replay
+  compares those parts by digest under the log's mask set;
+- every system prompt a log or golden keeps passes through the current built-in masks
+  (``agentreel.llm_proxy.Masks``), as a recording made today would hold it (replay masks
+  it again on both sides anyway);
 - ``wire.ndjson`` gets its stamp line.
 
-A message whose text the current masks change keeps a digest of the old masking, which
-cannot be recomputed from the recording: it is left as it is and named, with the re-record
-command. Lines nothing changes stay byte for byte; running it twice changes nothing the
+Messages (and tools kept as digests only) stay as they are, previews included: their
+digests were taken with the recording's mask set, which replay applies to the live
+request to compare them (``agentreel.llm_proxy.MASK_SETS``, SPEC 15) — nothing needs the
+text again. Lines nothing changes stay byte for byte; running it twice changes nothing the
 second time. Prints per file what changed.
 """
 
@@ -32,7 +35,6 @@ from agentreel.session import (
     RECORDING_FORMAT,
     SESSION_FILE_PATTERN,
     VERBATIM_FILE,
-    rerecord_command,
 )
 from agentreel.snapshot_harness._cli import (
     add_fixtures_option,
@@ -90,8 +92,6 @@ def _folders(fixtures: Path, names: Sequence[str]) -> list[Path]:
 class _Upgrade:
     def __init__(self, masks: Masks) -> None:
         self._masks = masks
-        self.stranded: list[str] = []
-        self.stranded_folders: set[str] = set()
 
     def log(self, path: Path, *, golden: bool) -> list[str]:
         """``path`` (a session log, or a golden one) upgraded in place; what changed."""
@@ -115,11 +115,11 @@ class _Upgrade:
     def _record(self, path: Path, record: dict[str, Any], *, golden: bool) -> list[str]:
         kind = record.get("type")
         if kind == "session":
-            if golden or "format" in record:
+            if golden or record.get("format") == RECORDING_FORMAT:
                 return []  # a golden holds no stamp; a stamped header is current
             record["format"] = RECORDING_FORMAT
-            record["masks"] = OLDEST_FORMAT
-            return [f"format stamp: format {RECORDING_FORMAT} (masks {OLDEST_FORMAT})"]
+            record["masks"] = masks = record.get("masks", OLDEST_FORMAT)
+            return [f"format stamp: format {RECORDING_FORMAT} (masks {masks})"]
         if kind != "request/header":
             return []
         data = record["data"]
@@ -128,17 +128,6 @@ class _Upgrade:
         if isinstance(system, str) and (masked := self._masks.text(system)) != system:
             data["system"] = masked
             changes.append(f"seq {record['seq']}: system prompt masked")
-        for position, message in enumerate(data.get("messages", [])):
-            texts = [message.get("preview"), message.get("text")]
-            if any(isinstance(t, str) and self._masks.text(t) != t for t in texts):
-                self.stranded_folders.add(
-                    path.parent.name if not golden else path.parent.parent.name
-                )
-                self.stranded.append(
-                    f"{path}: seq {record['seq']} messages[{position}]: its text changes under "
-                    "the current masks, but the recording keeps only the digest of its old "
-                    "masking"
-                )
         return changes
 
     def wire(self, path: Path) -> list[str]:
@@ -181,11 +170,5 @@ def main(argv: Sequence[str], out: TextIO) -> int:
             if changes:
                 changed += 1
                 print(f"{path}: {'; '.join(changes)}", file=out)
-    if upgrade.stranded:
-        print("\nCannot be upgraded without their text (replay may drift there):", file=out)
-        for line in upgrade.stranded:
-            print(f"  {line}", file=out)
-        commands = [rerecord_command(name) for name in sorted(upgrade.stranded_folders)]
-        print(f"Re-record: {'; '.join(commands)}", file=out)
     print(f"\n{changed} file(s) upgraded in {len(folders)} recording(s)", file=out)
-    return 1 if upgrade.stranded else 0
+    return 0

@@ -21,6 +21,8 @@ Hierarchy::
         ├── GoldenMismatchError         normalized output differs from the goldens (diffs)
         ├── SecretLeakError             record mode found a live key in what it would write
         ├── RecordSetupError            record mode cannot start (provider, stub server, ...)
+        ├── FaketimeError               a run on another day (faketime) cannot start:
+        │                               libfaketime missing, or no date given
         └── RecordError                 record refused the new recording; nothing written
             └── VolatileValuesError     its trial replays differ in values; the masks found
 
@@ -49,6 +51,7 @@ __all__ = [
     "AgentOutputError",
     "AgentTimeoutError",
     "AgentreelError",
+    "FaketimeError",
     "FixtureInventoryError",
     "GoldenMismatchError",
     "HarnessError",
@@ -192,6 +195,11 @@ class SecretLeakError(HarnessError):
 
 class RecordSetupError(HarnessError):
     """Record mode cannot start: unknown provider, missing rules file, no key, ..."""
+
+
+class FaketimeError(HarnessError):
+    """An agent cannot be run on another day: libfaketime is not installed (the message
+    names how to install it), or what was given is no date."""
 
 
 class RecordError(HarnessError):

@@ -1,0 +1,3 @@
+def alpha(values):
+    """Return the sum of the squares of values."""
+    return sum(v * v for v in values)

@@ -1,0 +1,55 @@
+"""Agents run on another day (SPEC 13): ``AGENTREEL_FAKETIME`` puts libfaketime, started at
+the given moment, into every agent's environment (``faketime_env``, the one owner that
+``nox -s interop -- --faketime`` and record's trial replays use)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import agentreel.snapshot_harness._faketime as faketime_module
+from agentreel.snapshot_harness import FAKETIME_ENV, FaketimeError, faketime_env
+from agentreel.snapshot_harness._environment import base_environment
+
+LIBRARY = Path("/opt/faketime/libfaketime.so.1")
+
+
+@pytest.fixture
+def installed(monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(faketime_module, "faketime_library", lambda: LIBRARY)
+    return LIBRARY
+
+
+def test_faketime_env_preloads_the_library_from_the_moment_given(installed: Path) -> None:
+    env = faketime_env("2026-12-31 23:59:59")
+    assert env["LD_PRELOAD"] == str(installed)
+    assert env["FAKETIME"] == "@2026-12-31 23:59:59"
+    # The monotonic clock stays real (timeouts keep their length); a child goes on from
+    # its parent's clock.
+    assert env["DONT_FAKE_MONOTONIC"] == "1"
+    assert env["FAKETIME_DONT_RESET"] == "1"
+    assert faketime_env("2028-02-29")["FAKETIME"] == "@2028-02-29 00:00:00"
+    assert faketime_env("2026-12-07", preload="/lib/other.so")["LD_PRELOAD"] == (
+        f"{installed}:/lib/other.so"
+    )
+
+
+def test_the_agents_environment_runs_on_the_day_the_harness_is_given(
+    installed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert "FAKETIME" not in base_environment(tmp_path)
+    monkeypatch.setenv(FAKETIME_ENV, "2027-01-01T00:00:05")
+    env = base_environment(tmp_path)
+    assert env["FAKETIME"] == "@2027-01-01 00:00:05"
+    assert env["LD_PRELOAD"] == str(installed)
+
+
+def test_no_date_and_no_library_each_say_what_to_do(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(FaketimeError, match=r"'next friday' is no date; give one as 2026-12-07"):
+        faketime_env("next friday")
+    monkeypatch.setattr(faketime_module, "faketime_library", lambda: None)
+    with pytest.raises(FaketimeError, match=r"not installed; install libfaketime: `apt-get"):
+        faketime_env("2026-12-07")
