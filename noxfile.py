@@ -771,10 +771,18 @@ def _check_workspace_metadata(session: nox.Session) -> None:
 
 
 FRAMEWORKS = ROOT / "interop" / "frameworks"
-# Frameworks whose own pins conflict with the workspace's, installed over it with the
-# workspace's range winning: strands-agents 1.62 pins mcp<2.2 (agentreel's MCP packages need
+# The real frameworks ``interop/frameworks/`` runs (issues 40, 42). Those whose own pins
+# conflict with the workspace's are installed over it with the workspace's range winning
+# (FRAMEWORK_OVERRIDES): strands-agents 1.62 pins mcp<2.2 (agentreel's MCP packages need
 # mcp>=2.3; strands runs its agents with it, and imports mcp only for MCP tools).
-FRAMEWORK_DEPS = ("strands-agents>=1.62,<2",)
+FRAMEWORK_DEPS = (
+    "strands-agents>=1.62,<2",
+    "llama-index-core>=0.14,<0.15",
+    "llama-index-llms-openai>=0.6,<0.7",
+    "autogen-agentchat>=0.7,<0.8",
+    "autogen-ext[openai]>=0.7,<0.8",
+    "crewai>=1.15,<2",
+)
 FRAMEWORK_OVERRIDES = ("mcp>=2.3,<3",)
 
 
@@ -782,8 +790,10 @@ FRAMEWORK_OVERRIDES = ("mcp>=2.3,<3",)
 def frameworks(session: nox.Session) -> None:
     """Real frameworks through the ``agentreel`` pytest fixture, offline (issue 42):
     ``interop/frameworks/`` (strands-agents on its default Bedrock model with two
-    agents-as-tools children). Not in ``tests``: a framework's pins may conflict with the
-    workspace's, so it is installed here with ``FRAMEWORK_OVERRIDES``."""
+    agents-as-tools children; llama-index ``AgentWorkflow`` handoff; autogen
+    ``reflect_on_tool_use``; crewai's hierarchical text protocol). Not in ``tests``: a
+    framework's pins may conflict with the workspace's, so it is installed here with
+    ``FRAMEWORK_OVERRIDES``."""
     _install_workspace(session)
     overrides = Path(session.create_tmp()) / "framework-overrides.txt"
     overrides.write_text("\n".join(FRAMEWORK_OVERRIDES) + "\n")
