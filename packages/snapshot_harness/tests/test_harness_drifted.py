@@ -10,6 +10,7 @@ recording must replay. Deleting a child's recording records just that child.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import shutil
@@ -17,11 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from agentreel.session import load_session_log
+from agentreel.session import MASKS_VERSION, RECORDING_FORMAT, load_session_log
 from agentreel.snapshot_harness import check_scenario, load_scenario
 from agentreel.snapshot_harness._cli import main as cli_main
 from agentreel.snapshot_harness._drifted import DriftedOutcome, record_drifted
 from agentreel.snapshot_harness._pending import accept, list_pending
+from agentreel.snapshot_harness._record_proof import TRIALS_ENV
 from agentreel.snapshot_harness.exceptions import RecordError
 
 pytestmark = pytest.mark.slow
@@ -336,9 +338,25 @@ def test_an_older_recording_is_upgraded_first_never_mixed(tmp_path: Path) -> Non
     directory = copy_tree(tmp_path / "fixtures")
     main = directory / "session.jsonl"
     head, rest = main.read_bytes().split(b"\n", 1)
-    main.write_bytes(head.replace(b',"format":2,"masks":2', b"") + b"\n" + rest)  # format 1
+    stamp = f',"format":{RECORDING_FORMAT},"masks":{MASKS_VERSION}'.encode()
+    assert stamp in head
+    main.write_bytes(head.replace(stamp, b"") + b"\n" + rest)  # no stamp: format 1
     with pytest.raises(RecordError, match="agentreel upgrade subagent-tree"):
         record_drifted(load_scenario(directory))
     assert (directory / "session.3.jsonl").read_bytes() == (
         DATA / TREE / "session.3.jsonl"
     ).read_bytes()
+
+
+def test_the_merged_recording_passes_records_trial_replays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `record` proves a recording by perturbed trial replays (issue 39); --drifted proves
+    # the merged whole the same way (the suite turns trials off by default).
+    monkeypatch.delenv(TRIALS_ENV)
+    directory = copy_tree(tmp_path / "fixtures")
+    (directory / "session.3.jsonl").unlink()
+    scenario = load_scenario(directory)
+    outcome = record_drifted(scenario, record=dataclasses.replace(scenario.record, trials=2))
+    assert outcome.trials == 2
+    assert outcome.written == ["session.3.jsonl"]

@@ -49,6 +49,7 @@ from agentreel.snapshot_harness._layout import (
 )
 from agentreel.snapshot_harness._pending import PendingGolden, review_hint, write_pending
 from agentreel.snapshot_harness._prices import load_prices
+from agentreel.snapshot_harness._record_trials import run_trials
 from agentreel.snapshot_harness._render import render_goldens
 from agentreel.snapshot_harness._result import RunResult
 from agentreel.snapshot_harness._runner import run_scenario
@@ -69,6 +70,8 @@ class DriftedOutcome:
     pending: list[PendingGolden]
     duration: float
     result: RunResult | None = field(default=None, repr=False)
+    trials: int = 0
+    """How many perturbed trial replays the merged recording passed (``[record] trials``)."""
 
     def progress(self, width: int) -> str:
         """The CLI's lines for it: the progress line, what was written, the summary and
@@ -140,7 +143,12 @@ def record_drifted(
         allow = scenario.record.allow_secrets
         new = [*merged.new_files, *(name for name in files if name not in merged.files)]
         scan_for_secrets({name: files[name] for name in new}, secrets, scenario.name, allow=allow)
-        goldens = _trial_replay(scenario, files, scratch / "trial")
+        trial, goldens = _trial_replay(scenario, files, scratch / "trial")
+        # The same trial replays `record` proves a whole recording with (issue 39), on
+        # the merged whole: a kept part and a live part that disagree fail here.
+        trials = run_trials(
+            scenario.name, trial, goldens, record or scenario.record, done="re-recorded"
+        )
         scan_for_secrets(
             {f"{GOLDEN_DIR}/{k}": v for k, v in goldens.items()},
             secrets,
@@ -160,7 +168,14 @@ def record_drifted(
         load_prices(scenario),
     )
     return DriftedOutcome(
-        scenario, summary, written, removed, pending, time.monotonic() - started, result
+        scenario,
+        summary,
+        written,
+        removed,
+        pending,
+        time.monotonic() - started,
+        result,
+        trials,
     )
 
 
@@ -231,8 +246,11 @@ def _recorded_logs(scenario: Scenario) -> list[RecordedLog]:
     return logs
 
 
-def _trial_replay(scenario: Scenario, files: dict[str, bytes], where: Path) -> dict[str, bytes]:
-    """The merged recording replayed keylessly from a scratch copy; its goldens."""
+def _trial_replay(
+    scenario: Scenario, files: dict[str, bytes], where: Path
+) -> tuple[Scenario, dict[str, bytes]]:
+    """The merged recording replayed keylessly from a scratch copy: that copy's scenario
+    and the goldens."""
     copy = where / scenario.name
     copy.mkdir(parents=True)
     for name in REPLAY_INPUTS:
@@ -254,7 +272,7 @@ def _trial_replay(scenario: Scenario, files: dict[str, bytes], where: Path) -> d
             f"replay, so nothing was written:\n{exc}\nRe-record it whole: "
             f"agentreel record {scenario.name}"
         ) from exc
-    return render_goldens(replayed)
+    return trial, render_goldens(replayed)
 
 
 def _write_changed(directory: Path, files: dict[str, bytes]) -> tuple[list[str], list[str]]:
