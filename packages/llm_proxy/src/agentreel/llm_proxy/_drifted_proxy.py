@@ -43,10 +43,10 @@ from agentreel.llm_replay import (
     read_drifted_report,
     read_report,
     usage_sum,
+    write_merged,
 )
 from agentreel.session import (
     MODELS_FILE,
-    RECORDING_FILE_PATTERN,
     VERBATIM_FILE,
     load_session_log,
 )
@@ -237,7 +237,7 @@ def _merge_into(
         files[MODELS_FILE] = (recorded_dir / MODELS_FILE).read_bytes()
     if check is not None:
         check({name: files[name] for name in [*merged.new_files, VERBATIM_FILE]})
-    drifted.written, drifted.removed = _write_changed(directory, files)
+    drifted.written, drifted.removed = write_merged(directory, files)
 
 
 def _logs(directory: Path) -> list[RecordedLog]:
@@ -276,23 +276,3 @@ def load_header_id(data: bytes) -> str:
     first = data.split(b"\n", 1)[0]
     header: dict[str, object] = msgspec.json.decode(first)
     return str(header["id"])
-
-
-def _write_changed(directory: Path, files: dict[str, bytes]) -> tuple[list[str], list[str]]:
-    written: list[str] = []
-    removed: list[str] = []
-    for path in sorted(directory.iterdir()):
-        name = path.name
-        stale = name not in files and name.startswith("session.")
-        if stale and path.is_file() and RECORDING_FILE_PATTERN.fullmatch(name):
-            path.unlink()
-            removed.append(name)
-    for name, data in files.items():
-        target = directory / name
-        if target.is_file() and target.read_bytes() == data:
-            continue
-        temporary = target.with_name(f".{name}.tmp")
-        temporary.write_bytes(data)
-        temporary.replace(target)
-        written.append(name)
-    return written, removed

@@ -31,6 +31,7 @@ from agentreel.llm_replay._merge import (
     Status,
     merge_drifted,
     usage_sum,
+    write_merged,
 )
 from agentreel.llm_replay._overrides import HangOverride, Override, ThrowOverride
 from agentreel.llm_replay._provider import (
@@ -141,5 +142,6 @@ __all__ = [
     "unheld_orders",
     "usage_sum",
     "value_kind",
+    "write_merged",
     "write_report",
 ]

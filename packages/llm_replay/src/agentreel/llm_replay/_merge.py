@@ -24,13 +24,19 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import msgspec
 
 from agentreel.llm_replay._drifted import DriftedReport
 from agentreel.llm_replay._report import ConsumptionReport
-from agentreel.session import SessionHeader, order_sessions, session_file_name
+from agentreel.session import (
+    RECORDING_FILE_PATTERN,
+    SessionHeader,
+    order_sessions,
+    session_file_name,
+)
 
 Status = Literal["kept", "re-recorded", "new", "dropped"]
 
@@ -212,6 +218,29 @@ def merge_drifted(
                 )
             )
     return Merged(files, fates, new_files, ids)
+
+
+def write_merged(directory: Path, files: Mapping[str, bytes]) -> tuple[list[str], list[str]]:
+    """Write a merged recording's ``files`` into ``directory``: each changed file replaced
+    whole (a temporary file renamed over it, so a crash leaves the old one), every session
+    log the merge no longer holds removed. Returns ``(written, removed)`` file names."""
+    written: list[str] = []
+    removed: list[str] = []
+    for path in sorted(directory.iterdir()):
+        name = path.name
+        stale = name not in files and name.startswith("session.")
+        if stale and path.is_file() and RECORDING_FILE_PATTERN.fullmatch(name):
+            path.unlink()
+            removed.append(name)
+    for name, data in files.items():
+        target = directory / name
+        if target.is_file() and target.read_bytes() == data:
+            continue
+        temporary = target.with_name(f".{name}.tmp")
+        temporary.write_bytes(data)
+        temporary.replace(target)
+        written.append(name)
+    return written, removed
 
 
 def _rename_ids(data: bytes, ids: Mapping[str, str]) -> bytes:

@@ -27,6 +27,7 @@ from agentreel.llm_replay import (
     RecordedLog,
     merge_drifted,
     read_drifted_report,
+    write_merged,
 )
 from agentreel.session import (
     RECORDING_FILE_PATTERN,
@@ -158,7 +159,7 @@ def record_drifted(
         )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    written, removed = _write_changed(scenario.directory, files)
+    written, removed = write_merged(scenario.directory, files)
     diffs = compare_goldens(scenario, goldens)
     pending = write_pending(scenario.directory, goldens, diffs) if diffs else []
     summary = DriftedSummary(
@@ -273,25 +274,3 @@ def _trial_replay(
             f"agentreel record {scenario.name}"
         ) from exc
     return trial, render_goldens(replayed)
-
-
-def _write_changed(directory: Path, files: dict[str, bytes]) -> tuple[list[str], list[str]]:
-    """Write the recording files whose bytes changed (a kept file is not touched) and
-    remove the recording files the merged recording no longer has."""
-    written: list[str] = []
-    removed: list[str] = []
-    for path in sorted(directory.iterdir()):
-        name = path.name
-        stale = name not in files and name.startswith("session.")
-        if stale and path.is_file() and RECORDING_FILE_PATTERN.fullmatch(name):
-            path.unlink()
-            removed.append(name)
-    for name, data in files.items():
-        target = directory / name
-        if target.is_file() and target.read_bytes() == data:
-            continue
-        temporary = target.with_name(f".{name}.tmp")
-        temporary.write_bytes(data)
-        temporary.replace(target)
-        written.append(name)
-    return written, removed
