@@ -430,3 +430,75 @@ async def test_bedrock_invoke_model_with_an_anthropic_payload_replays_alike(
     assert recorded[-1]["model"] == MODEL
     assert read_report(report).ok
     assert '"api":"bedrock-invoke"' in _written(fixture_dir)
+
+
+LISTED_RULES = f"""
+[[rule]]
+name = "listed"  # the model the stub lists (its rules' ``match.model``)
+match = {{ api = "bedrock", model = "{MODEL}", last_user = "never asked" }}
+text = "Unused."
+
+[[rule]]
+match = {{ api = "bedrock", last_user = "invoke" }}
+text = "Listed, then invoked."
+"""
+
+
+def _listings(endpoint: str) -> list[Any]:
+    """Bedrock's control-plane listings (ListInferenceProfiles, ListFoundationModels) by
+    boto3's ``bedrock`` client, then one InvokeModel: what boto3 parsed of each."""
+    with closing(
+        boto3.client(
+            "bedrock",
+            region_name="us-east-1",
+            endpoint_url=endpoint,
+            aws_access_key_id=KEY_ID,
+            aws_secret_access_key=SECRET,
+            config=Config(retries={"max_attempts": 1}),
+        )
+    ) as control:
+        profiles = control.list_inference_profiles(typeEquals="SYSTEM_DEFINED")
+        models = control.list_foundation_models()
+    body = {
+        "anthropic_version": "bedrock-2023-05-31",
+        "max_tokens": 100,
+        "messages": [{"role": "user", "content": "invoke"}],
+    }
+    with closing(_client(endpoint)) as client:
+        whole = json.loads(client.invoke_model(modelId=MODEL, body=json.dumps(body))["body"].read())
+    return [
+        profiles["inferenceProfileSummaries"],
+        models["modelSummaries"],
+        whole["content"],
+    ]
+
+
+@pytest.mark.asyncio
+async def test_bedrock_model_listings_are_recorded_and_replayed_as_recorded(
+    fixture_dir: Path, tmp_path: Path
+) -> None:
+    with StubServer.from_toml(LISTED_RULES) as stub:
+        direct = await asyncio.to_thread(_listings, stub.base_url)
+        async with start_proxy("record", upstream=stub.base_url, fixture=fixture_dir) as proxy:
+            recorded = await asyncio.to_thread(_listings, proxy.base_url)
+    assert recorded == direct
+    assert recorded[0][0]["inferenceProfileId"] == MODEL
+    assert recorded[1] == [{"modelId": MODEL, "modelName": MODEL}]
+    assert proxy.errors == []
+    assert proxy.warnings == []  # both listings spoken: nothing named at record
+    kept = json.loads((fixture_dir / "models.json").read_text())["listings"]
+    assert sorted(kept) == [
+        "bedrock-converse/inference-profiles:type=SYSTEM_DEFINED",  # boto3: ?type=
+        "bedrock-converse:",
+    ]
+    assert KEY_ID not in (fixture_dir / "models.json").read_text()
+    report = tmp_path / "report.json"
+    async with start_proxy("replay", fixture=fixture_dir, report=report) as proxy:
+        assert await asyncio.to_thread(_listings, proxy.base_url) == recorded
+    assert read_report(report).ok
+    # A recording without the listings kept lists its calls' models in each listing's shape.
+    (fixture_dir / "models.json").unlink()
+    async with start_proxy("replay", fixture=fixture_dir) as proxy:
+        profiles, models, _ = await asyncio.to_thread(_listings, proxy.base_url)
+    assert [profile["inferenceProfileId"] for profile in profiles] == [MODEL]
+    assert models == [{"modelId": MODEL, "modelName": MODEL}]

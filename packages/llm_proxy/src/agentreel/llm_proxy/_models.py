@@ -1,4 +1,6 @@
-"""``GET /v1/models`` as recorded: the upstream's listing, kept beside the session logs.
+"""``GET /v1/models`` as recorded: the upstream's listing, kept beside the session logs
+(and every API's own listing alike: ``/api/tags``, Bedrock's ``/foundation-models`` and
+``/inference-profiles``).
 
 Record mode passes the listing through (the client gets what the upstream sent, status
 included) and keeps it, per query string, in ``models.json`` — in the sessions root as it
@@ -68,10 +70,17 @@ GEMINI_LISTING = "gemini:"
 a client sending a Gemini key), kept apart from OpenAI's ``GET /v1/models``."""
 
 
+LISTING_SEPARATOR = "/"
+"""Between an API and the name of a listing other than its own in a listing's key:
+``bedrock-converse/inference-profiles:`` (``WirePath.listing``)."""
+
+
 def listing_key(route: Route, headers: Mapping[str, str], query: Mapping[str, str]) -> str:
     """Which recorded listing a ``GET .../models`` request asks for: its query string
     without a Gemini ``key=`` (never written), a Gemini listing's marked as such."""
     kept = without_key("&".join(f"{name}={value}" for name, value in query.items()))
+    if route.listing:
+        return f"{route.api}{LISTING_SEPARATOR}{route.listing}:{kept}"
     if route.api != "chat":
         return f"{route.api}:{kept}"
     gemini = GEMINI_KEY_HEADER in headers or "key" in query
@@ -85,15 +94,27 @@ def listing_for(
     recorded for that query, else the one recorded without a query, else the recorded
     calls' models (a Gemini listing: the Gemini calls' models, in Gemini's shape)."""
     prefix, separator, _ = key.partition(":")
+    name, _, listing = prefix.partition(LISTING_SEPARATOR)
     api: WireApiName = "chat"
-    if separator and prefix in WIRE_APIS:
-        api = prefix
-    found = listings.get(key) or listings.get(f"{api}:" if api != "chat" else "")
+    if separator and name in WIRE_APIS:
+        api = name
+    unqueried = f"{prefix}:" if api != "chat" else ""
+    found = listings.get(key) or listings.get(unqueried)
     if found is not None:
         return found
     # The models of the calls made in the listing's API family (Gemini's or Ollama's own
-    # listing shape; the OpenAI and Anthropic listings share one).
-    family = wire_api(api).models_body
+    # listing shape; the OpenAI and Anthropic listings share one), in the shape of the
+    # listing asked for (Bedrock's inference profiles: their own).
+    spec = wire_api(api)
+    family = spec.models_body
+    shape = next(
+        (
+            path.listing_body
+            for path in spec.paths
+            if listing and path.listing == listing and path.listing_body is not None
+        ),
+        family,
+    )
     models = sorted(
         {
             c.request.model
@@ -102,5 +123,5 @@ def listing_for(
             if c.request and wire_api(c.request.api or "chat").models_body is family
         }
     )
-    body = family(models)
+    body = shape(models)
     return ModelsListing(status=200, content_type="application/json", body=body.decode())

@@ -100,6 +100,8 @@ class Route:
     """The operation the path names (``streamGenerateContent``, ``converse-stream``)."""
     stream: bool = False
     """The path asks for a stream (else the body's ``stream`` tells)."""
+    listing: str = ""
+    """A models listing other than its API's own (``WirePath.listing``), else empty."""
 
 
 def match_route(method: str, path: str) -> Route | None:
@@ -119,6 +121,7 @@ def match_route(method: str, path: str) -> Route | None:
         model=found.model,
         method=found.method,
         stream=found.stream,
+        listing=found.path.listing,
     )
 
 

@@ -53,6 +53,8 @@ from agentreel.llm.wire import (
     anthropic_error_body,
     anthropic_stream_error_frame,
     bedrock_error_body,
+    bedrock_models_body,
+    bedrock_profiles_body,
     bedrock_stream_error_frame,
     count_tokens_body,
     gemini_chunk_body,
@@ -333,6 +335,14 @@ class _Handler(BaseHTTPRequestHandler):
             models = sorted({rule.match.model for rule in rules if rule.match.model})
             self._send_json(200, ollama_models_body(models))
             return
+        if path.endswith(("/foundation-models", "/inference-profiles")):  # Bedrock's
+            rules = self.server.stub.rules.rules
+            models = sorted({rule.match.model for rule in rules if rule.match.model})
+            profiles = path.endswith("/inference-profiles")
+            self._send_json(
+                200, (bedrock_profiles_body if profiles else bedrock_models_body)(models)
+            )
+            return
         if path.endswith("/models"):
             # The models its rules name (``match.model``), as a provider lists what it serves.
             rules = self.server.stub.rules.rules
@@ -346,7 +356,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(
             404,
             openai_error_body(
-                404, f"agentreel stub server: no endpoint GET {self.path!r}; GET /v1/models only"
+                404,
+                f"agentreel stub server: no endpoint GET {self.path!r}; GET /v1/models, /api/tags, "
+                "/foundation-models and /inference-profiles only",
             ),
         )
 

@@ -30,7 +30,9 @@ the in-process adapters would record it). The mappers are SDK-free (``_chat_mapp
   ``ollama_models_body`` (``/api/tags``), ``OllamaDecoder``.
 - AWS Bedrock Converse (``_bedrock``): ``converse-stream`` as AWS event-stream messages
   (``_eventstream``: prelude, headers, payload, both CRC32s), ``converse_chunk_frames``,
-  ``converse_chunk_body``, ``bedrock_error_body``, ``ConverseDecoder``.
+  ``converse_chunk_body``, ``bedrock_error_body``, ``bedrock_models_body`` and
+  ``bedrock_profiles_body`` (``GET /foundation-models``, ``/inference-profiles``),
+  ``ConverseDecoder``.
 - Embeddings (``_embeddings``): OpenAI ``/v1/embeddings``, Gemini ``:embedContent`` /
   ``:batchEmbedContents`` and Ollama ``/api/embed``; on the clouds' paths
   (``_cloud_embeddings``): Vertex AI ``:predict`` and Bedrock InvokeModel of a Titan or
@@ -56,6 +58,8 @@ from agentreel.llm.wire._api import PathKind, WireApiSpec, WirePath
 from agentreel.llm.wire._bedrock import (
     ConverseDecoder,
     bedrock_error_body,
+    bedrock_models_body,
+    bedrock_profiles_body,
     bedrock_stream_error_frame,
     converse_chunk_body,
     converse_chunk_frames,
@@ -184,6 +188,8 @@ __all__ = [
     "anthropic_error_body",
     "anthropic_stream_error_frame",
     "bedrock_error_body",
+    "bedrock_models_body",
+    "bedrock_profiles_body",
     "bedrock_stream_error_frame",
     "chat_chunk_body",
     "chat_chunk_frames",

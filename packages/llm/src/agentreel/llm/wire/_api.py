@@ -53,6 +53,11 @@ class WirePath:
     """The ``method`` values that ask for a stream; none: the body's ``stream`` tells."""
     quoted_model: bool = False
     """The model is forwarded upstream percent-encoded, as the client signed it (SigV4)."""
+    listing: str = ""
+    """A models listing (``kind="models"``) other than its API's own: its name, kept apart
+    in ``models.json`` (Bedrock's ``inference-profiles``); empty: the API's listing."""
+    listing_body: Callable[[Sequence[str]], bytes] | None = None
+    """That listing's answer naming the models given; None: the API's ``models_body``."""
 
 
 OPENAI_BASE = r"(?:/v1)?"

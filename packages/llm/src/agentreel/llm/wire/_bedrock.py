@@ -107,6 +107,41 @@ def bedrock_models_body(models: Sequence[str]) -> bytes:
     return json_bytes({"modelSummaries": [{"modelId": m, "modelName": m} for m in models]})
 
 
+def bedrock_profiles_body(models: Sequence[str]) -> bytes:
+    """A ``ListInferenceProfiles``-shaped listing (``GET /inference-profiles``) naming
+    ``models``, each a system-defined profile of itself."""
+    return json_bytes(
+        {
+            "inferenceProfileSummaries": [
+                {
+                    "inferenceProfileId": m,
+                    "inferenceProfileName": m,
+                    "inferenceProfileArn": f"arn:aws:bedrock:us-east-1::inference-profile/{m}",
+                    "models": [{"modelArn": f"arn:aws:bedrock:us-east-1::foundation-model/{m}"}],
+                    "status": "ACTIVE",
+                    "type": "SYSTEM_DEFINED",
+                }
+                for m in models
+            ]
+        }
+    )
+
+
+BEDROCK_LISTING_PATHS = (
+    WirePath("/foundation-models", "GET /foundation-models", "GET", kind="models"),
+    WirePath(
+        "/inference-profiles",
+        "GET /inference-profiles",
+        "GET",
+        kind="models",
+        listing="inference-profiles",
+        listing_body=bedrock_profiles_body,
+    ),
+)
+"""Bedrock's control-plane model listings (``ListFoundationModels``,
+``ListInferenceProfiles``), served as the Converse API's (the first Bedrock API listed)."""
+
+
 # -- request ---------------------------------------------------------------------------------
 
 
@@ -501,6 +536,7 @@ BEDROCK_CONVERSE_API = WireApiSpec(
             streaming_methods=("converse-stream",),
             quoted_model=True,
         ),
+        *BEDROCK_LISTING_PATHS,
     ),
 )
 """AWS Bedrock ``POST /model/<modelId>/converse-stream`` and ``/converse``."""
