@@ -37,7 +37,7 @@ DEFAULT_STUB_MODEL = "stub-model"
 DEFAULT_AGENT_MODULE = "agentreel.acp_agent"
 # How the harness talks to the agent: an ACP server over stdio, or a command run once per
 # prompt step (SPEC 14) with the prompt in its argv (``{prompt}``) or on stdin.
-PROTOCOLS = ("acp", "command")
+PROTOCOLS: tuple[Literal["acp", "command"], ...] = ("acp", "command")
 PROMPT_PLACEHOLDER = "{prompt}"
 # What the reference agent imports to serve a replay, without serving (its preload hook).
 DEFAULT_AGENT_PRELOAD = f"{DEFAULT_AGENT_MODULE}:preload"

@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
 from agentreel.llm_replay import (
     PACE_NEEDS_PROXY,
@@ -65,6 +66,8 @@ from agentreel.snapshot_harness._scenario import (
 )
 from agentreel.snapshot_harness.exceptions import ScenarioError, UnreadableFixtureError
 
+_Word = TypeVar("_Word", bound=str)
+
 
 class _Reader:
     """Typed access to a TOML table that reports unknown keys and bad values by path."""
@@ -107,6 +110,28 @@ class _Reader:
         if not isinstance(value, str):
             raise self.fail(f"{prefix}{key}", f"expected a string, got {_kind(value)}")
         return value
+
+    def choice(
+        self,
+        table: Mapping[str, object],
+        key: str,
+        default: _Word,
+        choices: Sequence[_Word],
+        *,
+        prefix: str = "",
+        meanings: str = "",
+    ) -> _Word:
+        """``table[key]`` (``default`` when absent), which must be one of ``choices``;
+        ``meanings`` (what each choice does) closes the message when it is not."""
+        value = table.get(key, default)
+        for choice in choices:
+            if value == choice:
+                return choice
+        raise self.fail(
+            f"{prefix}{key}",
+            f"{value!r} is not one of {', '.join(choices)}"
+            + (f" ({meanings})" if meanings else ""),
+        )
 
     def required_string(self, table: Mapping[str, object], key: str, prefix: str) -> str:
         value = self.string(table, key, prefix)
@@ -221,22 +246,23 @@ def load_scenario(directory: Path | str) -> Scenario:
     description = reader.string(data, "description", "") or ""
     timeout = _timeout(reader, data.get("timeout"))
     agent = _agent(reader, data.get("agent"))
-    shutdown = data.get("shutdown", "eof")
-    if shutdown not in SHUTDOWNS:
-        raise reader.fail(
-            "shutdown",
-            f"{shutdown!r} is not one of {', '.join(SHUTDOWNS)} (eof: close stdin and wait; "
-            "sigterm: also send SIGTERM, as ACP clients do)",
-        )
+    shutdown = reader.choice(
+        data,
+        "shutdown",
+        "eof",
+        SHUTDOWNS,
+        meanings="eof: close stdin and wait; sigterm: also send SIGTERM, as ACP clients do",
+    )
     env = _env(reader, data.get("env"))
     permissions = _permissions(reader, data.get("permissions"))
-    protocol = data.get("protocol", "acp")
-    if protocol not in PROTOCOLS:
-        raise reader.fail(
-            "protocol",
-            f"{protocol!r} is not one of {', '.join(PROTOCOLS)} (acp: an ACP server on stdio; "
-            "command: a command run once per prompt step, the prompt in argv or on stdin)",
-        )
+    protocol = reader.choice(
+        data,
+        "protocol",
+        "acp",
+        PROTOCOLS,
+        meanings="acp: an ACP server on stdio; command: a command run once per prompt step, "
+        "the prompt in argv or on stdin",
+    )
     if protocol == "command" and agent is None:
         raise reader.fail(
             "agent",
@@ -660,9 +686,7 @@ def _model(reader: _Reader, value: object, directory: Path) -> ModelConfig:
     if not isinstance(value, dict):
         raise reader.fail("model", f"expected a table, got {_kind(value)}")
     reader.check_keys(value, _MODEL_KEYS, "model.")
-    via = value.get("via", "provider")
-    if via not in VIAS:
-        raise reader.fail("model.via", f"{via!r} is not one of {', '.join(VIAS)}")
+    via = reader.choice(value, "via", "provider", VIAS, prefix="model.")
     if via == "provider":
         extra = sorted(set(value) - {"via"})
         if extra:
@@ -672,9 +696,7 @@ def _model(reader: _Reader, value: object, directory: Path) -> ModelConfig:
                 "variables (use [env] for anything else)",
             )
         return ModelConfig()
-    api = value.get("api", "openai")
-    if api not in WIRE_APIS:
-        raise reader.fail("model.api", f"{api!r} is not one of {', '.join(WIRE_APIS)}")
+    api = reader.choice(value, "api", "openai", WIRE_APIS, prefix="model.")
     base_url_env = _names(reader, value, "base_url_env") or DEFAULT_BASE_URL_ENV[api]
     key_env = _names(reader, value, "key_env") or DEFAULT_KEY_ENV[api]
     env_value = value.get("env", {})
