@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from agentreel.llm_proxy import RecordSettings
 from agentreel.llm_replay import Capture, ReplaySettings
 from agentreel.session import (
     PROXY_RECORDING_FILES,
@@ -151,9 +152,11 @@ class RecordConfig:
     model: str = DEFAULT_STUB_MODEL
     rules: Path | None = None
     base_url: str | None = None
-    allow_secrets: tuple[str, ...] = ()
-    """sha256 digests of values the secret scan lets into this scenario's recordings and
-    goldens (``[record] allow_secrets``): deliberate fake keys of a test of the scan."""
+    settings: RecordSettings = field(default_factory=RecordSettings)
+    """The record settings every way of recording shares (``agentreel.llm_proxy.
+    RecordSettings``, one key each in ``[record]``): ``allow_secrets``, the sha256 digests
+    of values the secret scan lets into this scenario's recordings and goldens (deliberate
+    fake keys of a test of the scan)."""
     prices: Path | None = None
     """The price table ``record --drifted`` reports money not spent by (``[record]
     prices``, relative to the scenario; ``_prices``); ``None``: the default file, if any."""

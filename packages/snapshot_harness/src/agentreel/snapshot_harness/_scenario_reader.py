@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
+from agentreel.llm_proxy import RecordSettings, RecordSettingsError
 from agentreel.llm_replay import (
     PACE_NEEDS_PROXY,
     ReplaySettings,
@@ -25,7 +26,6 @@ from agentreel.mcp_replay import check_server_name
 from agentreel.session import (
     KeyMask,
     Mask,
-    checked_allowlist,
     merge_kinds_checked,
     unordered_kinds_checked,
 )
@@ -183,11 +183,11 @@ _RECORD_KEYS = {
     "model",
     "rules",
     "base_url",
-    "allow_secrets",
     "prices",
     "strict",
     "trials",
     "retries",
+    *RecordSettings.names(),
 }
 _MODEL_KEYS = {
     "via",
@@ -652,9 +652,11 @@ def _record(reader: _Reader, value: object, directory: Path) -> RecordConfig:
     if not model:
         raise reader.fail("record.model", f"required for provider {provider!r}")
     try:
-        allow_secrets = checked_allowlist(value.get("allow_secrets", []))
-    except ValueError as error:
-        raise reader.fail("record.allow_secrets", str(error)) from None
+        settings = RecordSettings.from_mapping(
+            {name: value[name] for name in RecordSettings.names() if name in value}
+        )
+    except RecordSettingsError as error:
+        raise reader.fail(f"record.{error.setting}", error.problem) from None
     prices = reader.string(value, "prices", "record.")
     strict = value.get("strict", False)
     if not isinstance(strict, bool):
@@ -672,7 +674,7 @@ def _record(reader: _Reader, value: object, directory: Path) -> RecordConfig:
         model=model,
         rules=rules,
         base_url=base_url,
-        allow_secrets=allow_secrets,
+        settings=settings,
         prices=directory / prices if prices else None,
         strict=strict,
         trials=counts["trials"],
