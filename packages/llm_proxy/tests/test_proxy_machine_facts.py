@@ -417,7 +417,8 @@ TIME_TOKEN = re.compile("|".join(re.escape(token) for token in TIME_SPELLINGS))
 
 def _recorded_texts(fixture: Path) -> set[str]:
     """Every request text of a fixture's logs and goldens (system prompts, whole message
-    texts and previews, each tool's JSON where a log keeps it)."""
+    texts — read from a message's JSON where a log keeps that — and previews, each tool's
+    JSON where a log keeps it)."""
     texts: set[str] = set()
     for path in (*fixture.glob("session*.jsonl"), *fixture.glob("golden/session*.jsonl")):
         for header in _headers(path):
@@ -427,6 +428,8 @@ def _recorded_texts(fixture: Path) -> set[str]:
                 texts.add(message.preview)
                 if message.text is not None:
                     texts.add(message.text)
+                elif message.json is not None:
+                    texts.add(json_message_text(message.json))
     return texts
 
 
@@ -464,7 +467,7 @@ def test_the_masks_leave_prose_about_time_alone() -> None:
 def test_every_committed_recording_replays_on_any_day_in_any_zone(fixture: Path) -> None:
     masks = Masks(cwd="/work/somewhere/else")
     travelled = 0
-    months = 0
+    months = weekdays = 0
     for text in sorted(_recorded_texts(fixture)):
         assert masks.text(text) == text, f"{fixture.name}: the masks change a recorded text"
         if not TIME_TOKEN.search(text):
@@ -480,6 +483,7 @@ def test_every_committed_recording_replays_on_any_day_in_any_zone(fixture: Path)
 
             live = TIME_TOKEN.sub(spelled, text)
             months += "{{month}}" in text
+            weekdays += "day_of_week" in text and "{{weekday}}" in text
             assert masks.text(live) == text, (
                 f"{fixture.name} as written at {moment.isoformat()} reads differently:\n"
                 + _first_difference(masks.text(live), text)
@@ -490,6 +494,9 @@ def test_every_committed_recording_replays_on_any_day_in_any_zone(fixture: Path)
     # Claude Code 0.23.1 says the current month in its WebSearch tool's description.
     if fixture.name in {"claude-code-read", "claude-code-task", "claude-code-mcp-task"}:
         assert months > 0, f"{fixture}: no month found in Claude Code's WebSearch tool"
+    # mcp-server-time's convert_time answers with the weekday of the day it was called.
+    if fixture.name in {"claude-code-mcp-task", "gemini-cli-mcp-subagent"}:
+        assert weekdays > 0, f"{fixture}: no day_of_week found in the MCP time tool's result"
 
 
 def test_a_labelled_fact_in_a_decoded_body_is_masked_as_its_text_is() -> None:

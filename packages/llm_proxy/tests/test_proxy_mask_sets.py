@@ -16,7 +16,7 @@ RELEASED = {
     1: "b5cf001b77c28a51",
     2: "496e84adafd52c27",
     3: "ff1687eb5ea06075",
-    4: "f43a960a4618291e",
+    4: "f184c8c1e649e5b2",
 }
 
 
@@ -82,6 +82,12 @@ def test_set_4_masks_now_said_in_prose_and_set_3_leaves_it() -> None:
         # A whole date was already one; a weekday alone stays the weekday rule's.
         ("Today is Friday, December 4, 2026.", "Today is {{date}}."),
         ("Today is Friday.", "Today is {{weekday}}."),
+        # mcp-server-time's convert_time: the weekday of the date of the call.
+        (
+            '"datetime":"{{date}}","day_of_week":"Friday"',
+            '"datetime":"{{date}}","day_of_week":"{{weekday}}"',
+        ),
+        ('\\"day_of_week\\": \\"Sunday\\"', '\\"day_of_week\\": \\"{{weekday}}\\"'),
     ):
         assert Masks(version=4).text(said) == masked, said
         assert Masks(version=4).text(masked) == masked  # idempotent
@@ -90,6 +96,7 @@ def test_set_4_masks_now_said_in_prose_and_set_3_leaves_it() -> None:
         "In May we ship the 2026 roadmap; this month we plan.",
         "the year 2026 was long; released in December 2026",
         "freeze after Thursday, December 10",
+        "every weekday: Monday to Friday",
     ):
         assert Masks(version=4).text(prose) == prose
 

@@ -430,7 +430,8 @@ def _mask_set_3(not_cwd: str) -> tuple[tuple[str, str], ...]:
 # Qwen Code's WebSearch description "The current month is December 2026" (JavaScript's
 # ``toLocaleString("en-US", {month: "long", year: "numeric"})``, next to a knowledge cutoff
 # "August 2025" that is no machine fact and stays), a year said as the current one, and a
-# day said as today's without its year ("Today is Friday, December 4"). A whole date there
+# day said as today's without its year ("Today is Friday, December 4"), a weekday labelled
+# as the day of the week (``"day_of_week": "Friday"``). A whole date there
 # is already ``{{date}}`` (``_DATE_EXPRESSION``); the month with its year becomes
 # ``{{month}}``, a year ``{{year}}``, a day without a year ``{{date}}``. Only after these
 # words: a month, year or day elsewhere in prose stays text.
@@ -450,6 +451,14 @@ _NOW_IN_PROSE: tuple[tuple[str, str], ...] = (
         rf"{_NOW}(?:(?:the +)?(?:current|present) +month|this +month)(?: +is|:)|{_IT_IS_NOW})"
         rf" +){_MONTH}(?:,? +{_YEAR})?",
         r"\g<said>{{month}}",
+    ),
+    # A weekday labelled as the day of the week: the MCP reference server mcp-server-time's
+    # convert_time answers with the date of the call and its weekday ("datetime":
+    # "2026-12-04T12:00:00+00:00", "day_of_week": "Friday"), also inside a JSON string.
+    (
+        r"(?<![\w-])(?P<said>\\?[\"']?(?i:day[_ ]?of[_ ]?(?:the[_ ]?)?week)\\?[\"']?[ \t]*[:=]"
+        rf"[ \t]*\\?[\"']?){_WEEKDAY}",
+        r"\g<said>{{weekday}}",
     ),
     # "The current year is 2026", "It is now 2026".
     (

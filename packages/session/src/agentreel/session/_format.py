@@ -57,7 +57,8 @@ MASKS_HISTORY: dict[int, str] = {
     "today; UTC offsets",
     3: "an IANA zone name holding a UTC offset (Etc/GMT+12) masked whole, not as Etc/{{timezone}}",
     4: "now said in prose: 'The current month is December 2026' ({{month}}), a current year "
-    "({{year}}), today without its year ('Today is Friday, December 4': {{date}})",
+    "({{year}}), today without its year ('Today is Friday, December 4': {{date}}), a weekday "
+    'labelled as the day of the week (\'"day_of_week": "Friday"\': {{weekday}})',
 }
 
 
