@@ -226,6 +226,8 @@ class Binder:
                     )
                 if number is None and live.tools:
                     number = self._shared_identity_child(options, lanes)
+                if number is None and not anonymous:
+                    number = self._changed_side_lane(owner, caller, signature)
                 if number is None:
                     number = self._bound[key]
                     lane = next((held for held in lanes if held.number == number), None)
@@ -619,6 +621,42 @@ class Binder:
             raise error
         return None
 
+    def _changed_side_lane(
+        self, owner: Script, caller: _CallerLanes, signature: LaneSignature
+    ) -> int | None:
+        """A named caller's new request that starts no recorded lane, continues none of its
+        lanes and whose signature is no recorded lane's: the unclaimed side lane recorded
+        under its conversation that it is nearest to (most of model, system prompt, tools and
+        first message the same), when that lane is nearer than the conversation itself and
+        than every other side lane — a classifier call whose system prompt now names the user
+        is that classifier's lane changed, and its drift says so, not a drift of the
+        conversation's next call (claude-code-101-read's trial under another USER). None
+        when no side lane is nearer: the conversation's drift, as before."""
+        assert self._index is not None
+        held = next((lane for lane in caller.lanes if lane.number == owner.number), None)
+        # Nearer than the conversation, and half the signature at least.
+        floor = max(2, _alike_fields(held.signature, signature) + 1 if held else 0)
+        nearest: list[int] = []
+        best = 0
+        for script in self._scripts:
+            header = script.header
+            if (
+                self.bound_to[script.number] is not None
+                or header.parent_session != owner.header.id
+                or header.spawn_index is not None
+                or not self._proxied(script.number)
+            ):
+                continue
+            recorded = self._index.signature_of(script.number)
+            alike = _alike_fields(recorded, signature) if recorded is not None else 0
+            if alike < floor:
+                continue
+            if alike > best:
+                nearest, best = [script.number], alike
+            elif alike == best:
+                nearest.append(script.number)
+        return nearest[0] if len(nearest) == 1 else None
+
     def _cursor(self, number: int) -> int:
         return self._cursors[number] if number < len(self._cursors) else 0
 
@@ -875,3 +913,8 @@ def _header_first_user(header: RequestHeaderData, texts: Mapping[str, str]) -> s
     whole = first.text if first.text is not None else texts.get(first.digest, first.preview)
     text = whole.strip()
     return text or None
+
+
+def _alike_fields(one: LaneSignature, other: LaneSignature) -> int:
+    """How many of a lane signature's four fields two signatures share."""
+    return sum(1 for mine, theirs in zip(one, other, strict=True) if mine == theirs)
