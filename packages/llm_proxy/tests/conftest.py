@@ -298,6 +298,41 @@ def wire_round_trip(fixture_dir: Path, tmp_path: Path) -> WireRoundTrip:
     return round_trip
 
 
+CountingRules = Callable[[str, str, tuple[str, ...], tuple[str, str]], str]
+
+
+@pytest.fixture
+def counting_rules() -> CountingRules:
+    """``counting_rules(api, question, prompts, call_ids)``: the stub rules of the tree
+    ``children_round_trip`` records on ``api`` — a main agent asked ``question`` delegates
+    ``prompts`` to two ``task`` children (its tool calls ``call_ids``), each counting
+    subagent answers its count, then the main agent sums them."""
+
+    def rules(api: str, question: str, prompts: tuple[str, ...], call_ids: tuple[str, str]) -> str:
+        return f"""
+[[rule]]
+match = {{ api = "{api}", system_contains = "main agent", last_user = "{question}" }}
+tool_calls = [
+  {{ id = "{call_ids[0]}", name = "task", arguments = {{ prompt = "{prompts[0]}" }} }},
+  {{ id = "{call_ids[1]}", name = "task", arguments = {{ prompt = "{prompts[1]}" }} }},
+]
+
+[[rule]]
+match = {{ api = "{api}", system_contains = "counting subagent", last_user = "{prompts[0]}" }}
+text = "7 apples."
+
+[[rule]]
+match = {{ api = "{api}", system_contains = "counting subagent", last_user = "{prompts[1]}" }}
+text = "3 pears."
+
+[[rule]]
+match = {{ api = "{api}", system_contains = "main agent", last_tool_result_regex = "pears" }}
+text = "7 apples and 3 pears."
+"""
+
+    return rules
+
+
 Agent = Callable[..., Awaitable[str]]
 ChildrenRoundTrip = Callable[[str, Agent, str, tuple[str, ...]], Awaitable[ConsumptionReport]]
 
