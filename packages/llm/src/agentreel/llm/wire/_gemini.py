@@ -60,7 +60,7 @@ from agentreel.llm._messages import (
     ToolResultPart,
     ToolSpec,
 )
-from agentreel.llm._options import GenerateOptions
+from agentreel.llm._options import GenerateOptions, wire_turns
 from agentreel.llm.exceptions import StreamInterruptedError
 from agentreel.llm.wire._api import GEMINI_BASE, MODEL, WireApiSpec, WirePath, vertex_base
 from agentreel.llm.wire._common import UpstreamStreamError, stopped_with
@@ -327,22 +327,13 @@ def to_gemini_contents(options: GenerateOptions) -> tuple[str, list[dict[str, An
     reasoning part that only carries a signature goes back as the ``thoughtSignature`` of
     the function call after it (Gemini 3 requires it).
     """
-    system_parts = [options.system] if options.system else []
-    names: dict[str, str] = {}
-    wire: list[dict[str, Any]] = []
-    for message in options.messages:
-        if message.role == "system":
-            system_parts.append(message.text)
-            continue
-        role = "model" if message.role == "assistant" else "user"
-        parts = _message_parts(message, names)
-        if not parts:
-            continue
-        if wire and wire[-1]["role"] == role:
-            wire[-1]["parts"].extend(parts)
-        else:
-            wire.append({"role": role, "parts": parts})
-    return "\n\n".join(system_parts), wire
+    names: dict[str, str] = {}  # a call's name by id, for the result answering it
+    return wire_turns(
+        options,
+        lambda role: "model" if role == "assistant" else "user",
+        lambda message: _message_parts(message, names),
+        "parts",
+    )
 
 
 def _message_parts(message: Message, names: dict[str, str]) -> list[dict[str, Any]]:
