@@ -26,7 +26,7 @@ from agentreel.mcp_replay import (
     stdio_command,
 )
 from agentreel.mcp_replay._cli import main as cli_main
-from agentreel.session import Mask, rerecord_command
+from agentreel.session import KeyMask, Mask, rerecord_command, secret_sha256
 
 pytestmark = pytest.mark.slow
 
@@ -251,6 +251,57 @@ async def test_the_secret_scan_refuses_a_credential(tmp_path: Path) -> None:
     (failure,) = (tmp_path / "state").glob("failure-*.txt")
     assert "refusing to write a credential to mcp/echo.0.jsonl" in failure.read_text()
     assert "ghp_" not in (tmp_path / "mcp/echo.0.jsonl").read_text()
+
+
+@pytest.mark.asyncio
+async def test_the_scenarios_allowed_secret_is_written(tmp_path: Path) -> None:
+    """A deliberate fake key the scenario allows by its sha256 ([record] allow_secrets)
+    reaches the shim's scan too: written, and replayed."""
+    fake = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    allowed = (secret_sha256(fake),)
+    record = McpSettings("record", tmp_path, tmp_path / "s1", "mcp-demo", allow_secrets=allowed)
+
+    async def leak(settings: McpSettings, command: list[str]) -> str:
+        async with stdio_session(settings, command, "parent") as client:
+            return text_of(await client.call_tool("leak", {}))
+
+    assert await leak(record, SERVER_COMMAND) == fake
+    assert fake in (tmp_path / "mcp/echo.0.jsonl").read_text()
+    assert not list((tmp_path / "s1").glob("failure-*.txt"))
+    replay = McpSettings("replay", tmp_path, tmp_path / "s2", "mcp-demo")
+    assert await leak(replay, MISSING) == fake
+
+
+@pytest.mark.asyncio
+async def test_a_key_mask_writes_a_volatile_value_of_a_tool_result_as_its_token(
+    tmp_path: Path,
+) -> None:
+    """A key mask (``[[golden_masks]] key``) reaches both sides: each run's ``served_at``
+    in the server's answer is written as ``{{served-at}}`` (two records write the same
+    bytes), replay serves that, and an argument under the key compares masked."""
+    masks = (KeyMask.checked("served_at", "served-at"),)
+
+    async def stamp(settings: McpSettings, command: list[str], served_at: int) -> object:
+        async with stdio_session(settings, command, "parent") as client:
+            result = await client.call_tool("stamp", {"text": "hi", "served_at": served_at})
+            return result.structured_content
+
+    written = []
+    for run in ("one", "two"):
+        folder = tmp_path / run
+        record = McpSettings("record", folder, folder / "state", "mcp-demo", masks=masks)
+        live = await stamp(record, SERVER_COMMAND, served_at=len(run) * 100 + len(written))
+        assert isinstance(live, dict)
+        assert isinstance(live["served_at"], int)
+        written.append((folder / "mcp/echo.0.jsonl").read_text())
+    assert written[0] == written[1]
+    assert '"served_at":"{{served-at}}"' in written[0].split("tools/call")[-1]
+    assert str(live["served_at"]) not in written[1]
+
+    replay = McpSettings("replay", tmp_path / "one", tmp_path / "s3", "mcp-demo", masks=masks)
+    served = await stamp(replay, MISSING, served_at=7)
+    assert served == {"text": "hi", "served_at": "{{served-at}}"}
+    check_replayed(tmp_path / "one", replay.state, "mcp-demo")
 
 
 @pytest.mark.asyncio
