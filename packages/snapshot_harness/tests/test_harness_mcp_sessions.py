@@ -176,14 +176,27 @@ def test_a_load_whose_recording_is_gone_fails_naming_session_server_and_tool(
     assert len(message.splitlines()) <= 20
 
 
-def test_a_load_step_needs_the_agent_to_advertise_it(tmp_path: Path) -> None:
-    directory = scenario(tmp_path / "no-load", "Stamp hi", LOAD_AND_FORK)
-    toml = directory / "scenario.toml"
-    toml.write_text(toml.read_text().replace('AGENTREEL_LOAD_AND_FORK = "1"', 'X = "1"'))
+@pytest.mark.parametrize(
+    ("step", "capability"),
+    [
+        ("load_session", r"agentCapabilities\.loadSession"),
+        ("fork_session", r"agentCapabilities\.sessionCapabilities\.fork"),
+    ],
+)
+def test_a_load_or_fork_step_needs_the_agent_to_advertise_it(
+    tmp_path: Path, step: str, capability: str
+) -> None:
+    """The reference agent without ``--load-and-fork`` (its default) advertises neither:
+    the step fails naming the capability, before anything is sent."""
+    directory = tmp_path / "no-load"
+    directory.mkdir()
+    (directory / "scenario.toml").write_text(
+        'timeout = 60\n\n[[steps]]\ntype = "initialize"\n\n[[steps]]\ntype = "new_session"\n'
+        f'\n[[steps]]\ntype = "{step}"\n\n[record]\nprovider = "stub"\nmodel = "stub-model"\n'
+    )
+    (directory / "stub-rules.toml").write_text(RULES)
     with pytest.raises(
-        StepError,
-        match=r"step 4 \(load_session\).*does not advertise "
-        r"agentCapabilities\.loadSession.*--load-and-fork",
+        StepError, match=rf"step 3 \({step}\).*does not advertise {capability}.*--load-and-fork"
     ):
         check_scenario(directory, "record")
 
