@@ -12,6 +12,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp.client.session import ClientSession
@@ -281,12 +282,12 @@ async def test_a_key_mask_writes_a_volatile_value_of_a_tool_result_as_its_token(
     bytes), replay serves that, and an argument under the key compares masked."""
     masks = (KeyMask.checked("served_at", "served-at"),)
 
-    async def stamp(settings: McpSettings, command: list[str], served_at: int) -> object:
+    async def stamp(settings: McpSettings, command: list[str], served_at: int) -> Any:
         async with stdio_session(settings, command, "parent") as client:
             result = await client.call_tool("stamp", {"text": "hi", "served_at": served_at})
             return result.structured_content
 
-    written = []
+    written: list[str] = []
     for run in ("one", "two"):
         folder = tmp_path / run
         record = McpSettings("record", folder, folder / "state", "mcp-demo", masks=masks)

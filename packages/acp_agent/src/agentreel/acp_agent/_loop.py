@@ -263,6 +263,7 @@ class AgentSession:
         session = self._delegation.fork_for_client()  # closed with the runtime's sessions
         index = session.header.spawn_index or 0
         lineage = f"{self.lineage}/{index}"
+        mcp: McpClient | None
         if self.mcp is not None:
             mcp = self.mcp.child(index, mcp_servers or ())
         else:
