@@ -280,7 +280,8 @@ async def test_a_key_mask_writes_a_volatile_value_of_a_tool_result_as_its_token(
     """A key mask (``[[golden_masks]] key``) reaches both sides: each run's ``served_at``
     in the server's answer is written as ``{{served-at}}`` (two records write the same
     bytes), replay serves that, and an argument under the key compares masked."""
-    masks = (KeyMask.checked("served_at", "served-at"),)
+    # A key named like a header field renames nothing there: the header is agentreel's.
+    masks = (KeyMask.checked("served_at", "served-at"), KeyMask.checked("session", "s"))
 
     async def stamp(settings: McpSettings, command: list[str], served_at: int) -> Any:
         async with stdio_session(settings, command, "parent") as client:
@@ -298,6 +299,7 @@ async def test_a_key_mask_writes_a_volatile_value_of_a_tool_result_as_its_token(
     assert written[0] == written[1]
     assert '"served_at":"{{served-at}}"' in written[0].split("tools/call")[-1]
     assert str(live["served_at"]) not in written[1]
+    assert json.loads(written[0].splitlines()[0])["session"] == "parent"
 
     replay = McpSettings("replay", tmp_path / "one", tmp_path / "s3", "mcp-demo", masks=masks)
     served = await stamp(replay, MISSING, served_at=7)

@@ -127,7 +127,7 @@ class ConnectionRecorder:
         self.path = path
         self._file = os.fdopen(fd, "w", encoding="utf-8")
         header = {"mcp_recording": RECORDING_VERSION, "server": server, "session": session}
-        self._write(encode({**header, "transport": transport}))
+        self._write(encode({**header, "transport": transport}), header=True)
 
     def client(self, message: Message) -> None:
         self._write(encode({"from": "client", "message": message}))
@@ -138,8 +138,9 @@ class ConnectionRecorder:
     def close(self) -> None:
         self._file.close()
 
-    def _write(self, line: str, *, from_server: bool = False) -> None:
-        line = self._masking.apply(line, from_server=from_server)
+    def _write(self, line: str, *, from_server: bool = False, header: bool = False) -> None:
+        if not header:  # the header is ours: no mask may rename its server or session
+            line = self._masking.apply(line, from_server=from_server)
         hits = self._scan.scan(shown_path(self.path), line.encode())
         if hits:
             listing = "; ".join(hit.describe() for hit in hits)
