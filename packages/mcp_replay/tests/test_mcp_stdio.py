@@ -277,34 +277,44 @@ async def test_the_scenarios_allowed_secret_is_written(tmp_path: Path) -> None:
 async def test_a_key_mask_writes_a_volatile_value_of_a_tool_result_as_its_token(
     tmp_path: Path,
 ) -> None:
-    """A key mask (``[[golden_masks]] key``) reaches both sides: each run's ``served_at``
-    in the server's answer is written as ``{{served-at}}`` (two records write the same
-    bytes), replay serves that, and an argument under the key compares masked."""
+    """A key mask (``[[golden_masks]] key``) reaches both sides: each call's ``served_at``
+    in the server's answer is written as ``{{served-at}}`` (two calls that differ only
+    there write the same bytes), replay serves that, and an argument under the key
+    compares masked."""
     # A key named like a header field renames nothing there: the header is agentreel's.
     masks = (KeyMask.checked("served_at", "served-at"), KeyMask.checked("session", "s"))
 
-    async def stamp(settings: McpSettings, command: list[str], served_at: int) -> Any:
+    async def stamp(settings: McpSettings, command: list[str], served_at: list[int]) -> Any:
         async with stdio_session(settings, command, "parent") as client:
-            result = await client.call_tool("stamp", {"text": "hi", "served_at": served_at})
-            return result.structured_content
+            return [
+                (
+                    await client.call_tool("stamp", {"text": "hi", "served_at": at})
+                ).structured_content
+                for at in served_at
+            ]
 
-    written: list[str] = []
-    for run in ("one", "two"):
-        folder = tmp_path / run
-        record = McpSettings("record", folder, folder / "state", "mcp-demo", masks=masks)
-        live = await stamp(record, SERVER_COMMAND, served_at=len(run) * 100 + len(written))
-        assert isinstance(live, dict)
-        assert isinstance(live["served_at"], int)
-        written.append((folder / "mcp/echo.0.jsonl").read_text())
-    assert written[0] == written[1]
-    assert '"served_at":"{{served-at}}"' in written[0].split("tools/call")[-1]
-    assert str(live["served_at"]) not in written[1]
-    assert json.loads(written[0].splitlines()[0])["session"] == "parent"
+    record = McpSettings("record", tmp_path, tmp_path / "s1", "mcp-demo", masks=masks)
+    live = await stamp(record, SERVER_COMMAND, served_at=[100, 201])
+    assert live[0]["served_at"] != live[1]["served_at"]
+    lines = (tmp_path / "mcp/echo.0.jsonl").read_text().splitlines()
+    calls = [line for line in lines if '"stamp"' in line and '"tools/call"' in line]
+    answers = [line for line in lines if '"structuredContent"' in line]
+    assert len(calls) == len(answers) == 2
 
-    replay = McpSettings("replay", tmp_path / "one", tmp_path / "s3", "mcp-demo", masks=masks)
-    served = await stamp(replay, MISSING, served_at=7)
-    assert served == {"text": "hi", "served_at": "{{served-at}}"}
-    check_replayed(tmp_path / "one", replay.state, "mcp-demo")
+    def without_id(line: str) -> object:
+        record = json.loads(line)
+        record["message"].pop("id")
+        return record
+
+    assert without_id(calls[0]) == without_id(calls[1])  # both {{served-at}}
+    assert without_id(answers[0]) == without_id(answers[1])
+    assert '"served_at":"{{served-at}}"' in answers[0]
+    assert json.loads(lines[0])["session"] == "parent"
+
+    replay = McpSettings("replay", tmp_path, tmp_path / "s2", "mcp-demo", masks=masks)
+    served = await stamp(replay, MISSING, served_at=[7, 8])
+    assert served == [{"text": "hi", "served_at": "{{served-at}}"}] * 2
+    check_replayed(tmp_path, replay.state, "mcp-demo")
 
 
 @pytest.mark.asyncio
