@@ -29,14 +29,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-from agentreel.llm_proxy._settings import RecordSettings
-from agentreel.llm_proxy.exceptions import ProxyError, RecordSettingsError
+from agentreel.llm_proxy.exceptions import ProxyError
 from agentreel.llm_replay import (
     ReplayError,
     ReplaySettings,
     ReplaySettingsError,
 )
-from agentreel.session import RERECORD_COMMAND_ENV
+from agentreel.session import RERECORD_COMMAND_ENV, RecordSettings, RecordSettingsError
 
 _RECORD_EXAMPLE = """\
 example:
