@@ -31,9 +31,11 @@ from typing import Any, TextIO
 
 from agentreel.llm_proxy.exceptions import ProxyError
 from agentreel.llm_replay import (
+    DEFAULT_PRICES_FILE,
     ReplayError,
     ReplaySettings,
     ReplaySettingsError,
+    find_prices,
 )
 from agentreel.session import RERECORD_COMMAND_ENV
 
@@ -97,7 +99,16 @@ def _parser() -> argparse.ArgumentParser:
         "headers",
     )
     replay.add_argument(
-        "--upstream", help="with --record-drifted: the real provider or stub server URL"
+        "--upstream",
+        help="with --record-drifted: the real provider or stub server URL (its key: the "
+        "client's own auth header, never written)",
+    )
+    replay.add_argument(
+        "--prices",
+        type=Path,
+        metavar="FILE",
+        help="with --record-drifted: the price table the report counts the money not spent "
+        f"with (default: {DEFAULT_PRICES_FILE} in the fixture's folder or the one above)",
     )
     replay.add_argument(
         "--sessions-root", type=Path, help="also write the session logs of what was served"
@@ -267,8 +278,9 @@ async def _run(args: argparse.Namespace, settings: ReplaySettings, out: TextIO) 
     }
     if args.mode == "replay" and args.record_drifted:
         return await _run_drifted(args, out, stop, settings)
-    if args.mode == "replay" and args.upstream:
-        print("agentreel proxy: --upstream in replay needs --record-drifted", file=sys.stderr)
+    if args.mode == "replay" and (args.upstream or args.prices):
+        given = "--upstream" if args.upstream else "--prices"
+        print(f"agentreel proxy: {given} in replay needs --record-drifted", file=sys.stderr)
         return 2
     if args.mode == "record":
         context = start_proxy(
@@ -350,6 +362,8 @@ async def _run_drifted(
             file=sys.stderr,
         )
         return 2
+    # Read before serving: a price table that cannot be read stops the run at once.
+    prices = find_prices(args.prices, [args.fixture, args.fixture.parent])
     context = start_drifted_proxy(
         fixture=args.fixture,
         upstream=args.upstream,
@@ -376,7 +390,7 @@ async def _run_drifted(
     if drifted.errors:
         print(f"agentreel proxy: nothing was written to {args.fixture}", file=sys.stderr)
         return 1
-    print(drifted.report(), file=out)
+    print(drifted.report(prices), file=out)
     changed = [*drifted.written, *(f"removed {name}" for name in drifted.removed)]
     print(f"wrote {', '.join(changed) if changed else 'nothing (nothing drifted)'}", file=out)
     return 0

@@ -49,6 +49,13 @@ from agentreel.llm_replay._report import (
     read_report,
     write_report,
 )
+from agentreel.llm_replay._savings import (
+    DEFAULT_PRICES_FILE,
+    DriftedSummary,
+    Prices,
+    find_prices,
+    read_prices,
+)
 from agentreel.llm_replay._schedule import CallGates, ScheduleDivergence, unheld_orders
 from agentreel.llm_replay._settings import (
     DEFAULT_SCHEDULE_TIMEOUT,
@@ -66,6 +73,7 @@ from agentreel.llm_replay.exceptions import (
     FixtureError,
     IncompleteCallError,
     OverrideError,
+    PriceTableError,
     ReplayError,
     ReplaySettingsError,
     RequestDriftError,
@@ -81,6 +89,7 @@ from agentreel.session import OVERRIDE_FILE, session_file_name
 
 __all__ = [
     "ANONYMOUS",
+    "DEFAULT_PRICES_FILE",
     "DEFAULT_SCHEDULE_TIMEOUT",
     "DIVERGENCE_MODES",
     "DRIFTED_REPORT_FORMAT",
@@ -99,6 +108,7 @@ __all__ = [
     "DriftTolerantReplayProvider",
     "DriftedProvider",
     "DriftedReport",
+    "DriftedSummary",
     "FixtureError",
     "HangOverride",
     "IncompleteCallError",
@@ -109,6 +119,8 @@ __all__ = [
     "Override",
     "OverrideError",
     "PartialLanes",
+    "PriceTableError",
+    "Prices",
     "RecordedCall",
     "RecordedLog",
     "RecordedStream",
@@ -134,9 +146,11 @@ __all__ = [
     "UnrecordedSessionError",
     "create_drifted_provider",
     "create_replay_provider",
+    "find_prices",
     "load_recording",
     "merge_drifted",
     "read_drifted_report",
+    "read_prices",
     "read_report",
     "session_file_name",
     "unheld_orders",

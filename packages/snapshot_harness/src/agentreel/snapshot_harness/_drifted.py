@@ -22,6 +22,7 @@ from pathlib import Path
 
 from agentreel.llm_replay import (
     DriftedReport,
+    DriftedSummary,
     LiveLog,
     Merged,
     RecordedLog,
@@ -41,7 +42,6 @@ from agentreel.snapshot_harness import _environment as envvars
 from agentreel.snapshot_harness._backend import DRIFTED_REPORT_NAME
 from agentreel.snapshot_harness._consumption import verify_consumption
 from agentreel.snapshot_harness._diff import compare_goldens
-from agentreel.snapshot_harness._drifted_report import DriftedSummary
 from agentreel.snapshot_harness._layout import (
     GOLDEN_DIR,
     REPLAY_INPUTS,
