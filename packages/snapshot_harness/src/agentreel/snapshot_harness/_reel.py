@@ -611,7 +611,9 @@ class OpenReel:
 
         drifted = DriftedProxy(self.reel._run, self.drifted_replay, reel_plan.directory)
         try:
-            merge_drifted_run(drifted, self.staging, reel_plan.cwd, check=scan)
+            # A refusal names this test's drifted record command, not a scenario's.
+            with _rerecord_hint(record_command("{scenario}", "drifted")):
+                merge_drifted_run(drifted, self.staging, reel_plan.cwd, check=scan)
         except SecretLeakError as exc:
             return str(exc)
         if drifted.errors:
