@@ -40,6 +40,7 @@ from agentreel.llm_proxy import DriftedProxy, start_drifted_proxy, start_proxy
 from agentreel.llm_proxy._cli import main as proxy_main
 from agentreel.llm_replay import DEFAULT_PRICES_FILE, read_report
 from agentreel.session import VERBATIM_FILE, load_session_log
+from agentreel.session.testing import fake_credentials
 
 PROGRAM = Path(__file__).with_name("programs") / "drifted_tree.py"
 KEY = "sk-proj-drifted0key0from0the0environment0x9Q2"
@@ -195,16 +196,32 @@ def test_a_changed_grandchild_re_records_up_the_chain_through_the_proxy(
     replays(fixture, "inland", tmp_path)
 
 
+@pytest.mark.parametrize(
+    "deleted",
+    [
+        "session.3.jsonl",  # the hotel, the last file
+        "session.2.jsonl",  # the weather: its file leaves a gap in the numbering
+    ],
+)
 def test_a_deleted_child_is_recorded_alone_through_the_proxy(
-    recorded: Path, stub: StubServer, tmp_path: Path
+    recorded: Path, stub: StubServer, tmp_path: Path, deleted: str
 ) -> None:
     fixture = copy(recorded, tmp_path)
-    (fixture / "session.3.jsonl").unlink()
+    (fixture / deleted).unlink()
     drifted, _, upstream = drifted_run(fixture, stub, "coast")
-    assert fates(drifted) == HOTEL_NEW
+    expected = dict.fromkeys(CHAIN, ("kept", None)) | {deleted: ("new", 1)}
+    assert fates(drifted) == expected
+    assert drifted.merged is not None
+    kept = [fate.recorded_file for fate in drifted.merged.fates if fate.status == "kept"]
+    assert kept == [name for name in CHAIN if name != deleted]  # named as the fixture has them
     assert upstream == drifted.upstream_calls == 1
-    for name in ("session.jsonl", "session.1.jsonl", "session.2.jsonl"):
-        assert (fixture / name).read_bytes() == (recorded / name).read_bytes()
+    assert drifted.written == [deleted, VERBATIM_FILE]
+    for name in CHAIN:
+        if name != deleted:
+            assert (fixture / name).read_bytes() == (recorded / name).read_bytes()
+    new = load_session_log(fixture / deleted).header
+    old = load_session_log(recorded / deleted).header
+    assert (new.parent_session, new.spawn_index) == (old.parent_session, old.spawn_index)
     replays(fixture, "coast", tmp_path)
 
 
@@ -237,6 +254,27 @@ def test_headerless_conversations_are_told_apart_so_only_the_drifted_ones_go_liv
     )
     assert_hotel_kept(fixture, recorded_headerless)
     replays(fixture, "inland", tmp_path, headers=False)
+
+
+def test_a_credential_in_what_is_re_recorded_is_refused_and_nothing_written(
+    recorded: Path, tmp_path: Path
+) -> None:
+    # The changed weather agent's live answer holds a key of a known shape: the record
+    # run's scan over what is new refuses its lane, so the merge writes nothing.
+    leaked = fake_credentials()["anthropic"]
+    rules = tmp_path / "leaky.toml"
+    rules.write_text(tree.RULES.read_text().replace('text = "rainy"', f'text = "rainy {leaked}"'))
+    fixture = copy(recorded, tmp_path)
+    before = {path.name: path.read_bytes() for path in fixture.iterdir()}
+    with StubServer(rules) as leaky:
+        drifted, _, upstream = drifted_run(fixture, leaky, "inland")
+    assert upstream == 3
+    assert drifted.merged is None
+    assert drifted.written == []
+    refusals = [error for error in drifted.errors if "refused to record a credential" in error]
+    assert refusals, drifted.errors
+    assert leaked not in "".join(drifted.errors)
+    assert {path.name: path.read_bytes() for path in fixture.iterdir()} == before
 
 
 class KeyedUpstream(http.server.ThreadingHTTPServer):

@@ -279,23 +279,23 @@ def test_a_proxied_scenario_records_a_deleted_child_alone(
     proxied_tree: Path, tmp_path: Path
 ) -> None:
     directory, committed = proxied_copy(proxied_tree, tmp_path)
-    (directory / "session.3.jsonl").unlink()  # the hotel
+    (directory / "session.2.jsonl").unlink()  # the weather: a gap in the numbering
 
     outcome = record_drifted(load_scenario(directory))
     assert fates(outcome) == {
         "session.jsonl": ("kept", None),
         "session.1.jsonl": ("kept", None),
-        "session.2.jsonl": ("kept", None),
-        "session.3.jsonl": ("new", 1),
+        "session.2.jsonl": ("new", 1),
+        "session.3.jsonl": ("kept", None),
     }
     assert outcome.summary.upstream_calls == 1
-    assert outcome.written == ["session.3.jsonl", "wire.ndjson"]
-    for name in ("session.jsonl", "session.1.jsonl", "session.2.jsonl"):
+    assert outcome.written == ["session.2.jsonl", "wire.ndjson"]
+    for name in ("session.jsonl", "session.1.jsonl", "session.3.jsonl"):
         assert (directory / name).read_bytes() == committed[name]
-    hotel = load_session_log(directory / "session.3.jsonl").header
-    assert (hotel.parent_session, hotel.spawn_index) == (
-        load_session_log(directory / "session.jsonl").header.id,
-        1,
+    weather = load_session_log(directory / "session.2.jsonl").header
+    assert (weather.parent_session, weather.spawn_index) == (
+        load_session_log(directory / "session.1.jsonl").header.id,
+        0,
     )
     assert outcome.pending == []  # the same answers: no golden changed
     check_scenario(directory, "replay")

@@ -8,8 +8,8 @@ grandchild's prompt) changes and the test runs with ``--agentreel-record=drifted
 secret in a re-recorded call is refused and nothing written; without it, weather, route
 from the call carrying its new answer and main from the call carrying that are
 re-recorded, the hotel's files stay byte for byte, the run says so at its end, and the
-recording replays. Deleting the hotel's recording and running drifted again records just
-the hotel.
+recording replays. Deleting a child's recording — the hotel's, or the weather's, which
+leaves a gap in the numbering — and running drifted again records just that child.
 """
 
 from __future__ import annotations
@@ -56,7 +56,6 @@ prompt = 3.0
 completion = 15.0
 """
 WAYS = ("test_trip[thread]", "test_trip[process]")
-KEPT = ("session.jsonl", "session.1.jsonl", "session.2.jsonl")
 
 
 @pytest.fixture
@@ -139,19 +138,23 @@ def test_the_fixture_re_records_only_what_drifted(
         assert after[folder]["session.2.jsonl"] != before[folder]["session.2.jsonl"]
     run(pytester).assert_outcomes(passed=2)  # the merged recordings replay
 
-    for folder in folders:
-        (folder / "session.3.jsonl").unlink()
+    # One way loses its hotel (the last file), the other its weather (a gap in the
+    # numbering): each is recorded alone, with its lineage.
+    deleted = {folders[0]: ("session.3.jsonl", "session.jsonl", 1)}
+    deleted[folders[1]] = ("session.2.jsonl", "session.1.jsonl", 0)
+    for folder, (name, _, _) in deleted.items():
+        (folder / name).unlink()
     again = run(pytester, "--agentreel-record=drifted")
     again.assert_outcomes(passed=2)
-    new_hotel = ["*3 kept, 0 re-recorded, 1 new, 0 dropped*", "*calls: 5 replayed, 1 to*"]
-    again.stdout.fnmatch_lines([*new_hotel, *new_hotel])
-    for folder in folders:
+    alone = ["*3 kept, 0 re-recorded, 1 new, 0 dropped*", "*calls: 5 replayed, 1 to*"]
+    again.stdout.fnmatch_lines([*alone, *alone])
+    for folder, (name, parent, index) in deleted.items():
         now = files(folder)
-        for name in KEPT:
-            assert now[name] == after[folder][name], (folder.name, name)
-        # The new hotel is recorded with its lineage: the kept main session's child 1.
-        hotel = header(now["session.3.jsonl"])
-        assert (hotel["parent_session"], hotel["spawn_index"]) == (
-            header(now["session.jsonl"])["id"],
-            1,
+        for kept in ("session.jsonl", "session.1.jsonl", "session.2.jsonl", "session.3.jsonl"):
+            if kept != name:
+                assert now[kept] == after[folder][kept], (folder.name, kept)
+        child = header(now[name])
+        assert (child["parent_session"], child["spawn_index"]) == (
+            header(now[parent])["id"],
+            index,
         )

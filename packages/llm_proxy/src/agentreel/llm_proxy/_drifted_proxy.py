@@ -44,9 +44,12 @@ from agentreel.llm_replay import (
     RecordedLog,
     ReplaySettings,
     SessionFate,
+    gap_names,
+    gapless_copy,
     merge_drifted,
     read_drifted_report,
     read_report,
+    with_recorded_names,
     write_merged,
 )
 from agentreel.session import (
@@ -137,11 +140,14 @@ def drifted_replay_settings(
 ) -> ProxySettings:
     """The replay run of a drifted recording: its report and drifted report in
     ``staging``, the drifted callers forwarded to ``upstream``. ``replay``'s drift is
-    checked whatever it says: a drift is what sends a caller live."""
+    checked whatever it says: a drift is what sends a caller live. A fixture whose
+    numbering has a gap (a deleted session's file) is replayed from a copy in ``staging``
+    numbered without it (``gapless_copy``); the merge writes into ``fixture``."""
     given = replay or ReplaySettings()
     return ProxySettings(
         mode="replay",
-        fixture=fixture,
+        # Named as the fixture: what replay's messages call it.
+        fixture=gapless_copy(fixture, staging / REPLAYED_DIR / fixture.name),
         report=staging / REPLAY_REPORT,
         replay=given.with_values({"drift": "error", "drift_dir": staging / "drift"}),
         live_upstream=upstream,
@@ -169,6 +175,7 @@ def drifted_record_settings(
 REPLAY_REPORT = "replay-report.json"
 DRIFTED_REPORT = "drifted.json"
 RECORDED_DIR = "recorded"
+REPLAYED_DIR = "replayed"  # a fixture with a numbering gap, renumbered
 
 
 def merge_drifted_run(
@@ -227,9 +234,12 @@ def _merge_into(
             for c in live_report.live
         ],
     )
-    recorded = _logs(directory)
+    # The logs as the replay run read them: renumbered when the fixture has a gap.
+    replayed = staging / REPLAYED_DIR / directory.name
+    recorded = _logs(replayed if replayed.is_dir() else directory)
     live = [LiveLog(log.header, log.data) for log in _logs(recorded_dir)]
     merged = merge_drifted(recorded, live, consumption, live_report)
+    merged = with_recorded_names(merged, gap_names(directory))
     drifted.merged = merged
     answers = _merged_answers(directory, recorded_dir, merged, cwd)
     files = dict(merged.files)

@@ -29,8 +29,11 @@ from agentreel.llm_replay._merge import (
     RecordedLog,
     SessionFate,
     Status,
+    gap_names,
+    gapless_copy,
     merge_drifted,
     usage_sum,
+    with_recorded_names,
     write_merged,
 )
 from agentreel.llm_replay._overrides import HangOverride, Override, ThrowOverride
@@ -147,6 +150,8 @@ __all__ = [
     "create_drifted_provider",
     "create_replay_provider",
     "find_prices",
+    "gap_names",
+    "gapless_copy",
     "load_recording",
     "merge_drifted",
     "read_drifted_report",
@@ -156,6 +161,7 @@ __all__ = [
     "unheld_orders",
     "usage_sum",
     "value_kind",
+    "with_recorded_names",
     "write_merged",
     "write_report",
 ]
