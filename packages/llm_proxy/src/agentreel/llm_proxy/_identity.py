@@ -20,7 +20,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentreel.llm import IDENTITY_HEADERS, PARENT_HEADER, SESSION_HEADER, SPAWN_INDEX_HEADER
+from agentreel.llm import (
+    IDENTITY_HEADERS,
+    PARENT_HEADER,
+    SESSION_HEADER,
+    SPAWN_INDEX_HEADER,
+    caller_headers,
+)
 from agentreel.llm_proxy.exceptions import RequestError
 
 __all__ = [
@@ -64,15 +70,9 @@ def identity_headers(identity: Identity, lane: str | None = None) -> dict[str, s
     """``identity`` as the explicit headers (what a proxy in front of another proxy sends
     on: ``--record-drifted``'s record run before its replay run); for a caller without
     identity, ``lane`` (the session recording its conversation) as ``LANE_HEADER``."""
-    headers: dict[str, str] = {}
+    headers = caller_headers(identity.session, identity.parent, identity.spawn_index)
     if identity.session is None and lane is not None:
         headers[LANE_HEADER] = lane
-    if identity.session is not None:
-        headers[SESSION_HEADER] = identity.session
-    if identity.parent is not None:
-        headers[PARENT_HEADER] = identity.parent
-    if identity.spawn_index is not None:
-        headers[SPAWN_INDEX_HEADER] = str(identity.spawn_index)
     return headers
 
 
