@@ -76,11 +76,13 @@ def load_tree() -> ModuleType:
 tree = load_tree()
 
 
-async def run_tree(base_url: str, weather: str, *, headers: bool) -> str:
+async def run_tree(base_url: str, weather: str, *, headers: bool, route: str = "plan") -> str:
     """The tree in a thread of this process (its children in threads of their own)."""
     client = openai.OpenAI(base_url=f"{base_url}/v1", api_key="sk-drifted-0123456789")
     try:
-        answer: str = await asyncio.to_thread(tree.run, client, weather, headers=headers)
+        answer: str = await asyncio.to_thread(
+            tree.run, client, weather, headers=headers, route=route
+        )
     finally:
         client.close()
     return answer
@@ -126,24 +128,29 @@ def copy(recorded: Path, tmp_path: Path) -> Path:
     return fixture
 
 
-def drifted_run(fixture: Path, stub: StubServer, weather: str) -> tuple[DriftedProxy, str, int]:
+def drifted_run(
+    fixture: Path, stub: StubServer, weather: str, route: str = "plan"
+) -> tuple[DriftedProxy, str, int]:
     before = len(stub.requests)
 
     async def run() -> tuple[DriftedProxy, str]:
         async with start_drifted_proxy(fixture=fixture, upstream=stub.base_url) as drifted:
-            answer = await run_tree(drifted.run.base_url, weather, headers=True)
+            answer = await run_tree(drifted.run.base_url, weather, headers=True, route=route)
         return drifted, answer
 
     drifted, answer = asyncio.run(run())
     return drifted, answer, len(stub.requests) - before
 
 
-def replays(fixture: Path, weather: str, tmp_path: Path, *, headers: bool = True) -> None:
+def replays(
+    fixture: Path, weather: str, tmp_path: Path, *, headers: bool = True, route: str = "plan"
+) -> None:
     report = tmp_path / "report.json"
 
     async def run() -> None:
         async with start_proxy("replay", fixture=fixture, report=report) as proxy:
-            assert await run_tree(proxy.base_url, weather, headers=headers) == tree.ANSWER[weather]
+            answer = await run_tree(proxy.base_url, weather, headers=headers, route=route)
+            assert answer == tree.ANSWER[weather]
 
     asyncio.run(run())
     loaded = read_report(report)
@@ -194,6 +201,64 @@ def test_a_changed_grandchild_re_records_up_the_chain_through_the_proxy(
     assert "session.3.jsonl" not in drifted.written
     assert "1 kept, 3 re-recorded, 0 new, 0 dropped" in drifted.report()
     replays(fixture, "inland", tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("route", "expected", "calls"),
+    [
+        # The route agent asks no weather agent any more: weather is dropped, and main,
+        # handed the same route answer, is kept (the hotel's file moves up one).
+        (
+            "direct",
+            {
+                "session.jsonl": ("kept", None),
+                "session.1.jsonl": ("re-recorded", 1),
+                "session.2.jsonl": ("kept", None),  # the hotel, was session.3.jsonl
+                "(session.2.jsonl)": ("dropped", None),  # the weather
+            },
+            1,
+        ),
+        # It asks two: the first asks what it asked before and is replayed, the second is
+        # a new child of the live route call, recorded with its lineage.
+        (
+            "twice",
+            {
+                "session.jsonl": ("kept", None),
+                "session.1.jsonl": ("re-recorded", 1),
+                "session.2.jsonl": ("kept", None),
+                "session.3.jsonl": ("new", 1),
+                "session.4.jsonl": ("kept", None),  # the hotel, was session.3.jsonl
+            },
+            3,
+        ),
+    ],
+)
+def test_a_changed_child_drops_the_children_it_no_longer_asks_and_records_new_ones(
+    recorded: Path,
+    stub: StubServer,
+    tmp_path: Path,
+    route: str,
+    expected: dict[str, tuple[str, int | None]],
+    calls: int,
+) -> None:
+    fixture = copy(recorded, tmp_path)
+    drifted, answer, upstream = drifted_run(fixture, stub, "coast", route)
+    assert answer == tree.ANSWER["coast"]
+    assert fates(drifted) == expected
+    assert upstream == drifted.upstream_calls == calls
+    hotel = fixture / ("session.4.jsonl" if route == "twice" else "session.2.jsonl")
+    assert hotel.read_bytes() == (recorded / "session.3.jsonl").read_bytes()
+    assert (fixture / "session.jsonl").read_bytes() == (recorded / "session.jsonl").read_bytes()
+    route_id = load_session_log(recorded / "session.1.jsonl").header.id
+    if route == "direct":
+        assert "session.2.jsonl: dropped: no live session made its calls" in drifted.report()
+        assert route_id in (fixture / "session.1.jsonl").read_text()
+    else:
+        weather = recorded / "session.2.jsonl"
+        assert (fixture / "session.2.jsonl").read_bytes() == weather.read_bytes()
+        new = load_session_log(fixture / "session.3.jsonl").header
+        assert (new.parent_session, new.spawn_index) == (route_id, 1)
+    replays(fixture, "coast", tmp_path, route=route)
 
 
 @pytest.mark.parametrize(

@@ -9,11 +9,12 @@ prompt is the grandchild's prompt the tests change: ``coast`` or ``inland``; the
 beside this file (``drifted_tree.toml``) answer each differently, so a changed weather
 answer changes route's next request and, through it, main's.
 
-As a program: ``python drifted_tree.py [coast|inland] [--headers]``, the model at
+As a program: ``python drifted_tree.py coast|inland [--headers]``, the model at
 ``$OPENAI_BASE_URL`` with ``$OPENAI_API_KEY`` (the official ``openai`` SDK reads both); it
 prints main's final answer. ``--headers`` names every session by the ``x-agentreel-*``
 identity headers; without it no request carries any. Imported: ``run(client, weather,
-headers=...)``.
+headers=..., route=...)`` (``route``: the route agent's prompt — one that asks no weather
+agent, or two).
 """
 
 from __future__ import annotations
@@ -52,11 +53,17 @@ DELEGATE = {
     },
 }
 MAIN = "You plan trips."
-SYSTEM = {"route": "You plan routes.", "hotel": "You pick hotels."}
+HOTEL = "You pick hotels."
+ROUTE = {
+    "plan": "You plan routes.",  # asks one weather agent
+    "direct": "You plan routes without asking anyone.",  # asks none: weather is dropped
+    "twice": "You plan routes from two forecasts.",  # a second child, new
+}
 
 
-def run(client: openai.OpenAI, weather: str, *, headers: bool = False) -> str:
-    """Run the tree on ``client``; main's final answer."""
+def run(client: openai.OpenAI, weather: str, *, headers: bool = False, route: str = "plan") -> str:
+    """Run the tree on ``client`` (``route``: the route agent's prompt, ``ROUTE``); main's
+    final answer."""
 
     def agent(system: str, task: str, parent: str | None, index: int | None) -> str:
         session = str(uuid.uuid4())
@@ -67,7 +74,7 @@ def run(client: openai.OpenAI, weather: str, *, headers: bool = False) -> str:
             {"role": "system", "content": system},
             {"role": "user", "content": task},
         ]
-        tools = [DELEGATE] if system in (MAIN, SYSTEM["route"]) else []
+        tools = [DELEGATE] if system in (MAIN, *ROUTE.values()) else []
         while True:
             reply = client.chat.completions.create(
                 model=MODEL,
@@ -83,7 +90,7 @@ def run(client: openai.OpenAI, weather: str, *, headers: bool = False) -> str:
             # Children at once, each numbered by its parent's tool call.
             with ThreadPoolExecutor(len(tasks)) as pool:
                 started = [
-                    pool.submit(agent, _system_for(task, weather), task, session, index)
+                    pool.submit(agent, _system_for(task, weather, route), task, session, index)
                     for index, task in enumerate(tasks)
                 ]
                 answers = [future.result() for future in started]
@@ -93,10 +100,10 @@ def run(client: openai.OpenAI, weather: str, *, headers: bool = False) -> str:
     return agent(MAIN, "Plan a trip.", None, None)
 
 
-def _system_for(task: str, weather: str) -> str:
+def _system_for(task: str, weather: str, route: str) -> str:
     if "weather" in task:
         return WEATHER[weather]
-    return SYSTEM["route"] if "route" in task else SYSTEM["hotel"]
+    return ROUTE[route] if "route" in task else HOTEL
 
 
 if __name__ == "__main__":
