@@ -21,6 +21,7 @@ import http.server
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -39,7 +40,7 @@ from agentreel.llm.stub import StubServer
 from agentreel.llm_proxy import DriftedProxy, start_drifted_proxy, start_proxy
 from agentreel.llm_proxy._cli import main as proxy_main
 from agentreel.llm_replay import DEFAULT_PRICES_FILE, read_report
-from agentreel.session import VERBATIM_FILE, load_session_log
+from agentreel.session import VERBATIM_FILE, load_session_log, secret_sha256
 from agentreel.session.testing import fake_credentials
 
 PROGRAM = Path(__file__).with_name("programs") / "drifted_tree.py"
@@ -129,12 +130,18 @@ def copy(recorded: Path, tmp_path: Path) -> Path:
 
 
 def drifted_run(
-    fixture: Path, stub: StubServer, weather: str, route: str = "plan"
+    fixture: Path,
+    stub: StubServer,
+    weather: str,
+    route: str = "plan",
+    allow: tuple[str, ...] = (),
 ) -> tuple[DriftedProxy, str, int]:
     before = len(stub.requests)
 
     async def run() -> tuple[DriftedProxy, str]:
-        async with start_drifted_proxy(fixture=fixture, upstream=stub.base_url) as drifted:
+        async with start_drifted_proxy(
+            fixture=fixture, upstream=stub.base_url, allow_secrets=allow
+        ) as drifted:
             answer = await run_tree(drifted.run.base_url, weather, headers=True, route=route)
         return drifted, answer
 
@@ -333,6 +340,14 @@ def test_a_credential_in_what_is_re_recorded_is_refused_and_nothing_written(
     before = {path.name: path.read_bytes() for path in fixture.iterdir()}
     with StubServer(rules) as leaky:
         drifted, _, upstream = drifted_run(fixture, leaky, "inland")
+        # A deliberate fake key of a test, allowed by the digests a refusal prints (a
+        # message's preview holds the key's start): written.
+        digests = set(re.findall(r"sha256 ([0-9a-f]{64})", "".join(drifted.errors)))
+        allow = (secret_sha256(leaked), *sorted(digests))
+        allowed = copy(recorded, tmp_path / "allowed")
+        kept, _, _ = drifted_run(allowed, leaky, "inland", allow=allow)
+    assert fates(kept) == CHAIN
+    assert leaked in (allowed / "session.2.jsonl").read_text()
     assert upstream == 3
     assert drifted.merged is None
     assert drifted.written == []
@@ -450,3 +465,5 @@ def test_the_price_table_is_the_drifted_run_s_alone_and_a_bad_one_stops_it_at_on
     assert "'prompt' and 'completion'" in err
     assert proxy_main(["replay", "--fixture", str(fixture), "--prices", str(bad)]) == 2
     assert "--prices in replay needs --record-drifted" in capsys.readouterr().err
+    assert proxy_main(["replay", "--fixture", str(fixture), "--allow-secret", "ab"]) == 2
+    assert "--allow-secret in replay needs --record-drifted" in capsys.readouterr().err

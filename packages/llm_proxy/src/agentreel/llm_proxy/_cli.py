@@ -73,14 +73,6 @@ def _parser() -> argparse.ArgumentParser:
     target.add_argument(
         "--fixture", type=Path, help="on exit, write the harvested logs as a fixture directory"
     )
-    record.add_argument(
-        "--allow-secret",
-        action="append",
-        default=[],
-        metavar="SHA256",
-        help="the sha256 of a value the secret scan lets through (a deliberate fake key of a "
-        "test; a refusal prints each value's digest). Repeatable",
-    )
     replay = modes.add_parser(
         "replay",
         help="answer from --fixture, keyless and offline",
@@ -118,6 +110,15 @@ def _parser() -> argparse.ArgumentParser:
         help="a harness scenario's name: re-record hints then name `agentreel record NAME` "
         "instead of this proxy's own record command",
     )
+    for sub, only in ((record, ""), (replay, "with --record-drifted: ")):
+        sub.add_argument(
+            "--allow-secret",
+            action="append",
+            default=[],
+            metavar="SHA256",
+            help=f"{only}the sha256 of a value the secret scan lets through (a deliberate fake "
+            "key of a test; a refusal prints each value's digest). Repeatable",
+        )
     for sub in (record, replay):
         sub.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 = a free one)")
         sub.add_argument("--port-file", type=Path, help="write the port here once listening")
@@ -278,8 +279,16 @@ async def _run(args: argparse.Namespace, settings: ReplaySettings, out: TextIO) 
     }
     if args.mode == "replay" and args.record_drifted:
         return await _run_drifted(args, out, stop, settings)
-    if args.mode == "replay" and (args.upstream or args.prices):
-        given = "--upstream" if args.upstream else "--prices"
+    if args.mode == "replay" and (args.upstream or args.prices or args.allow_secret):
+        given = next(
+            flag
+            for flag, value in (
+                ("--upstream", args.upstream),
+                ("--prices", args.prices),
+                ("--allow-secret", args.allow_secret),
+            )
+            if value
+        )
         print(f"agentreel proxy: {given} in replay needs --record-drifted", file=sys.stderr)
         return 2
     if args.mode == "record":
@@ -371,6 +380,7 @@ async def _run_drifted(
         port=args.port,
         replay=settings,
         scenario=args.scenario,
+        allow_secrets=tuple(args.allow_secret),
     )
     async with context as drifted:
         run = drifted.run
