@@ -40,7 +40,7 @@ ANSWER = {
     "coast": "Trip: the coast road to Hotel Miramar.",
     "inland": "Trip: the inland road to Hotel Miramar.",
 }
-DELEGATE = {
+DELEGATE: Any = {
     "type": "function",
     "function": {
         "name": "delegate",
@@ -52,6 +52,7 @@ DELEGATE = {
         },
     },
 }
+TOOLS: list[Any] = [DELEGATE]
 MAIN = "You plan trips."
 HOTEL = "You pick hotels."
 ROUTE = {
@@ -74,19 +75,25 @@ def run(client: openai.OpenAI, weather: str, *, headers: bool = False, route: st
             {"role": "system", "content": system},
             {"role": "user", "content": task},
         ]
-        tools = [DELEGATE] if system in (MAIN, *ROUTE.values()) else []
+        delegates = system in (MAIN, *ROUTE.values())
         while True:
-            reply = client.chat.completions.create(
-                model=MODEL,
-                messages=messages,
-                **({"tools": tools} if tools else {}),
-                extra_headers=extra if headers else None,
-            )
+            if delegates:
+                reply = client.chat.completions.create(
+                    model=MODEL,
+                    messages=messages,
+                    tools=TOOLS,
+                    extra_headers=extra if headers else None,
+                )
+            else:
+                reply = client.chat.completions.create(
+                    model=MODEL, messages=messages, extra_headers=extra if headers else None
+                )
             message = reply.choices[0].message
             if not message.tool_calls:
                 return message.content or ""
             messages.append(message.model_dump(exclude_none=True))
-            tasks = [json.loads(call.function.arguments)["task"] for call in message.tool_calls]
+            calls: list[Any] = list(message.tool_calls)  # function calls: the tool is one
+            tasks = [json.loads(call.function.arguments)["task"] for call in calls]
             # Children at once, each numbered by its parent's tool call.
             with ThreadPoolExecutor(len(tasks)) as pool:
                 started = [
@@ -94,7 +101,7 @@ def run(client: openai.OpenAI, weather: str, *, headers: bool = False, route: st
                     for index, task in enumerate(tasks)
                 ]
                 answers = [future.result() for future in started]
-            for call, answer in zip(message.tool_calls, answers, strict=True):
+            for call, answer in zip(calls, answers, strict=True):
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": answer})
 
     return agent(MAIN, "Plan a trip.", None, None)
