@@ -7,11 +7,14 @@ stub. Changing the weather agent's system prompt (the grandchild's prompt, in th
 code) and running it again through a drifted proxy re-records the weather session, then
 route from the call carrying its new answer, then main from the call carrying that; the
 hotel session and its answers stay byte for byte, the merged recording replays, and the
-upstream is called exactly three times. Deleting the hotel's recording records just the
-hotel. Both ways: in this process (``start_drifted_proxy``, the agent in a thread) and as
-programs (the command line, the agent a process of its own) — with identity headers and
-without any, where the record run's binding by content and lineage tells the headerless
-conversations apart so that only the drifted ones go live.
+upstream is called exactly three times: in this process (``start_drifted_proxy``, the
+agent in a thread, with identity headers) and as programs (the command line, the agent a
+process of its own sending no identity header at all, through a provider that demands its
+key: the record run's binding by content and lineage tells the headerless conversations
+apart, so only the drifted ones go live). Deleting a child's recording (the last file, or
+one leaving a gap) records just that child; a child whose prompt changed drops the
+children it no longer asks and records new ones with their lineage; a credential in what
+is re-recorded is refused.
 """
 
 from __future__ import annotations
@@ -56,12 +59,6 @@ CHAIN = {
     "session.1.jsonl": ("re-recorded", 2),  # route: from the call carrying the weather
     "session.2.jsonl": ("re-recorded", 1),  # weather: its prompt changed
     "session.3.jsonl": ("kept", None),  # hotel
-}
-HOTEL_NEW = {
-    "session.jsonl": ("kept", None),
-    "session.1.jsonl": ("kept", None),
-    "session.2.jsonl": ("kept", None),
-    "session.3.jsonl": ("new", 1),
 }
 
 
@@ -297,37 +294,6 @@ def test_a_deleted_child_is_recorded_alone_through_the_proxy(
     replays(fixture, "coast", tmp_path)
 
 
-def test_headerless_conversations_are_told_apart_so_only_the_drifted_ones_go_live(
-    recorded_headerless: Path, stub: StubServer, tmp_path: Path, proxy_cli: Any
-) -> None:
-    # No request of the program names its session: the record run in front binds each
-    # by content and lineage, and only the weather's conversation and what carries its
-    # answer go live — the hotel, running at the same time as route, stays replayed.
-    fixture = copy(recorded_headerless, tmp_path)
-    (fixture.parent / DEFAULT_PRICES_FILE).write_text(PRICES)  # the default price table
-    args = ["replay", "--record-drifted", "--upstream", stub.base_url, "--fixture", str(fixture)]
-    process, _ = proxy_cli(args)
-    first = process.stdout.readline().decode()
-    assert "recording what drifts" in first, first
-    base_url = first.rsplit(" ", 1)[1].strip()
-    before = len(stub.requests)
-    output = run_program(base_url, "inland", headers=False, key="sk-drifted-0123456789")
-    assert tree.ANSWER["inland"] in output
-    out, err = process.communicate(timeout=60)  # stdin's end stops it
-    assert process.returncode == 0, err.decode()
-    printed = out.decode()
-    assert printed_fates(printed) == CHAIN, printed
-    assert len(stub.requests) - before == 3
-    assert "calls: 3 replayed, 3 to the upstream" in printed
-    # The money not spent, from the recorded usage of main's, route's and the hotel's
-    # first calls at the default table's prices.
-    assert f"money not spent: {((30 + 12 + 10) * 3.0 + (5 + 4 + 2) * 15.0) / 1e6:.4f} EUR" in (
-        printed
-    )
-    assert_hotel_kept(fixture, recorded_headerless)
-    replays(fixture, "inland", tmp_path, headers=False)
-
-
 def test_a_credential_in_what_is_re_recorded_is_refused_and_nothing_written(
     recorded: Path, tmp_path: Path
 ) -> None:
@@ -419,37 +385,42 @@ def keyed_upstream(stub: StubServer) -> Iterator[KeyedUpstream]:
     server.server_close()
 
 
-def test_a_real_provider_gets_the_key_from_the_environment_and_nothing_writes_it(
-    recorded: Path, keyed_upstream: KeyedUpstream, tmp_path: Path, proxy_cli: Any
+def test_headerless_programs_through_a_provider_demanding_its_key(
+    recorded_headerless: Path, keyed_upstream: KeyedUpstream, tmp_path: Path, proxy_cli: Any
 ) -> None:
-    # The key lives only in the agent's environment: its SDK sends it, the proxy passes it
-    # on to the provider for the one call that goes live, and no file, log line or
-    # printed line holds it.
-    fixture = copy(recorded, tmp_path)
-    (fixture / "session.3.jsonl").unlink()  # the hotel, recorded alone
-    prices = tmp_path / "my-prices.toml"
-    prices.write_text(PRICES)
+    # The command line, the agent a program of its own whose requests name no session:
+    # the record run in front binds each by content and lineage, so only the weather's
+    # conversation and what carries its answer go live — the hotel, running at the same
+    # time as route, stays replayed. The upstream is a provider demanding its key, which
+    # lives only in the agent's environment: its SDK sends it, the proxy passes it on for
+    # the calls that go live, and no file, log line or printed line holds it.
+    fixture = copy(recorded_headerless, tmp_path)
+    (fixture.parent / DEFAULT_PRICES_FILE).write_text(PRICES)  # the default price table
     args = ["replay", "--record-drifted", "--upstream", keyed_upstream.url]
-    args += ["--fixture", str(fixture), "--prices", str(prices), "--verbose"]
+    args += ["--fixture", str(fixture), "--verbose"]
     process, _ = proxy_cli(args)
     first = process.stdout.readline().decode()
+    assert "recording what drifts" in first, first
     base_url = first.rsplit(" ", 1)[1].strip()
-    output = run_program(base_url, "coast", headers=True, key=KEY)
-    assert tree.ANSWER["coast"] in output
-    out, err = process.communicate(timeout=60)
+    output = run_program(base_url, "inland", headers=False, key=KEY)
+    assert tree.ANSWER["inland"] in output
+    out, err = process.communicate(timeout=60)  # stdin's end stops it
     printed = first + out.decode() + err.decode()
     assert process.returncode == 0, printed
-    assert (keyed_upstream.authorized, keyed_upstream.refused) == (1, 0)
-    assert printed_fates(printed) == HOTEL_NEW, printed
-    assert "money not spent: " in printed
-    assert " EUR" in printed
+    assert printed_fates(printed) == CHAIN, printed
+    assert (keyed_upstream.authorized, keyed_upstream.refused) == (3, 0)
+    assert "calls: 3 replayed, 3 to the upstream" in printed
+    # The money not spent, from the recorded usage of main's, route's and the hotel's
+    # first calls at the default table's prices.
+    saved = ((30 + 12 + 10) * 3.0 + (5 + 4 + 2) * 15.0) / 1e6
+    assert f"money not spent: {saved:.4f} EUR" in printed
     assert "agentreel proxy: " in err.decode()  # --verbose logged the requests
     assert KEY not in printed + output
     for path in fixture.parent.rglob("*"):
         if path.is_file():
             assert KEY.encode() not in path.read_bytes(), path
-    for name in ("session.jsonl", "session.1.jsonl", "session.2.jsonl"):
-        assert (fixture / name).read_bytes() == (recorded / name).read_bytes()
+    assert_hotel_kept(fixture, recorded_headerless)
+    replays(fixture, "inland", tmp_path, headers=False)
 
 
 def test_the_price_table_is_the_drifted_run_s_alone_and_a_bad_one_stops_it_at_once(
