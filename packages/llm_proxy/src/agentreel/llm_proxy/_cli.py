@@ -29,7 +29,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-from agentreel.llm_proxy.exceptions import ProxyError
+from agentreel.llm_proxy._settings import RecordSettings
+from agentreel.llm_proxy.exceptions import ProxyError, RecordSettingsError
 from agentreel.llm_replay import (
     DEFAULT_PRICES_FILE,
     ReplayError,
@@ -110,15 +111,9 @@ def _parser() -> argparse.ArgumentParser:
         help="a harness scenario's name: re-record hints then name `agentreel record NAME` "
         "instead of this proxy's own record command",
     )
-    for sub, only in ((record, ""), (replay, "with --record-drifted: ")):
-        sub.add_argument(
-            "--allow-secret",
-            action="append",
-            default=[],
-            metavar="SHA256",
-            help=f"{only}the sha256 of a value the secret scan lets through (a deliberate fake "
-            "key of a test; a refusal prints each value's digest). Repeatable",
-        )
+    # Record settings: record's, and a drifted replay's (what it re-records).
+    RecordSettings.add_flags(record)
+    RecordSettings.add_flags(replay, only="with --record-drifted: ")
     for sub in (record, replay):
         sub.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 = a free one)")
         sub.add_argument("--port-file", type=Path, help="write the port here once listening")
@@ -176,10 +171,19 @@ def _replay_settings(args: argparse.Namespace) -> ReplaySettings:
         _parser().error(f"argument {ReplaySettings.flag(error.setting)}{inside}: {error.problem}")
 
 
+def _record_settings(args: argparse.Namespace) -> RecordSettings:
+    """The record flags given as one ``RecordSettings`` (a bad one: argparse's usage error)."""
+    try:
+        return RecordSettings.from_args(args)
+    except RecordSettingsError as error:
+        _parser().error(f"argument {RecordSettings.specs()[error.setting].flag}: {error.problem}")
+
+
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
     """Run the proxy until a signal or stdin EOF; the exit status of the command line."""
     args = _parser().parse_args(argv)
     settings = _replay_settings(args)
+    record = _record_settings(args)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="agentreel proxy: %(message)s",
@@ -187,7 +191,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     )
     try:
         with _rerecord_hint(args):
-            return asyncio.run(_run(args, settings, out or sys.stdout))
+            return asyncio.run(_run(args, settings, record, out or sys.stdout))
     except (ProxyError, ReplayError) as error:
         print(f"agentreel proxy: {error}", file=sys.stderr)
         return 2
@@ -247,7 +251,9 @@ def _watch_stdin() -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or sys.stdin.isatty()
 
 
-async def _run(args: argparse.Namespace, settings: ReplaySettings, out: TextIO) -> int:
+async def _run(
+    args: argparse.Namespace, settings: ReplaySettings, record: RecordSettings, out: TextIO
+) -> int:
     from agentreel.llm_proxy._routes import unspoken_summary
     from agentreel.llm_proxy._run import NO_CALLS_RECORDED
     from agentreel.llm_proxy._server import start_proxy
@@ -278,17 +284,11 @@ async def _run(args: argparse.Namespace, settings: ReplaySettings, out: TextIO) 
         "replay": settings,
     }
     if args.mode == "replay" and args.record_drifted:
-        return await _run_drifted(args, out, stop, settings)
-    if args.mode == "replay" and (args.upstream or args.prices or args.allow_secret):
-        given = next(
-            flag
-            for flag, value in (
-                ("--upstream", args.upstream),
-                ("--prices", args.prices),
-                ("--allow-secret", args.allow_secret),
-            )
-            if value
-        )
+        return await _run_drifted(args, out, stop, settings, record)
+    drifted_only = [("--upstream", args.upstream), ("--prices", args.prices)]
+    drifted_only += [(spec.flag, name in args) for name, spec in RecordSettings.specs().items()]
+    given = next((flag for flag, value in drifted_only if value), None)
+    if args.mode == "replay" and given is not None:
         print(f"agentreel proxy: {given} in replay needs --record-drifted", file=sys.stderr)
         return 2
     if args.mode == "record":
@@ -297,7 +297,7 @@ async def _run(args: argparse.Namespace, settings: ReplaySettings, out: TextIO) 
             upstream=args.upstream,
             sessions_root=args.sessions_root,
             fixture=args.fixture,
-            allow_secrets=tuple(args.allow_secret),
+            record=record,
             **options,
         )
     else:
@@ -358,7 +358,11 @@ async def _run(args: argparse.Namespace, settings: ReplaySettings, out: TextIO) 
 
 
 async def _run_drifted(
-    args: argparse.Namespace, out: TextIO, stop: asyncio.Event, settings: ReplaySettings
+    args: argparse.Namespace,
+    out: TextIO,
+    stop: asyncio.Event,
+    settings: ReplaySettings,
+    record: RecordSettings,
 ) -> int:
     """``replay --record-drifted --upstream URL``: serve until stopped, then merge what
     drifted into the fixture and print what was kept, re-recorded, new and dropped."""
@@ -380,7 +384,7 @@ async def _run_drifted(
         port=args.port,
         replay=settings,
         scenario=args.scenario,
-        allow_secrets=tuple(args.allow_secret),
+        record=record,
     )
     async with context as drifted:
         run = drifted.run
