@@ -436,5 +436,5 @@ def test_the_price_table_is_the_drifted_run_s_alone_and_a_bad_one_stops_it_at_on
     assert "'prompt' and 'completion'" in err
     assert proxy_main(["replay", "--fixture", str(fixture), "--prices", str(bad)]) == 2
     assert "--prices in replay needs --record-drifted" in capsys.readouterr().err
-    assert proxy_main(["replay", "--fixture", str(fixture), "--allow-secret", "ab"]) == 2
+    assert proxy_main(["replay", "--fixture", str(fixture), "--allow-secret", "0" * 64]) == 2
     assert "--allow-secret in replay needs --record-drifted" in capsys.readouterr().err

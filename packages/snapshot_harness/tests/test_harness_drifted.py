@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from agentreel.session import MASKS_VERSION, RECORDING_FORMAT, load_session_log
+from agentreel.session import RECORDING_FORMAT, load_session_log
 from agentreel.snapshot_harness import check_scenario, load_scenario
 from agentreel.snapshot_harness._cli import main as cli_main
 from agentreel.snapshot_harness._drifted import DriftedOutcome, record_drifted
@@ -322,7 +322,9 @@ def test_an_older_recording_is_upgraded_first_never_mixed(tmp_path: Path) -> Non
     directory = copy_tree(tmp_path / "fixtures")
     main = directory / "session.jsonl"
     head, rest = main.read_bytes().split(b"\n", 1)
-    stamp = f',"format":{RECORDING_FORMAT},"masks":{MASKS_VERSION}'.encode()
+    # The recording's own stamp (its mask set may be older than this agentreel's).
+    masks = json.loads(head)["masks"]
+    stamp = f',"format":{RECORDING_FORMAT},"masks":{masks}'.encode()
     assert stamp in head
     main.write_bytes(head.replace(stamp, b"") + b"\n" + rest)  # no stamp: format 1
     with pytest.raises(RecordError, match="agentreel upgrade subagent-tree"):

@@ -285,12 +285,13 @@ async def _run(
     }
     if args.mode == "replay" and args.record_drifted:
         return await _run_drifted(args, out, stop, settings, record)
-    drifted_only = [("--upstream", args.upstream), ("--prices", args.prices)]
-    drifted_only += [(spec.flag, name in args) for name, spec in RecordSettings.specs().items()]
-    given = next((flag for flag, value in drifted_only if value), None)
-    if args.mode == "replay" and given is not None:
-        print(f"agentreel proxy: {given} in replay needs --record-drifted", file=sys.stderr)
-        return 2
+    if args.mode == "replay":
+        drifted_only = [("--upstream", args.upstream), ("--prices", args.prices)]
+        drifted_only += [(spec.flag, name in args) for name, spec in RecordSettings.specs().items()]
+        given = next((flag for flag, value in drifted_only if value), None)
+        if given is not None:
+            print(f"agentreel proxy: {given} in replay needs --record-drifted", file=sys.stderr)
+            return 2
     if args.mode == "record":
         context = start_proxy(
             "record",
