@@ -42,6 +42,7 @@ from agentreel.session import (
 from agentreel.snapshot_harness._check import check_scenario
 from agentreel.snapshot_harness._drifted import record_drifted
 from agentreel.snapshot_harness._html_report import write_report
+from agentreel.snapshot_harness._kept_tools import stale_tools
 from agentreel.snapshot_harness._pending import is_default_fixtures, pending_allowed
 from agentreel.snapshot_harness._record_proof import add_proof_options, proof_options
 from agentreel.snapshot_harness._report_data import ScenarioResult, scenario_result
@@ -372,8 +373,6 @@ def _upgrade_hint(directory: Path, fixtures: str | None) -> str | None:
     """For a scenario that failed: if an earlier agentreel recorded it (an older format
     stamp, or none), or a newer built-in mask set changes a tool's JSON it keeps, the
     command that brings it to the current format."""
-    from agentreel.snapshot_harness._upgrade import stale_tools  # it imports this module
-
     try:
         header = load_session_log(directory / MAIN_SESSION_FILE).header
     except (OSError, SessionLogError):

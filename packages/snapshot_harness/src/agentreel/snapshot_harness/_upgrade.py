@@ -44,7 +44,6 @@ from agentreel.session import (
     SESSION_FILE_PATTERN,
     VERBATIM_FILE,
     RequestHeaderData,
-    ToolHeader,
     remasked_tools,
 )
 from agentreel.snapshot_harness._cli import (
@@ -53,6 +52,7 @@ from agentreel.snapshot_harness._cli import (
     fixtures_directory,
     scenario_directories,
 )
+from agentreel.snapshot_harness._kept_tools import kept_tools
 from agentreel.snapshot_harness.exceptions import HarnessError
 
 SUMMARY = "rewrite recordings and goldens of an earlier format to the current one, keylessly"
@@ -96,50 +96,11 @@ def _folders(fixtures: Path, names: Sequence[str]) -> list[Path]:
     return found
 
 
-def _kept_tools(folder: Path) -> dict[str, ToolHeader]:
-    """Every tool whose whole JSON the folder's logs keep (``ToolHeader.text``), by digest."""
-    kept: dict[str, ToolHeader] = {}
-    for path in sorted(folder.glob("session*.jsonl")):
-        for line in path.read_bytes().splitlines():
-            if b'"request/header"' not in line:
-                continue
-            record = json.loads(line)
-            if record.get("type") != "request/header":
-                continue
-            for tool in record["data"].get("tools", ()):
-                if isinstance(tool.get("text"), str):
-                    kept.setdefault(tool["digest"], msgspec.convert(tool, ToolHeader))
-    return kept
-
-
-def stale_tools(folder: Path) -> list[str]:
-    """The tools whose whole JSON the recording ``folder`` keeps and today's built-in masks
-    change (a newer mask set than the recording's): their digests in its logs and goldens
-    are none a replay gives until ``agentreel upgrade`` rewrites them."""
-    kept = _kept_tools(folder)
-    if not kept:
-        return []
-    header = RequestHeaderData(
-        turn=0,
-        step=0,
-        model="",
-        system=None,
-        tools=tuple(kept.values()),
-        tools_digest="",
-        messages=(),
-        message_count=0,
-    )
-    remasked = remasked_tools(header, {}, Masks().text)
-    return sorted(
-        {old.name for old, new in zip(header.tools, remasked.tools, strict=True) if old != new}
-    )
-
-
 class _Upgrade:
     def __init__(self, masks: Masks) -> None:
         self._masks = masks
         self.tools: Mapping[str, str] = {}
-        """The recording folder's kept tool texts by digest (``_kept_tools``)."""
+        """The recording folder's kept tool texts by digest (``kept_tools``)."""
 
     def log(self, path: Path, *, golden: bool) -> list[str]:
         """``path`` (a session log, or a golden one) upgraded in place; what changed."""
@@ -219,7 +180,7 @@ def main(argv: Sequence[str], out: TextIO) -> int:
     upgrade = _Upgrade(Masks())
     changed = 0
     for folder in folders:
-        upgrade.tools = {digest: tool.text or "" for digest, tool in _kept_tools(folder).items()}
+        upgrade.tools = {digest: tool.text or "" for digest, tool in kept_tools(folder).items()}
         files: list[tuple[Path, list[str]]] = []
         for golden, where in ((False, folder), (True, folder / "golden")):
             for path in sorted(where.glob("session*.jsonl")):
