@@ -285,11 +285,13 @@ def test_each_record_setting_reaches_every_way_of_running(name: str, tmp_path: P
     # The pytest fixture's agentreel_config (and marker keys).
     assert reel(tmp_path, {name: typed}).record == expected
 
-    # agentreel proxy: its flag on record, once per item; none on replay.
+    # agentreel proxy: its flag, once per item, on record and on a replay that re-records
+    # what drifts (``--record-drifted``; without it, a usage error: test_proxy_cli).
     record = ["record", "--upstream", "u", "--fixture", "f", *record_flags(name, typed)]
     assert proxy_cli._record_settings(proxy_cli._parser().parse_args(record)) == expected
-    with pytest.raises(SystemExit):
-        proxy_cli._parser().parse_args(["replay", "--fixture", "f", *record_flags(name, typed)])
+    drifted = ["replay", "--fixture", "f", "--record-drifted", "--upstream", "u"]
+    drifted += record_flags(name, typed)
+    assert proxy_cli._record_settings(proxy_cli._parser().parse_args(drifted)) == expected
 
     # start_proxy: the keyword of the same name, or the value; the drifted record run.
     assert asyncio.run(started_with(tmp_path, **{name: held})) == expected
