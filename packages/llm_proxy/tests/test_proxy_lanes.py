@@ -787,3 +787,91 @@ async def test_a_child_spawned_from_code_under_its_parents_identity_is_its_child
         ["It says tangerine.", "Notes via subagent", "The child says tangerine."],
         models=("m", "m", "m"),
     )
+
+
+CLASSIFIER_RULES = """
+[[rule]]
+match.model = "small-model"
+text = "Reading the notes"
+[[rule]]
+match.system_contains = "security monitor"
+text = "<severity>0</severity>"
+[[rule]]
+match.last_user = "read the notes"
+tool_calls = [{ id = "toolu_bash", name = "Bash", arguments = { command = "cat notes.txt" } }]
+[[rule]]
+match.last_tool_result = "alpha beta"
+text = "The notes say alpha beta."
+"""
+MONITOR = "You are a security monitor for autonomous AI coding agents."
+
+
+async def _classified_session(base_url: str, monitor: str = MONITOR) -> list[str]:
+    """Claude Code 0.101's auto mode: every request sends ``X-Claude-Code-Session-Id``; a
+    title call races the conversation's first call; before its Bash call runs, a classifier
+    (another model and system prompt, no tools) judges it; then the conversation's call 2."""
+    client = anthropic.AsyncAnthropic(
+        base_url=base_url,
+        api_key="sk-classified",
+        max_retries=0,
+        default_headers={"X-Claude-Code-Session-Id": str(uuid.uuid4())},
+    )
+    async with client:
+
+        async def ask(system: str, messages: Any, model: str = "claude-test") -> Any:
+            tools: Any = SHARED_TOOLS if model == "claude-test" else anthropic.NOT_GIVEN
+            return await client.messages.create(
+                model=model, max_tokens=64, system=system, messages=messages, tools=tools
+            )
+
+        history: Any = [{"role": "user", "content": "read the notes"}]
+        title, plan = await asyncio.gather(
+            ask("Name the session.", history, "small-model"), ask("You are Claude Code.", history)
+        )
+        (call,) = [block for block in plan.content if block.type == "tool_use"]
+        transcript = f'<transcript>\n{{"Bash":"{call.input["command"]}"}}\n</transcript>'
+        verdict = await ask(monitor, [{"role": "user", "content": transcript}], "classifier-model")
+        history += [
+            {"role": "assistant", "content": [b.model_dump() for b in plan.content]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": call.id, "content": "alpha beta"}
+                ],
+            },
+        ]
+        final = await ask("You are Claude Code.", history)
+        return [
+            b.text for b in [*title.content, *verdict.content, *final.content] if b.type == "text"
+        ]
+
+
+@pytest.mark.asyncio
+async def test_a_changed_classifier_call_is_its_own_lanes_drift_not_the_conversations(
+    tmp_path: Path,
+) -> None:
+    """The classifier lane of a caller whose conversation and title lane share its identity,
+    its system prompt changed at replay (Claude Code's names ``$USER`` when it is set, as a
+    trial replay under another user sets it): a RequestDriftError of the classifier's own
+    recording naming its system prompt — it was bound to the conversation as its call 2 and
+    reported as another model, tools and messages (claude-code-101-read's trial 1)."""
+    fixture = tmp_path / "fixture"
+    expected = ["Reading the notes", "<severity>0</severity>", "The notes say alpha beta."]
+    with StubServer.from_toml(CLASSIFIER_RULES) as stub:
+        async with start_proxy("record", upstream=stub.base_url, fixture=fixture) as proxy:
+            assert await _classified_session(proxy.base_url) == expected
+    (classifier,) = [
+        name
+        for name in recording_names(fixture)
+        if _structure([load_session_log(fixture / name)])[0][3] == "classifier-model"
+    ]
+    report = tmp_path / "report.json"
+    named = MONITOR + "\n\n## Session Context\n\n- **User identity**: `reel-trial-a`."
+    async with start_proxy("replay", fixture=fixture, report=report) as proxy:
+        with pytest.raises(anthropic.APIStatusError):
+            await _classified_session(proxy.base_url, named)
+    first = read_report(report).errors[0]
+    assert first.type == "RequestDriftError", first.message
+    assert f"call 1 of {classifier}" in first.message.splitlines()[0], first.message
+    assert "system prompt differs" in first.message, first.message
+    assert "model:" not in first.message, first.message

@@ -11,10 +11,11 @@ whose pid goes to ``FAKE_PID_FILE``), ``garbage`` (a non-JSON line on stdout),
 ``dump-env`` (print the environment to stderr at start), ``random-system`` (a random
 system prompt on every run), ``random-output`` (a random agent id and count in its
 answer, not in what it asks the model), ``traceback`` (a Python traceback on stderr, then
-on as normal). ``FAKE_AUTH_METHOD=<id>`` makes it list that auth method in
-``initialize`` and refuse ``session/new`` until ``authenticate`` with it succeeds, which
-needs the variable ``FAKE_AUTH_ENV`` names set; ``FAKE_AUTH_LEAK=1`` puts that key into
-its system prompt (into what is recorded).
+on as normal), ``names-user`` (its system prompt names ``$USER`` when that is set and not
+empty, as Claude Code's auto-mode classifier does). ``FAKE_AUTH_METHOD=<id>`` makes it
+list that auth method in ``initialize`` and refuse ``session/new`` until ``authenticate``
+with it succeeds, which needs the variable ``FAKE_AUTH_ENV`` names set;
+``FAKE_AUTH_LEAK=1`` puts that key into its system prompt (into what is recorded).
 """
 
 from __future__ import annotations
@@ -73,6 +74,8 @@ SYSTEM_PROMPT = os.environ.get("FAKE_SYSTEM_PROMPT", "You are a terse test agent
 SUBAGENTS = int(os.environ.get("FAKE_SUBAGENTS", "0"))
 if BEHAVIOUR == "random-system":  # a different request on every run: cannot replay
     SYSTEM_PROMPT += f" Run {os.urandom(4).hex()}."
+if BEHAVIOUR == "names-user" and os.environ.get("USER"):
+    SYSTEM_PROMPT += f" The user is {os.environ['USER']}."
 AUTH_METHOD = os.environ.get("FAKE_AUTH_METHOD")
 AUTH_ENV = os.environ.get("FAKE_AUTH_ENV", "")
 if os.environ.get("FAKE_AUTH_LEAK"):

@@ -317,3 +317,25 @@ def test_twice_records_again_and_names_what_differs_between_the_two(
     )
     assert "regex = 'agent-[0-9a-f]{16}'" in shown
     assert _listing(directory) == ["scenario.toml"]
+
+
+def test_a_variable_the_scenario_sets_is_one_no_trial_perturbs(
+    make_scenario: MakeScenario, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent whose request names ``$USER`` when it is set (Claude Code's classifier):
+    recorded with none, a trial under another user fails naming the request; with the
+    scenario setting USER itself (the trial's own advice, "set it in [env]"), the trials
+    keep it — the same on every machine — and record passes."""
+    monkeypatch.delenv(TRIALS_ENV)
+    directory = make_scenario(env={"FAKE_BEHAVIOUR": "names-user"})
+    toml = directory / "scenario.toml"
+    toml.write_text(toml.read_text().replace("[record]\n", "[record]\ntrials = 1\n"))
+    with pytest.raises(RecordError) as caught:
+        check_scenario(directory, "record")
+    assert "trial replay 1 of 1 (TZ=Pacific/Kiritimati, USER=reel-trial-a" in str(caught.value)
+    assert "The user is reel-trial-a." in str(caught.value)
+    pinned = make_scenario("pinned", env={"FAKE_BEHAVIOUR": "names-user", "USER": ""})
+    toml = pinned / "scenario.toml"
+    toml.write_text(toml.read_text().replace("[record]\n", "[record]\ntrials = 1\n"))
+    check_scenario(pinned, "record")
+    assert (pinned / "golden").is_dir()

@@ -193,18 +193,10 @@ class Binder:
         bound = self._bound.get(key)
         if bound is not None:
             return bound
-        parent_number = (
-            self._bound.get(options.parent_session_id)
-            if options.parent_session_id is not None
-            else None
-        )
-        if (
-            self._lineage_binding
-            and parent_number is not None
-            and options.spawn_index is not None
-            and self._scripts[parent_number].header.id in self._lineage_parents
-        ):
-            number = self._by_lineage(options, self._scripts[parent_number])
+        parent_number = self._parent_number(options)
+        lineage_parent = self._lineage_parent(options, parent_number)
+        if lineage_parent is not None:
+            number = self._by_lineage(options, lineage_parent)
         else:
             number = self._by_first_call(options, parent_number)
         self._bound[key] = number
@@ -234,6 +226,8 @@ class Binder:
                     )
                 if number is None and live.tools:
                     number = self._shared_identity_child(options, lanes)
+                if number is None and not anonymous:
+                    number = self._changed_side_lane(owner, caller, signature)
                 if number is None:
                     number = self._bound[key]
                     lane = next((held for held in lanes if held.number == number), None)
@@ -245,20 +239,12 @@ class Binder:
                     self._first_user[number] = first_user_text(options.messages)
             lane.previous = digests
             return lane.number
-        parent_number = (
-            self._bound.get(options.parent_session_id)
-            if options.parent_session_id is not None
-            else None
-        )
+        parent_number = self._parent_number(options)
         parent_id = self._scripts[parent_number].header.id if parent_number is not None else None
         number = None
-        if (
-            self._lineage_binding
-            and parent_number is not None
-            and options.spawn_index is not None
-            and self._scripts[parent_number].header.id in self._lineage_parents
-        ):
-            number = self._by_lineage(options, self._scripts[parent_number])
+        lineage_parent = self._lineage_parent(options, parent_number)
+        if lineage_parent is not None:
+            number = self._by_lineage(options, lineage_parent)
             assert self._index is not None
             if self._index.signature_of(number) not in (None, signature):
                 # The recorded child's first call is another lane (its title call, say):
@@ -635,6 +621,42 @@ class Binder:
             raise error
         return None
 
+    def _changed_side_lane(
+        self, owner: Script, caller: _CallerLanes, signature: LaneSignature
+    ) -> int | None:
+        """A named caller's new request that starts no recorded lane, continues none of its
+        lanes and whose signature is no recorded lane's: the unclaimed side lane recorded
+        under its conversation that it is nearest to (most of model, system prompt, tools and
+        first message the same), when that lane is nearer than the conversation itself and
+        than every other side lane — a classifier call whose system prompt now names the user
+        is that classifier's lane changed, and its drift says so, not a drift of the
+        conversation's next call (claude-code-101-read's trial under another USER). None
+        when no side lane is nearer: the conversation's drift, as before."""
+        assert self._index is not None
+        held = next((lane for lane in caller.lanes if lane.number == owner.number), None)
+        # Nearer than the conversation, and half the signature at least.
+        floor = max(2, _alike_fields(held.signature, signature) + 1 if held else 0)
+        nearest: list[int] = []
+        best = 0
+        for script in self._scripts:
+            header = script.header
+            if (
+                self.bound_to[script.number] is not None
+                or header.parent_session != owner.header.id
+                or header.spawn_index is not None
+                or not self._proxied(script.number)
+            ):
+                continue
+            recorded = self._index.signature_of(script.number)
+            alike = _alike_fields(recorded, signature) if recorded is not None else 0
+            if alike < floor:
+                continue
+            if alike > best:
+                nearest, best = [script.number], alike
+            elif alike == best:
+                nearest.append(script.number)
+        return nearest[0] if len(nearest) == 1 else None
+
     def _cursor(self, number: int) -> int:
         return self._cursors[number] if number < len(self._cursors) else 0
 
@@ -700,6 +722,24 @@ class Binder:
                 "sessions' first requests differ",
             )
         return free[0] if free else None
+
+    def _parent_number(self, options: GenerateOptions) -> int | None:
+        """The script the caller's parent session is bound to, if it names a bound one."""
+        if options.parent_session_id is None:
+            return None
+        return self._bound.get(options.parent_session_id)
+
+    def _lineage_parent(self, options: GenerateOptions, parent_number: int | None) -> Script | None:
+        """The parent's script when rule 3 binds the caller by lineage (a spawn index, under
+        a bound parent whose children were recorded with theirs), else ``None``."""
+        if (
+            not self._lineage_binding
+            or parent_number is None
+            or options.spawn_index is None
+            or self._scripts[parent_number].header.id not in self._lineage_parents
+        ):
+            return None
+        return self._scripts[parent_number]
 
     def _by_lineage(self, options: GenerateOptions, parent: Script) -> int:
         assert options.spawn_index is not None
@@ -878,3 +918,8 @@ def _header_first_user(header: RequestHeaderData, texts: Mapping[str, str]) -> s
     whole = first.text if first.text is not None else texts.get(first.digest, first.preview)
     text = whole.strip()
     return text or None
+
+
+def _alike_fields(one: LaneSignature, other: LaneSignature) -> int:
+    """How many of a lane signature's four fields two signatures share."""
+    return sum(1 for mine, theirs in zip(one, other, strict=True) if mine == theirs)

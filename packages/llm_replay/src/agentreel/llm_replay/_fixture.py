@@ -664,19 +664,7 @@ def masked_recording(
             return request
         return msgspec.structs.replace(request, system=system, messages=messages)
 
-    scripts = tuple(
-        dataclasses.replace(
-            script,
-            calls=tuple(
-                call
-                if call.request is None
-                else msgspec.structs.replace(call, request=header(call.request))
-                for call in script.calls
-            ),
-        )
-        for script in recording.scripts
-    )
-    return dataclasses.replace(recording, scripts=scripts)
+    return _with_requests(recording, header)
 
 
 def message_texts(recording: Recording) -> tuple[Recording, dict[str, str]]:
@@ -699,16 +687,23 @@ def message_texts(recording: Recording) -> tuple[Recording, dict[str, str]]:
     if not texts:
         return recording, texts
 
+    return _with_requests(recording, without_texts), texts
+
+
+def _with_requests(
+    recording: Recording, change: Callable[[RequestHeaderData], RequestHeaderData]
+) -> Recording:
+    """``recording`` with ``change`` applied to each call's request header."""
     scripts = tuple(
         dataclasses.replace(
             script,
             calls=tuple(
                 call
                 if call.request is None
-                else msgspec.structs.replace(call, request=without_texts(call.request))
+                else msgspec.structs.replace(call, request=change(call.request))
                 for call in script.calls
             ),
         )
         for script in recording.scripts
     )
-    return dataclasses.replace(recording, scripts=scripts), texts
+    return dataclasses.replace(recording, scripts=scripts)

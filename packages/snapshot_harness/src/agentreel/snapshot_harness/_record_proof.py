@@ -33,7 +33,7 @@ import difflib
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -338,15 +338,26 @@ _PERTURBATIONS: tuple[Mapping[str, str], ...] = (
 )
 
 
-def trial_env(number: int) -> dict[str, str]:
+def trial_env(number: int, pinned: Collection[str] = ()) -> dict[str, str]:
     """The environment trial ``number`` (from 0) adds to the scenario's: another time zone,
-    user and host name. (Another day needs libfaketime in the agent's process: the harness's
-    faketime helper, issue 38, owns that; it is not used here yet.)"""
-    return dict(_PERTURBATIONS[number % len(_PERTURBATIONS)])
+    user and host name — but never a variable in ``pinned``, the ones the scenario sets
+    itself (``[env]``, ``[model.env]``): those are the same on every machine, so another
+    value is no other machine's (and "set it in [env]" is how a trial's failure is mended)."""
+    chosen = _PERTURBATIONS[number % len(_PERTURBATIONS)]
+    return {key: value for key, value in chosen.items() if key not in pinned}
 
 
-def describe_trial(env: Mapping[str, str]) -> str:
-    return ", ".join(f"{key}={value}" for key, value in env.items())
+def pinned_variables(scenario: Scenario) -> frozenset[str]:
+    """The variables ``scenario`` sets for its agent, which no trial perturbs."""
+    return frozenset({*scenario.env, *scenario.model.env})
+
+
+def describe_trial(env: Mapping[str, str], pinned: Collection[str] = ()) -> str:
+    said = ", ".join(f"{key}={value}" for key, value in env.items())
+    kept = sorted(key for key in pinned if any(key in chosen for chosen in _PERTURBATIONS))
+    if kept:
+        said += f"; {', '.join(kept)} as the scenario sets {'them' if len(kept) > 1 else 'it'}"
+    return said
 
 
 # -- masks found, not guessed -----------------------------------------------------------------

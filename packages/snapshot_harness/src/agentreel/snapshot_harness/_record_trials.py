@@ -15,6 +15,7 @@ from agentreel.snapshot_harness._record_proof import (
     accept_masks,
     describe_trial,
     masked_goldens_equal,
+    pinned_variables,
     proposals_message,
     propose_masks,
     trial_env,
@@ -44,10 +45,11 @@ def run_trials(
     found when the difference is values) naming the trial, its perturbation and the diff.
     ``done`` is what the caller did (``refresh`` proves the goldens it writes the same way)."""
     wanted = trials_wanted(config)
+    pinned = pinned_variables(trial)
     for number in range(wanted):
-        env = trial_env(number)
+        env = trial_env(number, pinned)
         perturbed = dataclasses.replace(trial, env={**trial.env, **env})
-        which = f"trial replay {number + 1} of {wanted} ({describe_trial(env)})"
+        which = f"trial replay {number + 1} of {wanted} ({describe_trial(env, pinned)})"
         try:
             replayed = run_scenario(perturbed, "replay")
             verify_consumption(perturbed, replayed)

@@ -37,7 +37,8 @@ from agentreel.session import (
     VERBATIM_FILE,
 )
 from agentreel.snapshot_harness._cli import (
-    add_fixtures_option,
+    add_targets,
+    command_parser,
     fixtures_directory,
     scenario_directories,
 )
@@ -54,20 +55,15 @@ examples:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="agentreel upgrade",
-        description=__doc__.split("\n\n")[0] if __doc__ else SUMMARY,
-        epilog=_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = command_parser(
+        "agentreel upgrade", __doc__.split("\n\n")[0] if __doc__ else SUMMARY, _EXAMPLES
     )
-    parser.add_argument(
-        "scenarios",
-        nargs="*",
+    add_targets(
+        parser,
+        "scenario names under the fixtures directory, paths to scenario directories, or a "
+        "pytest fixture's recordings/ folder (default: every scenario)",
         metavar="NAME",
-        help="scenario names under the fixtures directory, paths to scenario directories, or "
-        "a pytest fixture's recordings/ folder (default: every scenario)",
     )
-    add_fixtures_option(parser)
     return parser
 
 
