@@ -9,17 +9,21 @@ view today must be that one, so no rule answers any request differently.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import msgspec
 import pytest
 
-from agentreel.llm.stub import StubRulesError, parse_rules
+from agentreel.llm.stub import StubRulesError, StubServer, parse_rules
 from agentreel.llm.stub._rules import request_view, rule_apis
-from agentreel.llm.wire import WIRE_APIS, match_under
+from agentreel.llm.wire import WIRE_APIS, WirePath, match_under, wire_api
+from agentreel.llm.wire import _registry as registry
 
 DATA = Path(__file__).parent / "data" / "stub_request_views.json.gz"
 
@@ -76,3 +80,33 @@ def test_match_api_names_come_from_the_registry() -> None:
         parse_rules('[[rule]]\nmatch.api = "cohere"\ntext = "x"', source="r.toml")
     assert "match.api is 'cohere'" in str(caught.value)
     assert "anthropic, bedrock, gemini" in str(caught.value)
+
+
+def test_a_chat_api_the_registry_names_is_answered_by_rules_with_no_other_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # What adding a chat API is: its spec (here Chat Completions' rules on another path,
+    # named "echo" for rules) in the registry. The stub routes it, reads it, lets a rule
+    # name it and answers in its shape, its no-rule error too.
+    path = WirePath("/echo/v1/chat", "POST /echo/v1/chat")
+    echo = dataclasses.replace(wire_api("chat"), title="Echo", rule_api="echo", paths=(path,))
+    apis: dict[str, Any] = WIRE_APIS  # type: ignore[assignment]  # a name not in WireApiName
+    monkeypatch.setitem(apis, "echo-chat", echo)
+    table = (*registry._TABLE, (echo, path, re.compile(path.pattern + "/?")))
+    monkeypatch.setattr(registry, "_TABLE", table)
+    rules = '[[rule]]\nmatch = { api = "echo", last_user = "ping" }\ntext = "pong"\n'
+    with StubServer.from_toml(rules) as stub:
+        streamed = httpx2.post(
+            f"{stub.base_url}/echo/v1/chat",
+            json={"model": "m", "stream": True, "messages": [{"role": "user", "content": "ping"}]},
+        )
+        refused = httpx2.post(
+            f"{stub.base_url}/echo/v1/chat",
+            json={"model": "m", "messages": [{"role": "user", "content": "other"}]},
+        )
+        answered = [(request.api, request.rule) for request in stub.requests]
+    assert streamed.headers["content-type"].startswith("text/event-stream")
+    assert '"content":"pong"' in streamed.text.replace(" ", "")
+    assert refused.status_code == 400
+    assert "no rule in" in refused.json()["error"]["message"]
+    assert answered == [("echo", "rule 1"), ("echo", None)]
