@@ -29,7 +29,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-from agentreel.llm_proxy.exceptions import ProxyError
+from agentreel.llm_proxy._settings import RecordSettings
+from agentreel.llm_proxy.exceptions import ProxyError, RecordSettingsError
 from agentreel.llm_replay import (
     ReplayError,
     ReplaySettings,
@@ -71,14 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     target.add_argument(
         "--fixture", type=Path, help="on exit, write the harvested logs as a fixture directory"
     )
-    record.add_argument(
-        "--allow-secret",
-        action="append",
-        default=[],
-        metavar="SHA256",
-        help="the sha256 of a value the secret scan lets through (a deliberate fake key of a "
-        "test; a refusal prints each value's digest). Repeatable",
-    )
+    RecordSettings.add_flags(record)
     replay = modes.add_parser(
         "replay",
         help="answer from --fixture, keyless and offline",
@@ -164,10 +158,19 @@ def _replay_settings(args: argparse.Namespace) -> ReplaySettings:
         _parser().error(f"argument {ReplaySettings.flag(error.setting)}{inside}: {error.problem}")
 
 
+def _record_settings(args: argparse.Namespace) -> RecordSettings:
+    """The record flags given as one ``RecordSettings`` (a bad one: argparse's usage error)."""
+    try:
+        return RecordSettings.from_args(args)
+    except RecordSettingsError as error:
+        _parser().error(f"argument {RecordSettings.specs()[error.setting].flag}: {error.problem}")
+
+
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
     """Run the proxy until a signal or stdin EOF; the exit status of the command line."""
     args = _parser().parse_args(argv)
     settings = _replay_settings(args)
+    record = _record_settings(args)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="agentreel proxy: %(message)s",
@@ -175,7 +178,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     )
     try:
         with _rerecord_hint(args):
-            return asyncio.run(_run(args, settings, out or sys.stdout))
+            return asyncio.run(_run(args, settings, record, out or sys.stdout))
     except (ProxyError, ReplayError) as error:
         print(f"agentreel proxy: {error}", file=sys.stderr)
         return 2
@@ -235,7 +238,9 @@ def _watch_stdin() -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or sys.stdin.isatty()
 
 
-async def _run(args: argparse.Namespace, settings: ReplaySettings, out: TextIO) -> int:
+async def _run(
+    args: argparse.Namespace, settings: ReplaySettings, record: RecordSettings, out: TextIO
+) -> int:
     from agentreel.llm_proxy._routes import unspoken_summary
     from agentreel.llm_proxy._run import NO_CALLS_RECORDED
     from agentreel.llm_proxy._server import start_proxy
@@ -276,7 +281,7 @@ async def _run(args: argparse.Namespace, settings: ReplaySettings, out: TextIO) 
             upstream=args.upstream,
             sessions_root=args.sessions_root,
             fixture=args.fixture,
-            allow_secrets=tuple(args.allow_secret),
+            record=record,
             **options,
         )
     else:

@@ -870,6 +870,8 @@ class Binder:
     def _unrecorded(self, options: GenerateOptions, reason: str) -> UnrecordedSessionError:
         bound = sum(1 for holder in self.bound_to if holder is not None)
         parent = self._bound.get(options.parent_session_id) if options.parent_session_id else None
+        parent_label: str | None = None
+        spawn: int | None = None
         if parent is not None:
             # A child whose parent a header names: named as the recording knows them — the
             # parent's file, and (without a spawn index header) the spawn index record gave
@@ -889,16 +891,7 @@ class Binder:
             label = self._scripts[parent].label
             if handed is not None and handed.said and handed.said not in reason:
                 reason += f"; {label} handed it on with {handed.said}"
-            return unrecorded_error(
-                options,
-                reason,
-                self._recording,
-                bound,
-                self._scenario,
-                proxied=self._index is not None,
-                parent_label=f"{label} (live {options.parent_session_id})",
-                recorded_spawn_index=spawn,
-            )
+            parent_label = f"{label} (live {options.parent_session_id})"
         return unrecorded_error(
             options,
             reason,
@@ -906,6 +899,8 @@ class Binder:
             bound,
             self._scenario,
             proxied=self._index is not None,
+            parent_label=parent_label,
+            recorded_spawn_index=spawn,
         )
 
 

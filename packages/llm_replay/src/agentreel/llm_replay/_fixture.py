@@ -499,24 +499,17 @@ def _make_call(
     # A delta without a brace can hold no piece of a token (``braces``: some delta has
     # one), so without one the block ends and the finish already searched are all.
     if braces:
-        healed = _heal_split_tokens(chunks)
-        return RecordedCall(
-            number=number,
-            turn=turn,
-            step=step,
-            chunks=tuple(healed),
-            request=request,
-            cwd_chunks=tuple(i for i, chunk in enumerate(healed) if _has_cwd_token(chunk)),
-            started=times[0],
-            ended=times[1],
-        )
+        chunks = _heal_split_tokens(chunks)
+        cwd_chunks = tuple(i for i, chunk in enumerate(chunks) if _has_cwd_token(chunk))
+    else:
+        cwd_chunks = tuple(tokens) if tokens else ()
     return RecordedCall(
         number=number,
         turn=turn,
         step=step,
         chunks=tuple(chunks),
         request=request,
-        cwd_chunks=tuple(tokens) if tokens else (),
+        cwd_chunks=cwd_chunks,
         started=times[0],
         ended=times[1],
     )

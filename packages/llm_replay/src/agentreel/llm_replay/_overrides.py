@@ -38,7 +38,7 @@ class _CallOverride(
     chunks: int = 0
 
 
-class ThrowOverride(_CallOverride, tag="throw"):
+class ThrowOverride(_CallOverride, frozen=True, tag="throw"):
     """Stream ``chunks`` recorded chunks, then raise ``LlmError(code, status, message)``."""
 
     code: str = "server_error"
@@ -46,7 +46,7 @@ class ThrowOverride(_CallOverride, tag="throw"):
     message: str = _DEFAULT_MESSAGE
 
 
-class HangOverride(_CallOverride, tag="hang"):
+class HangOverride(_CallOverride, frozen=True, tag="hang"):
     """Stream ``chunks`` recorded chunks, then wait until the stream is cancelled."""
 
 

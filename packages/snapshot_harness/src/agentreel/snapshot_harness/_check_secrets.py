@@ -73,7 +73,9 @@ def main(argv: Sequence[str], out: TextIO) -> int:
                 scenario = _scenario_of(file)
                 scan = scans.get(scenario)
                 if scan is None:
-                    allow = load_scenario(scenario).record.allow_secrets if scenario else ()
+                    allow = (
+                        load_scenario(scenario).record.settings.allow_secrets if scenario else ()
+                    )
                     scan = scans[scenario] = SecretScan(allow=allow)
                 hits += [hit.describe() for hit in scan.scan(str(file), file.read_bytes())]
     except (HarnessError, OSError) as error:

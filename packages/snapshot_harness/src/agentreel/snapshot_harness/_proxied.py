@@ -227,7 +227,7 @@ def proxy_backend(
         if mode == "record":
             upstream, key = stack.enter_context(_upstream(scenario, record, key))
             settings["upstream"] = upstream
-            settings["allow_secrets"] = scenario.record.allow_secrets
+            settings["record"] = scenario.record.settings
         else:
             settings["fixture"] = scenario.directory.resolve()
             settings["report"] = report
@@ -320,10 +320,12 @@ def _drifted_backend(
                 log=run_dir / PROXY_LOG_FILE,
             )
         )
-        allow = scenario.record.allow_secrets
+        recording = drifted_record_settings(
+            replay.base_url, staging, record=scenario.record.settings, **common
+        )
         proxy = stack.enter_context(
             _run_on_worker_proxy(
-                drifted_record_settings(replay.base_url, staging, allow_secrets=allow, **common),
+                recording,
                 timeout=scenario.timeout,
                 log=run_dir / "drifted-record.log",
             )
