@@ -108,7 +108,6 @@ BEDROCK_INVOKE_API = WireApiSpec(
     decoder=InvokeDecoder,
     encode_stream=_stream,
     encode_body=_body,
-    stream_endings=(),
     error_body=bedrock_error_body,
     models_body=bedrock_models_body,
     response_id_prefix="msg_",

@@ -877,7 +877,6 @@ GEMINI_API = WireApiSpec(
     stream_endings=STREAM_ENDINGS,
     error_body=gemini_error_body,
     models_body=gemini_models_body,
-    response_id_prefix="",
     rule_api="gemini",
     error_frame=bare_error_frame,
     auth_headers=("x-goog-api-key",),
