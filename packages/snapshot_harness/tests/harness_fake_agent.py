@@ -12,7 +12,9 @@ whose pid goes to ``FAKE_PID_FILE``), ``garbage`` (a non-JSON line on stdout),
 system prompt on every run), ``random-output`` (a random agent id and count in its
 answer, not in what it asks the model), ``traceback`` (a Python traceback on stderr, then
 on as normal), ``names-user`` (its system prompt names ``$USER`` when that is set and not
-empty, as Claude Code's auto-mode classifier does). ``FAKE_AUTH_METHOD=<id>`` makes it
+empty, as Claude Code's auto-mode classifier does), ``names-day`` (its system prompt names
+today's weekday, in UTC, in words no built-in mask covers), ``no-faketime`` (it exits at
+start when libfaketime is preloaded). ``FAKE_AUTH_METHOD=<id>`` makes it
 list that auth method in ``initialize`` and refuse ``session/new`` until ``authenticate``
 with it succeeds, which needs the variable ``FAKE_AUTH_ENV`` names set;
 ``FAKE_AUTH_LEAK=1`` puts that key into its system prompt (into what is recorded).
@@ -25,6 +27,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -76,6 +79,10 @@ if BEHAVIOUR == "random-system":  # a different request on every run: cannot rep
     SYSTEM_PROMPT += f" Run {os.urandom(4).hex()}."
 if BEHAVIOUR == "names-user" and os.environ.get("USER"):
     SYSTEM_PROMPT += f" The user is {os.environ['USER']}."
+if BEHAVIOUR == "names-day":
+    SYSTEM_PROMPT += f" It is {time.strftime('%A', time.gmtime())} here."
+if BEHAVIOUR == "no-faketime" and "faketime" in os.environ.get("LD_PRELOAD", ""):
+    sys.exit("fake agent: refusing to run under libfaketime")
 AUTH_METHOD = os.environ.get("FAKE_AUTH_METHOD")
 AUTH_ENV = os.environ.get("FAKE_AUTH_ENV", "")
 if os.environ.get("FAKE_AUTH_LEAK"):

@@ -10,6 +10,7 @@ import io
 import json
 import shutil
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 
 import openai  # noqa: F401 (the inner tests import it: once, here)
@@ -24,11 +25,13 @@ from agentreel.snapshot_harness import (
     load_scenario,
 )
 from agentreel.snapshot_harness._cli import main
+from agentreel.snapshot_harness._faketime import faketime_library
 from agentreel.snapshot_harness._record_proof import (
     TRIALS_ENV,
     crash_on_stderr,
     propose_masks,
     schedule_problems,
+    trial_day,
 )
 
 MakeScenario = Callable[..., Path]
@@ -339,3 +342,51 @@ def test_a_variable_the_scenario_sets_is_one_no_trial_perturbs(
     toml.write_text(toml.read_text().replace("[record]\n", "[record]\ntrials = 1\n"))
     check_scenario(pinned, "record")
     assert (pinned / "golden").is_dir()
+
+
+def _two_trials(directory: Path) -> None:
+    toml = directory / "scenario.toml"
+    toml.write_text(toml.read_text().replace("[record]\n", "[record]\ntrials = 2\n"))
+
+
+def test_the_date_trial_catches_an_agent_naming_the_day(
+    make_scenario: MakeScenario, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent that writes today's weekday into its request (in UTC, in words no built-in
+    mask covers): the other trials (other zones, users, hosts) replay it, the date trial
+    (its second, under libfaketime 403 days on) fails naming the day it asked with. Where
+    libfaketime is missing, record says that trial ran on today's date."""
+    monkeypatch.delenv(TRIALS_ENV)
+    directory = make_scenario(env={"FAKE_BEHAVIOUR": "names-day"})
+    _two_trials(directory)
+    if faketime_library() is None:
+        outcome = check_scenario(directory, "record")
+        assert any("libfaketime is not installed" in note for note in outcome.notes)
+        return
+    with pytest.raises(RecordError) as caught:
+        check_scenario(directory, "record")
+    message = str(caught.value)
+    assert "trial replay 2 of 2 (TZ=Etc/GMT+12" in message, message
+    assert "under libfaketime)" in message, message
+    day = trial_day()
+    moved = datetime.fromisoformat(day).strftime("%A")
+    assert f"It is {moved} here." in message, message
+    assert not (directory / "golden").exists()
+
+
+def test_an_agent_that_cannot_run_under_libfaketime_is_said_so_at_record(
+    make_scenario: MakeScenario, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent that will not start under libfaketime (Claude Code's binary, whose second
+    libfaketime start in one process fails): recorded, with a line saying its date trial
+    ran on today's date — not a failure, and not silence."""
+    monkeypatch.delenv(TRIALS_ENV)
+    directory = make_scenario(env={"FAKE_BEHAVIOUR": "no-faketime"})
+    _two_trials(directory)
+    outcome = check_scenario(directory, "record")
+    (line,) = [note for note in outcome.notes if "libfaketime" in note]
+    if faketime_library() is not None:
+        assert "its agent does not run under libfaketime" in line, line
+    assert "trial replay 2 of 2" in line, line
+    assert "ran on today's date" in line, line
+    assert (directory / "golden").is_dir()

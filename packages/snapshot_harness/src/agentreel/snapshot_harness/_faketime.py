@@ -85,6 +85,8 @@ def faketime_env(when: str, *, preload: str | None = None) -> dict[str, str]:
         variable: f"{library}{os.pathsep}{preload}" if preload else str(library),
         "FAKETIME": start,
         "DONT_FAKE_MONOTONIC": "1",
+        # libfaketime 0.9.10 (Debian 12) reads only this spelling of it.
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
         "FAKETIME_DONT_RESET": "1",
     }
     if variable == "DYLD_INSERT_LIBRARIES":

@@ -13,7 +13,8 @@ Three kinds, in the order a recording meets them:
   enforce at replay; record records again (``[record] retries``) or fails naming it.
 - **Trial replays** (``trial_env``; run by ``_record_trials``): the new recording replayed
   ``[record] trials`` times, each under another time zone, user and host name (HOME is a
-  fresh folder on every run already), with the goldens compared to the first replay's;
+  fresh folder on every run already), the second on another day too (``trial_day``,
+  libfaketime), with the goldens compared to the first replay's;
   a difference is named value by value with the smallest mask that covers it
   (``propose_masks``), printed as TOML lines ``--accept-masks`` writes into
   ``scenario.toml``.
@@ -35,6 +36,7 @@ import os
 import re
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -336,6 +338,20 @@ _PERTURBATIONS: tuple[Mapping[str, str], ...] = (
     },
     {"TZ": "America/St_Johns", "USER": "trial", "LOGNAME": "trial", "HOSTNAME": "t"},
 )
+
+
+DATE_TRIAL = 1
+"""The trial (from 0) whose agent runs on another day: libfaketime preloaded into its
+process (``_faketime``), its clock started ``_DAYS_ON`` days from now and running on."""
+_DAYS_ON = 403
+"""Another year, month, date and weekday (403 is no multiple of 7)."""
+
+
+def trial_day(now: datetime | None = None) -> str:
+    """The moment the date trial's agent starts its clock at: ``_DAYS_ON`` days after
+    ``now`` (the real moment), time of day kept."""
+    moment = (now or datetime.now(UTC)) + timedelta(days=_DAYS_ON)
+    return f"{moment:%Y-%m-%d %H:%M:%S}"
 
 
 def trial_env(number: int, pinned: Collection[str] = ()) -> dict[str, str]:

@@ -6,18 +6,24 @@ record backends report their stub servers to it)."""
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, tzinfo
 from typing import NoReturn, TypeVar
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from agentreel.snapshot_harness._consumption import verify_consumption
 from agentreel.snapshot_harness._diff import unified_diff
+from agentreel.snapshot_harness._faketime import faketime_env
 from agentreel.snapshot_harness._record_proof import (
+    DATE_TRIAL,
     accept_masks,
     describe_trial,
     masked_goldens_equal,
     pinned_variables,
     proposals_message,
     propose_masks,
+    trial_day,
     trial_env,
     trials_wanted,
 )
@@ -26,7 +32,12 @@ from agentreel.snapshot_harness._result import RunResult
 from agentreel.snapshot_harness._runner import run_scenario
 from agentreel.snapshot_harness._scenario import RecordConfig, Scenario
 from agentreel.snapshot_harness._scenario_reader import load_scenario
-from agentreel.snapshot_harness.exceptions import HarnessError, RecordError, VolatileValuesError
+from agentreel.snapshot_harness.exceptions import (
+    FaketimeError,
+    HarnessError,
+    RecordError,
+    VolatileValuesError,
+)
 
 T = TypeVar("T")
 
@@ -38,32 +49,106 @@ def run_trials(
     config: RecordConfig,
     *,
     done: str = "recorded",
+    notes: list[str] | None = None,
 ) -> int:
     """Replay the recording in ``trial``'s directory ``trials_wanted(config)`` times, each
     under its own perturbation, and require the goldens of the first replay every time.
     Returns how many ran; raises ``RecordError`` (``VolatileValuesError`` with the masks
     found when the difference is values) naming the trial, its perturbation and the diff.
-    ``done`` is what the caller did (``refresh`` proves the goldens it writes the same way)."""
+    ``done`` is what the caller did (``refresh`` proves the goldens it writes the same way).
+    Trial ``DATE_TRIAL`` runs the agent on another day (libfaketime); where that cannot be
+    (libfaketime missing, or an agent that does not run under it), a line in ``notes``
+    says so and that trial runs on today's date."""
     wanted = trials_wanted(config)
     pinned = pinned_variables(trial)
+    said = notes if notes is not None else []
     for number in range(wanted):
         env = trial_env(number, pinned)
         perturbed = dataclasses.replace(trial, env={**trial.env, **env})
         which = f"trial replay {number + 1} of {wanted} ({describe_trial(env, pinned)})"
-        try:
-            replayed = run_scenario(perturbed, "replay")
-            verify_consumption(perturbed, replayed)
-        except HarnessError as exc:
-            raise RecordError(
-                f"{name}: {done}, but {which} failed, so nothing was written:\n{exc}\n"
-                "The recording replays in one environment and not in another: the agent's "
-                "requests depend on the time zone, user or host (mask it in what it sends, "
-                "or set it in [env])"
-            ) from exc
-        other = render_goldens(replayed)
-        if other != dict(goldens):
-            _differs(name, which, goldens, other, trial, done=done)
+        if number == DATE_TRIAL and _on_another_day(name, which, perturbed, goldens, done, said):
+            continue
+        _trial(name, which, perturbed, goldens, done)
+    if notes is None:
+        for line in said:
+            print(line, file=sys.stderr)
     return wanted
+
+
+def _trial(
+    name: str, which: str, perturbed: Scenario, goldens: Mapping[str, bytes], done: str
+) -> None:
+    """One trial replay of ``perturbed``: it replays and gives ``goldens``, else raises."""
+    try:
+        replayed = run_scenario(perturbed, "replay")
+        verify_consumption(perturbed, replayed)
+    except HarnessError as exc:
+        raise RecordError(
+            f"{name}: {done}, but {which} failed, so nothing was written:\n{exc}\n"
+            "The recording replays in one environment and not in another: the agent's "
+            "requests depend on the date, time zone, user or host (mask it in what it sends, "
+            "or set it in [env])"
+        ) from exc
+    other = render_goldens(replayed)
+    if other != dict(goldens):
+        _differs(name, which, goldens, other, perturbed, done=done)
+
+
+def _on_day(scenario: Scenario, when: str) -> Scenario:
+    """``scenario`` with its agent started afresh under libfaketime from ``when`` (a forked
+    agent keeps the fork server's clock)."""
+    env = faketime_env(when, preload=scenario.env.get("LD_PRELOAD"))
+    return dataclasses.replace(
+        scenario,
+        env={**scenario.env, **env},
+        fork_server=dataclasses.replace(scenario.fork_server, enabled=False),
+    )
+
+
+def _on_another_day(
+    name: str,
+    which: str,
+    perturbed: Scenario,
+    goldens: Mapping[str, bytes],
+    done: str,
+    notes: list[str],
+) -> bool:
+    """The date trial: ``perturbed`` on ``trial_day()``. True when it ran (and passed);
+    False, with a line in ``notes``, when it cannot move the date — then the caller runs it
+    on today's. A failure on the other day is the agent's only when the same trial under
+    libfaketime on today's date passes; else the agent does not run under libfaketime."""
+    day = trial_day()
+    try:
+        moved = _on_day(perturbed, day)
+    except FaketimeError as error:
+        notes.append(f"{name}: {which} ran on today's date, not another day: {error}")
+        return False
+    try:
+        _trial(name, f"{which[:-1]}, on {day} under libfaketime)", moved, goldens, done)
+    except RecordError as failure:
+        try:
+            _trial(name, which, _on_day(perturbed, _now_in(perturbed)), goldens, done)
+        except RecordError:
+            first = str(failure).splitlines()[1] if "\n" in str(failure) else str(failure)
+            notes.append(
+                f"{name}: its agent does not run under libfaketime (it fails under it on "
+                f"today's date as on {day}: {first[:200]}), so {which} ran on today's date "
+                "and no trial moved the date"
+            )
+            return False
+        raise
+    return True
+
+
+def _now_in(scenario: Scenario) -> str:
+    """The real moment on the agent's clock (libfaketime reads a start in the agent's
+    zone): libfaketime started there changes nothing but that it is loaded."""
+    zone = scenario.env.get("TZ", "UTC")
+    try:
+        where: tzinfo = ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        where = UTC
+    return f"{datetime.now(where):%Y-%m-%d %H:%M:%S}"
 
 
 def _differs(
