@@ -159,8 +159,10 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["proxy"]:
         from agentreel.llm_proxy import main as proxy_main
+        from agentreel.snapshot_harness._record_trials import proxy_trials
 
-        return proxy_main(arguments[1:], out=out)
+        # `record ... -- COMMAND` proves its fixture with record's own trials (issue 39).
+        return proxy_main(arguments[1:], out=out, trials=proxy_trials())
     try:
         return _main(argv, out or sys.stdout)
     except BrokenPipeError:  # `agentreel replay | head`: the reader left; not an error of ours

@@ -6,12 +6,14 @@ record backends report their stub servers to it)."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, tzinfo
 from typing import NoReturn, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from agentreel.llm_proxy import RecordTrials, Trial
 from agentreel.snapshot_harness._consumption import verify_consumption
 from agentreel.snapshot_harness._diff import unified_diff
 from agentreel.snapshot_harness._faketime import faketime_env
@@ -143,12 +145,42 @@ def _on_another_day(
 def _now_in(scenario: Scenario) -> str:
     """The real moment on the agent's clock (libfaketime reads a start in the agent's
     zone): libfaketime started there changes nothing but that it is loaded."""
-    zone = scenario.env.get("TZ", "UTC")
+    return _now_in_zone(scenario.env.get("TZ"))
+
+
+def _now_in_zone(zone: str | None) -> str:
+    zone = zone or "UTC"
     try:
         where: tzinfo = ZoneInfo(zone)
     except (ZoneInfoNotFoundError, ValueError):
         where = UTC
     return f"{datetime.now(where):%Y-%m-%d %H:%M:%S}"
+
+
+def proxy_trials() -> RecordTrials:
+    """Record's trials for ``agentreel proxy record ... -- COMMAND`` (the proxy sits below
+    the harness, so they are handed down): how many (``trials_wanted``: ``--trials``,
+    ``AGENTREEL_RECORD_TRIALS``, 3) and each one's perturbation, the date trial's under
+    libfaketime (started afresh: the command is a process the proxy starts)."""
+
+    def wanted(given: int | None) -> int:
+        return trials_wanted(RecordConfig(trials=given))
+
+    def trial(number: int) -> Trial:
+        env = trial_env(number)
+        said = describe_trial(env)
+        if number != DATE_TRIAL:
+            return Trial(env, said)
+        day = trial_day()
+        preload = os.environ.get("LD_PRELOAD")
+        try:
+            moved = {**env, **faketime_env(day, preload=preload)}
+            today = {**env, **faketime_env(_now_in_zone(env.get("TZ")), preload=preload)}
+        except FaketimeError as error:
+            return Trial(env, said, note=f"trial replay {number + 1} ran on today's date: {error}")
+        return Trial(moved, f"{said}, on {day} under libfaketime", today=today, plain=env)
+
+    return RecordTrials(wanted, trial)
 
 
 def _differs(
