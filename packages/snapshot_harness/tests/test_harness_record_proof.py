@@ -390,3 +390,47 @@ def test_an_agent_that_cannot_run_under_libfaketime_is_said_so_at_record(
     assert "trial replay 2 of 2" in line, line
     assert "ran on today's date" in line, line
     assert (directory / "golden").is_dir()
+
+
+TRIALED_TESTS = """
+import os
+
+import openai
+
+
+def _ask(agentreel, system):
+    with openai.OpenAI(base_url=agentreel.base_url, api_key=agentreel.api_key) as client:
+        reply = client.chat.completions.create(
+            model="stub-model",
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": "hello"}],
+        )
+    assert reply.choices[0].message.content == "hi"
+
+
+def test_names_user(agentreel):
+    _ask(agentreel, f"The user is {os.environ.get('USER', 'nobody')}.")
+"""
+
+
+def test_the_fixtures_record_modes_run_trial_replays_of_the_test(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--agentreel-record=once`` runs the test again, a pytest of its own replaying the
+    fresh recording under each trial's perturbation, before writing it: a test whose
+    request names $USER fails its first trial (another user) and nothing is written."""
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CI", "AGENTREEL_RERECORD_COMMAND", "USER"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv(TRIALS_ENV)
+    pytester.makefile(
+        ".toml", **{"stub-rules": '[[rule]]\nmatch = { last_user = "hello" }\ntext = "hi"\n'}
+    )
+    pytester.makepyfile(test_chat=TRIALED_TESTS)
+    result = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "-p", "no:asyncio", "-q", "--agentreel-record=once"
+    )
+    output = result.stdout.str()
+    result.assert_outcomes(failed=1)
+    assert "test_names_user: recorded, but trial replay 1 of 3 (TZ=Pacific/Kiritimati" in output
+    assert "The user is reel-trial-a." in output, output
+    recordings = pytester.path / "recordings" / "test_chat"
+    assert not (recordings / "test_names_user").exists()
