@@ -24,6 +24,7 @@ import pytest_asyncio
 from aiohttp import web
 
 from agentreel.llm.stub import StubRequest, StubServer
+from agentreel.llm.wire import WireApiName, wire_api
 from agentreel.llm_proxy import start_proxy
 from agentreel.llm_replay import ConsumptionReport, read_report
 from agentreel.session import RequestHeader, RequestHeaderData, load_session_log, recording_names
@@ -90,6 +91,18 @@ def weather_stub() -> Iterator[StubServer]:
         yield server
 
 
+async def _serve(app: web.Application, runners: list[web.AppRunner]) -> tuple[str, Any]:
+    """``app`` served on 127.0.0.1 (a free port) until its runner is cleaned up:
+    ``(base_url, stop)``; the runner joins ``runners`` (the fixture's, cleaned at
+    teardown)."""
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    runners.append(runner)
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return f"http://127.0.0.1:{runner.addresses[0][1]}", runner.cleanup
+
+
 @pytest_asyncio.fixture
 async def scripted_upstream() -> AsyncIterator[Callable[..., Any]]:
     """Start a hand-written upstream on 127.0.0.1 that answers each ``POST <path>`` with
@@ -116,13 +129,40 @@ async def scripted_upstream() -> AsyncIterator[Callable[..., Any]]:
         app = web.Application()
         for path in answers:
             app.router.add_post(path, answer)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        runners.append(runner)
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = runner.addresses[0][1]
-        return f"http://127.0.0.1:{port}", runner.cleanup
+        return await _serve(app, runners)
+
+    yield start
+    for runner in runners:
+        await runner.cleanup()
+
+
+@pytest_asyncio.fixture
+async def cassette_upstream() -> AsyncIterator[Callable[..., Awaitable[tuple[str, Any]]]]:
+    """Start a loopback upstream that answers every ``POST`` as a corpus cassette holds it:
+    ``start(api, stream, status, content_type, body)``, a stream's ``body`` written frame
+    by frame as its wire API (``api``) splits it; returns ``(base_url, stop)``. Stopped at
+    teardown too."""
+    runners: list[web.AppRunner] = []
+
+    async def start(
+        api: WireApiName, stream: bool, status: int, content_type: str, body: bytes
+    ) -> tuple[str, Any]:
+        headers = {"content-type": content_type}
+
+        async def answer(request: web.Request) -> web.StreamResponse:
+            await request.read()
+            if not stream:
+                return web.Response(status=status, body=body, headers=headers)
+            out = web.StreamResponse(status=status, headers=headers)
+            await out.prepare(request)
+            for frame in wire_api(api).split_frames(body):
+                await out.write(frame)
+            await out.write_eof()
+            return out
+
+        app = web.Application()
+        app.router.add_post("/{tail:.*}", answer)
+        return await _serve(app, runners)
 
     yield start
     for runner in runners:
@@ -256,6 +296,41 @@ def wire_round_trip(fixture_dir: Path, tmp_path: Path) -> WireRoundTrip:
         return RoundTrip(recorded, recorded_bytes, requests, written(fixture_dir))
 
     return round_trip
+
+
+CountingRules = Callable[[str, str, tuple[str, ...], tuple[str, str]], str]
+
+
+@pytest.fixture
+def counting_rules() -> CountingRules:
+    """``counting_rules(api, question, prompts, call_ids)``: the stub rules of the tree
+    ``children_round_trip`` records on ``api`` — a main agent asked ``question`` delegates
+    ``prompts`` to two ``task`` children (its tool calls ``call_ids``), each counting
+    subagent answers its count, then the main agent sums them."""
+
+    def rules(api: str, question: str, prompts: tuple[str, ...], call_ids: tuple[str, str]) -> str:
+        return f"""
+[[rule]]
+match = {{ api = "{api}", system_contains = "main agent", last_user = "{question}" }}
+tool_calls = [
+  {{ id = "{call_ids[0]}", name = "task", arguments = {{ prompt = "{prompts[0]}" }} }},
+  {{ id = "{call_ids[1]}", name = "task", arguments = {{ prompt = "{prompts[1]}" }} }},
+]
+
+[[rule]]
+match = {{ api = "{api}", system_contains = "counting subagent", last_user = "{prompts[0]}" }}
+text = "7 apples."
+
+[[rule]]
+match = {{ api = "{api}", system_contains = "counting subagent", last_user = "{prompts[1]}" }}
+text = "3 pears."
+
+[[rule]]
+match = {{ api = "{api}", system_contains = "main agent", last_tool_result_regex = "pears" }}
+text = "7 apples and 3 pears."
+"""
+
+    return rules
 
 
 Agent = Callable[..., Awaitable[str]]

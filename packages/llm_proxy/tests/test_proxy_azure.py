@@ -145,27 +145,6 @@ COUNTER = "You are a counting subagent. Answer with a count."
 QUESTION = "How many apples and pears are in the baskets?"
 PROMPTS = ("Count the apples in basket.txt.", "Count the pears in basket.txt.")
 
-CHILD_RULES = f"""
-[[rule]]
-match = {{ api = "openai", system_contains = "main agent", last_user = "{QUESTION}" }}
-tool_calls = [
-  {{ id = "call_apples", name = "task", arguments = {{ prompt = "{PROMPTS[0]}" }} }},
-  {{ id = "call_pears", name = "task", arguments = {{ prompt = "{PROMPTS[1]}" }} }},
-]
-
-[[rule]]
-match = {{ api = "openai", system_contains = "counting subagent", last_user = "{PROMPTS[0]}" }}
-text = "7 apples."
-
-[[rule]]
-match = {{ api = "openai", system_contains = "counting subagent", last_user = "{PROMPTS[1]}" }}
-text = "3 pears."
-
-[[rule]]
-match = {{ api = "openai", system_contains = "main agent", last_tool_result_regex = "pears" }}
-text = "7 apples and 3 pears."
-"""
-
 TASK: Any = {
     "type": "function",
     "function": {
@@ -220,7 +199,8 @@ async def _agent(endpoint: str, *, children_reversed: bool = False) -> str:
 
 @pytest.mark.asyncio
 async def test_concurrent_azure_children_bind_by_content_in_reverse_order(
-    children_round_trip: Any,
+    children_round_trip: Any, counting_rules: Any
 ) -> None:
-    replayed = await children_round_trip(CHILD_RULES, _agent, QUESTION, PROMPTS)
+    rules = counting_rules("openai", QUESTION, PROMPTS, ("call_apples", "call_pears"))
+    replayed = await children_round_trip(rules, _agent, QUESTION, PROMPTS)
     assert sorted((s.calls, s.consumed) for s in replayed.scripts) == [(1, 1), (1, 1), (2, 2)]

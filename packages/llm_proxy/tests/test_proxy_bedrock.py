@@ -227,27 +227,6 @@ COUNTER = "You are a counting subagent. Answer with a count."
 QUESTION = "How many apples and pears are in the baskets?"
 PROMPTS = ("Count the apples in basket.txt.", "Count the pears in basket.txt.")
 
-CHILD_RULES = f"""
-[[rule]]
-match = {{ api = "bedrock", system_contains = "main agent", last_user = "{QUESTION}" }}
-tool_calls = [
-  {{ id = "tooluse_apples", name = "task", arguments = {{ prompt = "{PROMPTS[0]}" }} }},
-  {{ id = "tooluse_pears", name = "task", arguments = {{ prompt = "{PROMPTS[1]}" }} }},
-]
-
-[[rule]]
-match = {{ api = "bedrock", system_contains = "counting subagent", last_user = "{PROMPTS[0]}" }}
-text = "7 apples."
-
-[[rule]]
-match = {{ api = "bedrock", system_contains = "counting subagent", last_user = "{PROMPTS[1]}" }}
-text = "3 pears."
-
-[[rule]]
-match = {{ api = "bedrock", system_contains = "main agent", last_tool_result_regex = "pears" }}
-text = "7 apples and 3 pears."
-"""
-
 TASK = {
     "tools": [
         {
@@ -304,9 +283,10 @@ async def _delegate(client: Any, endpoint: str, children_reversed: bool) -> str:
 
 @pytest.mark.asyncio
 async def test_concurrent_bedrock_children_bind_by_content_in_reverse_order(
-    children_round_trip: Any,
+    children_round_trip: Any, counting_rules: Any
 ) -> None:
-    replayed = await children_round_trip(CHILD_RULES, _agent, QUESTION, PROMPTS)
+    rules = counting_rules("bedrock", QUESTION, PROMPTS, ("tooluse_apples", "tooluse_pears"))
+    replayed = await children_round_trip(rules, _agent, QUESTION, PROMPTS)
     assert sorted((s.calls, s.consumed) for s in replayed.scripts) == [(1, 1), (1, 1), (2, 2)]
 
 

@@ -13,11 +13,11 @@ A Python client through the proxy, recorded with one machine's facts and replaye
 another's, must replay.
 
 Time is a machine fact too (SPEC 13, 15), in every spelling agents and libraries use. Every
-committed recording (``fixtures/*`` and ``interop/fixtures/*``: logs and their goldens) is
-travelled in time: each date, time, weekday and zone it holds as a token is written as it
-would have been on each day of a week, on 29 February, at 23:59:59 on 31 December and just
-after midnight on 1 January, in UTC, UTC-12 and UTC+14 — and must mask back to the
-recorded text.
+committed recording (``fixtures/*`` and ``interop/fixtures/*``: logs and their goldens, the
+tools' texts a log keeps included) is travelled in time: each date, time, weekday, month,
+year and zone it holds as a token is written as it would have been on each day of a week,
+on 29 February, at 23:59:59 on 31 December and just after midnight on 1 January, in UTC,
+UTC-12 and UTC+14 — and must mask back to the recorded text.
 """
 
 from __future__ import annotations
@@ -401,6 +401,10 @@ TIME_SPELLINGS: dict[str, tuple[Callable[[datetime], str], ...]] = {
         lambda m: m.strftime("%H:%M:%S ") + _zone_name(m),
     ),
     "{{weekday}}": (lambda m: m.strftime("%A"),),
+    # JavaScript's toLocaleString("en-US", {month: "long", year: "numeric"}): Claude Code's
+    # WebSearch description, "The current month is December 2026".
+    "{{month}}": (lambda m: m.strftime("%B %Y"),),
+    "{{year}}": (lambda m: m.strftime("%Y"),),
     "{{timezone}}": (
         lambda m: "UTC" + _zone_name(m).replace("UTC", "+0"),
         lambda m: {"UTC": "Etc/UTC", "-12": "Etc/GMT+12", "+14": "Pacific/Kiritimati"}[
@@ -413,15 +417,19 @@ TIME_TOKEN = re.compile("|".join(re.escape(token) for token in TIME_SPELLINGS))
 
 def _recorded_texts(fixture: Path) -> set[str]:
     """Every request text of a fixture's logs and goldens (system prompts, whole message
-    texts and previews)."""
+    texts — read from a message's JSON where a log keeps that — and previews, each tool's
+    JSON where a log keeps it)."""
     texts: set[str] = set()
     for path in (*fixture.glob("session*.jsonl"), *fixture.glob("golden/session*.jsonl")):
         for header in _headers(path):
             texts.add(header.system or "")
+            texts.update(tool.text for tool in header.tools if tool.text is not None)
             for message in header.messages:
                 texts.add(message.preview)
                 if message.text is not None:
                     texts.add(message.text)
+                elif message.json is not None:
+                    texts.add(json_message_text(message.json))
     return texts
 
 
@@ -459,6 +467,7 @@ def test_the_masks_leave_prose_about_time_alone() -> None:
 def test_every_committed_recording_replays_on_any_day_in_any_zone(fixture: Path) -> None:
     masks = Masks(cwd="/work/somewhere/else")
     travelled = 0
+    months = weekdays = 0
     for text in sorted(_recorded_texts(fixture)):
         assert masks.text(text) == text, f"{fixture.name}: the masks change a recorded text"
         if not TIME_TOKEN.search(text):
@@ -473,6 +482,8 @@ def test_every_committed_recording_replays_on_any_day_in_any_zone(fixture: Path)
                 return spellings[k % len(spellings)](moment)
 
             live = TIME_TOKEN.sub(spelled, text)
+            months += "{{month}}" in text
+            weekdays += "day_of_week" in text and "{{weekday}}" in text
             assert masks.text(live) == text, (
                 f"{fixture.name} as written at {moment.isoformat()} reads differently:\n"
                 + _first_difference(masks.text(live), text)
@@ -480,6 +491,12 @@ def test_every_committed_recording_replays_on_any_day_in_any_zone(fixture: Path)
             travelled += 1
     if fixture.name in {"mistral-vibe-subagent", "codex-read", "gemini-cli-read"}:
         assert travelled > 0, f"{fixture}: no date found in a real agent's requests"
+    # Claude Code 0.23.1 says the current month in its WebSearch tool's description.
+    if fixture.name in {"claude-code-read", "claude-code-task", "claude-code-mcp-task"}:
+        assert months > 0, f"{fixture}: no month found in Claude Code's WebSearch tool"
+    # mcp-server-time's convert_time answers with the weekday of the day it was called.
+    if fixture.name in {"claude-code-mcp-task", "gemini-cli-mcp-subagent"}:
+        assert weekdays > 0, f"{fixture}: no day_of_week found in the MCP time tool's result"
 
 
 def test_a_labelled_fact_in_a_decoded_body_is_masked_as_its_text_is() -> None:

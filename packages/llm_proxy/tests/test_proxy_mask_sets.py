@@ -16,6 +16,7 @@ RELEASED = {
     1: "b5cf001b77c28a51",
     2: "496e84adafd52c27",
     3: "ff1687eb5ea06075",
+    4: "f184c8c1e649e5b2",
 }
 
 
@@ -56,6 +57,50 @@ def test_set_3_masks_an_iana_name_holding_an_offset_whole() -> None:
     assert Masks(version=3).text(text) == '{"target_timezone":"{{timezone}}"} and {{timezone}}'
 
 
+# Claude Code 0.23.1's WebSearch description (CLI 2.1.83; the same sentence in CLI 2.1.318
+# and Qwen Code): the current month, next to a knowledge cutoff that is no machine fact.
+WEB_SEARCH = (
+    "Assistant knowledge cutoff is August 2025.\nIMPORTANT - Use the correct year in search "
+    "queries:\n  - The current month is December 2026. You MUST use this year when searching"
+)
+
+
+def test_set_4_masks_now_said_in_prose_and_set_3_leaves_it() -> None:
+    assert Masks(version=3).text(WEB_SEARCH) == WEB_SEARCH
+    assert Masks(version=4).text(WEB_SEARCH) == WEB_SEARCH.replace("December 2026", "{{month}}")
+    for said, masked in (
+        ("The current month is February 2028.", "The current month is {{month}}."),
+        ("current month: Jan 2027", "current month: {{month}}"),
+        ("It is now March 2027 and", "It is now {{month}} and"),
+        ("The current year is 2027.", "The current year is {{year}}."),
+        ("Today is Monday, January 4.", "Today is {{date}}."),
+        ("today\u2019s date: 29 Feb", "today\u2019s date: {{date}}"),
+        (
+            "The current date is Dec 31 (ask again later)",
+            "The current date is {{date}} (ask again later)",
+        ),
+        # A whole date was already one; a weekday alone stays the weekday rule's.
+        ("Today is Friday, December 4, 2026.", "Today is {{date}}."),
+        ("Today is Friday.", "Today is {{weekday}}."),
+        # mcp-server-time's convert_time: the weekday of the date of the call.
+        (
+            '"datetime":"{{date}}","day_of_week":"Friday"',
+            '"datetime":"{{date}}","day_of_week":"{{weekday}}"',
+        ),
+        ('\\"day_of_week\\": \\"Sunday\\"', '\\"day_of_week\\": \\"{{weekday}}\\"'),
+    ):
+        assert Masks(version=4).text(said) == masked, said
+        assert Masks(version=4).text(masked) == masked  # idempotent
+    # Only after words naming now: a month, year or day elsewhere in prose is text.
+    for prose in (
+        "In May we ship the 2026 roadmap; this month we plan.",
+        "the year 2026 was long; released in December 2026",
+        "freeze after Thursday, December 10",
+        "every weekday: Monday to Friday",
+    ):
+        assert Masks(version=4).text(prose) == prose
+
+
 def test_an_unknown_mask_set_names_what_this_agentreel_knows() -> None:
-    with pytest.raises(ProxyConfigError, match=r"mask set 9 is unknown .* knows 1, 2, 3"):
+    with pytest.raises(ProxyConfigError, match=r"mask set 9 is unknown .* knows 1, 2, 3, 4"):
         Masks(version=9)

@@ -150,30 +150,6 @@ MAIN = "You are the main agent. Delegate counting."
 COUNTER = "You are a counting subagent."
 
 
-def _child_rules(api: str) -> str:
-    """The parent asks two ``task`` children, each answers its count, the parent sums."""
-    return f"""
-[[rule]]
-match = {{ api = "{api}", system_contains = "main agent", last_user = "{QUESTION}" }}
-tool_calls = [
-  {{ id = "toolu_apples", name = "task", arguments = {{ prompt = "{PROMPTS[0]}" }} }},
-  {{ id = "toolu_pears", name = "task", arguments = {{ prompt = "{PROMPTS[1]}" }} }},
-]
-
-[[rule]]
-match = {{ api = "{api}", system_contains = "counting subagent", last_user = "{PROMPTS[0]}" }}
-text = "7 apples."
-
-[[rule]]
-match = {{ api = "{api}", system_contains = "counting subagent", last_user = "{PROMPTS[1]}" }}
-text = "3 pears."
-
-[[rule]]
-match = {{ api = "{api}", system_contains = "main agent", last_tool_result_regex = "pears" }}
-text = "7 apples and 3 pears."
-"""
-
-
 TASK: Any = {
     "name": "task",
     "description": "Delegate to a subagent",
@@ -303,7 +279,8 @@ async def _gemini_agent(base: str, *, children_reversed: bool = False) -> str:
     ("api", "agent"), [("anthropic", _claude_agent), ("gemini", _gemini_agent)]
 )
 async def test_concurrent_vertex_children_bind_by_content_in_reverse_order(
-    children_round_trip: Any, api: str, agent: Any
+    children_round_trip: Any, counting_rules: Any, api: str, agent: Any
 ) -> None:
-    replayed = await children_round_trip(_child_rules(api), agent, QUESTION, PROMPTS)
+    rules = counting_rules(api, QUESTION, PROMPTS, ("toolu_apples", "toolu_pears"))
+    replayed = await children_round_trip(rules, agent, QUESTION, PROMPTS)
     assert sorted((s.calls, s.consumed) for s in replayed.scripts) == [(1, 1), (1, 1), (2, 2)]

@@ -1,23 +1,35 @@
-"""One replay settings value reaches every way of running (issue 37).
+"""One replay settings value, and one record settings value, reach every way of running
+(issue 37).
 
 ``agentreel.llm_replay.ReplaySettings`` declares each setting once, as a field with its
 ``Setting``; the scenario reader, the pytest fixture's ``agentreel_config``, the proxy's
 command line, ``start_proxy`` / ``ReplayProvider``'s keywords and the agent's text
-settings all take it from there. These tests walk the value's fields — a setting added
-tomorrow is walked too — and check each surface accepts it, reads it into the value and
-words a bad one with the value's own message. In process, no agent run.
+settings all take it from there. ``agentreel.llm_proxy.RecordSettings`` does the same for
+the record side's settings (``[record]``, ``agentreel_config``, ``agentreel proxy
+record``'s flags, ``start_proxy``'s keywords). These tests walk the values' fields — a
+setting added tomorrow is walked too — and check each surface accepts it, reads it into
+the value and words a bad one with the value's own message. In process, no agent run.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
+import hashlib
 import typing
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agentreel.llm_proxy import (
+    RecordSettings,
+    RecordSettingsError,
+    RecordSettingsKeywords,
+    drifted_record_settings,
+    start_proxy,
+)
 from agentreel.llm_proxy import _cli as proxy_cli
 from agentreel.llm_replay import (
     Capture,
@@ -36,7 +48,7 @@ from agentreel.llm_replay._settings import (
     _Seconds,
 )
 from agentreel.snapshot_harness import ScenarioError, load_scenario
-from agentreel.snapshot_harness._reel import ReelError, plan
+from agentreel.snapshot_harness._reel import ReelError, ReelPlan, plan
 
 STEPS = '\n[[steps]]\ntype = "initialize"\n'
 SPECS = ReplaySettings.specs()
@@ -96,6 +108,10 @@ def write_scenario(tmp_path: Path, text: str) -> Path:
 
 
 def reel_plan(tmp_path: Path, config: dict[str, Any]) -> ReplaySettings:
+    return reel(tmp_path, config).replay
+
+
+def reel(tmp_path: Path, config: dict[str, Any]) -> ReelPlan:
     recording = tmp_path / "recording"
     recording.mkdir(exist_ok=True)
     (recording / "session.jsonl").write_text("")
@@ -106,7 +122,7 @@ def reel_plan(tmp_path: Path, config: dict[str, Any]) -> ReplaySettings:
         option_mode="none",
         option_upstream=None,
         config=config,
-    ).replay
+    )
 
 
 def proxy_args(mode: str, given: dict[str, Any]) -> list[str]:
@@ -231,3 +247,93 @@ def test_the_recorded_pace_is_refused_where_the_agent_replays_in_process(
         load_scenario(directory)
     proxied = write_scenario(tmp_path, '[model]\nvia = "proxy"\n[replay]\npace = "recorded"\n')
     assert load_scenario(proxied).replay.pace == "recorded"
+
+
+RECORD_SPECS = RecordSettings.specs()
+
+
+def record_sample(name: str) -> tuple[list[str], Any]:
+    """A value other than the default for record setting ``name``: ``(as typed, as the
+    value holds it)``. A new record setting needs a line here."""
+    if name == "allow_secrets":
+        digest = hashlib.sha256(b"a deliberate fake key").hexdigest()
+        return [digest], (digest,)
+    raise AssertionError(f"no sample for record setting {name}: add one here")
+
+
+def record_flags(name: str, typed: list[str]) -> list[str]:
+    return [word for item in typed for word in (RECORD_SPECS[name].flag, item)]
+
+
+async def started_with(tmp_path: Path, **settings: Any) -> RecordSettings:
+    """The record settings a ``start_proxy`` record run was given ``settings`` holds."""
+    context = start_proxy(
+        "record", upstream="http://127.0.0.1:9", sessions_root=tmp_path / "logs", **settings
+    )
+    async with context as proxy:
+        return proxy.settings.record
+
+
+@pytest.mark.parametrize("name", list(RECORD_SPECS))
+def test_each_record_setting_reaches_every_way_of_running(name: str, tmp_path: Path) -> None:
+    typed, held = record_sample(name)
+    expected = RecordSettings.from_mapping({name: held})
+    assert getattr(expected, name) == held != getattr(RecordSettings(), name)
+
+    # scenario.toml's [record] table.
+    text = f"[record]\n{name} = {toml_value(typed)}\n"
+    assert load_scenario(write_scenario(tmp_path, text)).record.settings == expected
+
+    # The pytest fixture's agentreel_config (and marker keys).
+    assert reel(tmp_path, {name: typed}).record == expected
+
+    # agentreel proxy: its flag on record, once per item; none on replay.
+    record = ["record", "--upstream", "u", "--fixture", "f", *record_flags(name, typed)]
+    assert proxy_cli._record_settings(proxy_cli._parser().parse_args(record)) == expected
+    with pytest.raises(SystemExit):
+        proxy_cli._parser().parse_args(["replay", "--fixture", "f", *record_flags(name, typed)])
+
+    # start_proxy: the keyword of the same name, or the value; the drifted record run.
+    assert asyncio.run(started_with(tmp_path, **{name: held})) == expected
+    assert asyncio.run(started_with(tmp_path, record=expected)) == expected
+    assert drifted_record_settings("http://u", tmp_path, record=expected).record == expected
+
+
+def test_the_record_keywords_are_the_fields() -> None:
+    keys = set(typing.get_type_hints(RecordSettingsKeywords))
+    assert keys == set(RecordSettings.names())
+
+
+def test_a_bad_record_setting_is_worded_once_everywhere(tmp_path: Path) -> None:
+    """``[record]``, agentreel_config, the proxy's flag and ``start_proxy`` say the value's
+    own problem, each at the key as its user typed it."""
+    with pytest.raises(RecordSettingsError) as caught:
+        RecordSettings.from_mapping({"allow_secrets": ["not-a-digest"]})
+    problem = caught.value.problem
+    assert "entry 0" in problem
+    assert "not-a-digest" not in problem  # never echoes the value
+
+    text = "[record]\nallow_secrets = ['not-a-digest']\n"
+    with pytest.raises(ScenarioError) as in_file:
+        load_scenario(write_scenario(tmp_path, text))
+    assert str(in_file.value).endswith(f"key 'record.allow_secrets': {problem}")
+
+    with pytest.raises(ReelError) as in_config:
+        reel(tmp_path, {"allow_secrets": ["not-a-digest"]})
+    assert str(in_config.value).endswith(f"key allow_secrets: {problem}")
+
+    errors: list[str] = []
+
+    def error(message: str) -> typing.NoReturn:
+        errors.append(message)
+        raise SystemExit(2)
+
+    words = ["record", "--upstream", "u", "--fixture", "f", "--allow-secret", "not-a-digest"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(argparse.ArgumentParser, "error", lambda self, message: error(message))
+        with pytest.raises(SystemExit):
+            proxy_cli._record_settings(proxy_cli._parser().parse_args(words))
+    assert errors == [f"argument --allow-secret: {problem}"]
+
+    with pytest.raises(RecordSettingsError, match="allow_secrets: entry 0"):
+        asyncio.run(started_with(tmp_path, allow_secrets=("not-a-digest",)))

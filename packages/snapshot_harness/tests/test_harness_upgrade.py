@@ -110,3 +110,41 @@ def test_a_failed_replay_of_an_old_recording_says_to_upgrade_it(tmp_path: Path) 
     out = io.StringIO()
     assert main(["replay", "--fixtures", str(fixtures), "plain-turn"], out=out) == 1
     assert "agentreel upgrade" not in out.getvalue()
+
+
+CLAUDE_CODE = ROOT / "interop" / "fixtures" / "claude-code-read"
+# claude-code-read as agentreel recorded it with mask set 2 (format 2): its WebSearch tool's
+# kept JSON held "The current month is December 2026" (mask set 4 masks it), and the logs
+# and goldens the tool's digest of that text.
+AS_RECORDED_IN_DECEMBER = (
+    ("The current month is {{month}}", "The current month is December 2026"),
+    ("0ce45576e2d1c815", "a1f32c8a0d0c01c1"),  # the WebSearch tool's digest
+    ("4be72fbdda5fc3ed", "54021c1e83144fb7"),  # the request's tools digest
+)
+
+
+def test_upgrade_masks_a_kept_tool_again_and_gives_the_goldens_its_new_digest(
+    tmp_path: Path,
+) -> None:
+    # Replay masks a tool whose JSON the recording keeps with today's masks, on both sides,
+    # and its served logs hold the digest of that: a goldens' digest of the tool as an
+    # older mask set left it (the month in it) is one no replay gives in any month.
+    fixtures = tmp_path / "fixtures"
+    scenario = fixtures / CLAUDE_CODE.name
+    shutil.copytree(CLAUDE_CODE, scenario)
+    for path in scenario.rglob("session*.jsonl"):
+        text = path.read_text()
+        for now, then in AS_RECORDED_IN_DECEMBER:
+            text = text.replace(now, then)
+        path.write_text(text.replace('"format":3,"masks":2}', '"format":2,"masks":2}', 1))
+    code, output = _upgrade("--fixtures", str(fixtures), CLAUDE_CODE.name)
+    assert code == 0, output
+    stamp = f"format stamp: format {RECORDING_FORMAT} (masks 2)"
+    assert f"{scenario / 'session.jsonl'}: {stamp}; seq 1: tool WebSearch masked" in output
+    assert f"{scenario / 'golden' / 'session.jsonl'}: seq 1: tool WebSearch masked" in output
+    # What the committed recording holds (upgraded so): logs and goldens byte for byte.
+    for path in sorted(scenario.rglob("session*.jsonl")):
+        assert path.read_bytes() == (CLAUDE_CODE / path.relative_to(scenario)).read_bytes(), path
+    assert _upgrade("--fixtures", str(fixtures), CLAUDE_CODE.name)[1].endswith(
+        "0 file(s) upgraded in 1 recording(s)\n"
+    )

@@ -36,6 +36,7 @@ from agentreel.llm._identity import (
     PARENT_HEADER,
     SESSION_HEADER,
     SPAWN_INDEX_HEADER,
+    caller_headers,
     identity_headers,
 )
 from agentreel.llm._messages import (
@@ -56,6 +57,7 @@ from agentreel.llm._provider import (
     available_providers,
     load_provider,
     load_provider_factory,
+    setting_flag,
 )
 from agentreel.llm.exceptions import (
     AgentEnvironmentError,
@@ -109,6 +111,7 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "available_providers",
+    "caller_headers",
     "checked_stream",
     "decode_chunk",
     "decode_chunks",
@@ -117,5 +120,6 @@ __all__ = [
     "load_provider",
     "load_provider_factory",
     "provider_from_env",
+    "setting_flag",
     "validate_stream",
 ]

@@ -8,6 +8,7 @@ calling. Defined here, below both, so the names have one owner.
 from __future__ import annotations
 
 from agentreel.llm._options import GenerateOptions
+from agentreel.llm._provider import setting_flag
 
 SESSION_HEADER = "x-agentreel-session-id"
 PARENT_HEADER = "x-agentreel-parent-session-id"
@@ -19,19 +20,24 @@ IDENTITY_HEADERS = (SESSION_HEADER, PARENT_HEADER, SPAWN_INDEX_HEADER)
 MCP_SESSION_ENV = "AGENTREEL_MCP_SESSION"
 MCP_SESSION_HEADER = "x-agentreel-mcp-session"
 
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off", "")
-
 
 def identity_headers(options: GenerateOptions) -> dict[str, str]:
     """The ``x-agentreel-*`` headers naming the caller of ``options`` (none if anonymous)."""
+    return caller_headers(options.session_id, options.parent_session_id, options.spawn_index)
+
+
+def caller_headers(
+    session: str | None, parent: str | None, spawn_index: int | None
+) -> dict[str, str]:
+    """The ``x-agentreel-*`` headers of a caller's session, parent session and spawn index
+    (each left out when ``None``)."""
     headers: dict[str, str] = {}
-    if options.session_id is not None:
-        headers[SESSION_HEADER] = options.session_id
-    if options.parent_session_id is not None:
-        headers[PARENT_HEADER] = options.parent_session_id
-    if options.spawn_index is not None:
-        headers[SPAWN_INDEX_HEADER] = str(options.spawn_index)
+    if session is not None:
+        headers[SESSION_HEADER] = session
+    if parent is not None:
+        headers[PARENT_HEADER] = parent
+    if spawn_index is not None:
+        headers[SPAWN_INDEX_HEADER] = str(spawn_index)
     return headers
 
 
@@ -39,12 +45,4 @@ def send_identity_setting(value: bool | str) -> bool:
     """The adapters' ``send_identity`` setting, given as a bool or as text (environment)."""
     if isinstance(value, bool):
         return value
-    word = value.strip().lower()
-    if word in _TRUE:
-        return True
-    if word in _FALSE:
-        return False
-    raise ValueError(
-        f"send_identity must be one of {', '.join(_TRUE + _FALSE[:-1])}; got {value!r}. Fix "
-        "the provider settings (e.g. AGENTREEL_PROVIDER_SETTINGS)"
-    )
+    return setting_flag("send_identity", value, empty=False)

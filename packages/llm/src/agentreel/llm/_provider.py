@@ -55,3 +55,24 @@ def load_provider_factory(name: str) -> ProviderFactory:
 def load_provider(name: str, /, **settings: Any) -> Provider:
     """Create the provider registered as ``name`` with keyword ``settings``."""
     return load_provider_factory(name)(**settings)
+
+
+_TRUE_WORDS = ("1", "true", "yes", "on")
+_FALSE_WORDS = ("0", "false", "no", "off")
+
+
+def setting_flag(setting: str, text: str, *, empty: bool | None = None) -> bool:
+    """A boolean provider setting given as text (from the environment): anything but a
+    known word (or nothing, when ``empty`` says what nothing means) is a ``ValueError``
+    naming ``setting``, so a typo never silently flips it."""
+    word = text.strip().lower()
+    if word in _TRUE_WORDS:
+        return True
+    if word in _FALSE_WORDS:
+        return False
+    if not word and empty is not None:
+        return empty
+    raise ValueError(
+        f"{setting} must be one of {', '.join(_TRUE_WORDS + _FALSE_WORDS)}; got {text!r}. "
+        "Fix the provider settings (e.g. AGENTREEL_PROVIDER_SETTINGS)"
+    )

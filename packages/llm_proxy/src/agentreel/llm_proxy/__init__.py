@@ -44,10 +44,21 @@ from agentreel.llm_proxy._record_command import NO_TRIALS, RecordTrials, Trial
 from agentreel.llm_proxy._routes import SUPPORTED_PATHS, unspoken_summary
 from agentreel.llm_proxy._run import ProxyRun, RunLogFilter
 from agentreel.llm_proxy._server import Proxy, ProxyServer, start_proxy
-from agentreel.llm_proxy._settings import DUMMY_KEY, KEY_VARIABLES, MODES, Mode, ProxySettings
+from agentreel.llm_proxy._settings import (
+    DUMMY_KEY,
+    KEY_VARIABLES,
+    MODES,
+    Mode,
+    ProxySettings,
+    ProxySettingsKeywords,
+    RecordSetting,
+    RecordSettings,
+    RecordSettingsKeywords,
+)
 from agentreel.llm_proxy.exceptions import (
     ProxyConfigError,
     ProxyError,
+    RecordSettingsError,
     RequestError,
     SecretInRecordingError,
 )
@@ -73,6 +84,11 @@ __all__ = [
     "ProxyRun",
     "ProxyServer",
     "ProxySettings",
+    "ProxySettingsKeywords",
+    "RecordSetting",
+    "RecordSettings",
+    "RecordSettingsError",
+    "RecordSettingsKeywords",
     "RecordTrials",
     "RequestError",
     "RunLogFilter",

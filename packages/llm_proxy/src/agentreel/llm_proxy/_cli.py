@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agentreel.llm_proxy._record_command import NO_TRIALS, RecordTrials, record_proved
-from agentreel.llm_proxy.exceptions import ProxyError
+from agentreel.llm_proxy._settings import RecordSettings
+from agentreel.llm_proxy.exceptions import ProxyError, RecordSettingsError
 from agentreel.llm_replay import (
     ReplayError,
     ReplaySettings,
@@ -83,14 +84,7 @@ def _parser() -> argparse.ArgumentParser:
         "under another time zone, user, host and (one) date, before keeping it (default: "
         "[record] trials of agentreel's record settings, 3)",
     )
-    record.add_argument(
-        "--allow-secret",
-        action="append",
-        default=[],
-        metavar="SHA256",
-        help="the sha256 of a value the secret scan lets through (a deliberate fake key of a "
-        "test; a refusal prints each value's digest). Repeatable",
-    )
+    RecordSettings.add_flags(record)
     replay = modes.add_parser(
         "replay",
         help="answer from --fixture, keyless and offline",
@@ -176,6 +170,14 @@ def _replay_settings(args: argparse.Namespace) -> ReplaySettings:
         _parser().error(f"argument {ReplaySettings.flag(error.setting)}{inside}: {error.problem}")
 
 
+def _record_settings(args: argparse.Namespace) -> RecordSettings:
+    """The record flags given as one ``RecordSettings`` (a bad one: argparse's usage error)."""
+    try:
+        return RecordSettings.from_args(args)
+    except RecordSettingsError as error:
+        _parser().error(f"argument {RecordSettings.specs()[error.setting].flag}: {error.problem}")
+
+
 def main(
     argv: Sequence[str] | None = None,
     *,
@@ -198,6 +200,7 @@ def main(
         _parser().error("--trials needs the program to replay after -- (record ... -- COMMAND)")
     args.record_trials = trials
     settings = _replay_settings(args)
+    record = _record_settings(args)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="agentreel proxy: %(message)s",
@@ -205,7 +208,7 @@ def main(
     )
     try:
         with _rerecord_hint(args):
-            return asyncio.run(_run(args, settings, out or sys.stdout))
+            return asyncio.run(_run(args, settings, record, out or sys.stdout))
     except (ProxyError, ReplayError) as error:
         print(f"agentreel proxy: {error}", file=sys.stderr)
         return 2
@@ -265,7 +268,9 @@ def _watch_stdin() -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or sys.stdin.isatty()
 
 
-async def _run(args: argparse.Namespace, settings: ReplaySettings, out: TextIO) -> int:
+async def _run(
+    args: argparse.Namespace, settings: ReplaySettings, record: RecordSettings, out: TextIO
+) -> int:
     from agentreel.llm_proxy._routes import unspoken_summary
     from agentreel.llm_proxy._run import NO_CALLS_RECORDED
     from agentreel.llm_proxy._server import start_proxy
@@ -275,7 +280,7 @@ async def _run(args: argparse.Namespace, settings: ReplaySettings, out: TextIO) 
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     if args.command:
-        return await record_proved(args, settings, out, stop, args.record_trials)
+        return await record_proved(args, settings, record, out, stop, args.record_trials)
     if _watch_stdin():
         # The event loop watches fd 0 itself: a thread blocked in read() would hold the
         # stdin buffer's lock when a signal ends the process (a fatal error at shutdown).
@@ -308,7 +313,7 @@ async def _run(args: argparse.Namespace, settings: ReplaySettings, out: TextIO) 
             upstream=args.upstream,
             sessions_root=args.sessions_root,
             fixture=args.fixture,
-            allow_secrets=tuple(args.allow_secret),
+            record=record,
             **options,
         )
     else:

@@ -21,15 +21,15 @@ import contextlib
 import os
 import tempfile
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import msgspec
 
 from agentreel.llm_proxy._run import ProxyRun
 from agentreel.llm_proxy._server import ProxyServer
-from agentreel.llm_proxy._settings import ProxySettings
+from agentreel.llm_proxy._settings import ProxySettings, RecordSettings, RecordSettingsKeywords
 from agentreel.llm_proxy._verbatim import read_verbatim, verbatim_file
 from agentreel.llm_replay import (
     DriftedReport,
@@ -96,13 +96,16 @@ async def start_drifted_proxy(
     port: int = 0,
     replay: ReplaySettings | None = None,
     scenario: str | None = None,
-    allow_secrets: tuple[str, ...] = (),
+    record: RecordSettings | None = None,
     server: ProxyServer | None = None,
+    **settings: Unpack[RecordSettingsKeywords],
 ) -> AsyncIterator[DriftedProxy]:
     """Serve a drifted recording of ``fixture`` for the ``async with`` block (module
-    docstring); on exit merge it into ``fixture`` (changed files only). ``server``: an
-    open server to serve the runs on (the fixture's per-worker proxy); else one is
-    started for the block."""
+    docstring); on exit merge it into ``fixture`` (changed files only). ``record`` (with
+    its keywords laid over, ``allow_secrets``) is how the drifted sessions are recorded.
+    ``server``: an open server to serve the runs on (the fixture's per-worker proxy); else
+    one is started for the block."""
+    record_settings = replace(record or RecordSettings(), **settings)
     directory = Path(fixture)
     live_cwd = os.fspath(cwd) if cwd is not None else os.getcwd()
     own = server is None
@@ -114,16 +117,14 @@ async def start_drifted_proxy(
         replaying = await server.open_run(
             drifted_replay_settings(directory, upstream, staging, **common)
         )
-        record = await server.open_run(
-            drifted_record_settings(
-                replaying.base_url, staging, allow_secrets=allow_secrets, **common
-            )
+        recording = await server.open_run(
+            drifted_record_settings(replaying.base_url, staging, record=record_settings, **common)
         )
-        drifted = DriftedProxy(record, replaying, directory)
+        drifted = DriftedProxy(recording, replaying, directory)
         try:
             yield drifted
         finally:
-            await record.close()
+            await recording.close()
             await replaying.close()
             if own:
                 await server.close()

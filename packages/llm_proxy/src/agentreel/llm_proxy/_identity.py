@@ -20,7 +20,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentreel.llm import IDENTITY_HEADERS, PARENT_HEADER, SESSION_HEADER, SPAWN_INDEX_HEADER
+from agentreel.llm import (
+    IDENTITY_HEADERS,
+    PARENT_HEADER,
+    SESSION_HEADER,
+    SPAWN_INDEX_HEADER,
+    caller_headers,
+)
 from agentreel.llm_proxy.exceptions import RequestError
 
 __all__ = [
@@ -56,14 +62,7 @@ class Identity:
 def identity_headers(identity: Identity) -> dict[str, str]:
     """``identity`` as the explicit headers (what a proxy in front of another proxy sends
     on: ``--record-drifted``'s record run before its replay run)."""
-    headers: dict[str, str] = {}
-    if identity.session is not None:
-        headers[SESSION_HEADER] = identity.session
-    if identity.parent is not None:
-        headers[PARENT_HEADER] = identity.parent
-    if identity.spawn_index is not None:
-        headers[SPAWN_INDEX_HEADER] = str(identity.spawn_index)
-    return headers
+    return caller_headers(identity.session, identity.parent, identity.spawn_index)
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:

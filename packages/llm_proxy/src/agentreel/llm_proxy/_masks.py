@@ -426,10 +426,68 @@ def _mask_set_3(not_cwd: str) -> tuple[tuple[str, str], ...]:
     return (*install_path_rules(not_cwd), *_TIME_RULES_3, *_labelled_rules(), *_MACHINE, *_BUILT_IN)
 
 
+# What agents say of now in prose, where the words before it name it so: Claude Code's and
+# Qwen Code's WebSearch description "The current month is December 2026" (JavaScript's
+# ``toLocaleString("en-US", {month: "long", year: "numeric"})``, next to a knowledge cutoff
+# "August 2025" that is no machine fact and stays), a year said as the current one, and a
+# day said as today's without its year ("Today is Friday, December 4"), a weekday labelled
+# as the day of the week (``"day_of_week": "Friday"``). A whole date there
+# is already ``{{date}}`` (``_DATE_EXPRESSION``); the month with its year becomes
+# ``{{month}}``, a year ``{{year}}``, a day without a year ``{{date}}``. Only after these
+# words: a month, year or day elsewhere in prose stays text.
+_NOW = r"(?<![\w-])(?P<said>(?i:"
+_IT_IS_NOW = r"it +is +(?:now|currently)"
+_NOW_IN_PROSE: tuple[tuple[str, str], ...] = (
+    # "Today is Friday, December 4", "today's date: 4 Dec", "The current date is Dec 4".
+    (
+        rf"{_NOW}today +is|today['\u2019]s +date(?: +is|:)"
+        rf"|(?:the +)?(?:current|present) +date(?: +is|:)|{_IT_IS_NOW}) +)"
+        rf"(?:{_WEEKDAY},? +(?:the +)?)?(?:{_MONTH} +{_DAY}"
+        rf"|(?:the +)?{_DAY} +(?:of +)?{_MONTH})(?!,? *\d)",
+        r"\g<said>{{date}}",
+    ),
+    # "The current month is December 2026", "this month: Dec", "It is now December 2026".
+    (
+        rf"{_NOW}(?:(?:the +)?(?:current|present) +month|this +month)(?: +is|:)|{_IT_IS_NOW})"
+        rf" +){_MONTH}(?:,? +{_YEAR})?",
+        r"\g<said>{{month}}",
+    ),
+    # A weekday labelled as the day of the week: the MCP reference server mcp-server-time's
+    # convert_time answers with the date of the call and its weekday ("datetime":
+    # "2026-12-04T12:00:00+00:00", "day_of_week": "Friday"), also inside a JSON string.
+    (
+        r"(?<![\w-])(?P<said>\\?[\"']?(?i:day[_ ]?of[_ ]?(?:the[_ ]?)?week)\\?[\"']?[ \t]*[:=]"
+        rf"[ \t]*\\?[\"']?){_WEEKDAY}",
+        r"\g<said>{{weekday}}",
+    ),
+    # "The current year is 2026", "It is now 2026".
+    (
+        rf"{_NOW}(?:(?:the +)?(?:current|present) +year|this +year)(?: +is|:)|{_IT_IS_NOW}) +)"
+        r"(?:19|20)\d\d(?![\w-])",
+        r"\g<said>{{year}}",
+    ),
+)
+
+
+def _mask_set_4(not_cwd: str) -> tuple[tuple[str, str], ...]:
+    """Mask set 4: the current month, year or day said in prose (``_NOW_IN_PROSE``), before
+    the weekday rule (which would take the weekday of "Today is Friday, December 4")."""
+    return (
+        *install_path_rules(not_cwd),
+        *_TIME_RULES_3[:2],
+        *_NOW_IN_PROSE,
+        *_TIME_RULES_3[2:],
+        *_labelled_rules(),
+        *_MACHINE,
+        *_BUILT_IN,
+    )
+
+
 MASK_SETS: dict[int, Callable[[str], tuple[tuple[str, str], ...]]] = {
     1: _mask_set_1,
     2: _mask_set_2,
     3: _mask_set_3,
+    4: _mask_set_4,
 }
 """Every built-in mask set agentreel ever applied (SPEC 15), by its number
 (``agentreel.session.MASKS_VERSION`` is the newest), each given the lookahead refusing the

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agentreel.llm_proxy._server import start_proxy
+from agentreel.llm_proxy._settings import RecordSettings
 from agentreel.llm_replay import ReplaySettings
 
 
@@ -120,6 +121,7 @@ def _install(new: Path, fixture: Path) -> None:
 async def record_proved(
     args: argparse.Namespace,
     settings: ReplaySettings,
+    record: RecordSettings,
     out: TextIO,
     stop: asyncio.Event,
     trials: RecordTrials,
@@ -142,7 +144,7 @@ async def record_proved(
             "record",
             upstream=args.upstream,
             fixture=new,
-            allow_secrets=tuple(args.allow_secret),
+            record=record,
             **options,
         ) as proxy:
             print(f"agentreel proxy (record) listening on {proxy.base_url}: {command}", file=out)

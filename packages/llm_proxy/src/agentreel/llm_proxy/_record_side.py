@@ -308,30 +308,25 @@ def _answer(
     """One call's answer as the upstream sent it (None when it is not UTF-8 text, nor
     binary frames of a binary framing: replay then re-encodes it from its chunks)."""
     split = wire_api(route.api).split_frames(frames) if frames is not None else None
-    if split is not None and wire_api(route.api).framing == "eventstream":
-        return VerbatimCall(
-            session=call.lane.session.id,
-            turn=call.turn,
-            api=route.api,
-            status=upstream.status,
-            headers=kept_headers(upstream.headers),
-            frames=[frame.decode("latin-1") for frame in split],
-            cut=cut,
-            binary=True,
-        )
+    binary = split is not None and wire_api(route.api).framing == "eventstream"
+    # Binary frames keep each byte as one code point; text must be UTF-8.
+    encoding = "latin-1" if binary else "utf-8"
     try:
-        return VerbatimCall(
-            session=call.lane.session.id,
-            turn=call.turn,
-            api=route.api,
-            status=upstream.status,
-            headers=kept_headers(upstream.headers),
-            frames=[frame.decode() for frame in split] if split is not None else None,
-            body=body.decode() if body is not None else None,
-            cut=cut,
-        )
+        kept = [frame.decode(encoding) for frame in split] if split is not None else None
+        text = body.decode() if body is not None and not binary else None
     except UnicodeDecodeError:
         return None
+    return VerbatimCall(
+        session=call.lane.session.id,
+        turn=call.turn,
+        api=route.api,
+        status=upstream.status,
+        headers=kept_headers(upstream.headers),
+        frames=kept,
+        body=text,
+        cut=cut,
+        binary=binary,
+    )
 
 
 def _finished(wire: WireDecoder, call: CallRecording) -> str | None:

@@ -159,7 +159,7 @@ class ProxyRun(RecordSide, ReplaySide):
                 root,
                 settings.cwd,
                 self.masks.text,
-                allow_secrets=settings.allow_secrets,
+                allow_secrets=settings.record.allow_secrets,
                 captures=settings.replay.captures,
             )
         else:

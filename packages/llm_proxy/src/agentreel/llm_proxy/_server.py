@@ -12,6 +12,7 @@ the time per call (starlette/uvicorn 1.54× aiohttp, quick run on a loaded machi
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 import os
@@ -19,7 +20,7 @@ import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Unpack
+from typing import Any, Unpack
 
 from aiohttp import web
 
@@ -32,9 +33,16 @@ from agentreel.llm_proxy._routes import (
     unspoken_run,
 )
 from agentreel.llm_proxy._run import _SERVING, ProxyRun
-from agentreel.llm_proxy._settings import DEFAULT_MAX_BODY, SHUTDOWN_GRACE, Mode, ProxySettings
+from agentreel.llm_proxy._settings import (
+    DEFAULT_MAX_BODY,
+    SHUTDOWN_GRACE,
+    Mode,
+    ProxySettings,
+    ProxySettingsKeywords,
+    RecordSettings,
+)
 from agentreel.llm_proxy.exceptions import ProxyConfigError
-from agentreel.llm_replay import ReplaySettings, ReplaySettingsKeywords
+from agentreel.llm_replay import ReplaySettings
 
 logger = logging.getLogger("agentreel.llm_proxy")
 
@@ -213,9 +221,9 @@ async def start_proxy(
     cwd: str | os.PathLike[str] | None = None,
     scenario: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY,
-    allow_secrets: tuple[str, ...] = (),
+    record: RecordSettings | None = None,
     replay: ReplaySettings | None = None,
-    **settings: Unpack[ReplaySettingsKeywords],
+    **settings: Unpack[ProxySettingsKeywords],
 ) -> AsyncIterator[Proxy]:
     """Run a proxy for the ``async with`` block; on exit every log, fixture and report is written.
 
@@ -224,19 +232,24 @@ async def start_proxy(
     ``fixture``, keyless and offline, writing the consumption report to ``report``; with
     ``sessions_root`` it also writes the session logs of what it served there, as record
     mode would (what a harness compares with its goldens). How calls are recorded and
-    replayed is ``replay`` (``agentreel.llm_replay.ReplaySettings``) with the keywords of
-    the same names laid over: ``masks`` and ``captures`` (live values carried into served
-    answers: written as ``{{<token>:N}}`` in what record mode records, made the live
-    request's values again in what replay serves), ``drift`` and ``drift_dir`` (a drifted
-    call's full requests, default ``drift/`` beside the report), ``partial_lanes``,
+    replayed is ``record`` (``RecordSettings``: ``allow_secrets``, the sha256 digests the
+    secret scan lets through) and ``replay`` (``agentreel.llm_replay.ReplaySettings``),
+    each with the keywords of its fields' names laid over: ``masks`` and ``captures``
+    (live values carried into served answers: written as ``{{<token>:N}}`` in what record
+    mode records, made the live request's values again in what replay serves), ``drift``
+    and ``drift_dir`` (a drifted call's full requests, default ``drift/`` beside the
+    report), ``partial_lanes``,
     ``schedule="recorded"`` (calls of different sessions and lanes keep their recorded
     order), ``schedule_timeout``, ``schedule_divergence``. A bad one is a
-    ``ProxyConfigError`` naming it.
+    ``ProxyConfigError`` naming it (a ``RecordSettingsError`` for a record setting).
     """
+    given: dict[str, Any] = dict(settings)
+    recording = {name: given.pop(name) for name in RecordSettings.names() if name in given}
     try:
-        replay_settings = (replay or ReplaySettings()).with_values(settings)
+        replay_settings = (replay or ReplaySettings()).with_values(given)
     except ValueError as error:
         raise ProxyConfigError(str(error)) from None
+    record_settings = dataclasses.replace(record or RecordSettings(), **recording)
     proxy = Proxy(
         ProxySettings(
             mode=mode,
@@ -249,7 +262,7 @@ async def start_proxy(
             cwd=os.fspath(cwd) if cwd is not None else os.getcwd(),
             scenario=scenario,
             max_body_bytes=max_body_bytes,
-            allow_secrets=allow_secrets,
+            record=record_settings,
             replay=replay_settings,
         )
     )

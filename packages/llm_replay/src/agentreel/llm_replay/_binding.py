@@ -193,18 +193,10 @@ class Binder:
         bound = self._bound.get(key)
         if bound is not None:
             return bound
-        parent_number = (
-            self._bound.get(options.parent_session_id)
-            if options.parent_session_id is not None
-            else None
-        )
-        if (
-            self._lineage_binding
-            and parent_number is not None
-            and options.spawn_index is not None
-            and self._scripts[parent_number].header.id in self._lineage_parents
-        ):
-            number = self._by_lineage(options, self._scripts[parent_number])
+        parent_number = self._parent_number(options)
+        lineage_parent = self._lineage_parent(options, parent_number)
+        if lineage_parent is not None:
+            number = self._by_lineage(options, lineage_parent)
         else:
             number = self._by_first_call(options, parent_number)
         self._bound[key] = number
@@ -247,20 +239,12 @@ class Binder:
                     self._first_user[number] = first_user_text(options.messages)
             lane.previous = digests
             return lane.number
-        parent_number = (
-            self._bound.get(options.parent_session_id)
-            if options.parent_session_id is not None
-            else None
-        )
+        parent_number = self._parent_number(options)
         parent_id = self._scripts[parent_number].header.id if parent_number is not None else None
         number = None
-        if (
-            self._lineage_binding
-            and parent_number is not None
-            and options.spawn_index is not None
-            and self._scripts[parent_number].header.id in self._lineage_parents
-        ):
-            number = self._by_lineage(options, self._scripts[parent_number])
+        lineage_parent = self._lineage_parent(options, parent_number)
+        if lineage_parent is not None:
+            number = self._by_lineage(options, lineage_parent)
             assert self._index is not None
             if self._index.signature_of(number) not in (None, signature):
                 # The recorded child's first call is another lane (its title call, say):
@@ -739,6 +723,24 @@ class Binder:
             )
         return free[0] if free else None
 
+    def _parent_number(self, options: GenerateOptions) -> int | None:
+        """The script the caller's parent session is bound to, if it names a bound one."""
+        if options.parent_session_id is None:
+            return None
+        return self._bound.get(options.parent_session_id)
+
+    def _lineage_parent(self, options: GenerateOptions, parent_number: int | None) -> Script | None:
+        """The parent's script when rule 3 binds the caller by lineage (a spawn index, under
+        a bound parent whose children were recorded with theirs), else ``None``."""
+        if (
+            not self._lineage_binding
+            or parent_number is None
+            or options.spawn_index is None
+            or self._scripts[parent_number].header.id not in self._lineage_parents
+        ):
+            return None
+        return self._scripts[parent_number]
+
     def _by_lineage(self, options: GenerateOptions, parent: Script) -> int:
         assert options.spawn_index is not None
         key = (parent.header.id, options.spawn_index)
@@ -868,6 +870,8 @@ class Binder:
     def _unrecorded(self, options: GenerateOptions, reason: str) -> UnrecordedSessionError:
         bound = sum(1 for holder in self.bound_to if holder is not None)
         parent = self._bound.get(options.parent_session_id) if options.parent_session_id else None
+        parent_label: str | None = None
+        spawn: int | None = None
         if parent is not None:
             # A child whose parent a header names: named as the recording knows them — the
             # parent's file, and (without a spawn index header) the spawn index record gave
@@ -887,16 +891,7 @@ class Binder:
             label = self._scripts[parent].label
             if handed is not None and handed.said and handed.said not in reason:
                 reason += f"; {label} handed it on with {handed.said}"
-            return unrecorded_error(
-                options,
-                reason,
-                self._recording,
-                bound,
-                self._scenario,
-                proxied=self._index is not None,
-                parent_label=f"{label} (live {options.parent_session_id})",
-                recorded_spawn_index=spawn,
-            )
+            parent_label = f"{label} (live {options.parent_session_id})"
         return unrecorded_error(
             options,
             reason,
@@ -904,6 +899,8 @@ class Binder:
             bound,
             self._scenario,
             proxied=self._index is not None,
+            parent_label=parent_label,
+            recorded_spawn_index=spawn,
         )
 
 

@@ -499,24 +499,17 @@ def _make_call(
     # A delta without a brace can hold no piece of a token (``braces``: some delta has
     # one), so without one the block ends and the finish already searched are all.
     if braces:
-        healed = _heal_split_tokens(chunks)
-        return RecordedCall(
-            number=number,
-            turn=turn,
-            step=step,
-            chunks=tuple(healed),
-            request=request,
-            cwd_chunks=tuple(i for i, chunk in enumerate(healed) if _has_cwd_token(chunk)),
-            started=times[0],
-            ended=times[1],
-        )
+        chunks = _heal_split_tokens(chunks)
+        cwd_chunks = tuple(i for i, chunk in enumerate(chunks) if _has_cwd_token(chunk))
+    else:
+        cwd_chunks = tuple(tokens) if tokens else ()
     return RecordedCall(
         number=number,
         turn=turn,
         step=step,
         chunks=tuple(chunks),
         request=request,
-        cwd_chunks=tuple(tokens) if tokens else (),
+        cwd_chunks=cwd_chunks,
         started=times[0],
         ended=times[1],
     )
@@ -664,19 +657,7 @@ def masked_recording(
             return request
         return msgspec.structs.replace(request, system=system, messages=messages)
 
-    scripts = tuple(
-        dataclasses.replace(
-            script,
-            calls=tuple(
-                call
-                if call.request is None
-                else msgspec.structs.replace(call, request=header(call.request))
-                for call in script.calls
-            ),
-        )
-        for script in recording.scripts
-    )
-    return dataclasses.replace(recording, scripts=scripts)
+    return _with_requests(recording, header)
 
 
 def message_texts(recording: Recording) -> tuple[Recording, dict[str, str]]:
@@ -699,16 +680,23 @@ def message_texts(recording: Recording) -> tuple[Recording, dict[str, str]]:
     if not texts:
         return recording, texts
 
+    return _with_requests(recording, without_texts), texts
+
+
+def _with_requests(
+    recording: Recording, change: Callable[[RequestHeaderData], RequestHeaderData]
+) -> Recording:
+    """``recording`` with ``change`` applied to each call's request header."""
     scripts = tuple(
         dataclasses.replace(
             script,
             calls=tuple(
                 call
                 if call.request is None
-                else msgspec.structs.replace(call, request=without_texts(call.request))
+                else msgspec.structs.replace(call, request=change(call.request))
                 for call in script.calls
             ),
         )
         for script in recording.scripts
     )
-    return dataclasses.replace(recording, scripts=scripts), texts
+    return dataclasses.replace(recording, scripts=scripts)

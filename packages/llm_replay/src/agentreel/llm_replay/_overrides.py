@@ -27,29 +27,27 @@ from agentreel.session import rerecord_command
 _DEFAULT_MESSAGE = "failure injected by replay.override.json"
 
 
-class ThrowOverride(
-    msgspec.Struct, frozen=True, kw_only=True, tag="throw", tag_field="action",
-    forbid_unknown_fields=True,
-):  # fmt: skip
-    """Stream ``chunks`` recorded chunks, then raise ``LlmError(code, status, message)``."""
+class _CallOverride(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="action", forbid_unknown_fields=True
+):
+    """The recorded call patched (``session`` file number, ``call`` from 1) and how many of
+    its chunks stream first."""
 
     session: int
     call: int
     chunks: int = 0
+
+
+class ThrowOverride(_CallOverride, frozen=True, tag="throw"):
+    """Stream ``chunks`` recorded chunks, then raise ``LlmError(code, status, message)``."""
+
     code: str = "server_error"
     status: int | None = None
     message: str = _DEFAULT_MESSAGE
 
 
-class HangOverride(
-    msgspec.Struct, frozen=True, kw_only=True, tag="hang", tag_field="action",
-    forbid_unknown_fields=True,
-):  # fmt: skip
+class HangOverride(_CallOverride, frozen=True, tag="hang"):
     """Stream ``chunks`` recorded chunks, then wait until the stream is cancelled."""
-
-    session: int
-    call: int
-    chunks: int = 0
 
 
 Override = ThrowOverride | HangOverride

@@ -18,7 +18,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, NamedTuple, Unpack
 
-from agentreel.llm import Chunk, Finish, GenerateOptions, LlmError
+from agentreel.llm import Chunk, Finish, GenerateOptions, LlmError, setting_flag
 from agentreel.llm_replay._binding import Binder
 from agentreel.llm_replay._captures import (
     captured_values,
@@ -762,23 +762,10 @@ def create_replay_provider(*, live_cwd: str | None = None, **settings: Any) -> R
     return provider
 
 
-_TRUE_WORDS = ("1", "true", "yes", "on")
-_FALSE_WORDS = ("0", "false", "no", "off")
-
-
 def _parse_flag(name: str, text: str) -> bool:
     """A boolean setting given as text; anything but a known word is an error, so a typo
     never silently flips a test hook."""
-    word = text.strip().lower()
-    if word in _TRUE_WORDS:
-        return True
-    if word in _FALSE_WORDS:
-        return False
-    raise ValueError(
-        f"replay provider setting {name} must be one of "
-        f"{', '.join(_TRUE_WORDS + _FALSE_WORDS)}; got {text!r}. Fix the provider settings "
-        "(e.g. AGENTREEL_PROVIDER_SETTINGS)"
-    )
+    return setting_flag(f"replay provider setting {name}", text)
 
 
 def _parse_milliseconds(text: str) -> float:

@@ -181,9 +181,7 @@ class Schedule:
         if self._requested[index]:
             return
         self._requested[index] = True
-        order, done = self._start_order, self._starts_done
-        while done < len(order) and self._requested[order[done]]:
-            done += 1
+        done = _leading(self._start_order, self._starts_done, self._requested)
         if done != self._starts_done:
             self._starts_done = done
             self._wake()
@@ -192,12 +190,8 @@ class Schedule:
         if self._ended[index]:
             return
         self._ended[index] = True
-        order, done = self._end_order, self._ends_done
-        while done < len(order) and self._ended[order[done]]:
-            done += 1
-        by_end, by_done = self._by_end, self._by_end_done
-        while by_done < len(by_end) and self._ended[by_end[by_done]]:
-            by_done += 1
+        done = _leading(self._end_order, self._ends_done, self._ended)
+        by_done = _leading(self._by_end, self._by_end_done, self._ended)
         if done != self._ends_done or by_done != self._by_end_done:
             self._ends_done = done
             self._by_end_done = by_done
@@ -388,3 +382,10 @@ def unheld_orders(scripts: Sequence[Script]) -> list[str]:
                         f"{open_call.ended - call.started:.0f} ms later"
                     )
     return found
+
+
+def _leading(order: Sequence[int], done: int, reached: Sequence[bool]) -> int:
+    """How many leading calls of ``order`` have ``reached``, counting on from ``done``."""
+    while done < len(order) and reached[order[done]]:
+        done += 1
+    return done

@@ -26,7 +26,7 @@ __all__ = [
 
 RECORDING_FORMAT = 3
 """The recording format this agentreel writes (see ``FORMAT_HISTORY``)."""
-MASKS_VERSION = 3
+MASKS_VERSION = 4
 """The set of built-in request masks this agentreel applies (see ``MASKS_HISTORY``)."""
 OLDEST_FORMAT = 1
 """What a recording without a stamp is: format 1, mask set 1."""
@@ -56,6 +56,9 @@ MASKS_HISTORY: dict[int, str] = {
     2: "time in every spelling: dates with weekday, time and zone; times; weekdays naming "
     "today; UTC offsets",
     3: "an IANA zone name holding a UTC offset (Etc/GMT+12) masked whole, not as Etc/{{timezone}}",
+    4: "now said in prose: 'The current month is December 2026' ({{month}}), a current year "
+    "({{year}}), today without its year ('Today is Friday, December 4': {{date}}), a weekday "
+    'labelled as the day of the week (\'"day_of_week": "Friday"\': {{weekday}})',
 }
 
 

@@ -21,9 +21,8 @@ from pathlib import Path
 from agentreel.llm import AgentEnv, AgentEnvironment
 from agentreel.session import MAIN_SESSION_FILE, RequestHeader, SessionError, load_session_log
 from agentreel.snapshot_harness import _environment as envvars
-from agentreel.snapshot_harness._record_proof import upstream_started
 from agentreel.snapshot_harness._scenario import RecordConfig, Scenario
-from agentreel.snapshot_harness.exceptions import RecordSetupError
+from agentreel.snapshot_harness._stub_upstream import stub_upstream
 
 
 @contextlib.contextmanager
@@ -36,23 +35,11 @@ def record_backend(config: RecordConfig) -> Iterator[dict[str, str]]:
         env.update(contract.to_environ())
         yield env
         return
-    rules = config.rules
-    if rules is None or not rules.is_file():
-        from agentreel.llm.stub import RULES_FORMAT_HINT
-
-        raise RecordSetupError(
-            f"record provider 'stub' needs its rules file {rules}; create it "
-            f"({RULES_FORMAT_HINT}) or set [record] provider to a real one"
-        )
-    from agentreel.llm.exceptions import StubRulesError
-    from agentreel.llm.stub import StubServer
-
-    try:
-        server = StubServer(rules)
-    except StubRulesError as exc:
-        raise RecordSetupError(f"cannot start the stub model server: {exc}") from None
-    upstream_started(server)
-    with server:
+    with stub_upstream(
+        config.rules,
+        "record provider 'stub'",
+        " or set [record] provider to a real one",
+    ) as server:
         # The `stub` provider is the real openai adapter pointed at the stub server, with
         # a fixed non-secret key: recording goes through the real wire protocol.
         env = envvars.loopback_bypass()

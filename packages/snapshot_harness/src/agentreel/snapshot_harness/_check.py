@@ -134,7 +134,7 @@ def check_scenario(
             written: list[PendingGolden] = []
             refused = ""
             secrets = envvars.secret_values(os.environ, scenario.env, keys=scenario.auth_env())
-            allow = scenario.record.allow_secrets
+            allow = scenario.record.settings.allow_secrets
             if pending:  # pending goldens are goldens: scanned like any before written
                 try:
                     scan_for_secrets(
@@ -162,7 +162,7 @@ def check_scenario(
         goldens,
         envvars.secret_values(os.environ, scenario.env, keys=scenario.auth_env()),
         scenario.name,
-        allow=scenario.record.allow_secrets,
+        allow=scenario.record.settings.allow_secrets,
         action="write the goldens",
     )
     write_files(scenario.directory / GOLDEN_DIR, rendered, keep_pattern=GOLDEN_FILE_PATTERN)
@@ -235,7 +235,7 @@ def _record_once(
         )
     recordings = render_recordings(recorded)
     secrets = envvars.secret_values(os.environ, scenario.env, keys=scenario.auth_env())
-    allow = scenario.record.allow_secrets
+    allow = scenario.record.settings.allow_secrets
     scan_for_secrets(recordings, secrets, scenario.name, allow=allow)
 
     with tempfile.TemporaryDirectory(prefix="agentreel-record-") as scratch:

@@ -17,7 +17,11 @@ from pathlib import Path
 from typing import TextIO
 
 from agentreel.session import SecretScan
-from agentreel.snapshot_harness._cli import add_fixtures_option, fixtures_directory
+from agentreel.snapshot_harness._cli import (
+    add_targets,
+    command_parser,
+    fixtures_directory,
+)
 from agentreel.snapshot_harness._scenario import SCENARIO_FILE
 from agentreel.snapshot_harness._scenario_reader import load_scenario
 from agentreel.snapshot_harness.exceptions import HarnessError
@@ -30,22 +34,20 @@ EXAMPLE = """example:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="agentreel check-secrets",
-        description="Scan committed fixtures (recordings, goldens, workspaces) for "
-        "credentials: auth headers and known key shapes (OpenAI, Anthropic, AWS, GitHub, "
-        "GitLab, Slack, Stripe, private-key blocks, ...). A deliberate fake key is allowed "
-        "by its sha256 in its scenario's [record] allow_secrets.",
-        epilog=EXAMPLE,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = command_parser(
+        "agentreel check-secrets",
+        "Scan committed fixtures (recordings, goldens, workspaces) for credentials: auth "
+        "headers and known key shapes (OpenAI, Anthropic, AWS, GitHub, GitLab, Slack, Stripe, "
+        "private-key blocks, ...). A deliberate fake key is allowed by its sha256 in its "
+        "scenario's [record] allow_secrets.",
+        EXAMPLE,
     )
-    parser.add_argument(
-        "paths",
-        nargs="*",
+    add_targets(
+        parser,
+        "files or directories to scan (default: the fixtures directory)",
+        name="paths",
         metavar="PATH",
-        help="files or directories to scan (default: the fixtures directory)",
     )
-    add_fixtures_option(parser)
     return parser
 
 
@@ -71,7 +73,9 @@ def main(argv: Sequence[str], out: TextIO) -> int:
                 scenario = _scenario_of(file)
                 scan = scans.get(scenario)
                 if scan is None:
-                    allow = load_scenario(scenario).record.allow_secrets if scenario else ()
+                    allow = (
+                        load_scenario(scenario).record.settings.allow_secrets if scenario else ()
+                    )
                     scan = scans[scenario] = SecretScan(allow=allow)
                 hits += [hit.describe() for hit in scan.scan(str(file), file.read_bytes())]
     except (HarnessError, OSError) as error:

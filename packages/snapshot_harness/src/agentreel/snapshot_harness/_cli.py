@@ -62,6 +62,30 @@ from agentreel.snapshot_harness.exceptions import HarnessError
 FIXTURES_ENV = "AGENTREEL_FIXTURES"
 
 
+def command_parser(prog: str, description: str, examples: str) -> argparse.ArgumentParser:
+    """The parser of an ``agentreel`` command, its ``--help`` ending with ``examples`` as
+    written."""
+    return argparse.ArgumentParser(
+        prog=prog,
+        description=description,
+        epilog=examples,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def add_targets(
+    parser: argparse.ArgumentParser,
+    help: str,
+    *,
+    name: str = "scenarios",
+    metavar: str = "SCENARIO",
+) -> None:
+    """What the command works on (any number of ``name``; none: everything under the
+    fixtures directory) and ``--fixtures DIR``."""
+    parser.add_argument(name, nargs="*", metavar=metavar, help=help)
+    add_fixtures_option(parser)
+
+
 def add_fixtures_option(parser: argparse.ArgumentParser) -> None:
     """``--fixtures DIR``, the same for every command."""
     parser.add_argument(
@@ -83,6 +107,22 @@ def scenario_directories(fixtures: Path, names: Sequence[str]) -> list[Path]:
     return discover_scenarios(fixtures)
 
 
+def chosen_scenarios(
+    command: str, fixtures: Path, names: Sequence[str], *, needed: bool = True
+) -> list[Path] | None:
+    """``scenario_directories``, or ``None`` once the usage error is printed on stderr
+    (``command: ...``): a name that is no scenario, or (``needed``) none found at all."""
+    try:
+        directories = scenario_directories(fixtures, names)
+    except HarnessError as exc:
+        print(f"{command}: {exc}", file=sys.stderr)
+        return None
+    if needed and not directories:
+        print(f"{command}: no scenarios (no */scenario.toml) under {fixtures}", file=sys.stderr)
+        return None
+    return directories
+
+
 # One line each in `agentreel --help`: the modes this module runs, and `proxy`.
 MODE_SUMMARIES = {
     "replay": "replay scenarios keylessly (no key, no network); diff with their goldens",
@@ -101,23 +141,19 @@ examples:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="agentreel",
-        description="Run agentreel snapshot scenarios: replay (keyless, compare with the "
-        "goldens), record (real or stub model; writes recordings and goldens) or refresh "
-        "(replay and rewrite the goldens).",
-        epilog=_MODE_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = command_parser(
+        "agentreel",
+        "Run agentreel snapshot scenarios: replay (keyless, compare with the goldens), "
+        "record (real or stub model; writes recordings and goldens) or refresh (replay and "
+        "rewrite the goldens).",
+        _MODE_EXAMPLES,
     )
     parser.add_argument("mode", choices=MODES, help="what to do with each scenario")
-    parser.add_argument(
-        "scenarios",
-        nargs="*",
-        metavar="SCENARIO",
-        help="scenario names under the fixtures directory, or paths to scenario "
-        "directories (default: every scenario; record needs at least one)",
+    add_targets(
+        parser,
+        "scenario names under the fixtures directory, or paths to scenario directories "
+        "(default: every scenario; record needs at least one)",
     )
-    add_fixtures_option(parser)
     parser.add_argument(
         "--keep-runs",
         metavar="DIR",
@@ -293,13 +329,8 @@ def _dispatch(argv: list[str], out: TextIO) -> int:
             file=sys.stderr,
         )
         return 2
-    try:
-        directories = scenario_directories(fixtures, args.scenarios)
-    except HarnessError as exc:
-        print(f"agentreel: {exc}", file=sys.stderr)
-        return 2
-    if not directories:
-        print(f"agentreel: no scenarios (no */scenario.toml) under {fixtures}", file=sys.stderr)
+    directories = chosen_scenarios("agentreel", fixtures, args.scenarios)
+    if directories is None:
         return 2
 
     started = time.monotonic()

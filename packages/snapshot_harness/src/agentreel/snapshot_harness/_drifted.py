@@ -141,7 +141,7 @@ def record_drifted(
             ]
             merged = dataclasses.replace(merged, fates=fates)
         secrets = envvars.secret_values(os.environ, scenario.env, keys=scenario.auth_env())
-        allow = scenario.record.allow_secrets
+        allow = scenario.record.settings.allow_secrets
         new = [*merged.new_files, *(name for name in files if name not in merged.files)]
         scan_for_secrets({name: files[name] for name in new}, secrets, scenario.name, allow=allow)
         trial, goldens = _trial_replay(scenario, files, scratch / "trial")

@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentreel.session import RECORDING_FILE_PATTERN, rerecord_command
 from agentreel.snapshot_harness import _environment as envvars
-from agentreel.snapshot_harness._record_proof import upstream_started
 from agentreel.snapshot_harness._scenario import Mode, RecordConfig, Scenario
+from agentreel.snapshot_harness._stub_upstream import stub_upstream
 from agentreel.snapshot_harness.exceptions import RecordError, RecordSetupError
 
 if TYPE_CHECKING:  # imported when a proxied scenario runs: the harness pays nothing otherwise
@@ -227,7 +227,7 @@ def proxy_backend(
         if mode == "record":
             upstream, key = stack.enter_context(_upstream(scenario, record, key))
             settings["upstream"] = upstream
-            settings["allow_secrets"] = scenario.record.allow_secrets
+            settings["record"] = scenario.record.settings
         else:
             settings["fixture"] = scenario.directory.resolve()
             settings["report"] = report
@@ -320,10 +320,12 @@ def _drifted_backend(
                 log=run_dir / PROXY_LOG_FILE,
             )
         )
-        allow = scenario.record.allow_secrets
+        recording = drifted_record_settings(
+            replay.base_url, staging, record=scenario.record.settings, **common
+        )
         proxy = stack.enter_context(
             _run_on_worker_proxy(
-                drifted_record_settings(replay.base_url, staging, allow_secrets=allow, **common),
+                recording,
                 timeout=scenario.timeout,
                 log=run_dir / "drifted-record.log",
             )
@@ -357,21 +359,6 @@ def _upstream(
             )
         yield record.base_url, key
         return
-    rules = record.rules
-    if rules is None or not rules.is_file():
-        from agentreel.llm.stub import RULES_FORMAT_HINT
-
-        raise RecordSetupError(
-            f"{scenario.name}: recording through the proxy with the stub needs its rules file "
-            f"{rules}; create it ({RULES_FORMAT_HINT})"
-        )
-    from agentreel.llm.exceptions import StubRulesError
-    from agentreel.llm.stub import StubServer
-
-    try:
-        server = StubServer(rules)
-    except StubRulesError as exc:
-        raise RecordSetupError(f"cannot start the stub model server: {exc}") from None
-    upstream_started(server)
-    with server:
+    needs = f"{scenario.name}: recording through the proxy with the stub"
+    with stub_upstream(record.rules, needs) as server:
         yield server.base_url, dummy_key

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from agentreel.llm_proxy import RecordSettings, RecordSettingsError
 from agentreel.llm_replay import ReplayError, ReplaySettings, ReplaySettingsError
 from agentreel.mcp_replay import (
     MCP_RECORDING_PATTERN,
@@ -72,14 +73,13 @@ RECORDINGS_DIR = "recordings"
 _RECORDED = RECORDING_FILE_PATTERN
 _UNSAFE = re.compile(r"[^A-Za-z0-9._\[\]-]+")
 # agentreel_config / marker keys: the fixture's own, every replay setting (one
-# ``ReplaySettings`` value, checked by it), and those passed to the proxy as they are
-# (ProxySettings' fields of the same name; what the installed proxy knows decides).
+# ``ReplaySettings`` value, checked by it) and every record setting (one ``RecordSettings``).
 _OWN_KEYS = frozenset({"upstream", "record_mode", "cwd", "private_home", "trials"})
 TRIAL_RECORDING_ENV = "AGENTREEL_TRIAL_RECORDING"
 """Set by a record's trial replay (``plugin``) for the pytest run it starts: ``<node id>
 <folder>``, that test replays the fresh recording in ``<folder>`` (nothing is written)."""
 _REPLAY_KEYS = frozenset(ReplaySettings.names())
-_PROXY_KEYS = frozenset({"allow_secrets"})
+_RECORD_KEYS = frozenset(RecordSettings.names())
 _START_TIMEOUT = 120.0
 
 
@@ -114,7 +114,7 @@ class ReelPlan:
     mode: Literal["record", "replay", "drifted"]
     upstream: str | None
     cwd: str
-    proxy: Mapping[str, Any] = field(default_factory=dict)
+    record: RecordSettings = field(default_factory=RecordSettings)
     replay: ReplaySettings = field(default_factory=ReplaySettings)
     trials: int | None = None
     """``agentreel_config``'s ``trials``: record's trial replays of this test (``None``:
@@ -158,7 +158,7 @@ def plan(
     basetemp: Path | None = None,
 ) -> ReelPlan:
     """Decide record or replay for one test from the option, config and what exists."""
-    known = _OWN_KEYS | _REPLAY_KEYS | _PROXY_KEYS
+    known = _OWN_KEYS | _REPLAY_KEYS | _RECORD_KEYS
     unknown = set(config) - known
     if unknown:
         raise ReelError(
@@ -172,6 +172,14 @@ def plan(
     except ReplaySettingsError as exc:
         raise ReelError(
             f"{nodeid}: agentreel_config / marker key {exc.key}: {exc.problem}"
+        ) from None
+    try:
+        record = RecordSettings.from_mapping(
+            {key: config[key] for key in _RECORD_KEYS & set(config)}
+        )
+    except RecordSettingsError as exc:
+        raise ReelError(
+            f"{nodeid}: agentreel_config / marker key {exc.setting}: {exc.problem}"
         ) from None
     trials = config.get("trials")
     if trials is not None and (
@@ -206,7 +214,6 @@ def plan(
                 f"{rules[1]}, or pass {UPSTREAM_OPTION}=URL (or agentreel_config's upstream)"
             )
         upstream = f"stub:{found}"
-    proxy = {key: _proxy_value(key, config[key]) for key in _PROXY_KEYS & set(config)}
     cwd = str(config.get("cwd") or os.getcwd())
     tmp_mask = _tmp_path_mask(basetemp, cwd)
     if tmp_mask is not None:
@@ -217,7 +224,7 @@ def plan(
         mode="record" if records else "drifted" if drifted else "replay",
         upstream=upstream,
         cwd=cwd,
-        proxy=proxy,
+        record=record,
         replay=replay,
         trials=trials,
     )
@@ -245,12 +252,6 @@ def mcp_masks(regexes: Sequence[str]) -> tuple[Mask, ...]:
     """The fixture's ``masks`` (regexes the proxy writes as ``{{mask:N}}``) for the test's
     MCP recordings: the same regexes, numbered alike, each match written ``{{mask-N}}``."""
     return tuple(Mask(regex, f"mask-{number}") for number, regex in enumerate(regexes, 1))
-
-
-def _proxy_value(key: str, value: Any) -> Any:
-    if isinstance(value, list | tuple):
-        return tuple(value)
-    return value
 
 
 class Reel:
@@ -620,7 +621,7 @@ class OpenReel:
         from agentreel.snapshot_harness.exceptions import SecretLeakError
 
         def scan(files: dict[str, bytes]) -> None:
-            allow = reel_plan.proxy.get("allow_secrets", ())
+            allow = reel_plan.record.allow_secrets
             scan_for_secrets(files, envvars.secret_values(os.environ), reel_plan.name, allow=allow)
 
         drifted = DriftedProxy(self.reel._run, self.drifted_replay, reel_plan.directory)
@@ -656,19 +657,12 @@ def open_reel(reel_plan: ReelPlan) -> OpenReel:
     staging = Path(tempfile.mkdtemp(prefix="agentreel-reel-"))
     stack = ExitStack()
     try:
-        known = {f.name for f in dataclasses.fields(ProxySettings)}
-        missing = set(reel_plan.proxy) - known
-        if missing:
-            raise ReelError(
-                f"{reel_plan.name}: agentreel_config key(s) {', '.join(sorted(missing))} are "
-                "not supported by the installed agentreel-llm-proxy; upgrade it"
-            )
         settings: dict[str, Any] = {
             "mode": reel_plan.mode,
             "cwd": reel_plan.cwd,
             "scenario": reel_plan.name,
             "replay": reel_plan.replay,
-            **reel_plan.proxy,
+            "record": reel_plan.record,
         }
         # The proxy's messages name the re-record command: for a test, the pytest one.
         stack.enter_context(_rerecord_hint(record_command("{scenario}", "all")))
@@ -724,9 +718,8 @@ def _open_drifted(
     except ReplayError as exc:
         raise RecordingUnusableError(_unusable(reel_plan, exc)) from None
     stack.callback(WORKER_PROXY.close_run, replay)
-    allow = tuple(settings.get("allow_secrets", ()))
     record = WORKER_PROXY.open_run(
-        drifted_record_settings(replay.base_url, staging, allow_secrets=allow, **common),
+        drifted_record_settings(replay.base_url, staging, record=reel_plan.record, **common),
         timeout=_START_TIMEOUT,
     )
     stack.callback(WORKER_PROXY.close_run, record)  # closed first: it forwards to replay
@@ -850,7 +843,7 @@ def _judge(
         )
     from agentreel.snapshot_harness._record_proof import recording_refusal
 
-    schedule = str(reel_plan.proxy.get("schedule", "free"))
+    schedule = reel_plan.replay.schedule
     refused = recording_refusal(reel_plan.name, recorded, reel._stubs, schedule)
     if refused is not None:
         return f"{refused}\nThen record again: {record_command(reel_plan.name, 'all')}"
@@ -866,7 +859,7 @@ def _judge(
             {**files, **mcp_files},
             envvars.secret_values(os.environ),
             reel_plan.name,
-            allow=reel_plan.proxy.get("allow_secrets", ()),
+            allow=reel_plan.record.allow_secrets,
         )
     except SecretLeakError as exc:
         return str(exc)

@@ -9,7 +9,6 @@ written either way), 2 on usage errors.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,9 +16,10 @@ from typing import TextIO
 
 from agentreel.snapshot_harness._check import check_scenario
 from agentreel.snapshot_harness._cli import (
-    add_fixtures_option,
+    add_targets,
+    chosen_scenarios,
+    command_parser,
     fixtures_directory,
-    scenario_directories,
 )
 from agentreel.snapshot_harness._html_report import write_report
 from agentreel.snapshot_harness._pending import pending_allowed
@@ -35,20 +35,16 @@ examples:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="agentreel report",
-        description="Replay scenarios and write one self-contained HTML page: per scenario "
-        "its status, session tree, model calls on a shared timeline, transcript and diffs.",
-        epilog=_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = command_parser(
+        "agentreel report",
+        "Replay scenarios and write one self-contained HTML page: per scenario its status, "
+        "session tree, model calls on a shared timeline, transcript and diffs.",
+        _EXAMPLES,
     )
-    parser.add_argument(
-        "scenarios",
-        nargs="*",
-        metavar="SCENARIO",
-        help="scenario names under the fixtures directory, or paths (default: every scenario)",
+    add_targets(
+        parser,
+        "scenario names under the fixtures directory, or paths (default: every scenario)",
     )
-    add_fixtures_option(parser)
     parser.add_argument("--html", required=True, metavar="FILE", help="the page to write")
     return parser
 
@@ -56,15 +52,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str], out: TextIO) -> int:
     args = _parser().parse_intermixed_args(argv)
     fixtures = fixtures_directory(args.fixtures)
-    try:
-        directories = scenario_directories(fixtures, args.scenarios)
-    except HarnessError as exc:
-        print(f"agentreel report: {exc}", file=sys.stderr)
-        return 2
-    if not directories:
-        print(
-            f"agentreel report: no scenarios (no */scenario.toml) under {fixtures}", file=sys.stderr
-        )
+    directories = chosen_scenarios("agentreel report", fixtures, args.scenarios)
+    if directories is None:
         return 2
     results: list[ScenarioResult] = []
     width = max(len(d.name) for d in directories)

@@ -21,13 +21,13 @@ from rich.prompt import Prompt
 from rich.text import Text
 
 from agentreel.snapshot_harness._cli import (
-    add_fixtures_option,
+    add_targets,
+    chosen_scenarios,
+    command_parser,
     fixtures_directory,
-    scenario_directories,
 )
 from agentreel.snapshot_harness._diff import unified_diff
 from agentreel.snapshot_harness._pending import PendingGolden, accept, list_pending, reject
-from agentreel.snapshot_harness.exceptions import HarnessError
 
 Choice = Literal["accept", "reject", "skip", "quit"]
 _KEYS: dict[str, Choice] = {"a": "accept", "r": "reject", "s": "skip", "q": "quit"}
@@ -43,22 +43,18 @@ REVIEW_DIFF_MAX_LINES = 2000
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="agentreel review",
-        description="Review the pending goldens failing local replays wrote "
-        "(golden/<file>.pending): for each, its diff and accept (it becomes the golden), "
-        "reject (it is deleted) or skip (it stays pending). Recordings are never touched.",
-        epilog=_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = command_parser(
+        "agentreel review",
+        "Review the pending goldens failing local replays wrote (golden/<file>.pending): "
+        "for each, its diff and accept (it becomes the golden), reject (it is deleted) or "
+        "skip (it stays pending). Recordings are never touched.",
+        _EXAMPLES,
     )
-    parser.add_argument(
-        "scenarios",
-        nargs="*",
-        metavar="SCENARIO",
-        help="scenario names under the fixtures directory, or paths to scenario directories "
+    add_targets(
+        parser,
+        "scenario names under the fixtures directory, or paths to scenario directories "
         "(default: every scenario)",
     )
-    add_fixtures_option(parser)
     decide = parser.add_mutually_exclusive_group()
     decide.add_argument(
         "--accept-all", action="store_true", help="accept every pending golden without asking"
@@ -80,10 +76,8 @@ def main(argv: Sequence[str], out: TextIO) -> int:
     """Run ``agentreel review``; 0 when done (whatever was chosen), 2 on usage errors."""
     args = _parser().parse_intermixed_args(argv)
     fixtures = fixtures_directory(args.fixtures)
-    try:
-        directories = scenario_directories(fixtures, args.scenarios)
-    except HarnessError as exc:
-        print(f"agentreel review: {exc}", file=sys.stderr)
+    directories = chosen_scenarios("agentreel review", fixtures, args.scenarios, needed=False)
+    if directories is None:
         return 2
     pending = [item for directory in directories for item in list_pending(directory)]
     console = Console(file=out, highlight=False, soft_wrap=True)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from agentreel.llm_proxy import RecordSettings
 from agentreel.llm_replay import Capture, ReplaySettings
 from agentreel.session import (
     PROXY_RECORDING_FILES,
@@ -37,7 +38,7 @@ DEFAULT_STUB_MODEL = "stub-model"
 DEFAULT_AGENT_MODULE = "agentreel.acp_agent"
 # How the harness talks to the agent: an ACP server over stdio, or a command run once per
 # prompt step (SPEC 14) with the prompt in its argv (``{prompt}``) or on stdin.
-PROTOCOLS = ("acp", "command")
+PROTOCOLS: tuple[Literal["acp", "command"], ...] = ("acp", "command")
 PROMPT_PLACEHOLDER = "{prompt}"
 # What the reference agent imports to serve a replay, without serving (its preload hook).
 DEFAULT_AGENT_PRELOAD = f"{DEFAULT_AGENT_MODULE}:preload"
@@ -151,9 +152,11 @@ class RecordConfig:
     model: str = DEFAULT_STUB_MODEL
     rules: Path | None = None
     base_url: str | None = None
-    allow_secrets: tuple[str, ...] = ()
-    """sha256 digests of values the secret scan lets into this scenario's recordings and
-    goldens (``[record] allow_secrets``): deliberate fake keys of a test of the scan."""
+    settings: RecordSettings = field(default_factory=RecordSettings)
+    """The record settings every way of recording shares (``agentreel.llm_proxy.
+    RecordSettings``, one key each in ``[record]``): ``allow_secrets``, the sha256 digests
+    of values the secret scan lets into this scenario's recordings and goldens (deliberate
+    fake keys of a test of the scan)."""
     prices: Path | None = None
     """The price table ``record --drifted`` reports money not spent by (``[record]
     prices``, relative to the scenario; ``_prices``); ``None``: the default file, if any."""

@@ -10,10 +10,12 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
+from agentreel.llm_proxy import RecordSettings, RecordSettingsError
 from agentreel.llm_replay import (
     PACE_NEEDS_PROXY,
     ReplaySettings,
@@ -24,7 +26,6 @@ from agentreel.mcp_replay import check_server_name
 from agentreel.session import (
     KeyMask,
     Mask,
-    checked_allowlist,
     merge_kinds_checked,
     unordered_kinds_checked,
 )
@@ -64,6 +65,8 @@ from agentreel.snapshot_harness._scenario import (
     validate_scenario_name,
 )
 from agentreel.snapshot_harness.exceptions import ScenarioError, UnreadableFixtureError
+
+_Word = TypeVar("_Word", bound=str)
 
 
 class _Reader:
@@ -107,6 +110,28 @@ class _Reader:
         if not isinstance(value, str):
             raise self.fail(f"{prefix}{key}", f"expected a string, got {_kind(value)}")
         return value
+
+    def choice(
+        self,
+        table: Mapping[str, object],
+        key: str,
+        default: _Word,
+        choices: Sequence[_Word],
+        *,
+        prefix: str = "",
+        meanings: str = "",
+    ) -> _Word:
+        """``table[key]`` (``default`` when absent), which must be one of ``choices``;
+        ``meanings`` (what each choice does) closes the message when it is not."""
+        value = table.get(key, default)
+        for choice in choices:
+            if value == choice:
+                return choice
+        raise self.fail(
+            f"{prefix}{key}",
+            f"{value!r} is not one of {', '.join(choices)}"
+            + (f" ({meanings})" if meanings else ""),
+        )
 
     def required_string(self, table: Mapping[str, object], key: str, prefix: str) -> str:
         value = self.string(table, key, prefix)
@@ -158,11 +183,11 @@ _RECORD_KEYS = {
     "model",
     "rules",
     "base_url",
-    "allow_secrets",
     "prices",
     "strict",
     "trials",
     "retries",
+    *RecordSettings.names(),
 }
 _MODEL_KEYS = {
     "via",
@@ -221,22 +246,23 @@ def load_scenario(directory: Path | str) -> Scenario:
     description = reader.string(data, "description", "") or ""
     timeout = _timeout(reader, data.get("timeout"))
     agent = _agent(reader, data.get("agent"))
-    shutdown = data.get("shutdown", "eof")
-    if shutdown not in SHUTDOWNS:
-        raise reader.fail(
-            "shutdown",
-            f"{shutdown!r} is not one of {', '.join(SHUTDOWNS)} (eof: close stdin and wait; "
-            "sigterm: also send SIGTERM, as ACP clients do)",
-        )
+    shutdown = reader.choice(
+        data,
+        "shutdown",
+        "eof",
+        SHUTDOWNS,
+        meanings="eof: close stdin and wait; sigterm: also send SIGTERM, as ACP clients do",
+    )
     env = _env(reader, data.get("env"))
     permissions = _permissions(reader, data.get("permissions"))
-    protocol = data.get("protocol", "acp")
-    if protocol not in PROTOCOLS:
-        raise reader.fail(
-            "protocol",
-            f"{protocol!r} is not one of {', '.join(PROTOCOLS)} (acp: an ACP server on stdio; "
-            "command: a command run once per prompt step, the prompt in argv or on stdin)",
-        )
+    protocol = reader.choice(
+        data,
+        "protocol",
+        "acp",
+        PROTOCOLS,
+        meanings="acp: an ACP server on stdio; command: a command run once per prompt step, "
+        "the prompt in argv or on stdin",
+    )
     if protocol == "command" and agent is None:
         raise reader.fail(
             "agent",
@@ -626,9 +652,11 @@ def _record(reader: _Reader, value: object, directory: Path) -> RecordConfig:
     if not model:
         raise reader.fail("record.model", f"required for provider {provider!r}")
     try:
-        allow_secrets = checked_allowlist(value.get("allow_secrets", []))
-    except ValueError as error:
-        raise reader.fail("record.allow_secrets", str(error)) from None
+        settings = RecordSettings.from_mapping(
+            {name: value[name] for name in RecordSettings.names() if name in value}
+        )
+    except RecordSettingsError as error:
+        raise reader.fail(f"record.{error.setting}", error.problem) from None
     prices = reader.string(value, "prices", "record.")
     strict = value.get("strict", False)
     if not isinstance(strict, bool):
@@ -646,7 +674,7 @@ def _record(reader: _Reader, value: object, directory: Path) -> RecordConfig:
         model=model,
         rules=rules,
         base_url=base_url,
-        allow_secrets=allow_secrets,
+        settings=settings,
         prices=directory / prices if prices else None,
         strict=strict,
         trials=counts["trials"],
@@ -660,9 +688,7 @@ def _model(reader: _Reader, value: object, directory: Path) -> ModelConfig:
     if not isinstance(value, dict):
         raise reader.fail("model", f"expected a table, got {_kind(value)}")
     reader.check_keys(value, _MODEL_KEYS, "model.")
-    via = value.get("via", "provider")
-    if via not in VIAS:
-        raise reader.fail("model.via", f"{via!r} is not one of {', '.join(VIAS)}")
+    via = reader.choice(value, "via", "provider", VIAS, prefix="model.")
     if via == "provider":
         extra = sorted(set(value) - {"via"})
         if extra:
@@ -672,9 +698,7 @@ def _model(reader: _Reader, value: object, directory: Path) -> ModelConfig:
                 "variables (use [env] for anything else)",
             )
         return ModelConfig()
-    api = value.get("api", "openai")
-    if api not in WIRE_APIS:
-        raise reader.fail("model.api", f"{api!r} is not one of {', '.join(WIRE_APIS)}")
+    api = reader.choice(value, "api", "openai", WIRE_APIS, prefix="model.")
     base_url_env = _names(reader, value, "base_url_env") or DEFAULT_BASE_URL_ENV[api]
     key_env = _names(reader, value, "key_env") or DEFAULT_KEY_ENV[api]
     env_value = value.get("env", {})

@@ -10,6 +10,12 @@ Per recording folder (a scenario, or a pytest fixture's ``recordings/<module>/<t
 - every system prompt a log or golden keeps passes through the current built-in masks
   (``agentreel.llm_proxy.Masks``), as a recording made today would hold it (replay masks
   it again on both sides anyway);
+- every tool whose whole JSON a log keeps (format 2 on) passes through them too and is
+  digested again, in the logs and in the goldens' request headers (which hold its digest):
+  replay masks a kept tool with today's masks and its served logs digest it so, so a
+  newer mask set that changes a kept tool's text (mask set 4: Claude Code's WebSearch
+  description, "The current month is December 2026") would otherwise leave the goldens
+  with a digest no replay gives;
 - ``wire.ndjson`` gets its stamp line.
 
 Messages (and tools kept as digests only) stay as they are, previews included: their
@@ -24,9 +30,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
+
+import msgspec
 
 from agentreel.llm_proxy import Masks
 from agentreel.session import (
@@ -35,9 +43,12 @@ from agentreel.session import (
     RECORDING_FORMAT,
     SESSION_FILE_PATTERN,
     VERBATIM_FILE,
+    RequestHeaderData,
+    remasked_tools,
 )
 from agentreel.snapshot_harness._cli import (
-    add_fixtures_option,
+    add_targets,
+    command_parser,
     fixtures_directory,
     scenario_directories,
 )
@@ -54,20 +65,15 @@ examples:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="agentreel upgrade",
-        description=__doc__.split("\n\n")[0] if __doc__ else SUMMARY,
-        epilog=_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = command_parser(
+        "agentreel upgrade", __doc__.split("\n\n")[0] if __doc__ else SUMMARY, _EXAMPLES
     )
-    parser.add_argument(
-        "scenarios",
-        nargs="*",
+    add_targets(
+        parser,
+        "scenario names under the fixtures directory, paths to scenario directories, or a "
+        "pytest fixture's recordings/ folder (default: every scenario)",
         metavar="NAME",
-        help="scenario names under the fixtures directory, paths to scenario directories, or "
-        "a pytest fixture's recordings/ folder (default: every scenario)",
     )
-    add_fixtures_option(parser)
     return parser
 
 
@@ -89,9 +95,27 @@ def _folders(fixtures: Path, names: Sequence[str]) -> list[Path]:
     return found
 
 
+def _kept_tools(folder: Path) -> dict[str, str]:
+    """Every tool's whole JSON the folder's logs keep (``ToolHeader.text``), by digest."""
+    texts: dict[str, str] = {}
+    for path in sorted(folder.glob("session*.jsonl")):
+        for line in path.read_bytes().splitlines():
+            if b'"request/header"' not in line:
+                continue
+            record = json.loads(line)
+            if record.get("type") != "request/header":
+                continue
+            for tool in record["data"].get("tools", ()):
+                if isinstance(tool.get("text"), str):
+                    texts.setdefault(tool["digest"], tool["text"])
+    return texts
+
+
 class _Upgrade:
     def __init__(self, masks: Masks) -> None:
         self._masks = masks
+        self.tools: Mapping[str, str] = {}
+        """The recording folder's kept tool texts by digest (``_kept_tools``)."""
 
     def log(self, path: Path, *, golden: bool) -> list[str]:
         """``path`` (a session log, or a golden one) upgraded in place; what changed."""
@@ -128,6 +152,18 @@ class _Upgrade:
         if isinstance(system, str) and (masked := self._masks.text(system)) != system:
             data["system"] = masked
             changes.append(f"seq {record['seq']}: system prompt masked")
+        if self.tools and data.get("tools"):
+            header = msgspec.convert(data, RequestHeaderData)
+            remasked = remasked_tools(header, self.tools, self._masks.text)
+            if remasked is not header:
+                names = [
+                    new.name
+                    for old, new in zip(header.tools, remasked.tools, strict=True)
+                    if old.digest != new.digest
+                ]
+                data["tools"] = msgspec.to_builtins(remasked.tools)
+                data["tools_digest"] = remasked.tools_digest
+                changes.append(f"seq {record['seq']}: tool {', '.join(names)} masked")
         return changes
 
     def wire(self, path: Path) -> list[str]:
@@ -159,6 +195,7 @@ def main(argv: Sequence[str], out: TextIO) -> int:
     upgrade = _Upgrade(Masks())
     changed = 0
     for folder in folders:
+        upgrade.tools = _kept_tools(folder)
         files: list[tuple[Path, list[str]]] = []
         for golden, where in ((False, folder), (True, folder / "golden")):
             for path in sorted(where.glob("session*.jsonl")):

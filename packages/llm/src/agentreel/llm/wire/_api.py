@@ -109,6 +109,17 @@ ErrorBody = Callable[[int, str, str | None], bytes]
 """``(status, message, code) → body``: the JSON error the API's SDK parses."""
 
 
+def body_as_stream(encode_body: BodyEncoder) -> StreamEncoder:
+    """The stream encoder of an API that never streams (embeddings): the body, one frame."""
+
+    def encode(
+        request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
+    ) -> list[bytes]:
+        return [encode_body(request, chunks, wire_id, meta)]
+
+    return encode
+
+
 @dataclass(frozen=True, slots=True)
 class WireApiSpec:
     """One wire API: every rule the proxy and the stub server need of it."""

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentreel.llm._chunks import Chunk, ResponseMeta
-from agentreel.llm.wire._api import MODEL, WireApiSpec, WirePath, vertex_base
+from agentreel.llm.wire._api import MODEL, WireApiSpec, WirePath, body_as_stream, vertex_base
 from agentreel.llm.wire._bedrock import bedrock_error_body, bedrock_models_body
 from agentreel.llm.wire._common import usage_in
 from agentreel.llm.wire._embeddings import (
@@ -93,17 +93,6 @@ def vertex_predict_body(
     return json_bytes({"predictions": predictions, "metadata": {"billableCharacterCount": 0}})
 
 
-def _vertex_error_body(status: int, message: str, code: str | None = None) -> bytes:
-    del code
-    return gemini_error_body(status, message)
-
-
-def _vertex_no_stream(
-    request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
-) -> list[bytes]:
-    return [vertex_predict_body(request, chunks, wire_id, meta)]
-
-
 VERTEX_EMBED_API = WireApiSpec(
     name="vertex-embed",
     title="Vertex AI embeddings",
@@ -111,10 +100,10 @@ VERTEX_EMBED_API = WireApiSpec(
     parse=parse_vertex_predict_request,
     stub_body=stub_embeddings_body,
     decoder=VertexPredictDecoder,
-    encode_stream=_vertex_no_stream,
+    encode_stream=body_as_stream(vertex_predict_body),
     encode_body=vertex_predict_body,
     stream_endings=(),
-    error_body=_vertex_error_body,
+    error_body=gemini_error_body,
     models_body=gemini_models_body,
     response_id_prefix="",
     auth_headers=("authorization",),
@@ -197,12 +186,6 @@ def bedrock_embed_body(
     )
 
 
-def _bedrock_no_stream(
-    request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
-) -> list[bytes]:
-    return [bedrock_embed_body(request, chunks, wire_id, meta)]
-
-
 BEDROCK_EMBED_API = WireApiSpec(
     name="bedrock-embed",
     title="AWS Bedrock InvokeModel embeddings (Titan, Cohere)",
@@ -210,7 +193,7 @@ BEDROCK_EMBED_API = WireApiSpec(
     parse=parse_bedrock_embed_request,
     stub_body=stub_embeddings_body,
     decoder=BedrockEmbedDecoder,
-    encode_stream=_bedrock_no_stream,
+    encode_stream=body_as_stream(bedrock_embed_body),
     encode_body=bedrock_embed_body,
     stream_endings=(),
     error_body=bedrock_error_body,

@@ -44,6 +44,7 @@ from agentreel.llm.wire._api import (
     MODEL,
     WireApiSpec,
     WirePath,
+    body_as_stream,
     openai_paths,
     vertex_base,
 )
@@ -287,25 +288,6 @@ def gemini_embed_body(
     return json_bytes({"embeddings": vectors})
 
 
-def _gemini_no_stream(
-    request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
-) -> list[bytes]:
-    return [gemini_embed_body(request, chunks, wire_id, meta)]
-
-
-def _no_stream(
-    request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
-) -> list[bytes]:
-    """Embeddings never stream: the body as the one frame."""
-    return [embeddings_body(request, chunks, wire_id, meta)]
-
-
-def _ollama_no_stream(
-    request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
-) -> list[bytes]:
-    return [ollama_embed_body(request, chunks, wire_id, meta)]
-
-
 def stub_embeddings_body(spec: WireApiSpec, body: dict[str, Any], model: str = "") -> bytes:
     """The stub server's answer to an embeddings request of the API ``spec`` (any of the
     embeddings APIs): ``embedding_vector`` of each input, in the shape the request asks
@@ -331,7 +313,7 @@ EMBEDDINGS_API = WireApiSpec(
     parse=parse_embeddings_request,
     stub_body=stub_embeddings_body,
     decoder=EmbeddingsDecoder,
-    encode_stream=_no_stream,
+    encode_stream=body_as_stream(embeddings_body),
     encode_body=embeddings_body,
     stream_endings=(),
     error_body=openai_error_body,
@@ -343,11 +325,6 @@ EMBEDDINGS_API = WireApiSpec(
 """OpenAI ``POST /v1/embeddings`` (and Azure's ``/openai/deployments/<d>/embeddings``)."""
 
 
-def _gemini_error_body(status: int, message: str, code: str | None = None) -> bytes:
-    del code
-    return gemini_error_body(status, message)
-
-
 GEMINI_EMBED_API = WireApiSpec(
     name="gemini-embed",
     title="Gemini embeddings",
@@ -355,10 +332,10 @@ GEMINI_EMBED_API = WireApiSpec(
     parse=parse_gemini_embed_request,
     stub_body=stub_embeddings_body,
     decoder=EmbeddingsDecoder,
-    encode_stream=_gemini_no_stream,
+    encode_stream=body_as_stream(gemini_embed_body),
     encode_body=gemini_embed_body,
     stream_endings=(),
-    error_body=_gemini_error_body,
+    error_body=gemini_error_body,
     models_body=gemini_models_body,
     response_id_prefix="",
     auth_headers=("x-goog-api-key", "authorization"),
@@ -384,7 +361,7 @@ OLLAMA_EMBED_API = WireApiSpec(
     parse=parse_ollama_embed_request,
     stub_body=stub_embeddings_body,
     decoder=EmbeddingsDecoder,
-    encode_stream=_ollama_no_stream,
+    encode_stream=body_as_stream(ollama_embed_body),
     encode_body=ollama_embed_body,
     stream_endings=(),
     error_body=ollama_error_body,

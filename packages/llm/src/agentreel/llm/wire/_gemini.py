@@ -616,8 +616,10 @@ def gemini_chunk_body(
     return json_bytes(response)
 
 
-def gemini_error_body(status: int, message: str) -> bytes:
-    """Gemini's error body: ``{"error": {"code", "message", "status"}}``."""
+def gemini_error_body(status: int, message: str, code: str | None = None) -> bytes:
+    """Gemini's error body: ``{"error": {"code", "message", "status"}}`` (its ``status``
+    names the error: a ``code`` given is not written)."""
+    del code
     name = GEMINI_STATUS.get(status, "INTERNAL" if status >= 500 else "INVALID_ARGUMENT")
     return json_bytes({"error": {"code": status, "message": message, "status": name}})
 
@@ -792,11 +794,6 @@ def _body(
     return gemini_chunk_body(chunks, model=request.model, response_id=wire_id, meta=meta)
 
 
-def _error_body(status: int, message: str, code: str | None = None) -> bytes:
-    del code  # Gemini's error names its status
-    return gemini_error_body(status, message)
-
-
 GEMINI_API = WireApiSpec(
     name="gemini",
     title="Gemini",
@@ -806,7 +803,7 @@ GEMINI_API = WireApiSpec(
     encode_stream=_stream,
     encode_body=_body,
     stream_endings=STREAM_ENDINGS,
-    error_body=_error_body,
+    error_body=gemini_error_body,
     models_body=gemini_models_body,
     response_id_prefix="",
     error_frame=bare_error_frame,
