@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import tomllib
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -28,6 +29,9 @@ from agentreel.snapshot_harness._cli import main
 from agentreel.snapshot_harness._faketime import faketime_library
 from agentreel.snapshot_harness._record_proof import (
     TRIALS_ENV,
+    TranscriptRule,
+    accept_masks,
+    capture_proposals,
     crash_on_stderr,
     propose_masks,
     schedule_problems,
@@ -434,3 +438,65 @@ def test_the_fixtures_record_modes_run_trial_replays_of_the_test(
     assert "The user is reel-trial-a." in output, output
     recordings = pytester.path / "recordings" / "test_chat"
     assert not (recordings / "test_names_user").exists()
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "rule"),
+    [
+        ("zone-order", '[transcript]\nunordered = ["agent_thought_chunk"]'),
+        ("zone-chunked", '[transcript]\nmerge = ["tool_call_update"]'),
+    ],
+)
+def test_an_order_or_a_chunking_that_differs_gets_its_transcript_rule(
+    make_scenario: MakeScenario, monkeypatch: pytest.MonkeyPatch, behaviour: str, rule: str
+) -> None:
+    """Updates whose order or chunking differs under a trial (a race between the agent's
+    tasks): record proposes the ``[transcript]`` rule that makes the goldens equal — the
+    smallest, checked on both runs — and ``--accept-masks`` writes it and records."""
+    monkeypatch.delenv(TRIALS_ENV)
+    directory = make_scenario(env={"FAKE_BEHAVIOUR": behaviour})
+    toml = directory / "scenario.toml"
+    toml.write_text(toml.read_text().replace("[record]\n", "[record]\ntrials = 1\n"))
+    with pytest.raises(VolatileValuesError) as caught:
+        check_scenario(directory, "record")
+    message = str(caught.value)
+    assert rule in message, message
+    assert _listing(directory) == ["scenario.toml"]
+    out = io.StringIO()
+    assert main(["record", str(directory), "--accept-masks"], out=out) == 0, out.getvalue()
+    assert rule in toml.read_text()
+    check_scenario(directory, "replay")
+
+
+def test_a_value_the_answer_carries_back_from_its_request_gets_a_capture() -> None:
+    """A value that differs between two recordings and sits in a recorded request and then
+    in that log's recorded answer (the model names back what the agent sent): besides its
+    golden mask, a ``[[model.captures]]`` table with the same regex and token."""
+    request = '{"type":"request/header","data":{"messages":[{"preview":"spawned task-%s"}]}}'
+    answer = '{"type":"assistant/chunk","data":{"chunk":{"text":"wait for task-%s"}}}'
+    first = {"session.jsonl": "\n".join([request % "3f9a", answer % "3f9a"]).encode()}
+    other = {"session.jsonl": "\n".join([request % "07bc", answer % "07bc"]).encode()}
+    proposals = propose_masks(first, other, ())
+    (capture,) = capture_proposals(first, proposals)
+    assert capture.toml == "[[model.captures]]\nregex = 'task-[0-9a-f]{4}'\ntoken = \"task-id\""
+    assert "carried back in its answer" in capture.said
+    # A value only in answers (never sent) is no capture: a mask covers it.
+    alone = {"session.jsonl": (answer % "3f9a").encode()}
+    assert (
+        capture_proposals(
+            alone, propose_masks(alone, {"session.jsonl": (answer % "07bc").encode()}, ())
+        )
+        == []
+    )
+
+
+def test_an_accepted_order_rule_joins_the_scenarios_transcript_table(tmp_path: Path) -> None:
+    toml = tmp_path / "scenario.toml"
+    toml.write_text('[transcript]\nunordered = ["session_info_update"]\n\n[record]\n')
+    rule = TranscriptRule(
+        "unordered", ("session_info_update", "agent_thought_chunk"), ("agent_thought_chunk",)
+    )
+    accept_masks(toml, [rule])
+    assert tomllib.loads(toml.read_text())["transcript"] == {
+        "unordered": ["session_info_update", "agent_thought_chunk"]
+    }

@@ -8,23 +8,31 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+from collections import Counter
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, tzinfo
 from typing import NoReturn, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from agentreel.llm_proxy import RecordTrials, Trial
+from agentreel.session import MERGE_KEYS
 from agentreel.snapshot_harness._consumption import verify_consumption
 from agentreel.snapshot_harness._diff import unified_diff
 from agentreel.snapshot_harness._faketime import faketime_env
+from agentreel.snapshot_harness._layout import TRANSCRIPT_FILE
 from agentreel.snapshot_harness._record_proof import (
     DATE_TRIAL,
+    AnyProposal,
+    TranscriptRule,
     accept_masks,
+    capture_proposals,
     describe_trial,
     masked_goldens_equal,
     pinned_variables,
     proposals_message,
     propose_masks,
+    transcript_line_kind,
+    transcript_lines_kinds,
     trial_day,
     trial_env,
     trials_wanted,
@@ -52,6 +60,7 @@ def run_trials(
     *,
     done: str = "recorded",
     notes: list[str] | None = None,
+    first: RunResult | None = None,
 ) -> int:
     """Replay the recording in ``trial``'s directory ``trials_wanted(config)`` times, each
     under its own perturbation, and require the goldens of the first replay every time.
@@ -68,9 +77,11 @@ def run_trials(
         env = trial_env(number, pinned)
         perturbed = dataclasses.replace(trial, env={**trial.env, **env})
         which = f"trial replay {number + 1} of {wanted} ({describe_trial(env, pinned)})"
-        if number == DATE_TRIAL and _on_another_day(name, which, perturbed, goldens, done, said):
+        if number == DATE_TRIAL and _on_another_day(
+            name, which, perturbed, goldens, done, said, first
+        ):
             continue
-        _trial(name, which, perturbed, goldens, done)
+        _trial(name, which, perturbed, goldens, done, first)
     if notes is None:
         for line in said:
             print(line, file=sys.stderr)
@@ -78,7 +89,12 @@ def run_trials(
 
 
 def _trial(
-    name: str, which: str, perturbed: Scenario, goldens: Mapping[str, bytes], done: str
+    name: str,
+    which: str,
+    perturbed: Scenario,
+    goldens: Mapping[str, bytes],
+    done: str,
+    first: RunResult | None = None,
 ) -> None:
     """One trial replay of ``perturbed``: it replays and gives ``goldens``, else raises."""
     try:
@@ -93,7 +109,8 @@ def _trial(
         ) from exc
     other = render_goldens(replayed)
     if other != dict(goldens):
-        _differs(name, which, goldens, other, perturbed, done=done)
+        runs = (first, replayed) if first is not None else None
+        _differs(name, which, goldens, other, perturbed, done=done, runs=runs)
 
 
 def _on_day(scenario: Scenario, when: str) -> Scenario:
@@ -114,6 +131,7 @@ def _on_another_day(
     goldens: Mapping[str, bytes],
     done: str,
     notes: list[str],
+    first: RunResult | None = None,
 ) -> bool:
     """The date trial: ``perturbed`` on ``trial_day()``. True when it ran (and passed);
     False, with a line in ``notes``, when it cannot move the date — then the caller runs it
@@ -126,10 +144,10 @@ def _on_another_day(
         notes.append(f"{name}: {which} ran on today's date, not another day: {error}")
         return False
     try:
-        _trial(name, f"{which[:-1]}, on {day} under libfaketime)", moved, goldens, done)
+        _trial(name, f"{which[:-1]}, on {day} under libfaketime)", moved, goldens, done, first)
     except RecordError as failure:
         try:
-            _trial(name, which, _on_day(perturbed, _now_in(perturbed)), goldens, done)
+            _trial(name, which, _on_day(perturbed, _now_in(perturbed)), goldens, done, first)
         except RecordError:
             first = str(failure).splitlines()[1] if "\n" in str(failure) else str(failure)
             notes.append(
@@ -191,9 +209,13 @@ def _differs(
     scenario: Scenario,
     *,
     done: str,
+    runs: tuple[RunResult, RunResult] | None = None,
 ) -> NoReturn:
-    """Raise for goldens that differ: ``VolatileValuesError`` with the masks that make them
-    equal when the difference is values, else ``RecordError`` with the diff."""
+    """Raise for goldens that differ: ``VolatileValuesError`` with the rules that make them
+    equal — masks (and, for a value a proxied answer carries back from its request, a
+    capture) when the difference is values; else, with the two ``runs``, an ``unordered``
+    or ``merge`` rule when it is the order or chunking of some updates — else
+    ``RecordError`` with the diff."""
     diffs = "\n".join(
         unified_diff(f"golden/{file}", goldens[file], other.get(file, b"")).rstrip()
         for file in goldens
@@ -202,14 +224,56 @@ def _differs(
     proposals = propose_masks(goldens, other, scenario.golden_masks)
     head = f"{name}: {done}, but {which} gave other goldens, so nothing was written"
     if proposals and masked_goldens_equal(goldens, other, proposals):
+        found: list[AnyProposal] = [*proposals]
+        if scenario.model.proxied:
+            tokens = [capture.token for capture in scenario.replay.captures]
+            found += capture_proposals(goldens, proposals, tokens)
         raise VolatileValuesError(
-            f"{head}:\n{diffs}\n{proposals_message(proposals)}", proposals=tuple(proposals)
+            f"{head}:\n{diffs}\n{proposals_message(found)}", proposals=tuple(found)
+        )
+    rules = _order_rules(*runs) if runs is not None else []
+    if rules:
+        raise VolatileValuesError(
+            f"{head}:\n{diffs}\n{proposals_message(rules)}", proposals=tuple(rules)
         )
     raise RecordError(
-        f"{head}; the difference is not a value a mask covers (an order? see "
-        '[transcript] unordered / merge in docs/scenarios.md, "What record checks"):'
-        f"\n{diffs}"
+        f"{head}; the difference is not a value a mask covers, nor an order an "
+        '[transcript] unordered / merge rule makes equal (docs/scenarios.md, "What record '
+        f'checks"):\n{diffs}'
     )
+
+
+def _order_rules(first: RunResult, other: RunResult) -> list[TranscriptRule]:
+    """The smallest ``[transcript]`` rule that makes the two runs' goldens equal: one
+    differing kind ``unordered`` (compared as a multiset per prompt turn), else all of them,
+    else ``merge`` of the mergeable ones (one thing's updates chunked otherwise)."""
+    ours, theirs = render_goldens(first), render_goldens(other)
+    kinds = transcript_lines_kinds(ours.get(TRANSCRIPT_FILE, b""), theirs.get(TRANSCRIPT_FILE, b""))
+    scenario = first.scenario
+    counts = Counter(
+        kind
+        for line in ours.get(TRANSCRIPT_FILE, b"").decode("utf-8", "replace").splitlines()
+        if (kind := transcript_line_kind(line)) is not None
+    )
+    for key, candidates in (
+        ("unordered", kinds),
+        ("merge", tuple(kind for kind in kinds if kind in MERGE_KEYS)),
+    ):
+        had: tuple[str, ...] = getattr(scenario, key)
+        fresh = tuple(kind for kind in candidates if kind not in had)
+        # The kind with the fewest lines first: the rule that loosens the least.
+        singles = sorted(fresh, key=lambda kind: counts.get(kind, 0))
+        tries = [(kind,) for kind in singles] + ([fresh] if len(fresh) > 1 else [])
+        for new in tries:
+            rule = TranscriptRule(key, (*had, *new), new)
+            if _rendered(first, key, rule.kinds) == _rendered(other, key, rule.kinds):
+                return [rule]
+    return []
+
+
+def _rendered(result: RunResult, key: str, kinds: tuple[str, ...]) -> dict[str, bytes]:
+    changed = dataclasses.replace(result.scenario, **{key: kinds})
+    return render_goldens(dataclasses.replace(result, scenario=changed))
 
 
 def accepting_masks(scenario: Scenario, config: RecordConfig, record: Callable[[Scenario], T]) -> T:
@@ -233,4 +297,5 @@ def compare_twice(scenario: Scenario, record: RecordConfig | None, first: RunRes
     ours, theirs = render_goldens(first), render_goldens(second)
     if ours != theirs:
         which = "a second recording through the same upstream (--twice)"
-        _differs(scenario.name, which, ours, theirs, scenario, done="recorded")
+        runs = (first, second)
+        _differs(scenario.name, which, ours, theirs, scenario, done="recorded", runs=runs)
