@@ -128,6 +128,17 @@ def test_bad_configuration_is_a_clear_error(
         parse_config(argv, environ)
 
 
+def test_load_and_fork_is_off_by_default_and_switched_by_flag_or_environment() -> None:
+    """Off by default: the initialize answer (advertising it) is in every recorded
+    transcript."""
+    assert parse_config([], {}).load_and_fork is False
+    assert parse_config([], {"AGENTREEL_LOAD_AND_FORK": "1"}).load_and_fork is True
+    assert parse_config([], {"AGENTREEL_LOAD_AND_FORK": "0"}).load_and_fork is False
+    assert parse_config(["--load-and-fork"], {}).load_and_fork is True
+    with pytest.raises(ConfigError, match=r"AGENTREEL_LOAD_AND_FORK='yes': use 1 \(on\)"):
+        parse_config([], {"AGENTREEL_LOAD_AND_FORK": "yes"})
+
+
 def test_system_prompt_flags_win_over_the_environment(tmp_path: Path) -> None:
     prompt_file = tmp_path / "prompt.txt"
     prompt_file.write_text("From the file.\nSecond line.\n", encoding="utf-8")

@@ -319,6 +319,52 @@ async def _copilot(base_url: str, prompts: Prompts) -> str:
         await client.close()
 
 
+# -- a time in the delegated prompt: Claude Code's Task -----------------------------------
+# Issue 43's interop scenarios asked Claude Code's Task subagent "what 12:00 UTC is in
+# Tokyo": the proxy masks the time in the child's first message ({{time}} {{timezone}}),
+# and the parent's Task call, compared unmasked, no longer held it, so the child was
+# recorded as a side lane of nobody. The parent's call is compared as masked as the child.
+
+LEAD_TIME = "You are the lead. Delegate time questions."
+CLOCK = "You are the clock agent. Convert times."
+TIME_TASK = "Ask what 12:00 UTC is in Tokyo, then report it."
+TIME_TOOLS = [_tool("Task", "Start a subagent.", "description", "prompt")]
+TIME_RULES = f"""
+[[rule]]
+match = {{ system_contains = "clock agent" }}
+text = "It is 21:00 in Tokyo."
+
+[[rule]]
+match = {{ system_contains = "the lead", last_tool_result = "Tokyo" }}
+text = "The subagent says: 21:00 in Tokyo."
+
+[[rule]]
+match = {{ system_contains = "the lead" }}
+tool_calls = [{{ name = "Task", arguments = {{ description = "convert", \
+prompt = "{TIME_TASK}" }} }}]
+"""
+
+
+async def _timed_task(base_url: str, prompts: Prompts) -> str:
+    client = _client(base_url)
+    try:
+        messages: list[Any] = [{"role": "user", "content": "What is noon UTC in Tokyo?"}]
+        asked = await _ask(client, prompts.get(LEAD_TIME, LEAD_TIME), messages, TIME_TOOLS)
+        (call,) = asked.tool_calls or []
+        prompt = json.loads(call.function.arguments)["prompt"]
+        child = await _ask(
+            client, prompts.get(CLOCK, CLOCK), [{"role": "user", "content": prompt}], TIME_TOOLS
+        )
+        messages += [
+            asked.model_dump(exclude_none=True),
+            {"role": "tool", "tool_call_id": call.id, "content": str(child.content)},
+        ]
+        final = await _ask(client, prompts.get(LEAD_TIME, LEAD_TIME), messages, TIME_TOOLS)
+        return str(final.content)
+    finally:
+        await client.close()
+
+
 # -- the shapes ---------------------------------------------------------------------------
 
 
@@ -368,6 +414,14 @@ SHAPES = {
         COPILOT,
         2,
         (Child(EXPLORER, 0, "tool task("),),
+    ),
+    "time-in-prompt-task": Shape(
+        TIME_RULES,
+        _timed_task,
+        "The subagent says: 21:00 in Tokyo.",
+        LEAD_TIME,
+        2,
+        (Child(CLOCK, 0, "tool Task("),),
     ),
     "reflection-autogen": Shape(
         AUTOGEN_RULES,

@@ -4,9 +4,11 @@ serves stdio; ``app`` is also served over streamable HTTP in process."""
 from __future__ import annotations
 
 import os
+import time
 import warnings
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import CallToolResult, TextContent
 
 app = MCPServer("echo")
 
@@ -36,6 +38,16 @@ async def shout(text: str, ctx: Context) -> str:
         warnings.simplefilter("ignore")
         await ctx.info(f"shouting {text}")
     return text.upper()
+
+
+@app.tool()
+def stamp(text: str, served_at: int = 0) -> CallToolResult:
+    """``text`` back, with the time it was served under ``served_at`` (another each run;
+    the argument of that name is what a client sends and is not used)."""
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        structured_content={"text": text, "served_at": time.time_ns()},
+    )
 
 
 @app.tool()

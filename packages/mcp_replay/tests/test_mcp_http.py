@@ -92,8 +92,8 @@ async def test_http_records_and_replays_per_session_with_the_server_stopped(
 ) -> None:
     recorded = await record(tmp_path)
     assert recorded == {
-        "parent": ["add,echo,leak,shout,whoami", "3", "PARENT"],
-        "child": ["add,echo,leak,shout,whoami", "42", "CHILD"],
+        "parent": ["add,echo,leak,shout,stamp,whoami", "3", "PARENT"],
+        "child": ["add,echo,leak,shout,stamp,whoami", "42", "CHILD"],
     }
     lines = (tmp_path / "mcp/web.0.jsonl").read_text().splitlines()
     assert json.loads(lines[0])["transport"] == "http"

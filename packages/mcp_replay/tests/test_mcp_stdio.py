@@ -12,6 +12,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp.client.session import ClientSession
@@ -26,7 +27,7 @@ from agentreel.mcp_replay import (
     stdio_command,
 )
 from agentreel.mcp_replay._cli import main as cli_main
-from agentreel.session import Mask, rerecord_command
+from agentreel.session import KeyMask, Mask, rerecord_command, secret_sha256
 
 pytestmark = pytest.mark.slow
 
@@ -251,6 +252,69 @@ async def test_the_secret_scan_refuses_a_credential(tmp_path: Path) -> None:
     (failure,) = (tmp_path / "state").glob("failure-*.txt")
     assert "refusing to write a credential to mcp/echo.0.jsonl" in failure.read_text()
     assert "ghp_" not in (tmp_path / "mcp/echo.0.jsonl").read_text()
+
+
+@pytest.mark.asyncio
+async def test_the_scenarios_allowed_secret_is_written(tmp_path: Path) -> None:
+    """A deliberate fake key the scenario allows by its sha256 ([record] allow_secrets)
+    reaches the shim's scan too: written, and replayed."""
+    fake = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    allowed = (secret_sha256(fake),)
+    record = McpSettings("record", tmp_path, tmp_path / "s1", "mcp-demo", allow_secrets=allowed)
+
+    async def leak(settings: McpSettings, command: list[str]) -> str:
+        async with stdio_session(settings, command, "parent") as client:
+            return text_of(await client.call_tool("leak", {}))
+
+    assert await leak(record, SERVER_COMMAND) == fake
+    assert fake in (tmp_path / "mcp/echo.0.jsonl").read_text()
+    assert not list((tmp_path / "s1").glob("failure-*.txt"))
+    replay = McpSettings("replay", tmp_path, tmp_path / "s2", "mcp-demo")
+    assert await leak(replay, MISSING) == fake
+
+
+@pytest.mark.asyncio
+async def test_a_key_mask_writes_a_volatile_value_of_a_tool_result_as_its_token(
+    tmp_path: Path,
+) -> None:
+    """A key mask (``[[golden_masks]] key``) reaches both sides: each call's ``served_at``
+    in the server's answer is written as ``{{served-at}}`` (two calls that differ only
+    there write the same bytes), replay serves that, and an argument under the key
+    compares masked."""
+    # A key named like a header field renames nothing there: the header is agentreel's.
+    masks = (KeyMask.checked("served_at", "served-at"), KeyMask.checked("session", "s"))
+
+    async def stamp(settings: McpSettings, command: list[str], served_at: list[int]) -> Any:
+        async with stdio_session(settings, command, "parent") as client:
+            return [
+                (
+                    await client.call_tool("stamp", {"text": "hi", "served_at": at})
+                ).structured_content
+                for at in served_at
+            ]
+
+    record = McpSettings("record", tmp_path, tmp_path / "s1", "mcp-demo", masks=masks)
+    live = await stamp(record, SERVER_COMMAND, served_at=[100, 201])
+    assert live[0]["served_at"] != live[1]["served_at"]
+    lines = (tmp_path / "mcp/echo.0.jsonl").read_text().splitlines()
+    calls = [line for line in lines if '"stamp"' in line and '"tools/call"' in line]
+    answers = [line for line in lines if '"structuredContent"' in line]
+    assert len(calls) == len(answers) == 2
+
+    def without_id(line: str) -> object:
+        record = json.loads(line)
+        record["message"].pop("id")
+        return record
+
+    assert without_id(calls[0]) == without_id(calls[1])  # both {{served-at}}
+    assert without_id(answers[0]) == without_id(answers[1])
+    assert '"served_at":"{{served-at}}"' in answers[0]
+    assert json.loads(lines[0])["session"] == "parent"
+
+    replay = McpSettings("replay", tmp_path, tmp_path / "s2", "mcp-demo", masks=masks)
+    served = await stamp(replay, MISSING, served_at=[7, 8])
+    assert served == [{"text": "hi", "served_at": "{{served-at}}"}] * 2
+    check_replayed(tmp_path, replay.state, "mcp-demo")
 
 
 @pytest.mark.asyncio

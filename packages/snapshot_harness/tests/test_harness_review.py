@@ -319,3 +319,27 @@ def test_a_failing_replays_hints_repeat_the_fixtures_argument_as_typed(
     if spelling == "absolute":
         assert "--fixtures fx " not in text
     assert "AGENTREEL_RERECORD_COMMAND" not in os.environ  # set for the run only
+
+
+MCP_TOOLS = Path(__file__).resolve().parents[3] / "fixtures" / "mcp-tools"
+
+
+def test_review_shows_each_sessions_mcp_calls_before_its_goldens(tmp_path: Path) -> None:
+    """A scenario with MCP servers (SPEC 19): review lists what each session called and got,
+    in its story's order, once per scenario, ahead of the goldens' diffs."""
+    directory = copy_of(MCP_TOOLS, tmp_path, "mcp-tools")
+    golden = directory / "golden" / "session.1.jsonl"
+    write_pending(directory, {"session.1.jsonl": TWEAK + golden.read_bytes()}, ["session.1.jsonl"])
+    code, out = run_cli("review", "--fixtures", str(tmp_path), "--reject-all")
+    assert code == 0
+    lines = [line.rstrip() for line in out.splitlines()]
+    start = next(i for i, line in enumerate(lines) if "mcp-tools: MCP calls by session" in line)
+    assert lines[start + 1 : start + 7] == [
+        "main (session.jsonl)",
+        '  calc: add({"a": 2, "b": 3}) → 5',
+        '  web: echo({"text": "parent"}) → parent',
+        "spawn #0 (session.1.jsonl)",
+        '  calc: add({"a": 40, "b": 2}) → 42',
+        '  web: echo({"text": "child"}) → child',
+    ]
+    assert start < next(i for i, line in enumerate(lines) if "golden/session.1.jsonl" in line)

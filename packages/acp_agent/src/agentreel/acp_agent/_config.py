@@ -70,6 +70,10 @@ class AgentConfig:
     subagent_runner: str = "in-process"
     # Set when this process is a process subagent (from its parent's environment).
     child: ChildIdentity | None = None
+    # Offer ACP session/load and session/fork (advertised in initialize). Off by default:
+    # the initialize answer is in every recorded transcript, so the default's must not
+    # change.
+    load_and_fork: bool = False
 
 
 @dataclass(frozen=True)
@@ -155,6 +159,15 @@ def _parser() -> argparse.ArgumentParser:
         help="where a spawned subagent runs: in this process, or as a separate agent process "
         "driven over ACP (then mode 'process' is offered to the model and is what 'spawn' "
         "does). Env: AGENTREEL_SUBAGENT_RUNNER. Default: in-process.",
+    )
+    parser.add_argument(
+        "--load-and-fork",
+        action="store_true",
+        default=None,
+        help="offer ACP session/load (a session of this process, with the client's MCP "
+        "servers, its history sent again) and session/fork (a fork child of a session, "
+        "carrying its conversation), advertised in initialize. Env: "
+        "AGENTREEL_LOAD_AND_FORK=1. Default: off.",
     )
     parser.add_argument(
         "--log-level", help="stderr log level. Env: AGENTREEL_LOG_LEVEL. Default: WARNING."
@@ -302,7 +315,21 @@ def parse_config(
         max_depth=max_depth,
         subagent_runner=runner,
         child=_child_identity(env),
+        load_and_fork=_flag(args.load_and_fork, env, "AGENTREEL_LOAD_AND_FORK"),
     )
+
+
+def _flag(given: bool | None, env: Mapping[str, str], name: str) -> bool:
+    """A switch: its flag, else ``name`` in the environment (``1``/``true`` on,
+    ``0``/``false``/empty off)."""
+    if given is not None:
+        return given
+    value = env.get(name, "").strip().lower()
+    if value in ("", "0", "false"):
+        return False
+    if value in ("1", "true"):
+        return True
+    raise ConfigError(f"{name}={value!r}: use 1 (on) or 0 (off)")
 
 
 def _positive(value: object, what: str, default: int, *, minimum: int) -> int:

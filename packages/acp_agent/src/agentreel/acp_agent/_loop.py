@@ -25,6 +25,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from agentreel.acp_agent._channel import (
     CancelScope,
@@ -34,7 +35,7 @@ from agentreel.acp_agent._channel import (
     TurnOutcome,
 )
 from agentreel.acp_agent._config import DEFAULT_MAX_DEPTH, DEFAULT_SYSTEM_PROMPT, ChildIdentity
-from agentreel.acp_agent._mcp import McpClient
+from agentreel.acp_agent._mcp import McpClient, mcp_client
 from agentreel.acp_agent._process import ProcessChild
 from agentreel.acp_agent._subagents import Delegation
 from agentreel.acp_agent._tools import describe_call, run_file_tool
@@ -185,8 +186,11 @@ class AgentSession:
         depth: int,
         cancel_scope: CancelScope | None = None,
         mcp: McpClient | None = None,
+        lineage: str = "main",
     ) -> None:
         self.runtime = runtime
+        # ``main``, ``main/0`` for its first child: how its MCP connections name it.
+        self.lineage = lineage
         # The session's MCP tools (the servers of session/new), its own connections.
         self.mcp = mcp
         self._mcp_tools: tuple[ToolSpec, ...] = ()
@@ -246,6 +250,31 @@ class AgentSession:
             depth=self.depth + 1,
             cancel_scope=self.cancel_scope,
             mcp=self.mcp.child(spawn_index) if self.mcp is not None else None,
+            lineage=f"{self.lineage}/{spawn_index}",
+        )
+
+    def fork_for_client(
+        self, channel_for: Callable[[str], ClientChannel], mcp_servers: Sequence[Any] | None
+    ) -> AgentSession:
+        """ACP ``session/fork`` of this session (between its turns): a fork child carrying
+        its conversation, served to the client as a session of its own on ``channel_for``,
+        with the fork request's MCP servers on connections of its own (lineage
+        ``<this>/<spawn index>``)."""
+        session = self._delegation.fork_for_client()  # closed with the runtime's sessions
+        index = session.header.spawn_index or 0
+        lineage = f"{self.lineage}/{index}"
+        mcp: McpClient | None
+        if self.mcp is not None:
+            mcp = self.mcp.child(index, mcp_servers or ())
+        else:
+            mcp = mcp_client(mcp_servers, lineage)
+        return AgentSession(
+            self.runtime,
+            session,
+            channel_for(session.header.id),
+            depth=self.depth,
+            mcp=mcp,
+            lineage=lineage,
         )
 
     async def run_turn(self, prompt: str) -> TurnOutcome:

@@ -97,7 +97,12 @@ async def serve(config: AgentConfig, stdin: BinaryIO, stdout: BinaryIO) -> None:
     agent = ReferenceAgent(config)
     gate = _InputGate(reader, limit=STDIO_LIMIT_BYTES)
     serving = asyncio.create_task(
-        acp.run_agent(agent, writer, gate.protocol_input),  # type: ignore[arg-type]
+        acp.run_agent(  # session/fork is in ACP's unstable part
+            agent,  # type: ignore[arg-type]
+            writer,
+            gate.protocol_input,
+            use_unstable_protocol=config.load_and_fork,
+        ),
         name="acp serve",
     )
     handled = _on_stop_signals(gate.stop)

@@ -97,9 +97,17 @@ class McpClient:
     # Every connection task of this client and of its children: what ``aclose`` awaits.
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
-    def child(self, spawn_index: int) -> McpClient:
-        """The client of a child session: the same servers, its own connections."""
-        return McpClient(self.servers, f"{self.lineage}/{spawn_index}", _tasks=self._tasks)
+    def child(self, spawn_index: int, servers: Sequence[Any] | None = None) -> McpClient:
+        """The client of a child session: its own connections to the same servers, or to
+        ``servers`` (ACP ``mcpServers``: what a client's ``session/fork`` gives)."""
+        chosen = self.servers if servers is None else _servers(servers)
+        return McpClient(chosen, f"{self.lineage}/{spawn_index}", _tasks=self._tasks)
+
+    def reconnected(self, servers: Sequence[Any] | None) -> McpClient:
+        """This session's client with ``servers`` (ACP ``session/load``'s): these
+        connections end, the session's next calls open new ones under the same lineage."""
+        self.close()
+        return McpClient(_servers(servers or ()), self.lineage, _tasks=self._tasks)
 
     async def tool_specs(self) -> tuple[ToolSpec, ...]:
         if self._specs is None:
@@ -192,8 +200,12 @@ def _first_error(exc: BaseException) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
-def mcp_client(servers: Sequence[Any] | None) -> McpClient | None:
-    """The main session's client for ACP ``mcpServers``, or None when there are none."""
+def _servers(servers: Sequence[Any]) -> tuple[McpServer, ...]:
+    return tuple(McpServer.from_acp(server) for server in servers)
+
+
+def mcp_client(servers: Sequence[Any] | None, lineage: str = "main") -> McpClient | None:
+    """A top-level session's client for ACP ``mcpServers``, or None when there are none."""
     if not servers:
         return None
-    return McpClient(tuple(McpServer.from_acp(server) for server in servers))
+    return McpClient(_servers(servers), lineage)

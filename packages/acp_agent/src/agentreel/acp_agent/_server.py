@@ -29,6 +29,7 @@ from typing import Any
 from acp import (
     PROTOCOL_VERSION,
     InitializeResponse,
+    LoadSessionResponse,
     NewSessionResponse,
     PromptResponse,
     RequestError,
@@ -38,14 +39,18 @@ from acp import (
     update_agent_message_text,
     update_agent_thought_text,
     update_tool_call,
+    update_user_message_text,
 )
 from acp.interfaces import Client
 from acp.schema import (
     AgentCapabilities,
     AllowedOutcome,
+    ForkSessionResponse,
     Implementation,
     PermissionOption,
     RequestPermissionResponse,
+    SessionCapabilities,
+    SessionForkCapabilities,
     ToolCallLocation,
     ToolCallUpdate,
 )
@@ -56,7 +61,7 @@ from agentreel.acp_agent._loop import ALL_TOOLS, PROCESS_TOOLS, AgentRuntime, Ag
 from agentreel.acp_agent._mcp import mcp_client
 from agentreel.acp_agent.exceptions import ClientDisconnectedError
 from agentreel.llm import AgentEnvironment, Provider, ToolCallPart, load_provider
-from agentreel.session import SessionStore
+from agentreel.session import AssistantMessage, SessionStore, UserMessage
 
 logger = logging.getLogger("agentreel.acp_agent")
 
@@ -89,6 +94,10 @@ class AcpChannel:
 
     async def agent_text(self, text: str) -> None:
         await self._update(update_agent_message_text(text))
+
+    async def user_text(self, text: str) -> None:
+        """A user message of the session's history (``session/load`` sends it again)."""
+        await self._update(update_user_message_text(text))
 
     async def agent_thought(self, text: str) -> None:
         await self._update(update_agent_thought_text(text))
@@ -188,9 +197,15 @@ class ReferenceAgent:
         client_info: Any = None,
         **kwargs: Any,
     ) -> InitializeResponse:
+        capabilities = AgentCapabilities(load_session=False)
+        if self.config.load_and_fork:
+            capabilities = AgentCapabilities(
+                load_session=True,
+                session_capabilities=SessionCapabilities(fork=SessionForkCapabilities()),
+            )
         return InitializeResponse(
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
-            agent_capabilities=AgentCapabilities(load_session=False),
+            agent_capabilities=capabilities,
             agent_info=Implementation(name=AGENT_NAME, title="agentreel", version=AGENT_VERSION),
         )
 
@@ -216,6 +231,71 @@ class ReferenceAgent:
         self._sessions[agent.id] = _AcpSession(agent)
         logger.info("session %s opened in %s (%s)", agent.id, session_cwd, agent.session.path)
         return NewSessionResponse(session_id=agent.id)
+
+    async def load_session(
+        self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any
+    ) -> LoadSessionResponse:
+        """ACP ``session/load`` of a session this process holds (``--load-and-fork``):
+        its MCP connections reopened on the servers given now (the same lineage), its
+        history sent to the client again (user and agent messages), then the session goes
+        on with its conversation."""
+        state = self._idle(session_id, "session/load")
+        agent = state.agent
+        if str(Path(cwd)) != agent.session.header.cwd:
+            raise RequestError.invalid_params(
+                {
+                    "cwd": cwd,
+                    "details": f"session {session_id} works in {agent.session.header.cwd}; "
+                    "load it with that cwd",
+                }
+            )
+        if agent.mcp is not None:
+            agent.mcp = agent.mcp.reconnected(mcp_servers)
+        else:
+            agent.mcp = mcp_client(mcp_servers, agent.lineage)
+        channel = agent.channel
+        assert isinstance(channel, AcpChannel)
+        for event in agent.session.events:
+            if isinstance(event, UserMessage):
+                await channel.user_text(event.data.text)
+            elif isinstance(event, AssistantMessage) and event.data.message.text:
+                await channel.agent_text(event.data.message.text)
+        return LoadSessionResponse()
+
+    async def fork_session(
+        self, session_id: str, cwd: str, mcp_servers: Any = None, **kwargs: Any
+    ) -> ForkSessionResponse:
+        """ACP ``session/fork`` (``--load-and-fork``): a new session carrying this one's
+        conversation — a fork child in the logs (spawn index and ``subagent/start`` in the
+        parent's), a session of its own to the client, with the servers given now."""
+        parent = self._idle(session_id, "session/fork")
+        client = self._require_client()
+        session_cwd = parent.agent.session.header.cwd
+        agent = parent.agent.fork_for_client(
+            lambda forked_id: AcpChannel(client, forked_id, session_cwd), mcp_servers
+        )
+        self._sessions[agent.id] = _AcpSession(agent)
+        logger.info("session %s forked from %s", agent.id, session_id)
+        return ForkSessionResponse(session_id=agent.id)
+
+    def _idle(self, session_id: str, method: str) -> _AcpSession:
+        """The session ``method`` acts on: offered, known to this process, between turns."""
+        if not self.config.load_and_fork:
+            raise RequestError.method_not_found(method)
+        state = self._sessions.get(session_id)
+        if state is None:
+            raise RequestError.invalid_params(
+                {
+                    "sessionId": session_id,
+                    "details": f"unknown session; {method} takes a session this agent process "
+                    "opened (its logs are not read back)",
+                }
+            )
+        if state.turn_task is not None:
+            raise RequestError.invalid_request(
+                {"sessionId": session_id, "details": f"a prompt is running; {method} waits"}
+            )
+        return state
 
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
         state = self._sessions.get(session_id)

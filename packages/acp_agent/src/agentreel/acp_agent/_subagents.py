@@ -79,6 +79,20 @@ class Delegation:
         self._open_process = open_process
         self._next_spawn_index = 0
 
+    def fork_for_client(self) -> Session:
+        """A fork the client asked for between turns (ACP ``session/fork``): seeded with
+        the parent's turns, given the next ``spawn_index`` and announced by
+        ``subagent/start`` (mode fork) as a fork subagent is, so replay binds it alike; the
+        caller serves it as a session of its own."""
+        index = self._next_spawn_index
+        self._next_spawn_index += 1
+        child = self._store.fork(self._parent, index)
+        self._opened.append(child)
+        self._append(
+            SubagentStartData(child_session=child.header.id, spawn_index=index, mode="fork")
+        )
+        return child
+
     async def run(self, calls: Sequence[ToolCallPart], record: RecordResult) -> None:
         """Run ``calls`` as concurrent children; every call gets its result via ``record``."""
         planned: list[tuple[ToolCallPart, ChildTurn, str]] = []

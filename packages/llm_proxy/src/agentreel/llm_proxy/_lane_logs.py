@@ -223,8 +223,12 @@ class CallRecording:
         if isinstance(chunk, BlockEnd):
             if isinstance(chunk.block, ToolCallPart):
                 self.lane.tool_calls += 1
+            # Masked as the requests are (a child's first message is compared masked: a
+            # time in a delegated prompt is {{time}} on both sides), as replay masks them.
             self.lane.delegations.extend(
-                delegations((chunk,), len(self.lane.delegations), call=self.turn)
+                delegations(
+                    (chunk,), len(self.lane.delegations), self._recorder.mask, call=self.turn
+                )
             )
         if isinstance(chunk, Finish):
             self.lane.reply = recorded_reply(self._chunks, self._recorder.mask)

@@ -14,7 +14,7 @@ from agentreel.mcp_replay._layout import (
     SESSION_ENV,
     SESSION_HEADER,
 )
-from agentreel.mcp_replay._replay import check_replayed
+from agentreel.mcp_replay._replay import check_replayed, recording_failures
 from agentreel.mcp_replay._settings import McpSettings, check_server_name, stdio_command
 from agentreel.mcp_replay.exceptions import (
     McpConfigError,
@@ -40,6 +40,7 @@ __all__ = [
     "McpSettings",
     "check_replayed",
     "check_server_name",
+    "recording_failures",
     "start_endpoint",
     "stdio_command",
 ]

@@ -12,7 +12,7 @@ from agentreel.mcp_replay._replay import RunState, check_replayed
 from agentreel.mcp_replay._settings import McpSettings, check_server_name
 from agentreel.mcp_replay._stdio import record_stdio, replay_stdio
 from agentreel.mcp_replay.exceptions import McpConfigError, McpReplayError
-from agentreel.session import Mask
+from agentreel.session import KeyMask, Mask
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -26,6 +26,8 @@ def _parser() -> argparse.ArgumentParser:
     stdio.add_argument("--scenario")
     stdio.add_argument("--cwd")
     stdio.add_argument("--mask", action="append", default=[], metavar="TOKEN=REGEX")
+    stdio.add_argument("--key-mask", action="append", default=[], metavar="TOKEN=KEY")
+    stdio.add_argument("--allow-secret", action="append", default=[], metavar="SHA256")
     stdio.add_argument("server_command", nargs=argparse.REMAINDER)
     check = commands.add_parser("check", help="fail on drift or recorded calls never made")
     check.add_argument("--recordings", required=True, type=Path)
@@ -34,16 +36,19 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _masks(values: list[str]) -> tuple[Mask, ...]:
-    masks = []
-    for value in values:
-        token, sep, regex = value.partition("=")
-        if not sep:
-            raise McpConfigError(f"--mask {value!r}: give it as TOKEN=REGEX")
-        try:
-            masks.append(Mask.checked(regex, token))
-        except ValueError as exc:
-            raise McpConfigError(f"--mask {value!r}: {exc}") from None
+def _masks(values: list[str], keys: list[str]) -> tuple[Mask | KeyMask, ...]:
+    masks: list[Mask | KeyMask] = []
+    for option, given, form in (("--mask", values, "REGEX"), ("--key-mask", keys, "KEY")):
+        for value in given:
+            token, sep, rest = value.partition("=")
+            if not sep:
+                raise McpConfigError(f"{option} {value!r}: give it as TOKEN={form}")
+            try:
+                masks.append(
+                    Mask.checked(rest, token) if form == "REGEX" else KeyMask.checked(rest, token)
+                )
+            except ValueError as exc:
+                raise McpConfigError(f"{option} {value!r}: {exc}") from None
     return tuple(masks)
 
 
@@ -59,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
             state=args.state,
             scenario=args.scenario,
             cwd=args.cwd,
-            masks=_masks(args.mask),
+            masks=_masks(args.mask, args.key_mask),
+            allow_secrets=tuple(args.allow_secret),
         )
         server = check_server_name(args.server)
         command = list(args.server_command)

@@ -144,6 +144,7 @@ class McpEndpoint:
                     "http",
                     request.headers.get(SESSION_HEADER),
                     self.settings.masking,
+                    self.settings.scan,
                 )
                 self._recorders[key] = recorder
             for message in _messages(json.loads(body) if body else None):

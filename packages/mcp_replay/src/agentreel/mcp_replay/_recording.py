@@ -19,7 +19,7 @@ from agentreel.mcp_replay._layout import (
     shown_path,
 )
 from agentreel.mcp_replay.exceptions import McpRecordingError, McpSecretError
-from agentreel.session import CWD_TOKEN, Mask, SecretScan, mask_install_paths
+from agentreel.session import CWD_TOKEN, KeyMask, Mask, SecretScan, mask_install_paths
 
 Message = dict[str, Any]
 
@@ -34,17 +34,31 @@ class Masking:
     the agent passes it on to its model, whose recorded request holds what the server said
     (a date in mcp-server-time's answer, printed by Claude Code and Gemini CLI). Served as
     ``{{token}}`` it would make that request drift; the cwd is restored and install paths
-    are machine facts the model recording masks alike."""
+    are machine facts the model recording masks alike.
+
+    A key mask (``KeyMask``) names a JSON key whose value varies between runs: that value
+    (a string, number, boolean or null; an object under the key is walked), at any depth,
+    is written as ``{{token}}`` on both sides — what the client sends
+    (compared) and what the server answers (served as written, so the agent gets the
+    placeholder: for a value it does not pass on to its model verbatim, such as a request
+    id or a time in ``structuredContent`` or ``_meta``)."""
 
     cwd: str | None = None
-    masks: tuple[Mask, ...] = ()
+    masks: tuple[Mask | KeyMask, ...] = ()
     _compiled: tuple[tuple[re.Pattern[str], str], ...] = field(default=(), compare=False)
+    _keys: dict[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
-        compiled = tuple((m.compile(self.cwd), f"{{{{{m.token}}}}}") for m in self.masks)
+        compiled = tuple(
+            (m.compile(self.cwd), f"{{{{{m.token}}}}}") for m in self.masks if isinstance(m, Mask)
+        )
         object.__setattr__(self, "_compiled", compiled)
+        keys = {m.key: m.placeholder for m in self.masks if isinstance(m, KeyMask)}
+        object.__setattr__(self, "_keys", keys)
 
     def apply(self, text: str, *, from_server: bool = False) -> str:
+        if self._keys:
+            text = encode(_keyed(json.loads(text), self._keys))
         if self.cwd and len(self.cwd) > 1:
             text = text.replace(json.dumps(self.cwd)[1:-1], CWD_TOKEN)
         text = mask_install_paths(text)
@@ -66,6 +80,20 @@ def encode(message: Message) -> str:
     a server's structured answer as it got it (Claude Code does), so sorted keys on replay
     would change what it sends its model."""
     return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+
+
+def _keyed(value: Any, keys: dict[str, str]) -> Any:
+    """``value`` with the value of every key in ``keys`` (any depth) as its placeholder
+    where that value is a scalar: an object or array under the key is walked instead (a
+    tool's input schema lists its arguments by name, and must stay a schema)."""
+    if isinstance(value, dict):
+        return {
+            k: keys[k] if k in keys and not isinstance(v, dict | list) else _keyed(v, keys)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_keyed(item, keys) for item in value]
+    return value
 
 
 def _canonical(message: Message) -> str:
@@ -99,7 +127,7 @@ class ConnectionRecorder:
         self.path = path
         self._file = os.fdopen(fd, "w", encoding="utf-8")
         header = {"mcp_recording": RECORDING_VERSION, "server": server, "session": session}
-        self._write(encode({**header, "transport": transport}))
+        self._write(encode({**header, "transport": transport}), header=True)
 
     def client(self, message: Message) -> None:
         self._write(encode({"from": "client", "message": message}))
@@ -110,14 +138,16 @@ class ConnectionRecorder:
     def close(self) -> None:
         self._file.close()
 
-    def _write(self, line: str, *, from_server: bool = False) -> None:
-        line = self._masking.apply(line, from_server=from_server)
+    def _write(self, line: str, *, from_server: bool = False, header: bool = False) -> None:
+        if not header:  # the header is ours: no mask may rename its server or session
+            line = self._masking.apply(line, from_server=from_server)
         hits = self._scan.scan(shown_path(self.path), line.encode())
         if hits:
             listing = "; ".join(hit.describe() for hit in hits)
             raise McpSecretError(
                 f"refusing to write a credential to {shown_path(self.path)}: {listing}. "
-                "Give the server a test credential, or allow this one's sha256 in the scenario"
+                "Give the server a test credential, or allow a deliberate fake one by its sha256 "
+                "(shown above) in the scenario's [record] allow_secrets"
             )
         self._file.write(line + "\n")
         self._file.flush()

@@ -232,6 +232,14 @@ def _common(keys: tuple[str, ...], pending: list[str]) -> int:
     return n
 
 
+def recording_failures(state_folder: Path) -> list[str]:
+    """What the run's shims and endpoint failed on (record or replay), first first: a
+    credential a recorder refused to write, a server not installed, a drifted call."""
+    if not state_folder.is_dir():
+        return []
+    return RunState(state_folder).failures()
+
+
 def check_replayed(recordings: Path, state_folder: Path, scenario: str | None = None) -> None:
     """Raise ``McpDriftError`` for the first failure any connection met, else for recorded
     calls never made (every recording of every server in ``recordings``)."""

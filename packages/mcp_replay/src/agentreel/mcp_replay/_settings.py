@@ -12,7 +12,7 @@ from typing import Literal
 from agentreel.mcp_replay._layout import SERVER_NAME
 from agentreel.mcp_replay._recording import Masking
 from agentreel.mcp_replay.exceptions import McpConfigError
-from agentreel.session import Mask
+from agentreel.session import KeyMask, Mask, SecretScan
 
 Mode = Literal["record", "replay"]
 
@@ -22,14 +22,17 @@ class McpSettings:
     """``recordings``: the scenario's folder (its ``mcp/`` holds the recordings); ``state``:
     the run's folder for claims and failures (``check_replayed`` reads it); ``scenario``:
     named in the re-record command; ``cwd``: written as ``{{cwd}}``; ``masks``: the
-    scenario's ``Mask``s, applied to what is written and compared."""
+    scenario's masks by regex (``Mask``) and by JSON key (``KeyMask``), applied to what is
+    written and compared (``Masking`` says which side each reaches)."""
 
     mode: Mode
     recordings: Path
     state: Path
     scenario: str | None = None
     cwd: str | None = None
-    masks: tuple[Mask, ...] = ()
+    masks: tuple[Mask | KeyMask, ...] = ()
+    # The sha256 digests of credentials the scenario allows ([record] allow_secrets).
+    allow_secrets: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.mode not in ("record", "replay"):
@@ -38,6 +41,11 @@ class McpSettings:
     @property
     def masking(self) -> Masking:
         return Masking(self.cwd, self.masks)
+
+    @property
+    def scan(self) -> SecretScan:
+        """The secret scan each written line passes (credential shapes, less the allowed)."""
+        return SecretScan(allow=self.allow_secrets)
 
     def shim_args(self, server: str) -> list[str]:
         """The shim's own options for ``server`` (without the real command)."""
@@ -51,7 +59,12 @@ class McpSettings:
         if self.cwd:
             args += ["--cwd", self.cwd]
         for mask in self.masks:
-            args += ["--mask", f"{mask.token}={mask.regex}"]
+            if isinstance(mask, KeyMask):
+                args += ["--key-mask", f"{mask.token}={mask.key}"]
+            else:
+                args += ["--mask", f"{mask.token}={mask.regex}"]
+        for digest in self.allow_secrets:
+            args += ["--allow-secret", digest]
         return args
 
 

@@ -79,7 +79,7 @@ async def record_stdio(settings: McpSettings, server: str, command: Sequence[str
     if shutil.which(command[0]) is None:
         raise McpServerMissingError(missing_server(server, command, settings.scenario))
     recorder = ConnectionRecorder(
-        settings.recordings, server, "stdio", _session(), settings.masking
+        settings.recordings, server, "stdio", _session(), settings.masking, settings.scan
     )
     process = await asyncio.create_subprocess_exec(
         *command,

@@ -23,13 +23,13 @@ from agentreel.mcp_replay import (
     McpEndpoint,
     McpSettings,
     check_replayed,
+    recording_failures,
     start_endpoint,
     stdio_command,
 )
-from agentreel.session import Mask
 from agentreel.snapshot_harness._layout import write_files
 from agentreel.snapshot_harness._scenario import MCP_TOKEN, McpServerConfig, Mode, Scenario
-from agentreel.snapshot_harness.exceptions import McpMismatchError, RecordSetupError
+from agentreel.snapshot_harness.exceptions import McpMismatchError, RecordError, RecordSetupError
 
 AcpMcpServers = list[HttpMcpServer | McpServerStdio]
 # A server's name → what reaches it through agentreel: the shim's argv (stdio) or a URL.
@@ -53,7 +53,8 @@ def mcp_settings(scenario: Scenario, mode: Mode, run_dir: Path, cwd: Path) -> Mc
         state=run_dir / _STATE_DIR,
         scenario=scenario.name,
         cwd=str(cwd),
-        masks=tuple(m for m in scenario.golden_masks if isinstance(m, Mask)),
+        masks=scenario.golden_masks,
+        allow_secrets=tuple(scenario.record.settings.allow_secrets),
     )
 
 
@@ -240,8 +241,18 @@ def write_mcp_files(directory: Path, files: dict[str, bytes]) -> None:
 
 def check_mcp(settings: McpSettings | None, *, failures_only: bool = False) -> None:
     """After a replay: ``McpMismatchError`` for a call that drifted or was not recorded,
-    or (unless ``failures_only``: the run failed anyway) a recorded call never made."""
-    if settings is None or settings.mode != "replay":
+    or (unless ``failures_only``: the run failed anyway) a recorded call never made. After
+    a record: ``RecordError`` for what a shim or the endpoint refused (a credential in what
+    it would write, a server that is not installed), so nothing is written."""
+    if settings is None:
+        return
+    if settings.mode == "record":
+        failures = recording_failures(settings.state)
+        if failures:
+            raise RecordError(
+                f"{settings.scenario}: recording its MCP servers failed, nothing was "
+                f"written:\n{failures[0]}"
+            )
         return
     try:
         if failures_only:

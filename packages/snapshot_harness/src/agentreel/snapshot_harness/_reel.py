@@ -354,6 +354,7 @@ class ReelMcp:
             scenario=reel_plan.name,
             cwd=reel_plan.cwd,
             masks=mcp_masks(reel_plan.replay.masks),
+            allow_secrets=tuple(reel_plan.record.allow_secrets),
         )
         self.used: set[str] = set()
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -397,6 +397,21 @@ def _mcp_answer(message: Mapping[str, Any]) -> str:
     return ("error: " if result.get("isError") else "") + "\n".join(texts)
 
 
+def mcp_timelines(directory: Path) -> list[tuple[str, list[str]]]:
+    """Each session's recorded MCP calls in the order of its story, as the report places
+    them (``agentreel review`` prints them): ``(label, ["server: tool({...}) → answer"])``
+    per session that made any, then ``("not asked for by any session", [...])``."""
+    scenario = _scenario(ScenarioResult(directory, "passed", 0.0))
+    found: list[tuple[str, list[str]]] = []
+    for session in scenario["sessions"]:
+        calls = [str(item["text"]) for item in session["story"] if item.get("k") == "mcp"]
+        if calls:
+            found.append((f"{session['label']} ({session['file']})", calls))
+    if scenario["mcp"]:
+        found.append(("not asked for by any session", [str(i["text"]) for i in scenario["mcp"]]))
+    return found
+
+
 def _lineage_session(sessions: list[dict[str, Any]], lineage: str) -> int | None:
     """The session a connection's identity names: ``main`` the first main session,
     ``main/0`` its child with spawn index 0, and so on."""

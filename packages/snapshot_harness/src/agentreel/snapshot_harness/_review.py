@@ -1,7 +1,8 @@
 """``agentreel review [SCENARIO...] [--fixtures DIR] [--accept-all | --reject-all]``.
 
-Walks the pending goldens a failing local replay left (``_pending``), one file at a time:
-its colored unified diff against the committed golden, then accept / reject / skip / quit
+Walks the pending goldens a failing local replay left (``_pending``), one file at a time,
+each scenario's recorded MCP calls first, per session in story order (SPEC 19): its
+colored unified diff against the committed golden, then accept / reject / skip / quit
 on a terminal (``rich`` draws the diff and asks). ``--accept-all`` / ``--reject-all`` decide
 every file without asking, for scripts. Ends with a summary of what changed. Accepting
 rewrites (or, for an empty pending file, deletes) a golden and nothing else: recordings
@@ -28,6 +29,7 @@ from agentreel.snapshot_harness._cli import (
 )
 from agentreel.snapshot_harness._diff import unified_diff
 from agentreel.snapshot_harness._pending import PendingGolden, accept, list_pending, reject
+from agentreel.snapshot_harness._report_data import mcp_timelines
 
 Choice = Literal["accept", "reject", "skip", "quit"]
 _KEYS: dict[str, Choice] = {"a": "accept", "r": "reject", "s": "skip", "q": "quit"}
@@ -96,7 +98,11 @@ def main(argv: Sequence[str], out: TextIO) -> int:
         return 2
 
     summary = _Summary()
+    shown: set[str] = set()
     for number, item in enumerate(pending, 1):
+        if item.scenario not in shown:
+            shown.add(item.scenario)
+            _show_mcp(console, item)
         _show(console, item, number, len(pending))
         choice = decided or _ask(console)
         if choice == "quit":
@@ -112,6 +118,19 @@ def main(argv: Sequence[str], out: TextIO) -> int:
             summary.skipped.append(item)
     _print_summary(console, summary)
     return 0
+
+
+def _show_mcp(console: Console, item: PendingGolden) -> None:
+    """The scenario's recorded MCP calls on each session's timeline (SPEC 19): what the
+    tools answered the sessions whose goldens follow."""
+    timelines = mcp_timelines(item.golden.parent.parent)
+    if not timelines:
+        return
+    console.rule(Text(f"{item.scenario}: MCP calls by session", style="bold"))
+    for label, calls in timelines:
+        console.print(Text(label, style="bold"))
+        for call in calls:
+            console.print(Text(f"  {call}", style="magenta"))
 
 
 def _show(console: Console, item: PendingGolden, number: int, total: int) -> None:

@@ -95,6 +95,21 @@ class NewSession:
 
 
 @dataclass(frozen=True, slots=True)
+class LoadSession:
+    """``session/load`` of the current session (the newest one ``new_session`` or
+    ``fork_session`` opened) in the run's cwd, with the scenario's ``mcpServers``; the
+    history the agent sends again goes to the transcript. The agent's ``initialize`` must
+    advertise ``loadSession``."""
+
+
+@dataclass(frozen=True, slots=True)
+class ForkSession:
+    """``session/fork`` of the current session (ACP's unstable part) with the scenario's
+    ``mcpServers``; later prompts go to the fork. The agent's ``initialize`` must advertise
+    ``sessionCapabilities.fork``."""
+
+
+@dataclass(frozen=True, slots=True)
 class Prompt:
     """``session/prompt`` with ``text``, awaited to its stop reason."""
 
@@ -136,7 +151,16 @@ class Authenticate:
     env: tuple[str, ...] = ()
 
 
-Step = Initialize | NewSession | Prompt | PromptAndCancel | ExpectError | Authenticate
+Step = (
+    Initialize
+    | NewSession
+    | LoadSession
+    | ForkSession
+    | Prompt
+    | PromptAndCancel
+    | ExpectError
+    | Authenticate
+)
 
 
 @dataclass(frozen=True, slots=True)

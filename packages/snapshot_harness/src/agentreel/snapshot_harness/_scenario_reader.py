@@ -50,8 +50,10 @@ from agentreel.snapshot_harness._scenario import (
     Authenticate,
     ExpectError,
     ForkServerConfig,
+    ForkSession,
     HomeFile,
     Initialize,
+    LoadSession,
     McpServerConfig,
     ModelConfig,
     NewSession,
@@ -173,6 +175,8 @@ _FORK_SERVER_KEYS = {"enabled", "preload"}
 _STEP_KEYS: dict[str, set[str]] = {
     "initialize": {"type"},
     "new_session": {"type"},
+    "load_session": {"type"},
+    "fork_session": {"type"},
     "prompt": {"type", "text"},
     "prompt_and_cancel": {"type", "text"},
     "expect_error": {"type", "method", "text", "session", "code", "message"},
@@ -573,6 +577,14 @@ def _steps(reader: _Reader, value: object, *, command: bool = False) -> tuple[St
         elif kind == "new_session":
             step = NewSession()
             have_session = True
+        elif kind in ("load_session", "fork_session"):
+            if not have_session:
+                raise reader.fail(
+                    f"{prefix}type",
+                    f"{kind} before any new_session step: it acts on the current session; "
+                    "add a new_session step first",
+                )
+            step = LoadSession() if kind == "load_session" else ForkSession()
         elif kind in ("prompt", "prompt_and_cancel"):
             text = reader.required_string(table, "text", prefix)
             if not have_session:

@@ -13,14 +13,16 @@ from pathlib import Path
 
 from acp import PROTOCOL_VERSION, RequestError, text_block
 from acp.client.connection import ClientSideConnection
-from acp.schema import ClientCapabilities, Implementation
+from acp.schema import AgentCapabilities, ClientCapabilities, Implementation
 
 from agentreel.snapshot_harness._client import HarnessClient
 from agentreel.snapshot_harness._mcp import AcpMcpServers
 from agentreel.snapshot_harness._scenario import (
     Authenticate,
     ExpectError,
+    ForkSession,
     Initialize,
+    LoadSession,
     NewSession,
     Prompt,
     PromptAndCancel,
@@ -37,6 +39,8 @@ def describe_step(index: int, step: Step) -> str:
     kind = {
         Initialize: "initialize",
         NewSession: "new_session",
+        LoadSession: "load_session",
+        ForkSession: "fork_session",
         Prompt: "prompt",
         PromptAndCancel: "prompt_and_cancel",
         ExpectError: "expect_error",
@@ -65,10 +69,11 @@ async def run_steps(
     progress: Progress,
     mcp_servers: AcpMcpServers | None = None,
 ) -> None:
-    """``mcp_servers``: what every ``session/new`` passes (the scenario's MCP servers as
-    record or replay stands them in, SPEC 19)."""
+    """``mcp_servers``: what every ``session/new``, ``session/load`` and ``session/fork``
+    passes (the scenario's MCP servers as record or replay stands them in, SPEC 19)."""
     servers: AcpMcpServers = list(mcp_servers or [])
     session_id: str | None = None
+    capabilities: AgentCapabilities | None = None
     for index, step in enumerate(scenario.steps):
         progress.current = describe_step(index, step)
         where = f"{scenario.name}: {progress.current}"
@@ -78,6 +83,7 @@ async def run_steps(
                 client_capabilities=ClientCapabilities(),
                 client_info=Implementation(name="agentreel-snapshot-harness", version="0.1.0"),
             )
+            capabilities = answer.agent_capabilities
             offered = [method.id for method in answer.auth_methods or []]
             if offered and scenario.authenticate is not None:
                 progress.current += f" then authenticate {scenario.authenticate.method!r}"
@@ -87,6 +93,17 @@ async def run_steps(
         elif isinstance(step, NewSession):
             response = await conn.new_session(cwd=str(cwd), mcp_servers=list(servers))
             session_id = response.session_id
+        elif isinstance(step, LoadSession):
+            assert session_id is not None
+            _require(capabilities, "load_session", where)
+            await conn.load_session(cwd=str(cwd), session_id=session_id, mcp_servers=list(servers))
+        elif isinstance(step, ForkSession):
+            assert session_id is not None
+            _require(capabilities, "fork_session", where)
+            forked = await conn.fork_session(
+                session_id=session_id, cwd=str(cwd), mcp_servers=list(servers)
+            )
+            session_id = forked.session_id
         elif isinstance(step, Prompt):
             assert session_id is not None
             result = await conn.prompt(session_id=session_id, prompt=[text_block(step.text)])
@@ -118,6 +135,24 @@ async def run_steps(
             f"{scenario.name}: {len(client.unused_answers)} permission answer(s) were never "
             f"asked for ({', '.join(client.unused_answers)}); remove them from `permissions` in "
             f"{scenario.toml_path} or check why the agent asked fewer times"
+        )
+
+
+def _require(capabilities: AgentCapabilities | None, step: str, where: str) -> None:
+    """``step`` needs the agent to advertise it in ``initialize``: ``loadSession``, or
+    ``sessionCapabilities.fork``."""
+    if step == "load_session":
+        offered = capabilities is not None and bool(capabilities.load_session)
+        what, method = "agentCapabilities.loadSession", "session/load"
+    else:
+        session = capabilities.session_capabilities if capabilities is not None else None
+        offered = session is not None and session.fork is not None
+        what, method = "agentCapabilities.sessionCapabilities.fork", "session/fork"
+    if not offered:
+        raise StepError(
+            f"{where}: the agent's initialize does not advertise {what}, so it takes no "
+            f"{method}; remove the {step} step, or give the agent the option that offers "
+            "it (the reference agent: --load-and-fork)"
         )
 
 
