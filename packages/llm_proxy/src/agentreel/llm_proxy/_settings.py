@@ -101,8 +101,9 @@ class RecordSettings:
         return {name: getattr(self, name) for name in self.names()}
 
     @staticmethod
-    def add_flags(parser: argparse.ArgumentParser) -> None:
-        """A flag for each setting, from its ``RecordSetting`` (the CLI declares none)."""
+    def add_flags(parser: argparse.ArgumentParser, *, only: str = "") -> None:
+        """A flag for each setting, from its ``RecordSetting`` (the CLI declares none);
+        ``only`` starts each help text (when a mode takes them in one case only)."""
         for name, spec in RecordSettings.specs().items():
             parser.add_argument(
                 spec.flag,
@@ -110,7 +111,7 @@ class RecordSettings:
                 action="append",
                 default=argparse.SUPPRESS,
                 metavar=spec.metavar,
-                help=spec.help,
+                help=only + spec.help,
             )
 
     @classmethod
