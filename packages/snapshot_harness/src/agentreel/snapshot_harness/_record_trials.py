@@ -149,10 +149,10 @@ def _on_another_day(
         try:
             _trial(name, which, _on_day(perturbed, _now_in(perturbed)), goldens, done, first)
         except RecordError:
-            first = str(failure).splitlines()[1] if "\n" in str(failure) else str(failure)
+            line = str(failure).splitlines()[1] if "\n" in str(failure) else str(failure)
             notes.append(
                 f"{name}: its agent does not run under libfaketime (it fails under it on "
-                f"today's date as on {day}: {first[:200]}), so {which} ran on today's date "
+                f"today's date as on {day}: {line[:200]}), so {which} ran on today's date "
                 "and no trial moved the date"
             )
             return False
@@ -272,7 +272,10 @@ def _order_rules(first: RunResult, other: RunResult) -> list[TranscriptRule]:
 
 
 def _rendered(result: RunResult, key: str, kinds: tuple[str, ...]) -> dict[str, bytes]:
-    changed = dataclasses.replace(result.scenario, **{key: kinds})
+    if key == "unordered":
+        changed = dataclasses.replace(result.scenario, unordered=kinds)
+    else:
+        changed = dataclasses.replace(result.scenario, merge=kinds)
     return render_goldens(dataclasses.replace(result, scenario=changed))
 
 
