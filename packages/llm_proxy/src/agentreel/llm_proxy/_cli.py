@@ -30,8 +30,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agentreel.llm_proxy._record_command import NO_TRIALS, RecordTrials, record_proved
-from agentreel.llm_proxy._settings import RecordSettings
-from agentreel.llm_proxy.exceptions import ProxyError, RecordSettingsError
+from agentreel.llm_proxy.exceptions import ProxyError
 from agentreel.llm_replay import (
     DEFAULT_PRICES_FILE,
     ReplayError,
@@ -39,7 +38,7 @@ from agentreel.llm_replay import (
     ReplaySettingsError,
     find_prices,
 )
-from agentreel.session import RERECORD_COMMAND_ENV
+from agentreel.session import RERECORD_COMMAND_ENV, RecordSettings, RecordSettingsError
 
 _RECORD_EXAMPLE = """\
 example:

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agentreel.llm_proxy._server import start_proxy
-from agentreel.llm_proxy._settings import RecordSettings
 from agentreel.llm_replay import ReplaySettings
+from agentreel.session import RecordSettings
 
 
 @dataclass(frozen=True, slots=True)

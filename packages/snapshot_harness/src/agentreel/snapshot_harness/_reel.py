@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentreel.llm_proxy import RecordSettings, RecordSettingsError
 from agentreel.llm_replay import (
     DriftedSummary,
     PriceTableError,
@@ -56,6 +55,8 @@ from agentreel.session import (
     RECORDING_FILE_PATTERN,
     RERECORD_COMMAND_ENV,
     Mask,
+    RecordSettings,
+    RecordSettingsError,
     rerecord_command,
 )
 from agentreel.snapshot_harness import _environment as envvars
@@ -359,7 +360,7 @@ class ReelMcp:
             scenario=reel_plan.name,
             cwd=reel_plan.cwd,
             masks=mcp_masks(reel_plan.replay.masks),
-            allow_secrets=tuple(reel_plan.record.allow_secrets),
+            record=reel_plan.record,
         )
         self.used: set[str] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
