@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agentreel.snapshot_harness._record_proof import TRIALS_ENV
+from agentreel.session import TRIALS_ENV
 
 FAKE_AGENT = Path(__file__).with_name("harness_fake_agent.py")
 # The MCP server the harness's MCP tests record (stdio: ``python`` it; HTTP: the

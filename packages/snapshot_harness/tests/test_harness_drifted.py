@@ -19,12 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from agentreel.session import RECORDING_FORMAT, load_session_log
+from agentreel.session import RECORDING_FORMAT, TRIALS_ENV, load_session_log
 from agentreel.snapshot_harness import check_scenario, load_scenario
 from agentreel.snapshot_harness._cli import main as cli_main
 from agentreel.snapshot_harness._drifted import DriftedOutcome, record_drifted
 from agentreel.snapshot_harness._pending import accept, list_pending
-from agentreel.snapshot_harness._record_proof import TRIALS_ENV
 from agentreel.snapshot_harness.exceptions import RecordError, SecretLeakError
 
 pytestmark = pytest.mark.slow
@@ -343,6 +342,11 @@ def test_the_merged_recording_passes_records_trial_replays(
     directory = copy_tree(tmp_path / "fixtures")
     (directory / "session.3.jsonl").unlink()
     scenario = load_scenario(directory)
-    outcome = record_drifted(scenario, record=dataclasses.replace(scenario.record, trials=2))
+    outcome = record_drifted(
+        scenario,
+        record=dataclasses.replace(
+            scenario.record, settings=dataclasses.replace(scenario.record.settings, trials=2)
+        ),
+    )
     assert outcome.trials == 2
     assert outcome.written == ["session.3.jsonl"]

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from agentreel.llm.stub import StubServer
+from agentreel.session import TRIALS_ENV
 from agentreel.snapshot_harness._cli import main
-from agentreel.snapshot_harness._record_proof import TRIALS_ENV
 
 RULES = '[[rule]]\nmatch = { last_user = "hello" }\ntext = "hi"\n'
 PROGRAM = """

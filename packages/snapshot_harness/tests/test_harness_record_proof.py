@@ -17,6 +17,7 @@ from pathlib import Path
 import openai  # noqa: F401 (the inner tests import it: once, here)
 import pytest
 
+from agentreel.session import TRIALS_ENV
 from agentreel.snapshot_harness import (
     RecordError,
     ScenarioError,
@@ -28,7 +29,6 @@ from agentreel.snapshot_harness import (
 from agentreel.snapshot_harness._cli import main
 from agentreel.snapshot_harness._faketime import faketime_library
 from agentreel.snapshot_harness._record_proof import (
-    TRIALS_ENV,
     TranscriptRule,
     accept_masks,
     capture_proposals,

@@ -45,7 +45,9 @@ from agentreel.llm_replay._settings import (
 from agentreel.mcp_replay import McpSettings
 from agentreel.mcp_replay import _cli as mcp_cli
 from agentreel.session import RecordSettings, RecordSettingsError, RecordSettingsKeywords
-from agentreel.snapshot_harness import ScenarioError, load_scenario
+from agentreel.snapshot_harness import RecordError, ScenarioError, load_scenario
+from agentreel.snapshot_harness import _cli as harness_cli
+from agentreel.snapshot_harness._record_proof import proof_options
 from agentreel.snapshot_harness._reel import ReelError, ReelPlan, plan
 
 STEPS = '\n[[steps]]\ntype = "initialize"\n'
@@ -250,17 +252,21 @@ def test_the_recorded_pace_is_refused_where_the_agent_replays_in_process(
 RECORD_SPECS = RecordSettings.specs()
 
 
-def record_sample(name: str) -> tuple[list[str], Any]:
+def record_sample(name: str) -> tuple[Any, Any]:
     """A value other than the default for record setting ``name``: ``(as typed, as the
     value holds it)``. A new record setting needs a line here."""
     if name == "allow_secrets":
         digest = hashlib.sha256(b"a deliberate fake key").hexdigest()
         return [digest], (digest,)
+    if name == "trials":
+        return 5, 5
     raise AssertionError(f"no sample for record setting {name}: add one here")
 
 
-def record_flags(name: str, typed: list[str]) -> list[str]:
-    return [word for item in typed for word in (RECORD_SPECS[name].flag, item)]
+def record_flags(name: str, typed: Any) -> list[str]:
+    spec = RECORD_SPECS[name]
+    items = typed if spec.repeated else [typed]
+    return [word for item in items for word in (spec.flag, str(item))]
 
 
 async def started_with(tmp_path: Path, **settings: Any) -> RecordSettings:
@@ -285,17 +291,41 @@ def test_each_record_setting_reaches_every_way_of_running(name: str, tmp_path: P
     # The pytest fixture's agentreel_config (and marker keys).
     assert reel(tmp_path, {name: typed}).record == expected
 
-    # agentreel proxy: its flag, once per item, on record and on a replay that re-records
-    # what drifts (``--record-drifted``; without it, a usage error: test_proxy_cli).
+    # agentreel proxy record: its flag (once per item of a list).
     record = ["record", "--upstream", "u", "--fixture", "f", *record_flags(name, typed)]
     assert proxy_cli._record_settings(proxy_cli._parser().parse_args(record)) == expected
+
+    # start_proxy: the keyword of the same name, or the value.
+    assert asyncio.run(started_with(tmp_path, **{name: held})) == expected
+    assert asyncio.run(started_with(tmp_path, record=expected)) == expected
+
+    if RECORD_SPECS[name].proof:
+        # A setting of the proof (trial replays): agentreel record's flag; no recorder
+        # that does not prove what it records takes it.
+        words = ["record", "demo", *record_flags(name, typed)]
+        scenario = load_scenario(write_scenario(tmp_path, ""))
+        given = proof_options(None, scenario, harness_cli._parser().parse_args(words))
+        assert given is not None
+        assert given.settings == expected
+        mcp = McpSettings("record", tmp_path, tmp_path / "state", record=expected)
+        shim_words = ["stdio", *mcp.shim_args("demo")]
+        assert RECORD_SPECS[name].flag not in shim_words
+        for cli, words, tail in (
+            (proxy_cli, ["replay", "--fixture", "f"], []),
+            (mcp_cli, shim_words, ["--", "server"]),
+        ):
+            cli._parser().parse_args([*words, *tail])  # fine without it
+            with pytest.raises(SystemExit):
+                cli._parser().parse_args([*words, *record_flags(name, typed), *tail])
+        return
+
+    # A replay that re-records what drifts (``--record-drifted``; without it, a usage
+    # error: test_proxy_cli).
     drifted = ["replay", "--fixture", "f", "--record-drifted", "--upstream", "u"]
     drifted += record_flags(name, typed)
     assert proxy_cli._record_settings(proxy_cli._parser().parse_args(drifted)) == expected
 
-    # start_proxy: the keyword of the same name, or the value; the drifted record run.
-    assert asyncio.run(started_with(tmp_path, **{name: held})) == expected
-    assert asyncio.run(started_with(tmp_path, record=expected)) == expected
+    # The drifted record run.
     assert drifted_record_settings("http://u", tmp_path, record=expected).record == expected
 
     # MCP record: the shim's command line the harness writes, read back by agentreel-mcp.
@@ -309,23 +339,36 @@ def test_the_record_keywords_are_the_fields() -> None:
     assert keys == set(RecordSettings.names())
 
 
-def test_a_bad_record_setting_is_worded_once_everywhere(tmp_path: Path) -> None:
-    """``[record]``, agentreel_config, the proxy's flag and ``start_proxy`` say the value's
-    own problem, each at the key as its user typed it."""
-    with pytest.raises(RecordSettingsError) as caught:
-        RecordSettings.from_mapping({"allow_secrets": ["not-a-digest"]})
-    problem = caught.value.problem
-    assert "entry 0" in problem
-    assert "not-a-digest" not in problem  # never echoes the value
+def record_bad_sample(name: str) -> tuple[Any, str]:
+    """A value record setting ``name`` refuses, as typed, and a part of its problem. A new
+    record setting needs a line here."""
+    if name == "allow_secrets":
+        return ["not-a-digest"], "entry 0"
+    if name == "trials":
+        return -1, "expected a count (0, 1, …), got -1"
+    raise AssertionError(f"no bad sample for record setting {name}: add one here")
 
-    text = "[record]\nallow_secrets = ['not-a-digest']\n"
+
+@pytest.mark.parametrize("name", list(RECORD_SPECS))
+def test_a_bad_record_setting_is_worded_once_everywhere(name: str, tmp_path: Path) -> None:
+    """``[record]``, agentreel_config, the flags and ``start_proxy`` say the value's own
+    problem, each at the key as its user typed it."""
+    typed, part = record_bad_sample(name)
+    held = tuple(typed) if isinstance(typed, list) else typed
+    with pytest.raises(RecordSettingsError) as caught:
+        RecordSettings.from_mapping({name: held})
+    problem = caught.value.problem
+    assert part in problem
+    assert "not-a-digest" not in problem  # never echoes a secret's value
+
+    text = f"[record]\n{name} = {toml_value(typed)}\n"
     with pytest.raises(ScenarioError) as in_file:
         load_scenario(write_scenario(tmp_path, text))
-    assert str(in_file.value).endswith(f"key 'record.allow_secrets': {problem}")
+    assert str(in_file.value).endswith(f"key 'record.{name}': {problem}")
 
     with pytest.raises(ReelError) as in_config:
-        reel(tmp_path, {"allow_secrets": ["not-a-digest"]})
-    assert str(in_config.value).endswith(f"key allow_secrets: {problem}")
+        reel(tmp_path, {name: typed})
+    assert str(in_config.value).endswith(f"key {name}: {problem}")
 
     errors: list[str] = []
 
@@ -333,12 +376,20 @@ def test_a_bad_record_setting_is_worded_once_everywhere(tmp_path: Path) -> None:
         errors.append(message)
         raise SystemExit(2)
 
-    words = ["record", "--upstream", "u", "--fixture", "f", "--allow-secret", "not-a-digest"]
+    flag = RECORD_SPECS[name].flag
+    words = ["record", "--upstream", "u", "--fixture", "f", *record_flags(name, typed)]
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(argparse.ArgumentParser, "error", lambda self, message: error(message))
         with pytest.raises(SystemExit):
             proxy_cli._record_settings(proxy_cli._parser().parse_args(words))
-    assert errors == [f"argument --allow-secret: {problem}"]
+    assert errors == [f"argument {flag}: {problem}"]
 
-    with pytest.raises(RecordSettingsError, match="allow_secrets: entry 0"):
-        asyncio.run(started_with(tmp_path, allow_secrets=("not-a-digest",)))
+    if RECORD_SPECS[name].proof:
+        args = harness_cli._parser().parse_args(["record", "demo", *record_flags(name, typed)])
+        scenario = load_scenario(write_scenario(tmp_path, ""))
+        with pytest.raises(RecordError) as in_command:
+            proof_options(None, scenario, args)
+        assert str(in_command.value) == f"{flag}: {problem}"
+
+    with pytest.raises(RecordSettingsError, match=f"{name}: "):
+        asyncio.run(started_with(tmp_path, **{name: held}))

@@ -77,14 +77,6 @@ def _parser() -> argparse.ArgumentParser:
     target.add_argument(
         "--fixture", type=Path, help="on exit, write the harvested logs as a fixture directory"
     )
-    record.add_argument(
-        "--trials",
-        type=int,
-        metavar="N",
-        help="with a program after --: replay the fixture it wrote N times through it, each "
-        "under another time zone, user, host and (one) date, before keeping it (default: "
-        "[record] trials of agentreel's record settings, 3)",
-    )
     replay = modes.add_parser(
         "replay",
         help="answer from --fixture, keyless and offline",
@@ -123,7 +115,7 @@ def _parser() -> argparse.ArgumentParser:
         "instead of this proxy's own record command",
     )
     # Record settings: record's, and a drifted replay's (what it re-records).
-    RecordSettings.add_flags(record)
+    RecordSettings.add_flags(record, names=RecordSettings.names())
     RecordSettings.add_flags(replay, only="with --record-drifted: ")
     for sub in (record, replay):
         sub.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 = a free one)")
@@ -208,7 +200,7 @@ def main(
     args.command = command
     if command and (args.mode != "record" or args.fixture is None):
         _parser().error("a program after -- needs `record --fixture DIR` (it proves that fixture)")
-    if args.mode == "record" and args.trials is not None and not command:
+    if args.mode == "record" and "trials" in args and not command:
         _parser().error("--trials needs the program to replay after -- (record ... -- COMMAND)")
     args.record_trials = trials
     settings = _replay_settings(args)

@@ -165,7 +165,7 @@ async def record_proved(
             print(f"agentreel proxy: nothing was written to {fixture}", file=sys.stderr)
             return 1
         notes: list[str] = []
-        wanted = trials.wanted(args.trials)
+        wanted = trials.wanted(record.trials)
         for number in range(wanted):
             trial = trials.trial(number)
             if trial.note is not None:

@@ -100,6 +100,8 @@ from agentreel.session._normalize import (
 )
 from agentreel.session._order import order_headers, order_sessions
 from agentreel.session._record_settings import (
+    DEFAULT_TRIALS,
+    TRIALS_ENV,
     RecordSetting,
     RecordSettings,
     RecordSettingsKeywords,
@@ -140,6 +142,7 @@ __all__ = [
     "CWD_TOKEN",
     "DEFAULT_REFRESH_COMMAND",
     "DEFAULT_RERECORD_COMMAND",
+    "DEFAULT_TRIALS",
     "FORMAT_HISTORY",
     "HEADER_VERSION",
     "INSTALL_PATH_ANCHORS",
@@ -161,6 +164,7 @@ __all__ = [
     "RERECORD_COMMAND_ENV",
     "SESSION_FILE_PATTERN",
     "SESSION_UPDATE_KINDS",
+    "TRIALS_ENV",
     "VERBATIM_FILE",
     "WIRE_API_PATHS",
     "AssistantChunk",

@@ -4,7 +4,7 @@ counterpart of ``agentreel.llm_replay.ReplaySettings``)."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, TypedDict
 
@@ -14,14 +14,40 @@ from agentreel.session.exceptions import RecordSettingsError
 
 @dataclass(frozen=True, slots=True)
 class RecordSetting:
-    """What one record setting is: its flag of ``agentreel proxy record`` (given once per
-    item: every record setting is a list), the flag's metavar and help, and its check (the
-    value as the field holds it, or ``ValueError`` saying what is wrong)."""
+    """What one record setting is: its flag (given once per item when ``repeated``), the
+    flag's metavar and help, and its check (the value as the field holds it, or
+    ``ValueError`` saying what is wrong). A ``proof`` setting is of the proof of a recording
+    (its trial replays), not of the recorder: only the record commands that prove what they
+    recorded take its flag (``agentreel record``, ``agentreel proxy record -- COMMAND``),
+    never a drifted replay or the MCP recorder."""
 
     flag: str
     metavar: str
     help: str
     check: Callable[[object], Any]
+    repeated: bool = True
+    proof: bool = False
+
+
+DEFAULT_TRIALS = 3
+"""Trial replays after a recording when no ``trials`` setting says."""
+TRIALS_ENV = "AGENTREEL_RECORD_TRIALS"
+"""Overrides the ``trials`` setting for every record in the process (the test suite sets 0)."""
+
+
+def checked_count(value: object) -> int | None:
+    """``value`` as a count (0, 1, …), ``None`` when not given."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        return value
+    raise ValueError(f"expected a count (0, 1, …), got {value!r}")
+
+
+def _word(word: str) -> object:
+    """A flag's word as a number when it is one (its check says what is wrong otherwise)."""
+    try:
+        return int(word)
+    except ValueError:
+        return word
 
 
 def _record_setting(default: Any, **spec: Any) -> Any:
@@ -52,6 +78,18 @@ class RecordSettings:
         check=checked_allowlist,
     )
     """sha256 digests of values the secret scan lets through (deliberate fake keys)."""
+    trials: int | None = _record_setting(
+        None,
+        flag="--trials",
+        metavar="N",
+        help="replay the fresh recording N more times, each under another time zone, user, "
+        f"host and (one) date, before keeping it; 0 turns them off (default: [record] "
+        f"trials, else {DEFAULT_TRIALS}; {TRIALS_ENV} overrides both)",
+        check=checked_count,
+        repeated=False,
+        proof=True,
+    )
+    """Trial replays after recording; ``None``: ``DEFAULT_TRIALS`` (``TRIALS_ENV`` first)."""
 
     def __post_init__(self) -> None:
         for name, spec in self.specs().items():
@@ -86,27 +124,42 @@ class RecordSettings:
         return {name: getattr(self, name) for name in self.names()}
 
     @staticmethod
-    def add_flags(parser: argparse.ArgumentParser, *, only: str = "") -> None:
-        """A flag for each setting, from its ``RecordSetting`` (the CLI declares none);
-        ``only`` starts each help text (when a mode takes them in one case only)."""
+    def recorder_names() -> tuple[str, ...]:
+        """The settings every recorder takes (not ``proof``): a drifted replay's, MCP's."""
+        return tuple(name for name, spec in RecordSettings.specs().items() if not spec.proof)
+
+    @staticmethod
+    def add_flags(
+        parser: argparse.ArgumentParser, *, only: str = "", names: Collection[str] | None = None
+    ) -> None:
+        """A flag for each setting ``names`` holds (default: ``recorder_names``), from its
+        ``RecordSetting`` (the CLI declares none); ``only`` starts each help text (when a
+        mode takes them in one case only)."""
+        wanted = RecordSettings.recorder_names() if names is None else names
         for name, spec in RecordSettings.specs().items():
-            parser.add_argument(
-                spec.flag,
-                dest=name,
-                action="append",
-                default=argparse.SUPPRESS,
-                metavar=spec.metavar,
-                help=only + spec.help,
-            )
+            if name in wanted:
+                parser.add_argument(
+                    spec.flag,
+                    dest=name,
+                    action="append" if spec.repeated else "store",
+                    type=str if spec.repeated else _word,
+                    default=argparse.SUPPRESS,
+                    metavar=spec.metavar,
+                    help=only + spec.help,
+                )
 
     def flags(self) -> list[str]:
-        """The settings as the flags ``add_flags`` reads back (each item its own flag)."""
-        return [
-            word
-            for name, spec in self.specs().items()
-            for item in getattr(self, name)
-            for word in (spec.flag, str(item))
-        ]
+        """The ``recorder_names`` settings as the flags ``add_flags`` reads back (each item
+        its own flag; a single value when not its default)."""
+        words: list[str] = []
+        default = RecordSettings()
+        for name in self.recorder_names():
+            spec, value = self.specs()[name], getattr(self, name)
+            if spec.repeated:
+                words += [word for item in value for word in (spec.flag, str(item))]
+            elif value != getattr(default, name):
+                words += [spec.flag, str(value)]
+        return words
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> RecordSettings:
@@ -118,3 +171,4 @@ class RecordSettingsKeywords(TypedDict, total=False):
     """``RecordSettings``' fields as keywords (``start_proxy``, ``start_drifted_proxy``)."""
 
     allow_secrets: tuple[str, ...]
+    trials: int | None

@@ -314,7 +314,7 @@ def _dispatch(argv: list[str], out: TextIO) -> int:
             file=sys.stderr,
         )
         return 2
-    if (mode == "replay" and args.trials is not None) or (
+    if (mode == "replay" and "trials" in args) or (
         mode != "record" and (args.accept_masks or args.twice)
     ):
         print(

@@ -40,19 +40,24 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentreel.session import KeyMask, Mask, RequestHeader, SessionLog
+from agentreel.session import (
+    DEFAULT_TRIALS,
+    TRIALS_ENV,
+    KeyMask,
+    Mask,
+    RecordSettings,
+    RecordSettingsError,
+    RequestHeader,
+    SessionLog,
+)
 from agentreel.snapshot_harness._scenario import RecordConfig, Scenario
 from agentreel.snapshot_harness.exceptions import RecordError
 
 if TYPE_CHECKING:
     from agentreel.llm.stub import StubServer
 
-DEFAULT_TRIALS = 3
-"""Trial replays after a recording when neither ``--trials`` nor ``[record] trials`` says."""
 DEFAULT_RETRIES = 2
 """Recordings again when the recorded order cannot be held (``[record] retries``)."""
-TRIALS_ENV = "AGENTREEL_RECORD_TRIALS"
-"""Overrides ``[record] trials`` for every record in the process (the test suite sets 0)."""
 
 _WATCHED: contextvars.ContextVar[list[StubServer] | None] = contextvars.ContextVar(
     "agentreel_record_upstream", default=None
@@ -77,27 +82,23 @@ def upstream_started(server: StubServer) -> None:
         seen.append(server)
 
 
-def trials_wanted(config: RecordConfig) -> int:
-    """How many trial replays: ``AGENTREEL_RECORD_TRIALS``, else the config's (``--trials``
-    or ``[record] trials``), else ``DEFAULT_TRIALS``."""
+def trials_wanted(trials: int | None) -> int:
+    """How many trial replays: ``AGENTREEL_RECORD_TRIALS``, else ``trials`` (the ``trials``
+    record setting: ``--trials``, ``[record] trials``, ``agentreel_config``), else
+    ``DEFAULT_TRIALS``."""
     value = os.environ.get(TRIALS_ENV, "").strip()
     if value:
         if not value.isdigit():
             raise RecordError(f"{TRIALS_ENV}={value!r} is not a count of trial replays (0, 1, …)")
         return int(value)
-    return DEFAULT_TRIALS if config.trials is None else config.trials
+    return DEFAULT_TRIALS if trials is None else trials
 
 
 def add_proof_options(parser: argparse.ArgumentParser) -> None:
-    """``--trials N`` and ``--accept-masks`` (record only), for every record command."""
-    parser.add_argument(
-        "--trials",
-        type=int,
-        metavar="N",
-        help=f"record and refresh: replay N more times under perturbations (another time "
-        f"zone, user, host) before writing; 0 turns them off (default: [record] "
-        f"trials, else {DEFAULT_TRIALS}; {TRIALS_ENV} overrides both)",
-    )
+    """The proof's record settings (``--trials N``: record and refresh), ``--twice`` and
+    ``--accept-masks`` (record only), for every record command."""
+    proof = [name for name, spec in RecordSettings.specs().items() if spec.proof]
+    RecordSettings.add_flags(parser, only="record and refresh: ", names=proof)
     parser.add_argument(
         "--twice",
         action="store_true",
@@ -115,15 +116,19 @@ def add_proof_options(parser: argparse.ArgumentParser) -> None:
 def proof_options(
     record: RecordConfig | None, scenario: Scenario, args: argparse.Namespace
 ) -> RecordConfig | None:
-    """``record`` (else the scenario's ``[record]``) with ``--trials`` / ``--accept-masks``."""
-    if args.trials is None and not args.accept_masks and not args.twice:
+    """``record`` (else the scenario's ``[record]``) with the proof's record settings given
+    (``--trials``), ``--twice`` and ``--accept-masks``."""
+    given = {name: getattr(args, name) for name in RecordSettings.names() if name in args}
+    if not given and not args.accept_masks and not args.twice:
         return record
-    if args.trials is not None and args.trials < 0:
-        raise RecordError(f"--trials {args.trials}: give a count of trial replays (0, 1, …)")
     config = record or scenario.record
-    trials = config.trials if args.trials is None else args.trials
+    try:
+        settings = dataclasses.replace(config.settings, **given)
+    except RecordSettingsError as error:
+        flag = RecordSettings.specs()[error.setting].flag
+        raise RecordError(f"{flag}: {error.problem}") from None
     return dataclasses.replace(
-        config, trials=trials, accept_masks=bool(args.accept_masks), twice=bool(args.twice)
+        config, settings=settings, accept_masks=bool(args.accept_masks), twice=bool(args.twice)
     )
 
 

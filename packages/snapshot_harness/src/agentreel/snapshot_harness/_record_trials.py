@@ -62,15 +62,16 @@ def run_trials(
     notes: list[str] | None = None,
     first: RunResult | None = None,
 ) -> int:
-    """Replay the recording in ``trial``'s directory ``trials_wanted(config)`` times, each
-    under its own perturbation, and require the goldens of the first replay every time.
-    Returns how many ran; raises ``RecordError`` (``VolatileValuesError`` with the masks
-    found when the difference is values) naming the trial, its perturbation and the diff.
+    """Replay the recording in ``trial``'s directory ``trials_wanted`` times (``config``'s
+    ``trials`` record setting), each under its own perturbation, and require the goldens
+    of the first replay every time. Returns how many ran; raises ``RecordError``
+    (``VolatileValuesError`` with the masks found when the difference is values) naming
+    the trial, its perturbation and the diff.
     ``done`` is what the caller did (``refresh`` proves the goldens it writes the same way).
     Trial ``DATE_TRIAL`` runs the agent on another day (libfaketime); where that cannot be
     (libfaketime missing, or an agent that does not run under it), a line in ``notes``
     says so and that trial runs on today's date."""
-    wanted = trials_wanted(config)
+    wanted = trials_wanted(config.settings.trials)
     pinned = pinned_variables(trial)
     said = notes if notes is not None else []
     for number in range(wanted):
@@ -182,7 +183,7 @@ def proxy_trials() -> RecordTrials:
     libfaketime (started afresh: the command is a process the proxy starts)."""
 
     def wanted(given: int | None) -> int:
-        return trials_wanted(RecordConfig(trials=given))
+        return trials_wanted(given)
 
     def trial(number: int) -> Trial:
         env = trial_env(number)

@@ -80,7 +80,7 @@ _RECORDED = RECORDING_FILE_PATTERN
 _UNSAFE = re.compile(r"[^A-Za-z0-9._\[\]-]+")
 # agentreel_config / marker keys: the fixture's own, every replay setting (one
 # ``ReplaySettings`` value, checked by it) and every record setting (one ``RecordSettings``).
-_OWN_KEYS = frozenset({"upstream", "record_mode", "cwd", "private_home", "trials"})
+_OWN_KEYS = frozenset({"upstream", "record_mode", "cwd", "private_home"})
 TRIAL_RECORDING_ENV = "AGENTREEL_TRIAL_RECORDING"
 """Set by a record's trial replay (``plugin``) for the pytest run it starts: ``<node id>
 <folder>``, that test replays the fresh recording in ``<folder>`` (nothing is written)."""
@@ -122,9 +122,6 @@ class ReelPlan:
     cwd: str
     record: RecordSettings = field(default_factory=RecordSettings)
     replay: ReplaySettings = field(default_factory=ReplaySettings)
-    trials: int | None = None
-    """``agentreel_config``'s ``trials``: record's trial replays of this test (``None``:
-    record's default, ``_record_proof.trials_wanted``)."""
 
 
 def recording_dir(path: Path, node_name: str, cls: str | None) -> Path:
@@ -187,11 +184,6 @@ def plan(
         raise ReelError(
             f"{nodeid}: agentreel_config / marker key {exc.setting}: {exc.problem}"
         ) from None
-    trials = config.get("trials")
-    if trials is not None and (
-        isinstance(trials, bool) or not isinstance(trials, int) or trials < 0
-    ):
-        raise ReelError(f"{nodeid}: agentreel_config / marker key trials: {trials!r} is no count")
     mode: RecordMode = config.get("record_mode") or option_mode
     trial = os.environ.get(TRIAL_RECORDING_ENV, "")
     if trial.startswith(f"{nodeid} "):
@@ -232,7 +224,6 @@ def plan(
         cwd=cwd,
         record=record,
         replay=replay,
-        trials=trials,
     )
 
 

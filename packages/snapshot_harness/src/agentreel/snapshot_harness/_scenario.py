@@ -180,16 +180,14 @@ class RecordConfig:
     """The record settings every way of recording shares (``agentreel.session.
     RecordSettings``, one key each in ``[record]``): ``allow_secrets``, the sha256 digests
     of values the secret scan lets into this scenario's recordings and goldens (deliberate
-    fake keys of a test of the scan)."""
+    fake keys of a test of the scan); ``trials`` (``--trials N``), the trial replays after
+    recording (``None``: ``_record_proof.trials_wanted``'s default)."""
     prices: Path | None = None
     """The price table ``record --drifted`` reports money not spent by (``[record]
     prices``, relative to the scenario; ``_prices``); ``None``: the default file, if any."""
     strict: bool = False
     """``[record] strict``: a crash the agent printed on stderr while exiting 0 refuses the
     recording instead of warning (``_record_proof``)."""
-    trials: int | None = None
-    """``[record] trials`` / ``--trials N``: trial replays after recording; ``None`` is the
-    default (``_record_proof.DEFAULT_TRIALS``)."""
     retries: int | None = None
     """``[record] retries``: recordings again when the recorded order cannot be held;
     ``None`` is the default (``_record_proof.DEFAULT_RETRIES``)."""

@@ -190,7 +190,6 @@ _RECORD_KEYS = {
     "base_url",
     "prices",
     "strict",
-    "trials",
     "retries",
     *RecordSettings.names(),
 }
@@ -675,7 +674,7 @@ def _record(reader: _Reader, value: object, directory: Path) -> RecordConfig:
     if not isinstance(strict, bool):
         raise reader.fail("record.strict", f"expected true or false, got {_kind(strict)}")
     counts: dict[str, int | None] = {}
-    for key in ("trials", "retries"):
+    for key in ("retries",):
         count = value.get(key)
         if count is not None and (
             isinstance(count, bool) or not isinstance(count, int) or count < 0
@@ -690,7 +689,6 @@ def _record(reader: _Reader, value: object, directory: Path) -> RecordConfig:
         settings=settings,
         prices=directory / prices if prices else None,
         strict=strict,
-        trials=counts["trials"],
         retries=counts["retries"],
     )
 

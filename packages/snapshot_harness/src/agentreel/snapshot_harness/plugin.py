@@ -291,7 +291,7 @@ def agentreel_config() -> dict[str, Any]:
     """The ``agentreel`` fixture's configuration; override it at any scope (as
     pytest-recording's ``vcr_config``): ``upstream``, ``record_mode``, ``cwd``,
     ``private_home``, every record setting by name (``agentreel.session.RecordSettings``:
-    ``allow_secrets``) and every replay setting by name
+    ``allow_secrets``, ``trials``) and every replay setting by name
     (``agentreel.llm_replay.ReplaySettings``: ``masks``, ``partial_lanes``, ``captures``,
     ``drift``, ``schedule``, ...), checked as those values check them."""
     return {}
@@ -403,7 +403,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     if opened is not None:
         item.stash[_REEL_KEY_JUDGED] = True
         if opened.reel.mode == "record":
-            opened.prove = _trial_replays(item, opened.reel.plan.trials)
+            opened.prove = _trial_replays(item, opened.reel.plan.record.trials)
         problem = opened.finish(passed=True)
         _note_blocked(item, opened)
         if problem is not None:
@@ -427,11 +427,10 @@ def _trial_replays(item: pytest.Item, trials: int | None) -> Callable[[Path], st
     failed, or ``None``; a date that could not move is a warning on the test."""
     from agentreel.snapshot_harness._record_proof import trials_wanted
     from agentreel.snapshot_harness._record_trials import proxy_trials
-    from agentreel.snapshot_harness._scenario import RecordConfig
 
     def prove(recorded: Path) -> str | None:
         plan = proxy_trials()
-        wanted = trials_wanted(RecordConfig(trials=trials))
+        wanted = trials_wanted(trials)
         for number in range(wanted):
             trial = plan.trial(number)
             if trial.note is not None:
