@@ -274,7 +274,7 @@ def _record_once(
                 "what it sends)"
             ) from exc
         goldens = render_goldens(replayed)
-        run_trials(scenario.name, trial, goldens, config)
+        run_trials(scenario.name, trial, goldens, config, notes=notes, first=replayed)
         if config.twice:
             compare_twice(scenario, record, recorded)
 

@@ -31,6 +31,7 @@ from typing import Any, TextIO
 
 from agentreel.session import (
     MAIN_SESSION_FILE,
+    MASKS_VERSION,
     RECORDING_FORMAT,
     REFRESH_COMMAND_ENV,
     RERECORD_COMMAND_ENV,
@@ -41,6 +42,7 @@ from agentreel.session import (
 from agentreel.snapshot_harness._check import check_scenario
 from agentreel.snapshot_harness._drifted import record_drifted
 from agentreel.snapshot_harness._html_report import write_report
+from agentreel.snapshot_harness._kept_tools import stale_tools
 from agentreel.snapshot_harness._pending import is_default_fixtures, pending_allowed
 from agentreel.snapshot_harness._record_proof import add_proof_options, proof_options
 from agentreel.snapshot_harness._report_data import ScenarioResult, scenario_result
@@ -195,8 +197,10 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["proxy"]:
         from agentreel.llm_proxy import main as proxy_main
+        from agentreel.snapshot_harness._record_trials import proxy_trials
 
-        return proxy_main(arguments[1:], out=out)
+        # `record ... -- COMMAND` proves its fixture with record's own trials (issue 39).
+        return proxy_main(arguments[1:], out=out, trials=proxy_trials())
     try:
         return _main(argv, out or sys.stdout)
     except BrokenPipeError:  # `agentreel replay | head`: the reader left; not an error of ours
@@ -357,7 +361,7 @@ def _dispatch(argv: list[str], out: TextIO) -> int:
         verb = {"replay": "passed", "record": "recorded", "refresh": "refreshed"}[mode]
         summary = f"{passed} {verb}, {len(failures)} failed in {total:.2f}s ({mode})"
         if guessed:
-            summary += f"; {len(guessed)} recorded with a guess (named above)"
+            summary += f"; {len(guessed)} recorded with a guess or warning (named above)"
         if done < len(directories):
             summary += f"; interrupted, {len(directories) - done} not run"
         print(f"\n{summary}", file=out, flush=True)
@@ -369,28 +373,37 @@ def _dispatch(argv: list[str], out: TextIO) -> int:
 
 def _upgrade_hint(directory: Path, fixtures: str | None) -> str | None:
     """For a scenario that failed: if an earlier agentreel recorded it (an older format
-    stamp, or none), the command that brings it to the current format."""
+    stamp, or none), or a newer built-in mask set changes a tool's JSON it keeps, the
+    command that brings it to the current format."""
     try:
-        made = load_session_log(directory / MAIN_SESSION_FILE).header.format
+        header = load_session_log(directory / MAIN_SESSION_FILE).header
     except (OSError, SessionLogError):
         return None
-    if made >= RECORDING_FORMAT:
-        return None
     option = f"--fixtures {shlex.quote(fixtures)} " if fixtures else ""
-    return (
-        f"{directory.name} was recorded by an earlier agentreel (recording format {made}; "
-        f"this one writes {RECORDING_FORMAT}): `agentreel upgrade {option}{directory.name}` "
-        "rewrites it to the current format keylessly"
-    )
+    command = f"`agentreel upgrade {option}{directory.name}`"
+    if header.format < RECORDING_FORMAT:
+        return (
+            f"{directory.name} was recorded by an earlier agentreel (recording format "
+            f"{header.format}; this one writes {RECORDING_FORMAT}): {command} rewrites it to "
+            "the current format keylessly"
+        )
+    if header.masks < MASKS_VERSION and (stale := stale_tools(directory)):
+        return (
+            f"{directory.name} was recorded with built-in mask set {header.masks}, and this "
+            f"agentreel's set {MASKS_VERSION} masks the JSON it keeps of {', '.join(stale)} "
+            f"otherwise: {command} gives its logs and goldens their new digests keylessly"
+        )
+    return None
 
 
 def _guesses_message(name: str, warnings: list[str]) -> str:
     """What a scenario recorded with a guess gets at the end of the output: that it was
     written, and each guess with what to do."""
     return (
-        f"\n=== {name}: recorded with {len(warnings)} guess(es) ===\n"
-        "The recording was written and is valid (it replays), but recording it again may "
-        "not give the same files:\n" + "\n".join(f"- {warning}" for warning in warnings)
+        f"\n=== {name}: recorded with {len(warnings)} guess(es) or warning(s) ===\n"
+        "The recording was written and is valid (it replays, its trials too), but read "
+        "each of these (a guess: recording it again may not give the same files):\n"
+        + "\n".join(f"- {warning}" for warning in warnings)
     )
 
 

@@ -26,13 +26,12 @@ import shutil
 import socket
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentreel.llm_proxy import RecordSettings, RecordSettingsError
 from agentreel.llm_replay import (
     DriftedSummary,
     PriceTableError,
@@ -56,6 +55,8 @@ from agentreel.session import (
     RECORDING_FILE_PATTERN,
     RERECORD_COMMAND_ENV,
     Mask,
+    RecordSettings,
+    RecordSettingsError,
     rerecord_command,
 )
 from agentreel.snapshot_harness import _environment as envvars
@@ -79,7 +80,10 @@ _RECORDED = RECORDING_FILE_PATTERN
 _UNSAFE = re.compile(r"[^A-Za-z0-9._\[\]-]+")
 # agentreel_config / marker keys: the fixture's own, every replay setting (one
 # ``ReplaySettings`` value, checked by it) and every record setting (one ``RecordSettings``).
-_OWN_KEYS = frozenset({"upstream", "record_mode", "cwd", "private_home"})
+_OWN_KEYS = frozenset({"upstream", "record_mode", "cwd", "private_home", "trials"})
+TRIAL_RECORDING_ENV = "AGENTREEL_TRIAL_RECORDING"
+"""Set by a record's trial replay (``plugin``) for the pytest run it starts: ``<node id>
+<folder>``, that test replays the fresh recording in ``<folder>`` (nothing is written)."""
 _REPLAY_KEYS = frozenset(ReplaySettings.names())
 _RECORD_KEYS = frozenset(RecordSettings.names())
 _START_TIMEOUT = 120.0
@@ -118,6 +122,9 @@ class ReelPlan:
     cwd: str
     record: RecordSettings = field(default_factory=RecordSettings)
     replay: ReplaySettings = field(default_factory=ReplaySettings)
+    trials: int | None = None
+    """``agentreel_config``'s ``trials``: record's trial replays of this test (``None``:
+    record's default, ``_record_proof.trials_wanted``)."""
 
 
 def recording_dir(path: Path, node_name: str, cls: str | None) -> Path:
@@ -188,7 +195,16 @@ def plan(
         raise ReelError(
             f"{nodeid}: agentreel_config / marker key {exc.setting}: {exc.problem}"
         ) from None
+    trials = config.get("trials")
+    if trials is not None and (
+        isinstance(trials, bool) or not isinstance(trials, int) or trials < 0
+    ):
+        raise ReelError(f"{nodeid}: agentreel_config / marker key trials: {trials!r} is no count")
     mode: RecordMode = config.get("record_mode") or option_mode
+    trial = os.environ.get(TRIAL_RECORDING_ENV, "")
+    if trial.startswith(f"{nodeid} "):
+        # A trial replay of a fresh recording (``plugin``): replay it, write nothing.
+        directory, mode = Path(trial[len(nodeid) + 1 :]), "none"
     if mode not in RECORD_MODES:
         raise ReelError(f"{nodeid}: record_mode {mode!r} is not one of {', '.join(RECORD_MODES)}")
     refuse_under_ci(mode)
@@ -224,6 +240,7 @@ def plan(
         cwd=cwd,
         record=record,
         replay=replay,
+        trials=trials,
     )
 
 
@@ -352,7 +369,7 @@ class ReelMcp:
             scenario=reel_plan.name,
             cwd=reel_plan.cwd,
             masks=mcp_masks(reel_plan.replay.masks),
-            allow_secrets=tuple(reel_plan.record.allow_secrets),
+            record=reel_plan.record,
         )
         self.used: set[str] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -582,6 +599,9 @@ class OpenReel:
     """``--agentreel-record=drifted``: the replay run behind the reel's record run."""
     drifted_report: str | None = None
     """``--agentreel-record=drifted``: what was kept, re-recorded, new and dropped."""
+    prove: Callable[[Path], str | None] | None = None
+    """Record: the trial replays of the fresh recording (its folder) before it is written
+    (``plugin``), what failed or ``None``."""
 
     def finish(self, *, passed: bool) -> str | None:
         if self.finished:
@@ -597,7 +617,7 @@ class OpenReel:
                 if self.drifted_replay is not None:
                     self.problem = self._merge_drifted(passed=passed)
                 else:
-                    self.problem = _judge(self.reel, self.staging, passed=passed)
+                    self.problem = _judge(self.reel, self.staging, passed=passed, prove=self.prove)
         except Exception as exc:  # a close that failed is the test's failure, named
             self.problem = f"{self.reel.plan.name}: closing the agentreel proxy failed: {exc}"
         if unreached:
@@ -785,7 +805,13 @@ def _upstream(reel_plan: ReelPlan, stubs: list[StubServer]) -> Iterator[str]:
         yield server.base_url
 
 
-def _judge(reel: Reel, staging: Path, *, passed: bool) -> str | None:
+def _judge(
+    reel: Reel,
+    staging: Path,
+    *,
+    passed: bool,
+    prove: Callable[[Path], str | None] | None = None,
+) -> str | None:
     """After the proxy closed: write what was recorded (record), or read the replay report."""
     run = reel._run
     reel_plan = reel.plan
@@ -842,6 +868,9 @@ def _judge(reel: Reel, staging: Path, *, passed: bool) -> str | None:
     refused = recording_refusal(reel_plan.name, recorded, reel._stubs, schedule)
     if refused is not None:
         return f"{refused}\nThen record again: {record_command(reel_plan.name, 'all')}"
+    failed = prove(recorded) if prove is not None else None
+    if failed is not None:
+        return failed
     from agentreel.snapshot_harness._layout import write_files
     from agentreel.snapshot_harness._secrets import scan_for_secrets
     from agentreel.snapshot_harness.exceptions import SecretLeakError
