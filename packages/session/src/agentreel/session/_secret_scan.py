@@ -26,9 +26,9 @@ so it stays), and a key running past it is written there cut — another value, 
 sha256. A value ending at such a cut is allowed when an allowed key found whole in the
 files scanned together begins with it (white space folded, as a preview folds it); a cut
 key no allowed key begins with is refused. A PEM block JSON escaped twice (a message's
-JSON kept as a string) is unescaped twice before its sha256 is taken. Keys streamed across text deltas are caught where the log holds them whole
-(the block's ``block-end``); a block that never ended (a cut call) is scanned as its
-deltas joined.
+JSON kept as a string) is unescaped twice before its sha256 is taken. Keys streamed
+across text deltas are caught where the log holds them whole (the block's
+``block-end``); a block that never ended (a cut call) is scanned as its deltas joined.
 
 Cost: one pass of RE2 (``google-re2``, a DFA: every rule in one scan, linear in the
 bytes) finds candidate lines, and only those are checked rule by rule with the
