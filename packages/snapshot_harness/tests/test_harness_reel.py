@@ -432,5 +432,9 @@ def test_a_secret_refused_after_a_record_names_the_tests_pytest_command(
             "pytest test_chat.py::test_hello --agentreel-record=all.*",
         ]
     )
+    assert "in the test's agentreel_config (or agentreel marker) allow_secrets" in (
+        refused.stdout.str()
+    )
     assert "agentreel record" not in refused.stdout.str()
+    assert "[record] allow_secrets" not in refused.stdout.str()
     assert not (pytester.path / "recordings" / "test_chat" / "test_hello").exists()

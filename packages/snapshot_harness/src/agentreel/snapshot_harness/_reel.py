@@ -80,6 +80,8 @@ _RECORDED = RECORDING_FILE_PATTERN
 _UNSAFE = re.compile(r"[^A-Za-z0-9._\[\]-]+")
 # agentreel_config / marker keys: the fixture's own, every replay setting (one
 # ``ReplaySettings`` value, checked by it) and every record setting (one ``RecordSettings``).
+# Where a test allows a deliberate fake key: its own settings, not a scenario's.
+_ALLOWED_IN = "the test's agentreel_config (or agentreel marker) allow_secrets"
 _OWN_KEYS = frozenset({"upstream", "record_mode", "cwd", "private_home", "trials"})
 TRIAL_RECORDING_ENV = "AGENTREEL_TRIAL_RECORDING"
 """Set by a record's trial replay (``plugin``) for the pytest run it starts: ``<node id>
@@ -641,7 +643,13 @@ class OpenReel:
 
         def scan(files: dict[str, bytes]) -> None:
             allow = reel_plan.record.allow_secrets
-            scan_for_secrets(files, envvars.secret_values(os.environ), reel_plan.name, allow=allow)
+            scan_for_secrets(
+                files,
+                envvars.secret_values(os.environ),
+                reel_plan.name,
+                allow=allow,
+                allowed_in=_ALLOWED_IN,
+            )
 
         drifted = DriftedProxy(self.reel._run, self.drifted_replay, reel_plan.directory)
         try:
@@ -881,6 +889,7 @@ def _judge(
             envvars.secret_values(os.environ),
             reel_plan.name,
             allow=reel_plan.record.allow_secrets,
+            allowed_in=_ALLOWED_IN,
         )
     except SecretLeakError as exc:
         return str(exc)
