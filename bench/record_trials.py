@@ -15,8 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from agentreel.session import DEFAULT_TRIALS, TRIALS_ENV
 from agentreel.snapshot_harness import discover_scenarios
-from agentreel.snapshot_harness._record_proof import DEFAULT_TRIALS, TRIALS_ENV
 from bench._common import FIXTURES, ROOT, BenchResult, Settings, timed
 
 _QUICK = ("subagent-multi", "subagent-spawn")

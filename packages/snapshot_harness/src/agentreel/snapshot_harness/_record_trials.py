@@ -16,7 +16,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from agentreel.llm_proxy import RecordTrials, Trial
 from agentreel.session import MERGE_KEYS
-from agentreel.snapshot_harness._consumption import verify_consumption
 from agentreel.snapshot_harness._diff import unified_diff
 from agentreel.snapshot_harness._faketime import faketime_env
 from agentreel.snapshot_harness._layout import TRANSCRIPT_FILE
@@ -39,7 +38,7 @@ from agentreel.snapshot_harness._record_proof import (
 )
 from agentreel.snapshot_harness._render import render_goldens
 from agentreel.snapshot_harness._result import RunResult
-from agentreel.snapshot_harness._runner import run_scenario
+from agentreel.snapshot_harness._runner import replay_verified, run_scenario
 from agentreel.snapshot_harness._scenario import RecordConfig, Scenario
 from agentreel.snapshot_harness._scenario_reader import load_scenario
 from agentreel.snapshot_harness.exceptions import (
@@ -99,8 +98,7 @@ def _trial(
 ) -> None:
     """One trial replay of ``perturbed``: it replays and gives ``goldens``, else raises."""
     try:
-        replayed = run_scenario(perturbed, "replay")
-        verify_consumption(perturbed, replayed)
+        replayed = replay_verified(perturbed)
     except HarnessError as exc:
         raise RecordError(
             f"{name}: {done}, but {which} failed, so nothing was written:\n{exc}\n"

@@ -80,6 +80,8 @@ _RECORDED = RECORDING_FILE_PATTERN
 _UNSAFE = re.compile(r"[^A-Za-z0-9._\[\]-]+")
 # agentreel_config / marker keys: the fixture's own, every replay setting (one
 # ``ReplaySettings`` value, checked by it) and every record setting (one ``RecordSettings``).
+# Where a test allows a deliberate fake key: its own settings, not a scenario's.
+_ALLOWED_IN = "the test's agentreel_config (or agentreel marker) allow_secrets"
 _OWN_KEYS = frozenset({"upstream", "record_mode", "cwd", "private_home"})
 TRIAL_RECORDING_ENV = "AGENTREEL_TRIAL_RECORDING"
 """Set by a record's trial replay (``plugin``) for the pytest run it starts: ``<node id>
@@ -137,6 +139,14 @@ def has_recording(directory: Path) -> bool:
 
 def record_command(nodeid: str, mode: RecordMode = "once") -> str:
     return f"pytest {shlex.quote(nodeid)} {RECORD_OPTION}={mode}"
+
+
+def fixture_rerecord_template(reel_plan: ReelPlan) -> str:
+    """The one re-record command every message of a test's run names (``{scenario}``: its
+    node id, put in by ``rerecord_command``): the pytest command of the test's record mode
+    — ``drifted`` when re-recording what drifted, else ``all`` — never a scenario's
+    ``agentreel record``."""
+    return record_command("{scenario}", "drifted" if reel_plan.mode == "drifted" else "all")
 
 
 def refuse_under_ci(mode: str, environ: Mapping[str, str] | None = None) -> None:
@@ -343,6 +353,7 @@ class ReelMcp:
 
     def __init__(self, reel_plan: ReelPlan, staging: Path) -> None:
         self.name = reel_plan.name
+        self.rerecord = fixture_rerecord_template(reel_plan)
         self.settings = McpSettings(
             # A drifted run replays the MCP servers as recorded (SPEC 20 covers model calls).
             mode="record" if reel_plan.mode == "record" else "replay",
@@ -420,7 +431,7 @@ class ReelMcp:
             return f"{self.name}: " + failures[0].read_text(encoding="utf-8").strip()
         if not self.used and not (settings.recordings / MCP_RECORDINGS_DIR).is_dir():
             return None
-        with _rerecord_hint(record_command("{scenario}", "all")):
+        with _rerecord_hint(self.rerecord):
             try:
                 check_replayed(settings.recordings, settings.state, settings.scenario)
             except McpDriftError as exc:
@@ -593,10 +604,13 @@ class OpenReel:
         unreached, self.blocked = egress_lines(seen, self.reel.base_url)
         try:
             self.stack.close()
-            if self.drifted_replay is not None:
-                self.problem = self._merge_drifted(passed=passed)
-            else:
-                self.problem = _judge(self.reel, self.staging, passed=passed, prove=self.prove)
+            # Every refusal after the run (the secret scan's above all) names this test's
+            # record command, as the proxy's messages during it did.
+            with _rerecord_hint(fixture_rerecord_template(self.reel.plan)):
+                if self.drifted_replay is not None:
+                    self.problem = self._merge_drifted(passed=passed)
+                else:
+                    self.problem = _judge(self.reel, self.staging, passed=passed, prove=self.prove)
         except Exception as exc:  # a close that failed is the test's failure, named
             self.problem = f"{self.reel.plan.name}: closing the agentreel proxy failed: {exc}"
         if unreached:
@@ -620,13 +634,17 @@ class OpenReel:
 
         def scan(files: dict[str, bytes]) -> None:
             allow = reel_plan.record.allow_secrets
-            scan_for_secrets(files, envvars.secret_values(os.environ), reel_plan.name, allow=allow)
+            scan_for_secrets(
+                files,
+                envvars.secret_values(os.environ),
+                reel_plan.name,
+                allow=allow,
+                allowed_in=_ALLOWED_IN,
+            )
 
         drifted = DriftedProxy(self.reel._run, self.drifted_replay, reel_plan.directory)
         try:
-            # A refusal names this test's drifted record command, not a scenario's.
-            with _rerecord_hint(record_command("{scenario}", "drifted")):
-                merge_drifted_run(drifted, self.staging, reel_plan.cwd, check=scan)
+            merge_drifted_run(drifted, self.staging, reel_plan.cwd, check=scan)
         except SecretLeakError as exc:
             return str(exc)
         if drifted.errors:
@@ -667,7 +685,7 @@ def open_reel(reel_plan: ReelPlan) -> OpenReel:
             "record": reel_plan.record,
         }
         # The proxy's messages name the re-record command: for a test, the pytest one.
-        stack.enter_context(_rerecord_hint(record_command("{scenario}", "all")))
+        stack.enter_context(_rerecord_hint(fixture_rerecord_template(reel_plan)))
         if reel_plan.mode == "drifted":
             return _open_drifted(reel_plan, staging, stack, settings)
         stubs: list[StubServer] = []
@@ -862,6 +880,7 @@ def _judge(
             envvars.secret_values(os.environ),
             reel_plan.name,
             allow=reel_plan.record.allow_secrets,
+            allowed_in=_ALLOWED_IN,
         )
     except SecretLeakError as exc:
         return str(exc)
