@@ -1,6 +1,7 @@
 """Sessions, the JSONL event log, fork seeds, lineage, harvest order and the fixture layout."""
 
 from agentreel.llm.wire import WIRE_API_PATHS
+from agentreel.session._built_in_masks import MASK_SETS, BuiltInMasks, mask_set_fingerprint
 from agentreel.session._codec import encode_record
 from agentreel.session._conversation import Conversation, call_options
 from agentreel.session._events import (
@@ -143,6 +144,7 @@ __all__ = [
     "MAIN_SESSION_TOKEN",
     "MASKS_HISTORY",
     "MASKS_VERSION",
+    "MASK_SETS",
     "MERGE_KEYS",
     "MODELS_FILE",
     "NO_TEXT_KEPT",
@@ -161,6 +163,7 @@ __all__ = [
     "AssistantChunkData",
     "AssistantMessage",
     "AssistantMessageData",
+    "BuiltInMasks",
     "CallRecorder",
     "Conversation",
     "CorruptLineError",
@@ -227,6 +230,7 @@ __all__ = [
     "json_message_text",
     "load_session_log",
     "mask_install_paths",
+    "mask_set_fingerprint",
     "merge_kinds_checked",
     "newer_stamp_problem",
     "now_ms",
