@@ -1,7 +1,12 @@
 """Sessions, the JSONL event log, fork seeds, lineage, harvest order and the fixture layout."""
 
 from agentreel.llm.wire import WIRE_API_PATHS
-from agentreel.session._built_in_masks import MASK_SETS, BuiltInMasks, mask_set_fingerprint
+from agentreel.session._built_in_masks import (
+    MASK_SETS,
+    BuiltInMasks,
+    mask_set_fingerprint,
+    this_machine_facts,
+)
 from agentreel.session._codec import encode_record
 from agentreel.session._conversation import Conversation, call_options
 from agentreel.session._events import (
@@ -249,6 +254,7 @@ __all__ = [
     "session_file_name",
     "session_file_number",
     "session_token",
+    "this_machine_facts",
     "tokenize_cwd",
     "unordered_kinds_checked",
     "with_older_masks",

@@ -49,7 +49,7 @@ from typing import Any
 from agentreel.session._format import MASKS_VERSION
 from agentreel.session._install_paths import install_path_rules
 
-__all__ = ["MASK_SETS", "BuiltInMasks", "mask_set_fingerprint"]
+__all__ = ["MASK_SETS", "BuiltInMasks", "mask_set_fingerprint", "this_machine_facts"]
 
 _BUILT_IN: tuple[tuple[str, str], ...] = (
     # Claude Code's first system block: x-anthropic-billing-header: cc_version=...; ...
@@ -349,11 +349,8 @@ def _home_rules(not_cwd: str) -> list[tuple[str, str]]:
     ]
 
 
-def _this_machine() -> list[tuple[str, str]]:
-    """This machine's hostname and user name where they are distinctive enough to mask as
-    literals (``user@host`` prompts, a hostname in a path): a short common word such as
-    ``root`` or ``localhost`` is left to the shaped rules."""
-    rules: list[tuple[str, str]] = []
+def _user_and_host() -> tuple[str, str]:
+    """This machine's user and host name ("" where it has none)."""
     try:
         host = socket.gethostname()
     except OSError:
@@ -362,11 +359,43 @@ def _this_machine() -> list[tuple[str, str]]:
         user = getpass.getuser()
     except (OSError, KeyError):
         user = ""
+    return user, host
+
+
+def _this_machine() -> list[tuple[str, str]]:
+    """This machine's hostname and user name where they are distinctive enough to mask as
+    literals (``user@host`` prompts, a hostname in a path): a short common word such as
+    ``root`` or ``localhost`` is left to the shaped rules."""
+    rules: list[tuple[str, str]] = []
+    user, host = _user_and_host()
     if user and host:
         rules.append((rf"\b{re.escape(user)}@{re.escape(host)}\b", "{{user}}@{{hostname}}"))
     if len(host) >= 6 and host != "localhost" and not host.isalpha():
         rules.append((rf"(?<![\w.-]){re.escape(host)}(?![\w-])", "{{hostname}}"))
     return rules
+
+
+def this_machine_facts(cwd: str | None = None) -> tuple[tuple[str | None, str, str], ...]:
+    """This machine's own HOME, ``user@host`` and host name as the built-in masks find them
+    (literals; the cwd and paths inside it left alone): ``(pattern, token, value)``, each
+    token standing for exactly ``value`` here, the pattern ``None`` where this machine's
+    value is too common a word to mask. A text masked with them reads as another machine's
+    once its tokens are replaced by that machine's values — how MCP replay gives a server's
+    recorded answer back on the machine replaying it, as it gives the cwd back."""
+    user, host = _user_and_host()
+    rules = dict(
+        (token, pattern)
+        for pattern, token in (
+            *(rule for rule in _path_rules(cwd) if rule[1] == "{{home}}"),
+            *_this_machine(),
+        )
+    )
+    values = (
+        ("{{home}}", os.path.expanduser("~").rstrip("/")),
+        ("{{user}}@{{hostname}}", f"{user}@{host}" if user and host else ""),
+        ("{{hostname}}", host),
+    )
+    return tuple((rules.get(token), token, value) for token, value in values)
 
 
 # A path's last character is never sentence punctuation: "see /tmp/x/a.txt." keeps its period.
