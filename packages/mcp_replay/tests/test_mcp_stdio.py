@@ -29,7 +29,14 @@ from agentreel.mcp_replay import (
     stdio_command,
 )
 from agentreel.mcp_replay._cli import main as cli_main
-from agentreel.session import MASKS_VERSION, KeyMask, Mask, rerecord_command, secret_sha256
+from agentreel.session import (
+    MASKS_VERSION,
+    KeyMask,
+    Mask,
+    RecordSettings,
+    rerecord_command,
+    secret_sha256,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -263,7 +270,13 @@ async def test_the_scenarios_allowed_secret_is_written(tmp_path: Path) -> None:
     reaches the shim's scan too: written, and replayed."""
     fake = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
     allowed = (secret_sha256(fake),)
-    record = McpSettings("record", tmp_path, tmp_path / "s1", "mcp-demo", allow_secrets=allowed)
+    record = McpSettings(
+        "record",
+        tmp_path,
+        tmp_path / "s1",
+        "mcp-demo",
+        record=RecordSettings(allow_secrets=allowed),
+    )
 
     async def leak(settings: McpSettings, command: list[str]) -> str:
         async with stdio_session(settings, command, "parent") as client:

@@ -16,6 +16,10 @@ FAKE_AGENT = Path(__file__).with_name("harness_fake_agent.py")
 # The MCP server the harness's MCP tests record (stdio: ``python`` it; HTTP: the
 # ``mcp_http_server`` fixture): mcp_replay's test server, the one copy.
 MCP_SERVER = Path(__file__).parents[2] / "mcp_replay" / "tests" / "mcp_test_server.py"
+# The drifted tests' three-level tree (SPEC 20: main -> route and hotel at once, route ->
+# weather), one program for every way of running it: the proxy tests' program, its stub
+# rules beside it (``drifted_tree.toml``); the ``drifted_tree`` fixture gives its path.
+DRIFTED_TREE = Path(__file__).parents[2] / "llm_proxy" / "tests" / "programs" / "drifted_tree.py"
 
 ECHO_STEPS: tuple[Mapping[str, str], ...] = (
     {"type": "initialize"},
@@ -228,3 +232,9 @@ def mcp_http_server() -> Iterator[str]:
         server.should_exit = True
         thread.join()
         sock.close()
+
+
+@pytest.fixture(scope="session")
+def drifted_tree() -> Path:
+    """``DRIFTED_TREE``: the drifted tests' tree program (its rules: ``.with_suffix(".toml")``)."""
+    return DRIFTED_TREE

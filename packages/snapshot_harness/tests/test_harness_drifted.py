@@ -5,7 +5,8 @@ weather) was recorded through the stub. Changing the grandchild's prompt (the ta
 parent's recorded answer hands it) and recording with ``--drifted`` must re-record the
 grandchild, then its parent from the call carrying the new answer, then the main session
 from the call carrying that — the hotel subtree byte for byte as committed — and the merged
-recording must replay. Deleting a child's recording records just that child.
+recording must replay. Deleting a child's recording records just that child. The same
+through the proxy, with the drifted tests' shared tree program as a command scenario.
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from agentreel.session import MASKS_VERSION, RECORDING_FORMAT, load_session_log
+from agentreel.session import RECORDING_FORMAT, load_session_log
 from agentreel.snapshot_harness import check_scenario, load_scenario
 from agentreel.snapshot_harness._cli import main as cli_main
 from agentreel.snapshot_harness._drifted import DriftedOutcome, record_drifted
 from agentreel.snapshot_harness._pending import accept, list_pending
 from agentreel.snapshot_harness._record_proof import TRIALS_ENV
-from agentreel.snapshot_harness.exceptions import RecordError
+from agentreel.snapshot_harness.exceptions import RecordError, SecretLeakError
 
 pytestmark = pytest.mark.slow
 
@@ -217,116 +218,56 @@ def test_the_cli_prints_the_report_writes_it_into_html_and_rejects_drifted_outsi
     assert "--drifted only apply to record" in capsys.readouterr().err
 
 
-# Through the proxy: a command scenario whose script is the same three-level tree as plain
-# openai SDK calls named by identity headers (route and hotel in two threads at once).
-TREE_SCRIPT = """
-import os, uuid
-from concurrent.futures import ThreadPoolExecutor
-
-import openai
-
-WEATHER = "Check the weather on the coast."
-LINEAGE = {"route": ("main", 0), "weather": ("route", 0), "hotel": ("main", 1)}
-ids = {name: str(uuid.uuid4()) for name in ("main", "route", "weather", "hotel")}
-client = openai.OpenAI()
+# Through the proxy: a command scenario whose agent is the drifted tests' shared tree
+# program (``drifted_tree``: plain openai SDK calls named by identity headers, route and
+# hotel in two threads at once), its weather agent's prompt given on its command line.
+PROXIED_FATES = {
+    "session.jsonl": ("re-recorded", 2),
+    "session.1.jsonl": ("re-recorded", 2),
+    "session.2.jsonl": ("re-recorded", 1),
+    "session.3.jsonl": ("kept", None),
+}
 
 
-def ask(name, messages):
-    headers = {"x-agentreel-session-id": ids[name]}
-    if name in LINEAGE:
-        parent, index = LINEAGE[name]
-        headers["x-agentreel-parent-session-id"] = ids[parent]
-        headers["x-agentreel-spawn-index"] = str(index)
-    reply = client.chat.completions.create(
-        model="stub-model", messages=messages, extra_headers=headers
-    )
-    return reply.choices[0].message.content
-
-
-def route():
-    messages = [{"role": "user", "content": "Plan the route."}]
-    first = ask("route", messages)
-    weather = ask("weather", [{"role": "user", "content": WEATHER}])
-    messages += [
-        {"role": "assistant", "content": first},
-        {"role": "user", "content": f"The weather: {weather}"},
-    ]
-    return ask("route", messages)
-
-
-main = [{"role": "user", "content": "Plan a trip."}]
-plan = ask("main", main)
-with ThreadPoolExecutor(2) as pool:
-    routed = pool.submit(route)
-    hotel = pool.submit(ask, "hotel", [{"role": "user", "content": "Pick a hotel."}])
-    answers = routed.result(), hotel.result()
-main += [
-    {"role": "assistant", "content": plan},
-    {"role": "user", "content": f"Route: {answers[0]}. Hotel: {answers[1]}."},
-]
-print(ask("main", main))
-"""
-TREE_RULES = """
-[[rule]]
-match = { last_user = "Plan a trip." }
-text = "A route and a hotel."
-usage = { input_tokens = 30, output_tokens = 5 }
-[[rule]]
-match = { last_user = "the inland road" }
-text = "Trip: the inland road to Hotel Miramar."
-[[rule]]
-match = { last_user = "Route:" }
-text = "Trip: the coast road to Hotel Miramar."
-[[rule]]
-match = { last_user = "Plan the route." }
-text = "First the weather."
-usage = { input_tokens = 12, output_tokens = 1 }
-[[rule]]
-match = { last_user = "The weather: rainy" }
-text = "the inland road"
-[[rule]]
-match = { last_user = "The weather:" }
-text = "the coast road"
-[[rule]]
-match = { last_user = "Check the weather inland" }
-text = "rainy"
-usage = { input_tokens = 20, output_tokens = 1 }
-[[rule]]
-match = { last_user = "Check the weather" }
-text = "sunny"
-usage = { input_tokens = 20, output_tokens = 1 }
-[[rule]]
-match = { last_user = "Pick a hotel." }
-text = "Hotel Miramar"
-usage = { input_tokens = 10, output_tokens = 2 }
-"""
-
-
-def test_a_proxied_scenario_re_records_only_what_drifted(tmp_path: Path) -> None:
-    directory = tmp_path / "fixtures" / "proxied-tree"
-    directory.mkdir(parents=True)
-    (directory / "scenario.toml").write_text(
-        'protocol = "command"\ntimeout = 120\nagent = ["{python}", "./script.py"]\n'
+def proxied_scenario(weather: str) -> str:
+    return (
+        'protocol = "command"\ntimeout = 120\n'
+        f'agent = ["{{python}}", "./tree.py", "{weather}", "--headers"]\n'
         '[[steps]]\ntype = "prompt"\ntext = "Plan a trip."\n'
         '[model]\nvia = "proxy"\napi = "openai"\n'
     )
-    (directory / "script.py").write_text(TREE_SCRIPT)
-    (directory / "stub-rules.toml").write_text(TREE_RULES)
+
+
+@pytest.fixture(scope="module")
+def proxied_tree(tmp_path_factory: pytest.TempPathFactory, drifted_tree: Path) -> Path:
+    """The proxied scenario, recorded once (each test works on a copy)."""
+    directory = tmp_path_factory.mktemp("proxied") / "proxied-tree"
+    directory.mkdir()
+    shutil.copy2(drifted_tree, directory / "tree.py")
+    shutil.copy2(drifted_tree.with_suffix(".toml"), directory / "stub-rules.toml")
+    (directory / "scenario.toml").write_text(proxied_scenario("coast"))
     check_scenario(directory, "record")
-    committed = {p.name: p.read_bytes() for p in directory.iterdir() if p.is_file()}
-    script = TREE_SCRIPT.replace("on the coast.", "inland.")
-    (directory / "script.py").write_text(script)  # the grandchild's prompt, in the code
+    return directory
+
+
+def proxied_copy(proxied_tree: Path, tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
+    directory = tmp_path / "fixtures" / proxied_tree.name
+    shutil.copytree(proxied_tree, directory)
+    return directory, {p.name: p.read_bytes() for p in directory.iterdir() if p.is_file()}
+
+
+def test_a_proxied_scenario_re_records_only_what_drifted(
+    proxied_tree: Path, tmp_path: Path
+) -> None:
+    directory, committed = proxied_copy(proxied_tree, tmp_path)
+    # The grandchild's prompt changed: the weather agent's system prompt.
+    (directory / "scenario.toml").write_text(proxied_scenario("inland"))
 
     outcome = record_drifted(load_scenario(directory))
-    assert fates(outcome) == {
-        "session.jsonl": ("re-recorded", 2),
-        "session.1.jsonl": ("re-recorded", 2),
-        "session.2.jsonl": ("re-recorded", 1),
-        "session.3.jsonl": ("kept", None),
-    }
+    assert fates(outcome) == PROXIED_FATES
     assert outcome.summary.upstream_calls == 3
     # Recorded usage of the calls replayed: main's first, route's first, the hotel's.
-    assert outcome.summary.saved_tokens == (30 + 12 + 10, 5 + 1 + 2)
+    assert outcome.summary.saved_tokens == (30 + 12 + 10, 5 + 4 + 2)
     assert (directory / "session.3.jsonl").read_bytes() == committed["session.3.jsonl"]
     assert "wire.ndjson" in outcome.written
     for pending in list_pending(directory):
@@ -334,11 +275,56 @@ def test_a_proxied_scenario_re_records_only_what_drifted(tmp_path: Path) -> None
     assert check_scenario(directory, "replay").sessions == 4
 
 
+def test_a_proxied_scenario_records_a_deleted_child_alone(
+    proxied_tree: Path, tmp_path: Path
+) -> None:
+    directory, committed = proxied_copy(proxied_tree, tmp_path)
+    (directory / "session.2.jsonl").unlink()  # the weather: a gap in the numbering
+
+    outcome = record_drifted(load_scenario(directory))
+    assert fates(outcome) == {
+        "session.jsonl": ("kept", None),
+        "session.1.jsonl": ("kept", None),
+        "session.2.jsonl": ("new", 1),
+        "session.3.jsonl": ("kept", None),
+    }
+    assert outcome.summary.upstream_calls == 1
+    assert outcome.written == ["session.2.jsonl", "wire.ndjson"]
+    for name in ("session.jsonl", "session.1.jsonl", "session.3.jsonl"):
+        assert (directory / name).read_bytes() == committed[name]
+    weather = load_session_log(directory / "session.2.jsonl").header
+    assert (weather.parent_session, weather.spawn_index) == (
+        load_session_log(directory / "session.1.jsonl").header.id,
+        0,
+    )
+    assert outcome.pending == []  # the same answers: no golden changed
+    check_scenario(directory, "replay")
+
+
+def test_a_secret_in_what_is_re_recorded_is_refused_and_nothing_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A credential of this environment turns up in the re-recorded answers (the new route
+    # and main): the scan over what is new refuses it before anything is written.
+    directory = copy_tree(tmp_path / "fixtures")
+    change_delegated_task(directory / "session.1.jsonl", OLD_TASK, NEW_TASK)
+    changed = (directory / "session.1.jsonl").read_bytes()
+    monkeypatch.setenv("TRIP_API_TOKEN", "the inland road")
+    with pytest.raises(SecretLeakError, match=r"(?s)refusing.*\$TRIP_API_TOKEN.*Nothing was"):
+        record_drifted(load_scenario(directory))
+    for name in ("session.jsonl", "session.2.jsonl", "session.3.jsonl"):
+        assert (directory / name).read_bytes() == (DATA / TREE / name).read_bytes()
+    assert (directory / "session.1.jsonl").read_bytes() == changed
+    assert list_pending(directory) == []
+
+
 def test_an_older_recording_is_upgraded_first_never_mixed(tmp_path: Path) -> None:
     directory = copy_tree(tmp_path / "fixtures")
     main = directory / "session.jsonl"
     head, rest = main.read_bytes().split(b"\n", 1)
-    stamp = f',"format":{RECORDING_FORMAT},"masks":{MASKS_VERSION}'.encode()
+    # The recording's own stamp (its mask set may be older than this agentreel's).
+    masks = json.loads(head)["masks"]
+    stamp = f',"format":{RECORDING_FORMAT},"masks":{masks}'.encode()
     assert stamp in head
     main.write_bytes(head.replace(stamp, b"") + b"\n" + rest)  # no stamp: format 1
     with pytest.raises(RecordError, match="agentreel upgrade subagent-tree"):

@@ -29,6 +29,8 @@ def test_faketime_env_preloads_the_library_from_the_moment_given(installed: Path
     # its parent's clock.
     assert env["DONT_FAKE_MONOTONIC"] == "1"
     assert env["FAKETIME_DONT_RESET"] == "1"
+    # No semaphore handed from parent to child (which some agents' processes cannot open).
+    assert env["FAKETIME_DISABLE_SHM"] == "1"
     assert faketime_env("2028-02-29")["FAKETIME"] == "@2028-02-29 00:00:00"
     assert faketime_env("2026-12-07", preload="/lib/other.so")["LD_PRELOAD"] == (
         f"{installed}:/lib/other.so"

@@ -1,12 +1,15 @@
 """``--agentreel-record=drifted``: the pytest fixture re-records only what drifted (SPEC 20).
 
-A test whose agent is a three-level tree of ``openai`` SDK calls, each session named by
-``agentreel.headers`` — main → route and hotel in two threads at once, route → weather —
-is recorded once. Its weather task (the grandchild's prompt) is then changed in the test's
-code and the test run with ``--agentreel-record=drifted``: weather, route from the call
-carrying its new answer and main from the call carrying that are re-recorded, the hotel's
-files stay byte for byte, the run says so at its end, and the recording replays. Deleting
-the hotel's recording and running drifted again records just the hotel.
+A test runs the drifted tests' tree (``drifted_tree``: main → route and hotel at once,
+route → weather, plain ``openai`` SDK calls named by identity headers) two ways: in the
+test's own process (threads) and as a program of its own pointed at the fixture by
+``agentreel.env``. Both are recorded once; then the weather agent's system prompt (the
+grandchild's prompt) changes and the test runs with ``--agentreel-record=drifted``: a
+secret in a re-recorded call is refused and nothing written; without it, weather, route
+from the call carrying its new answer and main from the call carrying that are
+re-recorded, the hotel's files stay byte for byte, the run says so at its end, and the
+recording replays. Deleting a child's recording — the hotel's, or the weather's, which
+leaves a gap in the numbering — and running drifted again records just that child.
 """
 
 from __future__ import annotations
@@ -21,77 +24,30 @@ pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.slow
 
 QUIET = ("-p", "no:cacheprovider", "-p", "no:asyncio", "-q")
-RULES = """
-[[rule]]
-match = { last_user = "Plan a trip." }
-text = "A route and a hotel."
-[[rule]]
-match = { last_user = "the inland road" }
-text = "Trip: the inland road to Hotel Miramar."
-[[rule]]
-match = { last_user = "Route:" }
-text = "Trip: the coast road to Hotel Miramar."
-[[rule]]
-match = { last_user = "Plan the route." }
-text = "First the weather."
-[[rule]]
-match = { last_user = "The weather: rainy" }
-text = "the inland road"
-[[rule]]
-match = { last_user = "The weather:" }
-text = "the coast road"
-[[rule]]
-match = { last_user = "Check the weather inland" }
-text = "rainy"
-[[rule]]
-match = { last_user = "Check the weather" }
-text = "sunny"
-[[rule]]
-match = { last_user = "Pick a hotel." }
-text = "Hotel Miramar"
-"""
 TEST = """
-import uuid
-from concurrent.futures import ThreadPoolExecutor
+import os
+import subprocess
+import sys
 
 import openai
+import pytest
 
-LINEAGE = {"route": ("main", 0), "weather": ("route", 0), "hotel": ("main", 1)}
+sys.path.insert(0, {programs!r})
+import drifted_tree
 
 
-def test_trip(agentreel):
-    ids = {name: str(uuid.uuid4()) for name in ("main", "route", "weather", "hotel")}
-    client = openai.OpenAI(base_url=agentreel.base_url, api_key=agentreel.api_key)
-
-    def ask(name, messages):
-        parent, index = LINEAGE.get(name, (None, None))
-        headers = agentreel.headers(ids[name], ids.get(parent), index)
-        reply = client.chat.completions.create(
-            model="stub-model", messages=messages, extra_headers=headers
-        )
-        return reply.choices[0].message.content
-
-    def route():
-        messages = [{"role": "user", "content": "Plan the route."}]
-        first = ask("route", messages)
-        weather = ask("weather", [{"role": "user", "content": WEATHER}])
-        messages += [
-            {"role": "assistant", "content": first},
-            {"role": "user", "content": f"The weather: {weather}"},
-        ]
-        return ask("route", messages)
-
-    main = [{"role": "user", "content": "Plan a trip."}]
-    plan = ask("main", main)
-    with ThreadPoolExecutor(2) as pool:
-        routed = pool.submit(route)
-        hotel = pool.submit(ask, "hotel", [{"role": "user", "content": "Pick a hotel."}])
-        answers = routed.result(), hotel.result()
-    main += [
-        {"role": "assistant", "content": plan},
-        {"role": "user", "content": f"Route: {answers[0]}. Hotel: {answers[1]}."},
-    ]
-    assert ask("main", main) == EXPECTED
+@pytest.mark.parametrize("way", ["thread", "process"])
+def test_trip(agentreel, way):
+    if way == "thread":
+        client = openai.OpenAI(base_url=agentreel.base_url, api_key=agentreel.api_key)
+        answer = drifted_tree.run(client, WEATHER, headers=True)
+    else:
+        argv = [sys.executable, drifted_tree.__file__, WEATHER, "--headers"]
+        env = {{**os.environ, **agentreel.env}}
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        answer = done.stdout.strip()
+    assert answer == drifted_tree.ANSWER[WEATHER]
 """
 PRICES = """
 currency = "EUR"
@@ -99,8 +55,7 @@ currency = "EUR"
 prompt = 3.0
 completion = 15.0
 """
-COAST = ("Check the weather on the coast.", "Trip: the coast road to Hotel Miramar.")
-INLAND = ("Check the weather inland.", "Trip: the inland road to Hotel Miramar.")
+WAYS = ("test_trip[thread]", "test_trip[process]")
 
 
 @pytest.fixture
@@ -117,10 +72,10 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-def write(pytester: pytest.Pytester, weather: tuple[str, str]) -> None:
-    pytester.makefile(".toml", **{"stub-rules": RULES})
-    task, expected = weather
-    pytester.makepyfile(test_trip=f"WEATHER = {task!r}\nEXPECTED = {expected!r}\n{TEST}")
+def write(pytester: pytest.Pytester, tree: Path, weather: str) -> None:
+    pytester.makefile(".toml", **{"stub-rules": tree.with_suffix(".toml").read_text()})
+    test = TEST.format(programs=str(tree.parent))
+    pytester.makepyfile(test_trip=f"WEATHER = {weather!r}\n{test}")
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
@@ -137,44 +92,69 @@ def files(folder: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.usefixtures("offline")
-def test_the_fixture_re_records_only_what_drifted(pytester: pytest.Pytester) -> None:
-    write(pytester, COAST)
-    run(pytester, "--agentreel-record=once").assert_outcomes(passed=1)
-    folder = pytester.path / "recordings" / "test_trip" / "test_trip"
-    before = files(folder)
-    assert {"session.jsonl", "session.3.jsonl", "wire.ndjson"} <= set(before)
+def test_the_fixture_re_records_only_what_drifted(
+    pytester: pytest.Pytester, drifted_tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(pytester, drifted_tree, "coast")
+    run(pytester, "--agentreel-record=once").assert_outcomes(passed=2)
+    folders = [pytester.path / "recordings" / "test_trip" / way for way in WAYS]
+    before = {folder: files(folder) for folder in folders}
+    for committed in before.values():
+        assert {"session.jsonl", "session.3.jsonl", "wire.ndjson"} <= set(committed)
 
-    write(pytester, INLAND)  # the grandchild's prompt changed in the agent's code
-    pytester.makefile(".toml", **{"agentreel-prices": PRICES})  # beside the test module
-    drifted = run(pytester, "--agentreel-record=drifted")
-    drifted.assert_outcomes(passed=1)
-    drifted.stdout.fnmatch_lines(
+    write(pytester, drifted_tree, "inland")  # the grandchild's prompt changed in the code
+    # A credential of this environment in what is re-recorded: refused, nothing written
+    # (one way is enough: the refusal is the fixture's, whoever made the calls).
+    monkeypatch.setenv("TRIP_API_TOKEN", "the inland road")
+    refused = run(pytester, "--agentreel-record=drifted", "-k", "thread")
+    refused.assert_outcomes(failed=1)
+    refused.stdout.fnmatch_lines(
         [
-            "*re-recorded only what drifted*",
-            "*1 kept, 3 re-recorded, 0 new, 0 dropped*",
-            "*session.jsonl: re-recorded from call 2*",
-            "*session.1.jsonl: re-recorded from call 2*",
-            "*session.2.jsonl: re-recorded from call 1*",
-            "*session.3.jsonl: kept*",
-            "*calls: 3 replayed, 3 to the upstream*",
-            "*money not spent: * EUR",
+            "*test_trip[[]thread[]]: refusing to write the recording*",
+            "*the value of $TRIP_API_TOKEN*",
+            "*Nothing was written*record again: "
+            "pytest test_trip.py::test_trip[[]thread[]] --agentreel-record=drifted.*",
         ]
     )
-    after = files(folder)
-    assert after["session.3.jsonl"] == before["session.3.jsonl"]
-    assert after["session.2.jsonl"] != before["session.2.jsonl"]
-    run(pytester).assert_outcomes(passed=1)  # the merged recording replays
+    assert {folder: files(folder) for folder in folders} == before
+    monkeypatch.delenv("TRIP_API_TOKEN")
 
-    (folder / "session.3.jsonl").unlink()
+    pytester.makefile(".toml", **{"agentreel-prices": PRICES})  # beside the test module
+    drifted = run(pytester, "--agentreel-record=drifted")
+    drifted.assert_outcomes(passed=2)
+    report = [
+        "*]: re-recorded only what drifted — 1 kept, 3 re-recorded, 0 new, 0 dropped",
+        "*session.jsonl: re-recorded from call 2*",
+        "*session.1.jsonl: re-recorded from call 2*",
+        "*session.2.jsonl: re-recorded from call 1*",
+        "*session.3.jsonl: kept*",
+        "*calls: 3 replayed, 3 to the upstream*",
+        "*money not spent: * EUR",
+    ]
+    drifted.stdout.fnmatch_lines([*report, *report])  # each way
+    after = {folder: files(folder) for folder in folders}
+    for folder in folders:
+        assert after[folder]["session.3.jsonl"] == before[folder]["session.3.jsonl"]
+        assert after[folder]["session.2.jsonl"] != before[folder]["session.2.jsonl"]
+    run(pytester).assert_outcomes(passed=2)  # the merged recordings replay
+
+    # One way loses its hotel (the last file), the other its weather (a gap in the
+    # numbering): each is recorded alone, with its lineage.
+    deleted = {folders[0]: ("session.3.jsonl", "session.jsonl", 1)}
+    deleted[folders[1]] = ("session.2.jsonl", "session.1.jsonl", 0)
+    for folder, (name, _, _) in deleted.items():
+        (folder / name).unlink()
     again = run(pytester, "--agentreel-record=drifted")
-    again.assert_outcomes(passed=1)
-    again.stdout.fnmatch_lines(["*3 kept, 0 re-recorded, 1 new, 0 dropped*"])
-    now = files(folder)
-    for name in ("session.jsonl", "session.1.jsonl", "session.2.jsonl"):
-        assert now[name] == after[name], name
-    # The new hotel is recorded with its lineage: the kept main session's child 1.
-    hotel = header(now["session.3.jsonl"])
-    assert (hotel["parent_session"], hotel["spawn_index"]) == (
-        header(now["session.jsonl"])["id"],
-        1,
-    )
+    again.assert_outcomes(passed=2)
+    alone = ["*3 kept, 0 re-recorded, 1 new, 0 dropped*", "*calls: 5 replayed, 1 to*"]
+    again.stdout.fnmatch_lines([*alone, *alone])
+    for folder, (name, parent, index) in deleted.items():
+        now = files(folder)
+        for kept in ("session.jsonl", "session.1.jsonl", "session.2.jsonl", "session.3.jsonl"):
+            if kept != name:
+                assert now[kept] == after[folder][kept], (folder.name, kept)
+        child = header(now[name])
+        assert (child["parent_session"], child["spawn_index"]) == (
+            header(now[parent])["id"],
+            index,
+        )

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 from agentreel.session import OLDEST_FORMAT, RECORDING_FORMAT, load_session_log
-from agentreel.snapshot_harness._cli import main
+from agentreel.snapshot_harness._cli import _upgrade_hint, main
 
 ROOT = Path(__file__).resolve().parents[3]
 MISTRAL = ROOT / "interop" / "fixtures" / "mistral-vibe-subagent"
@@ -123,12 +123,8 @@ AS_RECORDED_IN_DECEMBER = (
 )
 
 
-def test_upgrade_masks_a_kept_tool_again_and_gives_the_goldens_its_new_digest(
-    tmp_path: Path,
-) -> None:
-    # Replay masks a tool whose JSON the recording keeps with today's masks, on both sides,
-    # and its served logs hold the digest of that: a goldens' digest of the tool as an
-    # older mask set left it (the month in it) is one no replay gives in any month.
+def _as_recorded_in_december(tmp_path: Path, *, stamp: str) -> Path:
+    """claude-code-read as mask set 2 left it, its header stamped ``stamp``."""
     fixtures = tmp_path / "fixtures"
     scenario = fixtures / CLAUDE_CODE.name
     shutil.copytree(CLAUDE_CODE, scenario)
@@ -136,7 +132,34 @@ def test_upgrade_masks_a_kept_tool_again_and_gives_the_goldens_its_new_digest(
         text = path.read_text()
         for now, then in AS_RECORDED_IN_DECEMBER:
             text = text.replace(now, then)
-        path.write_text(text.replace('"format":3,"masks":2}', '"format":2,"masks":2}', 1))
+        path.write_text(text.replace('"format":3,"masks":2}', stamp, 1))
+    return scenario
+
+
+def test_a_failed_replay_says_to_upgrade_a_kept_tool_a_newer_mask_set_masks_otherwise(
+    tmp_path: Path,
+) -> None:
+    # Format 3 already, so no format to upgrade: what is out of date is its kept tool.
+    scenario = _as_recorded_in_december(tmp_path, stamp='"format":3,"masks":2}')
+    hint = _upgrade_hint(scenario, str(scenario.parent))
+    assert hint is not None
+    assert "recorded with built-in mask set 2" in hint
+    assert "WebSearch" in hint
+    assert f"`agentreel upgrade --fixtures {scenario.parent} {scenario.name}`" in hint
+    assert _upgrade("--fixtures", str(scenario.parent), scenario.name)[0] == 0
+    assert _upgrade_hint(scenario, str(scenario.parent)) is None
+    # The committed recording, upgraded so, is current.
+    assert _upgrade_hint(CLAUDE_CODE, "interop/fixtures") is None
+
+
+def test_upgrade_masks_a_kept_tool_again_and_gives_the_goldens_its_new_digest(
+    tmp_path: Path,
+) -> None:
+    # Replay masks a tool whose JSON the recording keeps with today's masks, on both sides,
+    # and its served logs hold the digest of that: a goldens' digest of the tool as an
+    # older mask set left it (the month in it) is one no replay gives in any month.
+    scenario = _as_recorded_in_december(tmp_path, stamp='"format":2,"masks":2}')
+    fixtures = scenario.parent
     code, output = _upgrade("--fixtures", str(fixtures), CLAUDE_CODE.name)
     assert code == 0, output
     stamp = f"format stamp: format {RECORDING_FORMAT} (masks 2)"

@@ -50,16 +50,18 @@ from agentreel.llm_proxy._settings import (
     Mode,
     ProxySettings,
     ProxySettingsKeywords,
-    RecordSetting,
-    RecordSettings,
-    RecordSettingsKeywords,
 )
 from agentreel.llm_proxy.exceptions import (
     ProxyConfigError,
     ProxyError,
-    RecordSettingsError,
     RequestError,
     SecretInRecordingError,
+)
+from agentreel.session import (
+    RecordSetting,
+    RecordSettings,
+    RecordSettingsError,
+    RecordSettingsKeywords,
 )
 
 __all__ = [

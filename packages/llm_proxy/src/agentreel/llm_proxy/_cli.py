@@ -29,14 +29,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-from agentreel.llm_proxy._settings import RecordSettings
-from agentreel.llm_proxy.exceptions import ProxyError, RecordSettingsError
+from agentreel.llm_proxy.exceptions import ProxyError
 from agentreel.llm_replay import (
+    DEFAULT_PRICES_FILE,
     ReplayError,
     ReplaySettings,
     ReplaySettingsError,
+    find_prices,
 )
-from agentreel.session import RERECORD_COMMAND_ENV
+from agentreel.session import RERECORD_COMMAND_ENV, RecordSettings, RecordSettingsError
 
 _RECORD_EXAMPLE = """\
 example:
@@ -72,7 +73,6 @@ def _parser() -> argparse.ArgumentParser:
     target.add_argument(
         "--fixture", type=Path, help="on exit, write the harvested logs as a fixture directory"
     )
-    RecordSettings.add_flags(record)
     replay = modes.add_parser(
         "replay",
         help="answer from --fixture, keyless and offline",
@@ -91,7 +91,16 @@ def _parser() -> argparse.ArgumentParser:
         "headers",
     )
     replay.add_argument(
-        "--upstream", help="with --record-drifted: the real provider or stub server URL"
+        "--upstream",
+        help="with --record-drifted: the real provider or stub server URL (its key: the "
+        "client's own auth header, never written)",
+    )
+    replay.add_argument(
+        "--prices",
+        type=Path,
+        metavar="FILE",
+        help="with --record-drifted: the price table the report counts the money not spent "
+        f"with (default: {DEFAULT_PRICES_FILE} in the fixture's folder or the one above)",
     )
     replay.add_argument(
         "--sessions-root", type=Path, help="also write the session logs of what was served"
@@ -101,6 +110,9 @@ def _parser() -> argparse.ArgumentParser:
         help="a harness scenario's name: re-record hints then name `agentreel record NAME` "
         "instead of this proxy's own record command",
     )
+    # Record settings: record's, and a drifted replay's (what it re-records).
+    RecordSettings.add_flags(record)
+    RecordSettings.add_flags(replay, only="with --record-drifted: ")
     for sub in (record, replay):
         sub.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 = a free one)")
         sub.add_argument("--port-file", type=Path, help="write the port here once listening")
@@ -271,10 +283,14 @@ async def _run(
         "replay": settings,
     }
     if args.mode == "replay" and args.record_drifted:
-        return await _run_drifted(args, out, stop, settings)
-    if args.mode == "replay" and args.upstream:
-        print("agentreel proxy: --upstream in replay needs --record-drifted", file=sys.stderr)
-        return 2
+        return await _run_drifted(args, out, stop, settings, record)
+    if args.mode == "replay":
+        drifted_only = [("--upstream", args.upstream), ("--prices", args.prices)]
+        drifted_only += [(spec.flag, name in args) for name, spec in RecordSettings.specs().items()]
+        given = next((flag for flag, value in drifted_only if value), None)
+        if given is not None:
+            print(f"agentreel proxy: {given} in replay needs --record-drifted", file=sys.stderr)
+            return 2
     if args.mode == "record":
         context = start_proxy(
             "record",
@@ -342,7 +358,11 @@ async def _run(
 
 
 async def _run_drifted(
-    args: argparse.Namespace, out: TextIO, stop: asyncio.Event, settings: ReplaySettings
+    args: argparse.Namespace,
+    out: TextIO,
+    stop: asyncio.Event,
+    settings: ReplaySettings,
+    record: RecordSettings,
 ) -> int:
     """``replay --record-drifted --upstream URL``: serve until stopped, then merge what
     drifted into the fixture and print what was kept, re-recorded, new and dropped."""
@@ -355,6 +375,8 @@ async def _run_drifted(
             file=sys.stderr,
         )
         return 2
+    # Read before serving: a price table that cannot be read stops the run at once.
+    prices = find_prices(args.prices, [args.fixture, args.fixture.parent])
     context = start_drifted_proxy(
         fixture=args.fixture,
         upstream=args.upstream,
@@ -362,6 +384,7 @@ async def _run_drifted(
         port=args.port,
         replay=settings,
         scenario=args.scenario,
+        record=record,
     )
     async with context as drifted:
         run = drifted.run
@@ -381,7 +404,7 @@ async def _run_drifted(
     if drifted.errors:
         print(f"agentreel proxy: nothing was written to {args.fixture}", file=sys.stderr)
         return 1
-    print(drifted.report(), file=out)
+    print(drifted.report(prices), file=out)
     changed = [*drifted.written, *(f"removed {name}" for name in drifted.removed)]
     print(f"wrote {', '.join(changed) if changed else 'nothing (nothing drifted)'}", file=out)
     return 0

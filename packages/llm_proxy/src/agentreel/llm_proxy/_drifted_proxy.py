@@ -12,7 +12,10 @@ close the record run's recording is merged into the replayed one by the one rule
 (``agentreel.llm_replay.merge_drifted``): the sessions that never went live keep their
 recorded files and answers byte for byte; the others are the new recording's, under the
 recorded ids. Callers are matched by their identity (the ``x-agentreel-*`` headers, the
-headers real agents send): a headerless caller is re-recorded with the others.
+headers real agents send); a caller without one by the conversation the record run found
+it is (by content, chaining and lineage, as it records headerless callers), which the
+record run tells the replay run in ``LANE_HEADER``: one headerless conversation drifting
+sends only it live.
 """
 
 from __future__ import annotations
@@ -29,25 +32,31 @@ import msgspec
 
 from agentreel.llm_proxy._run import ProxyRun
 from agentreel.llm_proxy._server import ProxyServer
-from agentreel.llm_proxy._settings import ProxySettings, RecordSettings, RecordSettingsKeywords
+from agentreel.llm_proxy._settings import ProxySettings
 from agentreel.llm_proxy._verbatim import read_verbatim, verbatim_file
 from agentreel.llm_replay import (
     DriftedReport,
+    DriftedSummary,
     LiveCaller,
     LiveLog,
     Merged,
+    Prices,
     RecordedLog,
     ReplaySettings,
     SessionFate,
+    gap_names,
+    gapless_copy,
     merge_drifted,
     read_drifted_report,
     read_report,
-    usage_sum,
+    with_recorded_names,
     write_merged,
 )
 from agentreel.session import (
     MODELS_FILE,
     VERBATIM_FILE,
+    RecordSettings,
+    RecordSettingsKeywords,
     load_session_log,
 )
 
@@ -66,24 +75,17 @@ class DriftedProxy:
     removed: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
-    def report(self) -> str:
-        """Per session kept / re-recorded from call k / new / dropped, and the totals."""
+    def summary(self, prices: Prices | None = None) -> DriftedSummary | None:
+        """Per session kept / re-recorded from call k / new / dropped, and the totals (the
+        money not spent with ``prices``); ``None`` before the merge."""
         if self.merged is None:
-            return "nothing merged"
-        fates = self.merged.fates
-        counts = ", ".join(
-            f"{sum(f.status == s for f in fates)} {s}"
-            for s in ("kept", "re-recorded", "new", "dropped")
-        )
-        lines = [f"{self.fixture}: re-recorded only what drifted — {counts}"]
-        lines += [f"  {fate.line()}" for fate in fates]
-        saved = sum(f.calls - f.live_calls for f in fates if f.file)
-        saved_in, saved_out = usage_sum(f.saved_tokens for f in fates if f.file)
-        lines.append(
-            f"  calls: {saved} replayed, {self.upstream_calls} to the upstream; tokens not "
-            f"spent again: {saved_in} prompt + {saved_out} completion"
-        )
-        return "\n".join(lines)
+            return None
+        return DriftedSummary(str(self.fixture), self.merged.fates, self.upstream_calls, prices)
+
+    def report(self, prices: Prices | None = None) -> str:
+        """``summary`` as the lines printed at the end."""
+        summary = self.summary(prices)
+        return summary.text() if summary is not None else "nothing merged"
 
 
 @contextlib.asynccontextmanager
@@ -141,11 +143,14 @@ def drifted_replay_settings(
 ) -> ProxySettings:
     """The replay run of a drifted recording: its report and drifted report in
     ``staging``, the drifted callers forwarded to ``upstream``. ``replay``'s drift is
-    checked whatever it says: a drift is what sends a caller live."""
+    checked whatever it says: a drift is what sends a caller live. A fixture whose
+    numbering has a gap (a deleted session's file) is replayed from a copy in ``staging``
+    numbered without it (``gapless_copy``); the merge writes into ``fixture``."""
     given = replay or ReplaySettings()
     return ProxySettings(
         mode="replay",
-        fixture=fixture,
+        # Named as the fixture: what replay's messages call it.
+        fixture=gapless_copy(fixture, staging / REPLAYED_DIR / fixture.name),
         report=staging / REPLAY_REPORT,
         replay=given.with_values({"drift": "error", "drift_dir": staging / "drift"}),
         live_upstream=upstream,
@@ -173,6 +178,7 @@ def drifted_record_settings(
 REPLAY_REPORT = "replay-report.json"
 DRIFTED_REPORT = "drifted.json"
 RECORDED_DIR = "recorded"
+REPLAYED_DIR = "replayed"  # a fixture with a numbering gap, renumbered
 
 
 def merge_drifted_run(
@@ -207,11 +213,15 @@ def _merge_into(
     )
     drifted.upstream_calls = live_report.upstream_calls
     # The replay run knows callers by identity; the record run's logs by the session ids
-    # it gave them: one name for both.
+    # it gave them: one name for both. A headerless conversation is named by the session
+    # the record run recorded it as (``held``: the replay bound it without identity).
     consumption = msgspec.structs.replace(
         consumption,
         scripts=[
-            msgspec.structs.replace(s, bound_to=callers.get(s.bound_to or "", s.bound_to))
+            msgspec.structs.replace(
+                s,
+                bound_to=live_report.held.get(s.file) or callers.get(s.bound_to or "", s.bound_to),
+            )
             for s in consumption.scripts
         ],
     )
@@ -227,9 +237,12 @@ def _merge_into(
             for c in live_report.live
         ],
     )
-    recorded = _logs(directory)
+    # The logs as the replay run read them: renumbered when the fixture has a gap.
+    replayed = staging / REPLAYED_DIR / directory.name
+    recorded = _logs(replayed if replayed.is_dir() else directory)
     live = [LiveLog(log.header, log.data) for log in _logs(recorded_dir)]
     merged = merge_drifted(recorded, live, consumption, live_report)
+    merged = with_recorded_names(merged, gap_names(directory))
     drifted.merged = merged
     answers = _merged_answers(directory, recorded_dir, merged, cwd)
     files = dict(merged.files)

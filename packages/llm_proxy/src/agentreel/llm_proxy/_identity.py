@@ -59,10 +59,21 @@ class Identity:
         return text
 
 
-def identity_headers(identity: Identity) -> dict[str, str]:
+LANE_HEADER = "x-agentreel-drifted-lane"
+"""What ``--record-drifted``'s record run sends its replay run for a caller without
+identity: the session it records that conversation as (found by content, chaining and
+lineage), so the replay run sends only that conversation live when it drifts (SPEC 20).
+Never sent to an upstream."""
+
+
+def identity_headers(identity: Identity, lane: str | None = None) -> dict[str, str]:
     """``identity`` as the explicit headers (what a proxy in front of another proxy sends
-    on: ``--record-drifted``'s record run before its replay run)."""
-    return caller_headers(identity.session, identity.parent, identity.spawn_index)
+    on: ``--record-drifted``'s record run before its replay run); for a caller without
+    identity, ``lane`` (the session recording its conversation) as ``LANE_HEADER``."""
+    headers = caller_headers(identity.session, identity.parent, identity.spawn_index)
+    if identity.session is None and lane is not None:
+        headers[LANE_HEADER] = lane
+    return headers
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:

@@ -122,12 +122,12 @@ class RecordSide:
         assert client is not None
         recorder.note_secrets(request.headers, request.query)
         headers = self._forwarded_headers(request)
-        if self.settings.forward_identity:
-            headers.update(identity_headers(identity))
         header = build_request_header(
             parsed.options(), turn=0, step=0, cwd=recorder.cwd, api=parsed.api, full_text=True
         )
         call = recorder.begin(identity, header, parsed)
+        if self.settings.forward_identity:
+            headers.update(identity_headers(identity, call.lane.session.id))
         arrived = time.monotonic()  # the recorded pace counts from here (``VerbatimCall.times``)
         url = self._upstream_url(route, request.query_string)
         try:

@@ -31,7 +31,7 @@ from agentreel.llm_proxy._http import (
     recorded_http_error,
     unreachable,
 )
-from agentreel.llm_proxy._identity import Identity
+from agentreel.llm_proxy._identity import LANE_HEADER, Identity
 from agentreel.llm_proxy._lane_logs import CallRecording
 from agentreel.llm_proxy._models import (
     ModelsListing,
@@ -122,7 +122,7 @@ class ReplaySide:
             if older is not None
             else None
         )
-        key = identity.session if identity.session is not None else ANONYMOUS
+        key = self._live_key(request, identity)
         if self.live is not None and self.live.call(key):
             return await self._forward_live(request, route)
         try:
@@ -131,7 +131,8 @@ class ReplaySide:
             if self.live is not None and isinstance(error, GOES_LIVE):
                 # SPEC 20: this caller and its later calls are recorded from the upstream.
                 logger.info("%s goes live: %s", identity.describe(), type(error).__name__)
-                self.live.went_live(key, error)
+                headerless = identity.session is None
+                self.live.went_live(key, error, provider.last_bound if headerless else None)
                 return await self._forward_live(request, route)
             message = f"agentreel proxy replay ({identity.describe()}): {error}"
             logger.error("%s", message)
@@ -139,6 +140,8 @@ class ReplaySide:
                 REPLAY_ERROR_STATUS,
                 error_body(route.api, REPLAY_ERROR_STATUS, message, type(error).__name__),
             )
+        if self.live is not None and identity.session is None:
+            self.live.holds(key, bound.script)
         stream = bound.chunks
         served = self._served_call(parsed, bound.script, older)
         try:
@@ -187,6 +190,19 @@ class ReplaySide:
             if served is not None:
                 served.abandon()  # a replayed stream that broke off ends as recorded: cut
 
+    def _live_key(self, request: web.Request, identity: Identity) -> str:
+        """Who goes live (SPEC 20): a named caller by its identity; a caller without one by
+        the conversation the drifted proxy's record run found it is (``LANE_HEADER``: by
+        content, chaining and lineage, as it records headerless callers), so one headerless
+        conversation drifting sends only it live."""
+        if identity.session is not None:
+            return identity.session
+        if self.live is not None:
+            lane = request.headers.get(LANE_HEADER, "").strip()
+            if lane:
+                return lane
+        return ANONYMOUS
+
     async def _forward_live(self, request: web.Request, route: Route) -> web.StreamResponse:
         """A call of a caller that went live, forwarded to ``live_upstream`` as it came (its
         auth headers too: the key is the client's, never written) and the answer relayed
@@ -198,7 +214,11 @@ class ReplaySide:
         if base.endswith("/v1") and path.startswith("/v1/"):
             path = path[3:]
         url = base + path + (f"?{request.query_string}" if request.query_string else "")
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
+        headers = {
+            k: v
+            for k, v in request.headers.items()
+            if k.lower() not in HOP_BY_HOP and k.lower() != LANE_HEADER
+        }
         headers["accept-encoding"] = "identity"
         try:
             answer = await client.post(url, data=await request.read(), headers=headers)

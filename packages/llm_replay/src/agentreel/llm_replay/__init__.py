@@ -29,8 +29,11 @@ from agentreel.llm_replay._merge import (
     RecordedLog,
     SessionFate,
     Status,
+    gap_names,
+    gapless_copy,
     merge_drifted,
     usage_sum,
+    with_recorded_names,
     write_merged,
 )
 from agentreel.llm_replay._overrides import HangOverride, Override, ThrowOverride
@@ -49,6 +52,13 @@ from agentreel.llm_replay._report import (
     read_report,
     write_report,
 )
+from agentreel.llm_replay._savings import (
+    DEFAULT_PRICES_FILE,
+    DriftedSummary,
+    Prices,
+    find_prices,
+    read_prices,
+)
 from agentreel.llm_replay._schedule import CallGates, ScheduleDivergence, unheld_orders
 from agentreel.llm_replay._settings import (
     DEFAULT_SCHEDULE_TIMEOUT,
@@ -66,6 +76,7 @@ from agentreel.llm_replay.exceptions import (
     FixtureError,
     IncompleteCallError,
     OverrideError,
+    PriceTableError,
     ReplayError,
     ReplaySettingsError,
     RequestDriftError,
@@ -81,6 +92,7 @@ from agentreel.session import OVERRIDE_FILE, session_file_name
 
 __all__ = [
     "ANONYMOUS",
+    "DEFAULT_PRICES_FILE",
     "DEFAULT_SCHEDULE_TIMEOUT",
     "DIVERGENCE_MODES",
     "DRIFTED_REPORT_FORMAT",
@@ -99,6 +111,7 @@ __all__ = [
     "DriftTolerantReplayProvider",
     "DriftedProvider",
     "DriftedReport",
+    "DriftedSummary",
     "FixtureError",
     "HangOverride",
     "IncompleteCallError",
@@ -109,6 +122,8 @@ __all__ = [
     "Override",
     "OverrideError",
     "PartialLanes",
+    "PriceTableError",
+    "Prices",
     "RecordedCall",
     "RecordedLog",
     "RecordedStream",
@@ -134,14 +149,19 @@ __all__ = [
     "UnrecordedSessionError",
     "create_drifted_provider",
     "create_replay_provider",
+    "find_prices",
+    "gap_names",
+    "gapless_copy",
     "load_recording",
     "merge_drifted",
     "read_drifted_report",
+    "read_prices",
     "read_report",
     "session_file_name",
     "unheld_orders",
     "usage_sum",
     "value_kind",
+    "with_recorded_names",
     "write_merged",
     "write_report",
 ]

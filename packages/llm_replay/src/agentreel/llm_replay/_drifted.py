@@ -35,6 +35,7 @@ from agentreel.llm import (
     load_provider,
 )
 from agentreel.llm_replay._failures import ANONYMOUS
+from agentreel.llm_replay._fixture import Script
 from agentreel.llm_replay._provider import ReplayProvider, create_replay_provider
 from agentreel.llm_replay.exceptions import (
     ReplayError,
@@ -75,6 +76,11 @@ class DriftedReport(msgspec.Struct, frozen=True, kw_only=True):
     version: int = DRIFTED_REPORT_VERSION
     live: list[LiveCaller] = msgspec.field(default_factory=list)
     upstream_calls: int = 0
+    held: dict[str, str] = msgspec.field(default_factory=dict)
+    """Recorded script file → the caller key of the conversation that held it, for
+    callers the replay bound without identity (the drifted proxy names each headerless
+    conversation by its record run's session: the consumption report says only
+    ``<anonymous>`` for them)."""
 
 
 def read_drifted_report(path: str | os.PathLike[str]) -> DriftedReport:
@@ -111,6 +117,7 @@ class LiveCallers:
         self._report_path = Path(report_path) if report_path is not None else None
         self._live: dict[str, _Live] = {}
         self._calls: dict[str, int] = {}  # calls made so far, per caller
+        self._held: dict[str, str] = {}  # script file → the headerless caller holding it
         self.upstream_calls = 0
 
     def call(self, key: str) -> bool:
@@ -121,21 +128,34 @@ class LiveCallers:
             return True
         return False
 
-    def went_live(self, key: str, error: ReplayError) -> None:
+    def holds(self, key: str, script: Script) -> None:
+        """Caller ``key``, bound without identity (a headerless conversation the drifted
+        proxy names), was served from ``script``: the merge knows it by ``key``."""
+        self._held.setdefault(script.file, key)
+
+    def went_live(self, key: str, error: ReplayError, script: Script | None = None) -> None:
         """``key``'s current call met ``error`` (one of ``GOES_LIVE``): it and every later
-        call of ``key`` go to the upstream."""
+        call of ``key`` go to the upstream. ``script``: the recorded script the call was
+        bound to, for a caller without identity (``ReplayProvider.last_bound``); a named
+        caller's is the one bound to its identity."""
         bound = self.replay.consumption_report().scripts
-        script = next((s for s in bound if s.bound_to == key), None)
+        if script is not None:
+            self.holds(key, script)
+            found = next((s for s in bound if s.file == script.file), None)
+        else:
+            found = next((s for s in bound if s.bound_to == key), None)
+        script_report = found
         why = _WHY[type(error)]
         # The call's position in the recorded script where there is one (a drifted call
         # advanced the cursor; an exhausted script's next call is one past its end).
-        if script is None:
+        if script_report is None:
             from_call = self._calls.get(key, 1)
         elif why == "exhausted":
-            from_call = script.consumed + 1
+            from_call = script_report.consumed + 1
         else:
-            from_call = script.consumed
-        self._live[key] = _Live(script.file if script is not None else None, from_call, why)
+            from_call = script_report.consumed
+        file = script_report.file if script_report is not None else None
+        self._live[key] = _Live(file, from_call, why)
         self.upstream_calls += 1
         self.write_report()
 
@@ -146,6 +166,7 @@ class LiveCallers:
                 for key, live in self._live.items()
             ],
             upstream_calls=self.upstream_calls,
+            held=dict(self._held),
         )
 
     def write_report(self) -> None:

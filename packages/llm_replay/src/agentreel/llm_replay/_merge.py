@@ -22,7 +22,8 @@ import bisect
 import dataclasses
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+import shutil
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -35,6 +36,7 @@ from agentreel.session import (
     RECORDING_FILE_PATTERN,
     SessionHeader,
     order_sessions,
+    recording_names,
     session_file_name,
 )
 
@@ -241,6 +243,48 @@ def write_merged(directory: Path, files: Mapping[str, bytes]) -> tuple[list[str]
         temporary.replace(target)
         written.append(name)
     return written, removed
+
+
+def gap_names(directory: Path) -> dict[str, str]:
+    """When a deleted session's file left a gap in ``directory``'s numbering: each name its
+    recordings take numbered in order (what replay reads) → its name in ``directory``;
+    ``{}`` when there is no gap."""
+    names = recording_names(directory)
+    if names == [session_file_name(number) for number in range(len(names))]:
+        return {}
+    return {session_file_name(number): name for number, name in enumerate(names)}
+
+
+def gapless_copy(directory: Path, where: Path, *, leave_out: Collection[str] = ()) -> Path:
+    """The recording a drifted run replays (SPEC 20): ``directory`` itself, or — when its
+    numbering has a gap (``gap_names``) — a copy at ``where``, its recordings renumbered
+    in order and every other entry but ``leave_out`` linked. The merge numbers its result
+    by session order anyway; ``with_recorded_names`` says the fates in ``directory``'s
+    names."""
+    renamed = gap_names(directory)
+    if not renamed:
+        return directory
+    where.mkdir(parents=True)
+    for entry in directory.iterdir():
+        if entry.name not in renamed.values() and entry.name not in leave_out:
+            (where / entry.name).symlink_to(entry.resolve())
+    for name, original in renamed.items():
+        shutil.copy2(directory / original, where / name)
+    return where
+
+
+def with_recorded_names(merged: Merged, renamed: Mapping[str, str]) -> Merged:
+    """``merged`` of a gapless copy (``gapless_copy``), its fates naming each recorded
+    file as the recording has it (``renamed``: the copy's name → that name)."""
+    if not renamed:
+        return merged
+    fates = [
+        dataclasses.replace(fate, recorded_file=renamed.get(fate.recorded_file))
+        if fate.recorded_file
+        else fate
+        for fate in merged.fates
+    ]
+    return dataclasses.replace(merged, fates=fates)
 
 
 def _rename_ids(data: bytes, ids: Mapping[str, str]) -> bytes:

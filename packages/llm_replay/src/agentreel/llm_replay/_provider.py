@@ -226,6 +226,10 @@ class ReplayProvider:
             [self._prepare(call, cwd_in_json) for call in script.calls] for script in scripts
         ]
         self._cursor = [0] * len(scripts)
+        self.last_bound: Script | None = None
+        """The script the latest call was bound to, set before its drift check: which
+        conversation a caller without identity was, also when that call then drifted (the
+        drifted proxy's live callers, SPEC 20)."""
         self._captures = self.settings.captures
         self._capture_tokens = frozenset(capture.token for capture in self._captures)
         self._interrupted: list[list[int]] = [[] for _ in scripts]
@@ -299,11 +303,13 @@ class ReplayProvider:
         writes its served logs as the scripts they replay, whatever order calls came in).
         ``older``: the same request masked with the recording's built-in mask set
         (``older_masks``), whose digests it compares."""
+        self.last_bound = None
         try:
             live = (
                 self.live_header(options, api=api, older=older) if self._content_binding else None
             )
             number = self._binder.bind(options, live)
+            self.last_bound = self._scripts[number]
             position = self._cursor[number]
             script = self._scripts[number]
             if position >= len(script.calls):

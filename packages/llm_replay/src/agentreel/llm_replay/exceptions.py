@@ -14,8 +14,10 @@ Hierarchy::
         ├── ScheduleDivergenceError     ``schedule = "recorded"``: a call waited past the
         │                               timeout for one the recording put before it
         │                               (reported, never raised into the agent)
-        └── ReplaySettingsError (ValueError)  a bad ``ReplaySettings`` value: names the
-                                        setting and the key inside it
+        ├── ReplaySettingsError (ValueError)  a bad ``ReplaySettings`` value: names the
+        │                               setting and the key inside it
+        └── PriceTableError (ValueError)  a price table (SPEC 20) that cannot be read:
+                                        names the file
 
     RequestDriftWarning (UserWarning)  the same drift, when drift checking is set to warn
 
@@ -37,6 +39,7 @@ __all__ = [
     "FixtureError",
     "IncompleteCallError",
     "OverrideError",
+    "PriceTableError",
     "ReplayError",
     "ReplaySettingsError",
     "RequestDriftError",
@@ -146,3 +149,8 @@ class ReplaySettingsError(ReplayError, ValueError):
         self.key = key
         self.problem = problem
         super().__init__(message or f"replay setting {key}: {problem}")
+
+
+class PriceTableError(ReplayError, ValueError):
+    """A price table of a drifted recording's report (SPEC 20) that is missing or
+    malformed; the message names the file and what is wrong."""

@@ -105,6 +105,11 @@ from agentreel.session._normalize import (
     unordered_kinds_checked,
 )
 from agentreel.session._order import order_headers, order_sessions
+from agentreel.session._record_settings import (
+    RecordSetting,
+    RecordSettings,
+    RecordSettingsKeywords,
+)
 from agentreel.session._recorder import CallRecorder, record_stream
 from agentreel.session._request import (
     build_request_header,
@@ -128,6 +133,7 @@ from agentreel.session.exceptions import (
     DuplicateSessionError,
     ForkError,
     NotJsonLineError,
+    RecordSettingsError,
     SecretFoundError,
     SeedLengthError,
     SessionClosedError,
@@ -184,6 +190,10 @@ __all__ = [
     "Normalizer",
     "NotJsonLineError",
     "Origin",
+    "RecordSetting",
+    "RecordSettings",
+    "RecordSettingsError",
+    "RecordSettingsKeywords",
     "RequestHeader",
     "RequestHeaderData",
     "SecretFoundError",

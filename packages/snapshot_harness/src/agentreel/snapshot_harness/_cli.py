@@ -31,6 +31,7 @@ from typing import Any, TextIO
 
 from agentreel.session import (
     MAIN_SESSION_FILE,
+    MASKS_VERSION,
     RECORDING_FORMAT,
     REFRESH_COMMAND_ENV,
     RERECORD_COMMAND_ENV,
@@ -41,6 +42,7 @@ from agentreel.session import (
 from agentreel.snapshot_harness._check import check_scenario
 from agentreel.snapshot_harness._drifted import record_drifted
 from agentreel.snapshot_harness._html_report import write_report
+from agentreel.snapshot_harness._kept_tools import stale_tools
 from agentreel.snapshot_harness._pending import is_default_fixtures, pending_allowed
 from agentreel.snapshot_harness._record_proof import add_proof_options, proof_options
 from agentreel.snapshot_harness._report_data import ScenarioResult, scenario_result
@@ -369,19 +371,27 @@ def _dispatch(argv: list[str], out: TextIO) -> int:
 
 def _upgrade_hint(directory: Path, fixtures: str | None) -> str | None:
     """For a scenario that failed: if an earlier agentreel recorded it (an older format
-    stamp, or none), the command that brings it to the current format."""
+    stamp, or none), or a newer built-in mask set changes a tool's JSON it keeps, the
+    command that brings it to the current format."""
     try:
-        made = load_session_log(directory / MAIN_SESSION_FILE).header.format
+        header = load_session_log(directory / MAIN_SESSION_FILE).header
     except (OSError, SessionLogError):
         return None
-    if made >= RECORDING_FORMAT:
-        return None
     option = f"--fixtures {shlex.quote(fixtures)} " if fixtures else ""
-    return (
-        f"{directory.name} was recorded by an earlier agentreel (recording format {made}; "
-        f"this one writes {RECORDING_FORMAT}): `agentreel upgrade {option}{directory.name}` "
-        "rewrites it to the current format keylessly"
-    )
+    command = f"`agentreel upgrade {option}{directory.name}`"
+    if header.format < RECORDING_FORMAT:
+        return (
+            f"{directory.name} was recorded by an earlier agentreel (recording format "
+            f"{header.format}; this one writes {RECORDING_FORMAT}): {command} rewrites it to "
+            "the current format keylessly"
+        )
+    if header.masks < MASKS_VERSION and (stale := stale_tools(directory)):
+        return (
+            f"{directory.name} was recorded with built-in mask set {header.masks}, and this "
+            f"agentreel's set {MASKS_VERSION} masks the JSON it keeps of {', '.join(stale)} "
+            f"otherwise: {command} gives its logs and goldens their new digests keylessly"
+        )
+    return None
 
 
 def _guesses_message(name: str, warnings: list[str]) -> str:

@@ -22,26 +22,27 @@ from pathlib import Path
 
 from agentreel.llm_replay import (
     DriftedReport,
+    DriftedSummary,
     LiveLog,
     Merged,
     RecordedLog,
+    gap_names,
+    gapless_copy,
     merge_drifted,
     read_drifted_report,
+    with_recorded_names,
     write_merged,
 )
 from agentreel.session import (
     RECORDING_FILE_PATTERN,
     RECORDING_FORMAT,
     load_session_log,
-    recording_names,
-    session_file_name,
     tokenize_cwd,
 )
 from agentreel.snapshot_harness import _environment as envvars
 from agentreel.snapshot_harness._backend import DRIFTED_REPORT_NAME
 from agentreel.snapshot_harness._consumption import verify_consumption
 from agentreel.snapshot_harness._diff import compare_goldens
-from agentreel.snapshot_harness._drifted_report import DriftedSummary
 from agentreel.snapshot_harness._layout import (
     GOLDEN_DIR,
     REPLAY_INPUTS,
@@ -132,14 +133,7 @@ def record_drifted(
         else:
             merged, upstream_calls = _in_process_merge(scenario, result, recorded)
             files = merged.files
-        if renamed:
-            fates = [
-                dataclasses.replace(f, recorded_file=renamed.get(f.recorded_file or "", None))
-                if f.recorded_file
-                else f
-                for f in merged.fates
-            ]
-            merged = dataclasses.replace(merged, fates=fates)
+        merged = with_recorded_names(merged, renamed)
         secrets = envvars.secret_values(os.environ, scenario.env, keys=scenario.auth_env())
         allow = scenario.record.settings.allow_secrets
         new = [*merged.new_files, *(name for name in files if name not in merged.files)]
@@ -221,18 +215,11 @@ def _without_gaps(scenario: Scenario, where: Path) -> tuple[Scenario, dict[str, 
     """``scenario`` itself when its recordings are numbered without a gap; else a copy in
     ``where`` (every other entry but the goldens linked) whose recordings are renumbered
     in order, and each copy's name → the name it has in the scenario."""
-    names = recording_names(scenario.directory)
-    if names == [session_file_name(n) for n in range(len(names))]:
+    renamed = gap_names(scenario.directory)
+    if not renamed:
         return scenario, {}
-    copy = where / scenario.name
-    copy.mkdir(parents=True)
-    for entry in scenario.directory.iterdir():
-        if entry.name not in names and entry.name != GOLDEN_DIR:  # the run writes no golden
-            (copy / entry.name).symlink_to(entry.resolve())
-    renamed: dict[str, str] = {}
-    for number, name in enumerate(names):
-        shutil.copy2(scenario.directory / name, copy / session_file_name(number))
-        renamed[session_file_name(number)] = name
+    # The run writes no golden: the copy holds none.
+    copy = gapless_copy(scenario.directory, where / scenario.name, leave_out={GOLDEN_DIR})
     moved = dataclasses.replace(
         scenario, directory=copy, agent_root=scenario.agent_root or scenario.directory
     )

@@ -73,7 +73,7 @@ def faketime_start(when: str) -> str:
 def faketime_env(when: str, *, preload: str | None = None) -> dict[str, str]:
     """What an agent's environment needs to run from ``when`` on: ``LD_PRELOAD`` (or, on
     macOS, ``DYLD_INSERT_LIBRARIES``) with libfaketime before ``preload`` (the
-    environment's own, if any), ``FAKETIME`` and ``DONT_FAKE_MONOTONIC``.
+    environment's own, if any), ``FAKETIME``, ``DONT_FAKE_MONOTONIC`` and ``FAKETIME_DISABLE_SHM``.
     ``FaketimeError`` when libfaketime is not installed (naming how to install it) or
     ``when`` is no date."""
     start = faketime_start(when)
@@ -86,6 +86,12 @@ def faketime_env(when: str, *, preload: str | None = None) -> dict[str, str]:
         "FAKETIME": start,
         "DONT_FAKE_MONOTONIC": "1",
         "FAKETIME_DONT_RESET": "1",
+        # No clock shared between an agent's processes through /dev/shm: libfaketime hands
+        # each child its parent's semaphore, which Claude Code 2.1.318's native CLI cannot
+        # open and Codex's sandboxed commands do not see, so they exit at start. Honoured by
+        # libfaketime releases after 0.9.10 (Debian's 0.9.10 still shares: those agents fail
+        # there under faketime); each process then starts at ``when`` itself.
+        "FAKETIME_DISABLE_SHM": "1",
     }
     if variable == "DYLD_INSERT_LIBRARIES":
         env["DYLD_FORCE_FLAT_NAMESPACE"] = "1"

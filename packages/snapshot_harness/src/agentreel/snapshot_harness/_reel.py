@@ -32,8 +32,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentreel.llm_proxy import RecordSettings, RecordSettingsError
-from agentreel.llm_replay import ReplayError, ReplaySettings, ReplaySettingsError
+from agentreel.llm_replay import (
+    DriftedSummary,
+    PriceTableError,
+    ReplayError,
+    ReplaySettings,
+    ReplaySettingsError,
+    find_prices,
+)
 from agentreel.mcp_replay import (
     MCP_RECORDING_PATTERN,
     MCP_RECORDINGS_DIR,
@@ -49,12 +55,12 @@ from agentreel.session import (
     RECORDING_FILE_PATTERN,
     RERECORD_COMMAND_ENV,
     Mask,
+    RecordSettings,
+    RecordSettingsError,
     rerecord_command,
 )
 from agentreel.snapshot_harness import _environment as envvars
-from agentreel.snapshot_harness._drifted_report import DriftedSummary
 from agentreel.snapshot_harness._pending import CI_ENV
-from agentreel.snapshot_harness._prices import DEFAULT_PRICES_FILE, read_prices
 from agentreel.snapshot_harness._scenario import DEFAULT_STUB_RULES
 from agentreel.snapshot_harness.exceptions import HarnessError
 
@@ -338,7 +344,7 @@ class ReelMcp:
             scenario=reel_plan.name,
             cwd=reel_plan.cwd,
             masks=mcp_masks(reel_plan.replay.masks),
-            allow_secrets=tuple(reel_plan.record.allow_secrets),
+            record=reel_plan.record,
         )
         self.used: set[str] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -608,7 +614,9 @@ class OpenReel:
 
         drifted = DriftedProxy(self.reel._run, self.drifted_replay, reel_plan.directory)
         try:
-            merge_drifted_run(drifted, self.staging, reel_plan.cwd, check=scan)
+            # A refusal names this test's drifted record command, not a scenario's.
+            with _rerecord_hint(record_command("{scenario}", "drifted")):
+                merge_drifted_run(drifted, self.staging, reel_plan.cwd, check=scan)
         except SecretLeakError as exc:
             return str(exc)
         if drifted.errors:
@@ -618,8 +626,10 @@ class OpenReel:
             )
         assert drifted.merged is not None
         # The price table beside the test module (the recordings' folder's grandparent).
-        table = reel_plan.directory.parents[2] / DEFAULT_PRICES_FILE
-        prices = read_prices(table) if table.is_file() else None
+        try:
+            prices = find_prices(None, [reel_plan.directory.parents[2]])
+        except PriceTableError as exc:
+            return f"{reel_plan.name}: {exc}"
         summary = DriftedSummary(
             reel_plan.name, drifted.merged.fates, drifted.upstream_calls, prices
         )

@@ -52,6 +52,7 @@ from agentreel.snapshot_harness._cli import (
     fixtures_directory,
     scenario_directories,
 )
+from agentreel.snapshot_harness._kept_tools import kept_tools
 from agentreel.snapshot_harness.exceptions import HarnessError
 
 SUMMARY = "rewrite recordings and goldens of an earlier format to the current one, keylessly"
@@ -95,27 +96,11 @@ def _folders(fixtures: Path, names: Sequence[str]) -> list[Path]:
     return found
 
 
-def _kept_tools(folder: Path) -> dict[str, str]:
-    """Every tool's whole JSON the folder's logs keep (``ToolHeader.text``), by digest."""
-    texts: dict[str, str] = {}
-    for path in sorted(folder.glob("session*.jsonl")):
-        for line in path.read_bytes().splitlines():
-            if b'"request/header"' not in line:
-                continue
-            record = json.loads(line)
-            if record.get("type") != "request/header":
-                continue
-            for tool in record["data"].get("tools", ()):
-                if isinstance(tool.get("text"), str):
-                    texts.setdefault(tool["digest"], tool["text"])
-    return texts
-
-
 class _Upgrade:
     def __init__(self, masks: Masks) -> None:
         self._masks = masks
         self.tools: Mapping[str, str] = {}
-        """The recording folder's kept tool texts by digest (``_kept_tools``)."""
+        """The recording folder's kept tool texts by digest (``kept_tools``)."""
 
     def log(self, path: Path, *, golden: bool) -> list[str]:
         """``path`` (a session log, or a golden one) upgraded in place; what changed."""
@@ -195,7 +180,7 @@ def main(argv: Sequence[str], out: TextIO) -> int:
     upgrade = _Upgrade(Masks())
     changed = 0
     for folder in folders:
-        upgrade.tools = _kept_tools(folder)
+        upgrade.tools = {digest: tool.text or "" for digest, tool in kept_tools(folder).items()}
         files: list[tuple[Path, list[str]]] = []
         for golden, where in ((False, folder), (True, folder / "golden")):
             for path in sorted(where.glob("session*.jsonl")):

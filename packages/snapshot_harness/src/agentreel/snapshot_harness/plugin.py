@@ -287,7 +287,7 @@ class ScenarioItem(pytest.Item):
 def agentreel_config() -> dict[str, Any]:
     """The ``agentreel`` fixture's configuration; override it at any scope (as
     pytest-recording's ``vcr_config``): ``upstream``, ``record_mode``, ``cwd``,
-    ``private_home``, every record setting by name (``agentreel.llm_proxy.RecordSettings``:
+    ``private_home``, every record setting by name (``agentreel.session.RecordSettings``:
     ``allow_secrets``) and every replay setting by name
     (``agentreel.llm_replay.ReplaySettings``: ``masks``, ``partial_lanes``, ``captures``,
     ``drift``, ``schedule``, ...), checked as those values check them."""

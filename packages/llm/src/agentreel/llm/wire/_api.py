@@ -154,10 +154,13 @@ class WireApiSpec:
     """The HTTP paths it is served on, its model calls' first (the route table is built
     from them, in registry order: the first path that matches serves)."""
     count_tokens_key: str = "input_tokens"
+    """The field of a token count answer (``countTokens``: ``totalTokens``)."""
     stub_body: Callable[[WireApiSpec, dict[str, Any], str], bytes] | None = None
     """The stub server's answer to a request of an API that takes no rule (embeddings):
     ``(spec, body, the path's model) → body``; None: the stub's rules answer it."""
-    """The field of a token count answer (``countTokens``: ``totalTokens``)."""
+    rule_api: str = ""
+    """As the stub's rules name it (``match.api``: ``openai``, ``anthropic``; APIs of one
+    body shape share a name: Bedrock's two, Ollama's two); empty: no rule answers it."""
 
     @property
     def shown_path(self) -> str:

@@ -60,7 +60,15 @@ from agentreel.llm.wire._eventstream import (
     event_frame,
     exception_frame,
 )
-from agentreel.llm.wire._request import WireRequest, canonical, text_of, tool_spec
+from agentreel.llm.wire._request import (
+    RuleText,
+    WireRequest,
+    canonical,
+    chat_rule_text,
+    rule_text_of,
+    text_of,
+    tool_spec,
+)
 from agentreel.llm.wire._sse import SseEvent, json_bytes
 
 _FINISH: dict[str, FinishReason] = {
@@ -221,7 +229,62 @@ def parse_converse_request(
         stream=stream,
         include_usage=True,
         namespaced=False,
+        rules=_rule_text(body, model),
     )
+
+
+def _rule_text(body: dict[str, Any], model: str) -> RuleText:
+    """A Converse body as rules read it, its turns spelled as Chat's: ``system`` blocks are
+    system messages, a user turn of ``toolResult`` blocks is ``tool`` messages,
+    ``toolConfig.tools[].toolSpec`` (``inputSchema.json``) the tools."""
+    turns: list[dict[str, Any]] = [
+        {"role": "system", "content": block["text"]}
+        for block in body.get("system") or []
+        if isinstance(block, dict) and isinstance(block.get("text"), str)
+    ]
+    for raw in body.get("messages") or []:
+        if not isinstance(raw, dict):
+            continue
+        blocks = [b for b in raw.get("content") or [] if isinstance(b, dict)]
+        if blocks and all("toolResult" in b for b in blocks):
+            turns += [{"role": "tool", "content": _rule_block_text(b)} for b in blocks]
+        else:
+            turns.append(
+                {
+                    "role": "assistant" if raw.get("role") == "assistant" else "user",
+                    "content": "".join(_rule_block_text(b) for b in blocks),
+                }
+            )
+    config = body.get("toolConfig")
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": spec.get("name"),
+                "description": spec.get("description") or "",
+                "parameters": (spec.get("inputSchema") or {}).get("json") or {},
+            },
+        }
+        for tool in ((config.get("tools") or []) if isinstance(config, dict) else [])
+        if isinstance(tool, dict)
+        for spec in [tool.get("toolSpec")]
+        if isinstance(spec, dict)
+    ]
+    return chat_rule_text(model, turns, tools)
+
+
+def _rule_block_text(block: Any) -> str:
+    """A Converse content block's text as rules read it (a ``toolResult``'s content's)."""
+    if not isinstance(block, dict):
+        return rule_text_of(block)
+    if isinstance(block.get("text"), str):
+        return str(block["text"])
+    result = block.get("toolResult")
+    if isinstance(result, dict):
+        return "".join(_rule_block_text(item) for item in result.get("content") or [])
+    if "json" in block:
+        return json.dumps(block["json"], sort_keys=True, ensure_ascii=False)
+    return ""
 
 
 # -- wire → chunks ---------------------------------------------------------------------------
@@ -526,6 +589,7 @@ BEDROCK_CONVERSE_API = WireApiSpec(
     error_body=bedrock_error_body,
     models_body=bedrock_models_body,
     response_id_prefix="",
+    rule_api="bedrock",
     auth_headers=("authorization", "x-amz-security-token"),
     error_frame=bedrock_error_frame,
     ends_stream=ends_converse_stream,

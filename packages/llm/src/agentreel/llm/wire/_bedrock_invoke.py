@@ -112,6 +112,7 @@ BEDROCK_INVOKE_API = WireApiSpec(
     error_body=bedrock_error_body,
     models_body=bedrock_models_body,
     response_id_prefix="msg_",
+    rule_api="bedrock",
     auth_headers=("authorization", "x-amz-security-token"),
     error_frame=bedrock_error_frame,
     ends_stream=ends_invoke_stream,

@@ -45,10 +45,14 @@ from agentreel.llm.wire._common import (
 )
 from agentreel.llm.wire._listing import models_listing_body
 from agentreel.llm.wire._request import (
+    JSON_FORMATS,
     WireRequest,
     body_model,
     canonical,
+    chat_rule_text,
     flag,
+    format_type,
+    stop_list,
     text_of,
 )
 from agentreel.llm.wire._sse import SseEvent, bare_error_frame, json_bytes
@@ -312,6 +316,11 @@ def parse_chat_request(body: dict[str, Any], model: str = "", stream: bool = Fal
         stream=flag(body, "stream"),
         include_usage=isinstance(options, dict) and options.get("include_usage") is True,
         namespaced=False,
+        structured_output=format_type(body.get("response_format")) in JSON_FORMATS,
+        stop_sequences=stop_list(body.get("stop")),
+        rules=chat_rule_text(
+            str(body.get("model", "")), body.get("messages") or [], body.get("tools") or []
+        ),
     )
 
 
@@ -381,6 +390,7 @@ CHAT_API = WireApiSpec(
     error_body=openai_error_body,
     models_body=models_listing_body,
     response_id_prefix="chatcmpl-",
+    rule_api="openai",
     error_frame=bare_error_frame,
     auth_headers=("authorization", "api-key"),  # api-key: Azure OpenAI
     paths=(

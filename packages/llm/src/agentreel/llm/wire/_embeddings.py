@@ -128,11 +128,23 @@ def parse_embeddings_request(
     return embeddings_request("embeddings", body)
 
 
+OLLAMA_LEGACY_METHOD = "embeddings"
+"""The ``method`` option of an Ollama ``/api/embeddings`` request (one ``prompt``, answered
+with one ``embedding``), the API's older endpoint beside ``/api/embed``."""
+
+
 def parse_ollama_embed_request(
     body: dict[str, Any], model: str = "", stream: bool = False
 ) -> WireRequest:
-    """An Ollama ``/api/embed`` body."""
+    """An Ollama ``/api/embed`` body (``input``: a text or a list), or an ``/api/embeddings``
+    body (one ``prompt``)."""
     del model, stream
+    if "input" not in body and "prompt" in body:
+        prompt = body.get("prompt")
+        options = {key: body[key] for key in _OPTIONS if key in body}
+        options["method"] = OLLAMA_LEGACY_METHOD
+        text = prompt if isinstance(prompt, str) else canonical(prompt)
+        return embeddings_request("ollama-embed", body, options=options, inputs=[text])
     return embeddings_request("ollama-embed", body)
 
 
@@ -264,8 +276,11 @@ def embeddings_body(
 def ollama_embed_body(
     request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
 ) -> bytes:
-    """An Ollama ``/api/embed`` answer."""
+    """An Ollama ``/api/embed`` answer (an ``/api/embeddings`` one: its one ``embedding``)."""
     del wire_id
+    if embeddings_options(request).get("method") == OLLAMA_LEGACY_METHOD:
+        vectors = vectors_of(chunks)
+        return json_bytes({"embedding": unpack_vector(vectors[0]) if vectors else []})
     found = meta_in(chunks, meta)
     usage = usage_in(chunks)
     return json_bytes(
@@ -368,6 +383,9 @@ OLLAMA_EMBED_API = WireApiSpec(
     models_body=ollama_models_body,
     response_id_prefix="",
     auth_headers=("authorization",),
-    paths=(WirePath("/api/embed", "POST /api/embed"),),
+    paths=(
+        WirePath("/api/embed", "POST /api/embed"),
+        WirePath("/api/embeddings", "POST /api/embeddings (the older endpoint)"),
+    ),
 )
-"""Ollama's ``POST /api/embed``."""
+"""Ollama's ``POST /api/embed`` (and the older ``/api/embeddings``)."""

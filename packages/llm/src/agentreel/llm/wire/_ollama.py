@@ -60,6 +60,7 @@ from agentreel.llm.wire._request import (
     WireRequest,
     body_model,
     canonical,
+    chat_rule_text,
     text_of,
 )
 from agentreel.llm.wire._sse import SseEvent, json_bytes
@@ -173,6 +174,12 @@ def parse_ollama_chat_request(
         stream=_streams(body),
         include_usage=True,
         namespaced=False,
+        structured_output=bool(body.get("format")),
+        rules=chat_rule_text(
+            str(body.get("model", "")),
+            list(body.get("messages") or []),
+            body.get("tools") or [],
+        ),
     )
 
 
@@ -187,6 +194,11 @@ def parse_ollama_generate_request(
     extra = {key: body[key] for key in ("suffix", "images") if body.get(key)}
     if extra:
         parts.append(TextPart(canonical(extra)))
+    # As rules read it: a chat of its system prompt and its prompt (no tools).
+    turns: list[Any] = [
+        *([{"role": "system", "content": system}] if isinstance(system, str) else []),
+        {"role": "user", "content": body.get("prompt") or ""},
+    ]
     return WireRequest(
         api="ollama-generate",
         model=body_model(body),
@@ -196,6 +208,8 @@ def parse_ollama_generate_request(
         stream=_streams(body),
         include_usage=True,
         namespaced=False,
+        structured_output=bool(body.get("format")),
+        rules=chat_rule_text(str(body.get("model", "")), turns, body.get("tools") or []),
     )
 
 
@@ -478,6 +492,7 @@ OLLAMA_CHAT_API = WireApiSpec(
     error_body=ollama_error_body,
     models_body=ollama_models_body,
     response_id_prefix="",
+    rule_api="ollama",
     auth_headers=("authorization",),
     error_frame=ollama_line_frame,
     ends_stream=ends_ollama_stream,
