@@ -198,12 +198,10 @@ def remasked_tools(
     changed = False
     tools: list[ToolHeader] = []
     for tool in header.tools:
-        known = tool.text if tool.text is not None else texts.get(tool.digest)
-        if known is not None:
-            canonical = _canonical(_masked_strings(msgspec.json.decode(known), mask))
-            if canonical != known or _digest(canonical) != tool.digest:
-                tool = _tool_header(tool.name, canonical, tool.text is not None)
-                changed = True
+        known, canonical = _remasked(tool.text, texts.get(tool.digest), mask)
+        if canonical is not None and (canonical != known or _digest(canonical) != tool.digest):
+            tool = _tool_header(tool.name, canonical, tool.text is not None)
+            changed = True
         tools.append(tool)
     if not changed:
         return header
@@ -238,6 +236,18 @@ def with_older_masks(
         tools_digest=_tools_digest(tools),
         messages=live.messages if messages_kept else older.messages,
     )
+
+
+def _remasked(
+    kept: str | None, logged: str | None, mask: Callable[[str], str]
+) -> tuple[str | None, str | None]:
+    """A recorded part's canonical JSON — ``kept`` with the part, else ``logged`` once in
+    its log — and that JSON masked again with ``mask`` (every string in it); ``(None,
+    None)`` where neither is known."""
+    known = kept if kept is not None else logged
+    if known is None:
+        return None, None
+    return known, _canonical(_masked_strings(msgspec.json.decode(known), mask))
 
 
 def _masked_strings(value: object, mask: Callable[[str], str]) -> object:
@@ -281,16 +291,14 @@ def remasked_messages(
     changed = False
     messages: list[MessageHeader] = []
     for message in header.messages:
-        known = message.json if message.json is not None else jsons.get(message.digest)
-        if known is not None:
-            canonical = _canonical(_masked_strings(msgspec.json.decode(known), mask))
-            if canonical != known:
-                message = msgspec.structs.replace(
-                    message,
-                    digest=_digest(canonical),
-                    json=canonical if message.json is not None else None,
-                )
-                changed = True
+        known, canonical = _remasked(message.json, jsons.get(message.digest), mask)
+        if canonical is not None and canonical != known:
+            message = msgspec.structs.replace(
+                message,
+                digest=_digest(canonical),
+                json=canonical if message.json is not None else None,
+            )
+            changed = True
         messages.append(message)
     if not changed:
         return header

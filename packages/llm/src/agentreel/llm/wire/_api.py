@@ -135,15 +135,17 @@ class WireApiSpec:
     """A fresh decoder (wire → chunks) for one call from the upstream named."""
     encode_stream: StreamEncoder
     encode_body: BodyEncoder
-    stream_endings: tuple[bytes, ...]
-    """The frames that end a stream (a replayed cut or error ends otherwise)."""
     error_body: ErrorBody
     models_body: Callable[[Sequence[str]], bytes]
     """A models listing naming the models given, in this API's shape."""
-    response_id_prefix: str
-    """Of a minted response id: ``chatcmpl-``, ``msg_``, ``resp_`` (Gemini: none)."""
     auth_headers: tuple[str, ...]
     """The headers a client sends its key in: forwarded upstream, never written."""
+    stream_endings: tuple[bytes, ...] = ()
+    """The frames that end a stream (a replayed cut or error ends otherwise); none where
+    ``ends_stream`` tells, or the API never streams."""
+    response_id_prefix: str = ""
+    """Of a minted response id: ``chatcmpl-``, ``msg_``, ``resp_`` (Gemini, Bedrock
+    Converse, Ollama, embeddings: none)."""
     error_frame: Callable[[str], bytes] = lambda raw: (
         b"event: error\ndata: " + raw.encode() + b"\n\n"
     )

@@ -43,7 +43,6 @@ from agentreel.llm._messages import (
     ToolResultPart,
     ToolSpec,
 )
-from agentreel.llm.exceptions import StreamInterruptedError
 from agentreel.llm.wire._api import BEDROCK_MODEL, WireApiSpec, WirePath
 from agentreel.llm.wire._common import (
     MetaWatch,
@@ -53,6 +52,7 @@ from agentreel.llm.wire._common import (
     finish_in,
     meta_in,
     provider_label,
+    stream_cut,
     usage_in,
 )
 from agentreel.llm.wire._eventstream import (
@@ -401,12 +401,7 @@ class ConverseDecoder:
 
     def finish(self) -> list[Chunk]:
         if self._stop is None:
-            raise StreamInterruptedError(
-                "stream_cut",
-                None,
-                f"the stream from {self._label.where()} ended after {self._events} events "
-                "without messageStop. The call did not finish; retry it.",
-            )
+            raise stream_cut(self._label.where(), self._events, "events", "without messageStop")
         out: list[Chunk] = []
         for wire in sorted(self._blocks, key=lambda key: self._blocks[key].index):
             out += self._end(wire)
@@ -585,10 +580,8 @@ BEDROCK_CONVERSE_API = WireApiSpec(
     decoder=ConverseDecoder,
     encode_stream=_stream,
     encode_body=_body,
-    stream_endings=(),
     error_body=bedrock_error_body,
     models_body=bedrock_models_body,
-    response_id_prefix="",
     rule_api="bedrock",
     auth_headers=("authorization", "x-amz-security-token"),
     error_frame=bedrock_error_frame,

@@ -13,12 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentreel.llm._chunks import Chunk, ResponseMeta
-from agentreel.llm.wire._api import BEDROCK_MODEL, WireApiSpec, WirePath
-from agentreel.llm.wire._bedrock import (
-    bedrock_error_body,
-    bedrock_error_frame,
-    bedrock_models_body,
-)
+from agentreel.llm.wire._api import BEDROCK_MODEL, WirePath
+from agentreel.llm.wire._bedrock import BEDROCK_CONVERSE_API
 from agentreel.llm.wire._common import UpstreamStreamError
 from agentreel.llm.wire._eventstream import (
     EXCEPTION_PREFIX,
@@ -100,21 +96,18 @@ def ends_invoke_stream(frame: bytes) -> bool:
     return kind in ("message_delta", "message_stop")
 
 
-BEDROCK_INVOKE_API = WireApiSpec(
+BEDROCK_INVOKE_API = dataclasses.replace(
+    # Served as Converse is (event-stream framing, the error bodies and in-stream
+    # exceptions, the models listing, the SigV4 headers, the stub's ``bedrock`` rules);
+    # its own: the Messages payload, its ids, its path.
+    BEDROCK_CONVERSE_API,
     name="bedrock-invoke",
     title="AWS Bedrock InvokeModel (Anthropic)",
-    framing="eventstream",
     parse=parse_invoke_request,
     decoder=InvokeDecoder,
     encode_stream=_stream,
     encode_body=_body,
-    stream_endings=(),
-    error_body=bedrock_error_body,
-    models_body=bedrock_models_body,
     response_id_prefix="msg_",
-    rule_api="bedrock",
-    auth_headers=("authorization", "x-amz-security-token"),
-    error_frame=bedrock_error_frame,
     ends_stream=ends_invoke_stream,
     paths=(
         WirePath(

@@ -61,9 +61,8 @@ from agentreel.llm._messages import (
     ToolSpec,
 )
 from agentreel.llm._options import GenerateOptions, wire_turns
-from agentreel.llm.exceptions import StreamInterruptedError
 from agentreel.llm.wire._api import GEMINI_BASE, MODEL, WireApiSpec, WirePath, vertex_base
-from agentreel.llm.wire._common import UpstreamStreamError, stopped_with
+from agentreel.llm.wire._common import UpstreamStreamError, stopped_with, stream_cut
 from agentreel.llm.wire._listing import words_in
 from agentreel.llm.wire._request import (
     RuleText,
@@ -271,12 +270,11 @@ class GeminiStreamMapper:
         """
         if self.finish_reason is None and self.block_reason is None:
             where = label.where() if label is not None else "the Gemini API"
-            raise StreamInterruptedError(
-                "stream_cut",
-                None,
-                f"the stream from {where} ended after {self.events} responses without a "
-                "finishReason: the connection closed before the answer finished. The call "
-                "did not finish; retry it.",
+            raise stream_cut(
+                where,
+                self.events,
+                "responses",
+                "without a finishReason: the connection closed before the answer finished",
             )
         out = self._close()
         if self.usage is not None:
@@ -877,7 +875,6 @@ GEMINI_API = WireApiSpec(
     stream_endings=STREAM_ENDINGS,
     error_body=gemini_error_body,
     models_body=gemini_models_body,
-    response_id_prefix="",
     rule_api="gemini",
     error_frame=bare_error_frame,
     auth_headers=("x-goog-api-key",),

@@ -43,7 +43,6 @@ from agentreel.llm._messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from agentreel.llm.exceptions import StreamInterruptedError
 from agentreel.llm.wire._api import WireApiSpec, WirePath
 from agentreel.llm.wire._common import (
     MetaWatch,
@@ -54,6 +53,7 @@ from agentreel.llm.wire._common import (
     meta_in,
     provider_label,
     stopped_with,
+    stream_cut,
     usage_in,
 )
 from agentreel.llm.wire._request import (
@@ -304,11 +304,8 @@ class OllamaDecoder:
 
     def finish(self) -> list[Chunk]:
         if self._done is None:
-            raise StreamInterruptedError(
-                "stream_cut",
-                None,
-                f"the stream from {self._label.where()} ended after {self._lines} lines "
-                'without one saying "done": true. The call did not finish; retry it.',
+            raise stream_cut(
+                self._label.where(), self._lines, "lines", 'without one saying "done": true'
             )
         ends: list[tuple[int, Chunk]] = []
         if self._reasoning is not None:
@@ -488,10 +485,8 @@ OLLAMA_CHAT_API = WireApiSpec(
     decoder=OllamaDecoder,
     encode_stream=_chat_stream,
     encode_body=_chat_body,
-    stream_endings=(),
     error_body=ollama_error_body,
     models_body=ollama_models_body,
-    response_id_prefix="",
     rule_api="ollama",
     auth_headers=("authorization",),
     error_frame=ollama_line_frame,

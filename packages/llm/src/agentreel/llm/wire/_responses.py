@@ -40,6 +40,7 @@ from agentreel.llm.wire._common import (
     first_tool_delta,
     has_error,
     meta_in,
+    stream_cut,
     usage_in,
 )
 from agentreel.llm.wire._listing import models_listing_body
@@ -509,14 +510,12 @@ class ResponsesDecoder:
         return self._ended
 
     def finish(self) -> list[Chunk]:
-        from agentreel.llm.exceptions import StreamInterruptedError
-
         if self._done is None:
-            raise StreamInterruptedError(
-                "stream_cut",
-                None,
-                f"the stream from the upstream at {self._upstream} ended after {self.events} "
-                "events without response.completed. The call did not finish; retry it.",
+            raise stream_cut(
+                f"the upstream at {self._upstream}",
+                self.events,
+                "events",
+                "without response.completed",
             )
         closing: list[Chunk] = []
         for item_id in list(self._blocks):
