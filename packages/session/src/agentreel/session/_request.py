@@ -214,6 +214,7 @@ def with_older_masks(
     tools_kept: Collection[str],
     *,
     messages_kept: bool = False,
+    today: Collection[str] = (),
 ) -> RequestHeaderData:
     """The live request as a recording made with an older built-in mask set compares it
     (SPEC 15): ``live`` is built from the request masked with today's masks, ``older`` from
@@ -222,7 +223,11 @@ def with_older_masks(
     in ``tools_kept``: replay masks that text again with today's masks): those parts are
     ``older``'s, whose digests were taken as the recording's were; the system prompt (kept
     whole, masked again at replay), the kept tools and — ``messages_kept``: the recording
-    keeps every message's JSON (format 3) — the messages are ``live``'s."""
+    keeps every message's JSON (format 3) — the messages are ``live``'s. ``today``: the
+    digests, taken with today's masks, of the messages of the logs that keep their JSON
+    where others do not (a ``--drifted`` merge, SPEC 15): a live message whose digest is
+    one of them is ``live``'s, the others ``older``'s — each compares with the log that
+    holds it as that log was made."""
     if len(live.tools) == len(older.tools):
         tools = tuple(
             now if now.name in tools_kept else then
@@ -234,7 +239,14 @@ def with_older_masks(
         live,
         tools=tools,
         tools_digest=_tools_digest(tools),
-        messages=live.messages if messages_kept else older.messages,
+        messages=live.messages
+        if messages_kept
+        else tuple(
+            now if now.digest in today else then
+            for now, then in zip(live.messages, older.messages, strict=True)
+        )
+        if today and len(live.messages) == len(older.messages)
+        else older.messages,
     )
 
 

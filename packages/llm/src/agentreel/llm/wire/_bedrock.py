@@ -97,6 +97,10 @@ def bedrock_error_type(status: int) -> str:
     )
 
 
+BEDROCK_AUTH_HEADERS = ("authorization", "x-amz-security-token")
+"""Where an AWS client sends its SigV4 signature and session token, for each Bedrock API."""
+
+
 def bedrock_error_body(status: int, message: str, code: str | None = None) -> bytes:
     """Bedrock's error body: ``{"__type": "<Exception>", "message": "…"}`` (botocore reads
     the code from ``__type`` when no ``x-amzn-errortype`` header names it)."""
@@ -583,7 +587,7 @@ BEDROCK_CONVERSE_API = WireApiSpec(
     error_body=bedrock_error_body,
     models_body=bedrock_models_body,
     rule_api="bedrock",
-    auth_headers=("authorization", "x-amz-security-token"),
+    auth_headers=BEDROCK_AUTH_HEADERS,
     error_frame=bedrock_error_frame,
     ends_stream=ends_converse_stream,
     paths=(

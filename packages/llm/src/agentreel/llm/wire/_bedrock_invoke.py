@@ -22,9 +22,8 @@ from agentreel.llm.wire._eventstream import (
     event_frame,
 )
 from agentreel.llm.wire._messages import (
+    MESSAGES_API,
     MessagesDecoder,
-    messages_chunk_body,
-    messages_chunk_frames,
     parse_messages_request,
 )
 from agentreel.llm.wire._request import WireRequest
@@ -74,15 +73,10 @@ def _chunk_frame(data: bytes) -> bytes:
 def _stream(
     request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
 ) -> list[bytes]:
-    frames = messages_chunk_frames(chunks, model=request.model, message_id=wire_id, meta=meta)
+    """The Messages stream, each of its events in a ``chunk`` frame."""
+    frames = MESSAGES_API.encode_stream(request, chunks, wire_id, meta)
     splitter = SseSplitter()
     return [_chunk_frame(event.data.encode()) for frame in frames for event in splitter.feed(frame)]
-
-
-def _body(
-    request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
-) -> bytes:
-    return messages_chunk_body(chunks, model=request.model, message_id=wire_id, meta=meta)
 
 
 def ends_invoke_stream(frame: bytes) -> bool:
@@ -106,7 +100,7 @@ BEDROCK_INVOKE_API = dataclasses.replace(
     parse=parse_invoke_request,
     decoder=InvokeDecoder,
     encode_stream=_stream,
-    encode_body=_body,
+    encode_body=MESSAGES_API.encode_body,  # a Messages body as it is
     response_id_prefix="msg_",
     ends_stream=ends_invoke_stream,
     paths=(

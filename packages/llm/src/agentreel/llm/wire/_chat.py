@@ -80,6 +80,10 @@ def openai_stream_error_frame(message: str) -> bytes:
     return b"data: " + json_bytes({"error": error}) + b"\n\n"
 
 
+OPENAI_AUTH_HEADERS = ("authorization", "api-key")
+"""Where an OpenAI client sends its key (``api-key``: Azure OpenAI's), for each OpenAI API."""
+
+
 def openai_error_body(status: int, message: str, code: str | None = None) -> bytes:
     kind, default_code = _OPENAI_ERROR_TYPES.get(
         status, ("server_error" if status >= 500 else "invalid_request_error", None)
@@ -392,7 +396,7 @@ CHAT_API = WireApiSpec(
     response_id_prefix="chatcmpl-",
     rule_api="openai",
     error_frame=bare_error_frame,
-    auth_headers=("authorization", "api-key"),  # api-key: Azure OpenAI
+    auth_headers=OPENAI_AUTH_HEADERS,
     paths=(
         *openai_paths("chat/completions", "/v1/chat/completions"),
         *openai_paths("models", "/v1/models", http_method="GET", kind="models"),

@@ -18,7 +18,11 @@ from typing import Any
 
 from agentreel.llm._chunks import Chunk, ResponseMeta
 from agentreel.llm.wire._api import MODEL, WirePath, vertex_base
-from agentreel.llm.wire._bedrock import bedrock_error_body, bedrock_models_body
+from agentreel.llm.wire._bedrock import (
+    BEDROCK_AUTH_HEADERS,
+    bedrock_error_body,
+    bedrock_models_body,
+)
 from agentreel.llm.wire._common import usage_in
 from agentreel.llm.wire._embeddings import (
     EmbeddingsDecoder,
@@ -191,7 +195,7 @@ BEDROCK_EMBED_API = embeddings_api(
     encode_body=bedrock_embed_body,
     error_body=bedrock_error_body,
     models_body=bedrock_models_body,
-    auth_headers=("authorization", "x-amz-security-token"),
+    auth_headers=BEDROCK_AUTH_HEADERS,
     paths=(
         # An embedding model's id names it (amazon.titan-embed-text-v2:0,
         # cohere.embed-english-v3): tried before the chat InvokeModel's path.

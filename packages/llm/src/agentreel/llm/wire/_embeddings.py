@@ -52,7 +52,7 @@ from agentreel.llm.wire._api import (
     openai_paths,
     vertex_base,
 )
-from agentreel.llm.wire._chat import openai_error_body
+from agentreel.llm.wire._chat import OPENAI_AUTH_HEADERS, openai_error_body
 from agentreel.llm.wire._common import WireDecoder, meta_in, usage_in
 from agentreel.llm.wire._gemini import gemini_error_body, gemini_models_body
 from agentreel.llm.wire._listing import models_listing_body
@@ -365,7 +365,7 @@ EMBEDDINGS_API = embeddings_api(
     encode_body=embeddings_body,
     error_body=openai_error_body,
     models_body=models_listing_body,
-    auth_headers=("authorization", "api-key"),  # api-key: Azure OpenAI
+    auth_headers=OPENAI_AUTH_HEADERS,
     paths=openai_paths("embeddings", "/v1/embeddings"),
 )
 """OpenAI ``POST /v1/embeddings`` (and Azure's ``/openai/deployments/<d>/embeddings``)."""

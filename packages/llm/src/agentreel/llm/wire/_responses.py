@@ -31,7 +31,7 @@ from agentreel.llm._messages import (
     ToolSpec,
 )
 from agentreel.llm.wire._api import WireApiSpec, openai_paths
-from agentreel.llm.wire._chat import openai_error_body
+from agentreel.llm.wire._chat import OPENAI_AUTH_HEADERS, openai_error_body
 from agentreel.llm.wire._common import (
     CREATED,
     MetaWatch,
@@ -701,7 +701,7 @@ RESPONSES_API = WireApiSpec(
     models_body=models_listing_body,
     response_id_prefix="resp_",
     rule_api="responses",
-    auth_headers=("authorization", "api-key"),  # api-key: Azure OpenAI
+    auth_headers=OPENAI_AUTH_HEADERS,
     paths=openai_paths("responses", "/v1/responses"),
 )
 """OpenAI Responses (``POST /v1/responses``)."""
