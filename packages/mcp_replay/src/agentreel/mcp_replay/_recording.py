@@ -123,12 +123,13 @@ class Masking:
 
     def _masked_part(self, value: Any) -> Any:
         assert self._built_in is not None
-        key = encode(value) if isinstance(value, dict | list) else json.dumps(value)
+        key = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
         text = self._seen.get(key)
         if text is None:
             if len(self._seen) >= _SEEN_LIMIT:
                 self._seen.clear()
-            text = self._seen[key] = encode(self._built_in.value(value))
+            masked = self._built_in.value(value)
+            text = self._seen[key] = json.dumps(masked, ensure_ascii=False, separators=(",", ":"))
         return json.loads(text)
 
     def restore(self, text: str) -> str:
