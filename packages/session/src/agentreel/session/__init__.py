@@ -1,6 +1,12 @@
 """Sessions, the JSONL event log, fork seeds, lineage, harvest order and the fixture layout."""
 
 from agentreel.llm.wire import WIRE_API_PATHS
+from agentreel.session._built_in_masks import (
+    MASK_SETS,
+    BuiltInMasks,
+    mask_set_fingerprint,
+    this_machine_facts,
+)
 from agentreel.session._codec import encode_record
 from agentreel.session._conversation import Conversation, call_options
 from agentreel.session._events import (
@@ -152,6 +158,7 @@ __all__ = [
     "MAIN_SESSION_TOKEN",
     "MASKS_HISTORY",
     "MASKS_VERSION",
+    "MASK_SETS",
     "MERGE_KEYS",
     "MODELS_FILE",
     "NO_TEXT_KEPT",
@@ -171,6 +178,7 @@ __all__ = [
     "AssistantChunkData",
     "AssistantMessage",
     "AssistantMessageData",
+    "BuiltInMasks",
     "CallRecorder",
     "Conversation",
     "CorruptLineError",
@@ -241,6 +249,7 @@ __all__ = [
     "json_message_text",
     "load_session_log",
     "mask_install_paths",
+    "mask_set_fingerprint",
     "merge_kinds_checked",
     "newer_stamp_problem",
     "now_ms",
@@ -259,6 +268,7 @@ __all__ = [
     "session_file_name",
     "session_file_number",
     "session_token",
+    "this_machine_facts",
     "tokenize_cwd",
     "unordered_kinds_checked",
     "with_older_masks",

@@ -60,7 +60,6 @@ from agentreel.snapshot_harness._consumption import (
 from agentreel.snapshot_harness._forkserver import AgentProcess, started_agent
 from agentreel.snapshot_harness._layout import (
     REPLAY_INPUTS,
-    WORKSPACE_DIR,
     hang_overrides,
     write_files,
 )
@@ -81,6 +80,7 @@ from agentreel.snapshot_harness._scenario import (
     DEFAULT_AGENT_MODULE,
     MCP_TOKEN,
     RUN_MODES,
+    WORKSPACE_DIR,
     Mode,
     RecordConfig,
     Scenario,
