@@ -731,6 +731,10 @@ def _stateless_libfaketime(session: nox.Session) -> Path:
         except (OSError, ValueError) as error:
             session.error(f"nox -s interop -- --faketime: {error}")
         source = faketime_build.unpack(sdist, Path(scratch))
+        try:
+            faketime_build.fix_source(source)
+        except ValueError as error:
+            session.error(f"nox -s interop -- --faketime: {error}")
         session.run(*faketime_build.make_command(source), external=True, silent=True)
         shutil.copy2(source / "src" / library.name, library)
     return library

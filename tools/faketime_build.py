@@ -10,6 +10,13 @@ Codex's sandboxed commands (``codex-linux-sandbox``) cannot see ``/dev/shm`` at 
 with ``FAKE_STATELESS``, libfaketime never calls ``ft_shm_init()``: each process computes
 its time from ``FAKETIME`` alone. Needs a C compiler and ``make``.
 
+One fix to upstream's source (``MONOTONIC_SLEEP_FIX``): with ``DONT_FAKE_MONOTONIC``, its
+``clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, …)`` still shifts the (real) deadline by
+the faked start time, gets a negative one and fails with EINVAL. Python >= 3.11's
+``time.sleep`` sleeps that way, so ``subprocess`` waits with a timeout raised ``OSError:
+[Errno 22] Invalid argument`` at random (Mistral Vibe's git status in its system prompt;
+Debian's 0.9.10 has the same bug). Fixed, a real monotonic deadline is passed on as is.
+
 Only the standard library, so the noxfile imports it; the noxfile runs the commands.
 """
 
@@ -28,11 +35,24 @@ VENDORED = Path("libfaketime", "vendor", "libfaketime")
 """Upstream libfaketime's source inside the sdist's top folder."""
 STATELESS_CFLAGS = "-DFAKE_STATELESS"
 """Added to upstream's default flags through its Makefile's ``FAKETIME_COMPILE_CFLAGS``."""
+BUILD = "stateless-2"
+"""Names the build folder: a change of flags or of the source fix builds afresh."""
+_MONOTONIC_SLEEP = """      else if (clock_id == CLOCK_MONOTONIC)
+      {
+        timespecadd(&ftpl_starttime.mon, &tdiff, &real_req);"""
+MONOTONIC_SLEEP_FIX = (
+    _MONOTONIC_SLEEP,
+    _MONOTONIC_SLEEP.replace(
+        "(clock_id == CLOCK_MONOTONIC)", "(clock_id == CLOCK_MONOTONIC && fake_monotonic_clock)"
+    ),
+)
+"""In ``src/libfaketime.c``'s ``clock_nanosleep``: an absolute deadline on a real
+monotonic clock falls through to "leave untouched"."""
 
 
 def build_dir(root: Path) -> Path:
     """Where the build of this version lives (a new version builds afresh beside it)."""
-    return root / ".nox" / "interop-faketime" / f"{SDIST}-{VERSION}-stateless"
+    return root / ".nox" / "interop-faketime" / f"{SDIST}-{VERSION}-{BUILD}"
 
 
 def library_name(platform: str = sys.platform) -> str:
@@ -79,6 +99,20 @@ def unpack(sdist: Path, into: Path) -> Path:
                     raise ValueError(f"{sdist}: {member.name} would unpack outside {into}")
             archive.extractall(into)
     return into / f"{SDIST}-{VERSION}" / VENDORED
+
+
+def fix_source(source: Path) -> None:
+    """Applies ``MONOTONIC_SLEEP_FIX`` to ``source``'s ``src/libfaketime.c``; ``ValueError``
+    naming the file when the code it fixes is not there exactly once."""
+    c_file = source / "src" / "libfaketime.c"
+    old, new = MONOTONIC_SLEEP_FIX
+    text = c_file.read_text()
+    if text.count(old) != 1:
+        raise ValueError(
+            f"{c_file}: clock_nanosleep's CLOCK_MONOTONIC branch is not there once as "
+            f"{SDIST} {VERSION} has it; update MONOTONIC_SLEEP_FIX in tools/faketime_build.py"
+        )
+    c_file.write_text(text.replace(old, new))
 
 
 def make_command(source: Path, platform: str = sys.platform) -> list[str]:

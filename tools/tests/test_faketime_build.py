@@ -34,13 +34,20 @@ def test_the_library_is_made_stateless_from_the_vendored_upstream_source(
 ) -> None:
     # A stand-in sdist with the layout of python-libfaketime's.
     sdist = tmp_path / "libfaketime-3.0.1.tar.gz"
-    makefile = b"all:\n"
+    c_source = f"int clock_nanosleep(...)\n{{\n{faketime_build.MONOTONIC_SLEEP_FIX[0]}\n}}\n"
     with tarfile.open(sdist, "w:gz") as archive:
-        info = tarfile.TarInfo("libfaketime-3.0.1/libfaketime/vendor/libfaketime/src/Makefile")
-        info.size = len(makefile)
-        archive.addfile(info, io.BytesIO(makefile))
+        for name, data in (("Makefile", b"all:\n"), ("libfaketime.c", c_source.encode())):
+            info = tarfile.TarInfo(f"libfaketime-3.0.1/libfaketime/vendor/libfaketime/src/{name}")
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
     source = faketime_build.unpack(sdist, tmp_path / "unpacked")
-    assert (source / "src" / "Makefile").read_bytes() == makefile
+    assert (source / "src" / "Makefile").read_bytes() == b"all:\n"
+    # A real monotonic clock's absolute deadline is passed on untouched (else EINVAL).
+    faketime_build.fix_source(source)
+    fixed = (source / "src" / "libfaketime.c").read_text()
+    assert "else if (clock_id == CLOCK_MONOTONIC && fake_monotonic_clock)" in fixed
+    with pytest.raises(ValueError, match=r"libfaketime\.c: clock_nanosleep's CLOCK_MONOTONIC"):
+        faketime_build.fix_source(source)  # already fixed: not there as 3.0.1 has it
     command = faketime_build.make_command(source, platform="linux")
     assert command[:3] == ["make", "-C", str(source / "src")]
     assert "FAKETIME_COMPILE_CFLAGS=-DFAKE_STATELESS" in command
