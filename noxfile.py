@@ -506,7 +506,8 @@ def interop(session: nox.Session) -> None:
     under libfaketime from that moment on: a stateless libfaketime (``-DFAKE_STATELESS``,
     no clock shared through ``/dev/shm``), built once from the pinned, sha256-checked PyPI
     sdist ``libfaketime`` into ``.nox/interop-faketime/`` (needs a C compiler and make;
-    ``tools/faketime_build.py``) and named by ``AGENTREEL_FAKETIME_LIBRARY``. Debian
+    ``tools/faketime_build.py``, which also fixes its ``clock_nanosleep`` on a real monotonic
+    clock) and named by ``AGENTREEL_FAKETIME_LIBRARY``. Debian
     bookworm's ``faketime`` (0.9.10) shares a semaphore between an agent's processes that
     Claude Code's and Codex's children cannot open, so they fail under it. The build is
     skipped when it is there (also without ``-R``) and runs when it is missing (also with
