@@ -511,7 +511,8 @@ def interop(session: nox.Session) -> None:
     bookworm's ``faketime`` (0.9.10) shares a semaphore between an agent's processes that
     Claude Code's and Codex's children cannot open, so they fail under it. The build is
     skipped when it is there (also without ``-R``) and runs when it is missing (also with
-    ``-R``); delete the folder to rebuild. Each step's wall time is logged
+    ``-R``); delete the folder to rebuild. Without ``--faketime`` the re-record step's date
+    trial uses it too (when a C compiler and make are there). Each step's wall time is logged
     (``[interop timing]``). Not a default session. See ``interop/README.md``.
     """
     if shutil.which("npm") is None:
@@ -607,6 +608,9 @@ def interop(session: nox.Session) -> None:
     env = {"PATH": path, **hints}
     if faketime is not None:
         env.update(_interop_faketime(session, faketime))
+    elif not repeat:
+        # The re-record step's date trial runs each agent under libfaketime too.
+        env.update(_interop_trial_libfaketime(session))
     names = args or [p.parent.name for p in sorted(fixtures.glob("*/scenario.toml"))]
     count = len(names)
     try:
@@ -700,6 +704,28 @@ def _interop_faketime(session: nox.Session, when: str) -> dict[str, str]:
     when_name, library_name = names.split()
     session.log(f"[interop] every agent runs under {library} from {when}")
     return {when_name: when, library_name: str(library)}
+
+
+def _interop_trial_libfaketime(session: nox.Session) -> dict[str, str]:
+    """The stateless libfaketime for ``agentreel record``'s date trial (it honours
+    ``AGENTREEL_FAKETIME_LIBRARY``), where a C compiler and make are there; else nothing,
+    and the trial uses the installed libfaketime (Debian's fails Claude Code 0.101 and
+    Codex there)."""
+    if shutil.which("make") is None or shutil.which("cc") is None:
+        session.warn(
+            "no C compiler or make: record's date trial uses the installed libfaketime "
+            "(apt-get install build-essential for the stateless one)"
+        )
+        return {}
+    library = _stateless_libfaketime(session)
+    name = session.run(
+        "python",
+        "-c",
+        "from agentreel.snapshot_harness import FAKETIME_LIBRARY_ENV; print(FAKETIME_LIBRARY_ENV)",
+        silent=True,
+    )
+    assert isinstance(name, str)
+    return {name.strip(): str(library)}
 
 
 def _stateless_libfaketime(session: nox.Session) -> Path:
