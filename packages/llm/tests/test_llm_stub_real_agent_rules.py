@@ -418,17 +418,13 @@ def test_any_message_regex_sees_tool_results_of_every_api() -> None:
     # A tool result earlier in the conversation (not the last message): Chat Completions'
     # role "tool", Messages' tool_result, Responses' function_call_output and Gemini's
     # functionResponse all count as message text.
-    from agentreel.llm.stub._rules import (
-        anthropic_request_view,
-        gemini_request_view,
-        openai_request_view,
-        responses_request_view,
-    )
+    from agentreel.llm.stub._rules import request_view
 
     result = "listing: secret-plans.txt"
     tool_result = {"type": "tool_result", "tool_use_id": "c1", "content": result}
     views = [
-        openai_request_view(
+        request_view(
+            "/v1/chat/completions",
             {
                 "messages": [
                     {"role": "user", "content": "ls"},
@@ -436,9 +432,9 @@ def test_any_message_regex_sees_tool_results_of_every_api() -> None:
                     {"role": "user", "content": "and now?"},
                 ]
             },
-            0,
         ),
-        anthropic_request_view(
+        request_view(
+            "/v1/messages",
             {
                 "messages": [
                     {"role": "user", "content": "ls"},
@@ -446,9 +442,9 @@ def test_any_message_regex_sees_tool_results_of_every_api() -> None:
                     {"role": "user", "content": "and now?"},
                 ]
             },
-            0,
         ),
-        responses_request_view(
+        request_view(
+            "/v1/responses",
             {
                 "input": [
                     {"role": "user", "content": "ls"},
@@ -456,9 +452,9 @@ def test_any_message_regex_sees_tool_results_of_every_api() -> None:
                     {"role": "user", "content": "and now?"},
                 ]
             },
-            0,
         ),
-        gemini_request_view(
+        request_view(
+            "/v1beta/models/stub-model:streamGenerateContent",
             {
                 "contents": [
                     {"role": "user", "parts": [{"text": "ls"}]},
@@ -471,9 +467,6 @@ def test_any_message_regex_sees_tool_results_of_every_api() -> None:
                     {"role": "user", "parts": [{"text": "and now?"}]},
                 ]
             },
-            0,
-            None,
-            "/v1beta/models/stub-model:streamGenerateContent",
         ),
     ]
     assert [view.api for view in views] == ["openai", "anthropic", "responses", "gemini"]

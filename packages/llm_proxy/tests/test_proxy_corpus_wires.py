@@ -15,9 +15,12 @@ in ``corpus/README.md``), one round trip:
   ``/v1/embeddings``, base64 vectors as the client asks for by default), google-genai
   (``:batchEmbedContents`` on the Gemini API, ``:embedContent`` of a Gemini embedding
   model on Vertex AI), ``ollama.AsyncClient`` (``/api/chat`` and ``/api/generate``, NDJSON
-  streams and whole bodies), boto3 ``bedrock-runtime`` (``invoke_model`` and
-  ``invoke_model_with_response_stream``) and ``anthropic.AsyncAnthropicBedrock`` (the
-  same two, as Messages).
+  streams and whole bodies; ``/api/embed`` and the older ``/api/embeddings``), boto3
+  ``bedrock-runtime`` (``invoke_model`` and ``invoke_model_with_response_stream``),
+  ``anthropic.AsyncAnthropicBedrock`` (the same two, as Messages),
+  ``anthropic.AsyncAnthropicVertex`` (Claude's ``:streamRawPredict`` on Vertex AI) and a
+  streamed Responses call on Azure's ``/openai/v1/``; a case naming a ``client`` is called
+  as ``CLIENTS`` says.
 
 Each case is served by a loopback upstream of its own (``cassette_upstream``), frame by
 frame as the cassette holds it (an event stream message by message, an SSE stream frame by
@@ -116,9 +119,15 @@ def test_the_more_corpus_covers_each_api_with_provenance() -> None:
         ("ollama-generate", True),
         ("bedrock-invoke", True),
         ("bedrock-invoke", False),
+        ("ollama-embed", False),
+        ("responses", True),
+        ("messages", True),
     }
     azure = [case for case in cases if case["uri"].startswith("/openai/")]
     assert {case["api"] for case in azure} >= {"chat", "responses", "embeddings"}
+    uris = {case["uri"] for case in cases}
+    assert {"/api/embed", "/api/embeddings", "/openai/v1/responses"} <= uris
+    assert any(uri.endswith(":streamRawPredict") for uri in uris)
 
 
 def _dump(response: Any) -> Any:
@@ -273,10 +282,59 @@ async def _ollama(case: dict[str, Any], base_url: str) -> list[Any]:
         return [_dump(await client.chat(model=model, messages=messages))]
 
 
+async def _ollama_embed(case: dict[str, Any], base_url: str) -> list[Any]:
+    async with ollama.AsyncClient(host=base_url) as client:
+        return [_dump(await client.embed(model=case["model"], input=PROMPT))]
+
+
+async def _ollama_embeddings(case: dict[str, Any], base_url: str) -> list[Any]:
+    """The ``ollama`` client's older ``embeddings`` call (``/api/embeddings``)."""
+    async with ollama.AsyncClient(host=base_url) as client:
+        return [_dump(await client.embeddings(model=case["model"], prompt=PROMPT))]
+
+
+async def _responses_stream(case: dict[str, Any], base_url: str) -> list[Any]:
+    """A streamed Responses call on Azure's ``/openai/v1/``."""
+    client = openai.AsyncOpenAI(base_url=base_url + "/openai/v1/", api_key=KEY, max_retries=0)
+    async with client:
+        stream = await client.responses.create(model=case["model"], input=PROMPT, stream=True)
+        return [_dump(event) async for event in stream]
+
+
+async def _anthropic_vertex(case: dict[str, Any], base_url: str) -> list[Any]:
+    """``anthropic.AsyncAnthropicVertex`` streaming Messages (``:streamRawPredict``) from
+    the project and region the case's path names."""
+    project, region = case["uri"].split("/")[3], case["uri"].split("/")[5]
+    async with anthropic.AsyncAnthropicVertex(
+        region=region,
+        project_id=project,
+        access_token=TOKEN,
+        base_url=f"{base_url}/v1",
+        max_retries=0,
+    ) as client:
+        messages: Any = [{"role": "user", "content": PROMPT}]
+        stream = await client.messages.create(
+            model=case["model"], max_tokens=200, messages=messages, stream=True
+        )
+        return [_dump(event) async for event in stream]
+
+
+CLIENTS: dict[str, Callable[[dict[str, Any], str], Awaitable[list[Any]]]] = {
+    "ollama.embed": _ollama_embed,
+    "ollama.embeddings": _ollama_embeddings,
+    "openai.responses.stream": _responses_stream,
+    "anthropic.vertex": _anthropic_vertex,
+}
+"""The official client call a case names (its ``client``), for the cases whose API and
+shape alone do not say how it is called."""
+
+
 async def parse(case: dict[str, Any], base_url: str) -> list[Any]:
     """Everything the official client makes of the answer at ``base_url`` (for Bedrock
     InvokeModel of an Anthropic payload, boto3's and the Anthropic SDK's)."""
     api = case["api"]
+    if "client" in case:
+        return await CLIENTS[case["client"]](case, base_url)
     if api.startswith("bedrock"):
         boto = await asyncio.to_thread(_bedrock, case, base_url)
         if api == "bedrock-invoke":
@@ -321,8 +379,17 @@ def _more_body(case: dict[str, Any]) -> dict[str, Any]:
     if api == "chat":
         return {"messages": messages, "stream": stream}
     if api == "responses":
-        return {"model": model, "input": RAW_PROMPT}
-    if api == "embeddings":
+        return {"model": model, "input": RAW_PROMPT, "stream": stream}
+    if api == "messages":  # Claude on Vertex AI: the model is the path's
+        return {
+            "anthropic_version": "vertex-2023-10-16",
+            "max_tokens": 200,
+            "messages": messages,
+            "stream": stream,
+        }
+    if api == "ollama-embed" and case["uri"] == "/api/embeddings":
+        return {"model": model, "prompt": RAW_PROMPT}
+    if api in ("embeddings", "ollama-embed"):
         return {"model": model, "input": RAW_PROMPT}
     if api == "gemini-embed":
         content = {"parts": [{"text": RAW_PROMPT}]}

@@ -1,8 +1,8 @@
 """Embeddings through the proxy (issue 42): OpenAI's ``POST /v1/embeddings`` and Ollama's
-``POST /api/embed``, with the official clients, on the stub server (which answers a vector
-from a hash of each input). Recorded as calls of the calling session, the input text being
-the request's content; the upstream body kept verbatim and served byte for byte; a changed
-input is a drift naming the session."""
+``POST /api/embed`` (and its older ``/api/embeddings``), with the official clients, on the
+stub server (which answers a vector from a hash of each input). Recorded as calls of the
+calling session, the input text being the request's content; the upstream body kept
+verbatim and served byte for byte; a changed input is a drift naming the session."""
 
 from __future__ import annotations
 
@@ -49,9 +49,11 @@ async def _raw(base_url: str) -> bytes:
 async def _ollama(host: str, inputs: list[str]) -> list[Any]:
     async with ollama.AsyncClient(host=host) as client:
         answer = await client.embed(model="nomic-embed-text", input=inputs)
+        # The older endpoint, /api/embeddings: one prompt, one embedding.
+        older = await client.embeddings(model="nomic-embed-text", prompt=inputs[0])
     async with httpx2.AsyncClient() as http:
         raw = await http.post(f"{host}/api/embed", json={"model": "m", "input": "raw"})
-    return [answer.model_dump(exclude_none=True), raw.content]
+    return [answer.model_dump(exclude_none=True), raw.content, older.model_dump()]
 
 
 def _logs(fixture_dir: Path, pattern: str = "*.jsonl") -> str:
@@ -124,6 +126,7 @@ async def test_ollama_embed_record_then_replay_parse_alike(
             recorded = await _ollama(proxy.base_url, INPUTS)
     assert recorded == upstream
     assert upstream[0]["embeddings"] == [pytest.approx(embedding_vector(text)) for text in INPUTS]
+    assert upstream[2]["embedding"] == pytest.approx(embedding_vector(INPUTS[0]))
     report = tmp_path / "report.json"
     async with start_proxy("replay", fixture=fixture_dir, report=report) as proxy:
         replayed = await _ollama(proxy.base_url, INPUTS)

@@ -5,9 +5,21 @@ here by fingerprint, and a new or better mask is a new set."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import openai
 import pytest
 
-from agentreel.llm_proxy import MASK_SETS, Masks, ProxyConfigError, mask_set_fingerprint
+from agentreel.llm.stub import StubServer
+from agentreel.llm_proxy import (
+    MASK_SETS,
+    Masks,
+    ProxyConfigError,
+    mask_set_fingerprint,
+    start_proxy,
+)
+from agentreel.llm_replay import read_report
 from agentreel.session import MASKS_HISTORY, MASKS_VERSION
 
 # Never edit a released set's line: a change here strands every recording made with it.
@@ -104,3 +116,53 @@ def test_set_4_masks_now_said_in_prose_and_set_3_leaves_it() -> None:
 def test_an_unknown_mask_set_names_what_this_agentreel_knows() -> None:
     with pytest.raises(ProxyConfigError, match=r"mask set 9 is unknown .* knows 1, 2, 3, 4"):
         Masks(version=9)
+
+
+@pytest.mark.asyncio
+async def test_a_recording_mixing_mask_sets_compares_each_log_as_it_was_made(
+    tmp_path: Path,
+) -> None:
+    """A ``--drifted`` merge keeps old logs byte for byte beside new ones, so one recording
+    may hold a log made with mask set 3 keeping digests only (recorded before format 3,
+    upgraded) and a new log of today's set keeping every message's JSON. The set is read
+    per log, as each is stamped: the new log's message that set 4 masks and set 3 does
+    not ('The current month is December 2026') compares equal, and so does the old log's
+    message, compared through set 3."""
+    old, new = "Say hello to the team.", "The current month is December 2026. Plan it."
+    assert Masks(version=3).text(new) != Masks().text(new)
+    fixture = tmp_path / "fixture"
+    with StubServer.from_toml('[[rule]]\ntext = "ok"\n') as stub:
+        async with start_proxy("record", upstream=stub.base_url, fixture=fixture) as proxy:
+            await _ask(proxy.openai_base_url, old, new)
+    assert proxy.errors == []
+    logs = {path: path.read_text() for path in sorted(fixture.glob("session*.jsonl"))}
+    (made_before,) = [path for path, text in logs.items() if old in text]
+    lines = []
+    for line in logs[made_before].splitlines():
+        record = json.loads(line)
+        if record["type"] == "session":
+            record["masks"] = 3  # made with set 3 ...
+        elif record["type"] == "request/header":
+            for message in record["data"]["messages"]:
+                message.pop("json", None)  # ... before logs kept a message's JSON
+        lines.append(json.dumps(record, separators=(",", ":")))
+    made_before.write_text("\n".join(lines) + "\n")
+    async with start_proxy("replay", fixture=fixture, report=tmp_path / "report.json") as replayed:
+        await _ask(replayed.openai_base_url, old, new)
+    assert replayed.errors == []
+    report = read_report(tmp_path / "report.json")
+    assert report.errors == []
+    assert [script.consumed for script in report.scripts] == [1, 1]
+
+
+async def _ask(base_url: str, *questions: str) -> None:
+    """One conversation (a lane, a log) per question, each named as a session."""
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="test-dummy", max_retries=0)
+    for number, question in enumerate(questions):
+        answer = await client.chat.completions.create(
+            model="m",
+            messages=[{"role": "user", "content": question}],
+            extra_headers={"x-agentreel-session-id": f"s{number}"},
+        )
+        assert answer.choices[0].message.content == "ok"
+    await client.close()

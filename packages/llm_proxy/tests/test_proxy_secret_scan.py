@@ -186,3 +186,47 @@ async def test_a_key_in_the_upstreams_models_listing_refuses_the_fixture(tmp_pat
     assert "AWS Access Key" in errors
     assert _leaked(errors) == []
     assert not fixture.exists()
+
+
+@pytest.mark.asyncio
+async def test_proxy_record_writes_a_long_allowed_key_that_runs_past_a_preview(
+    tmp_path: Path,
+) -> None:
+    """``agentreel proxy record`` with a key allowed by its sha256 (``--allow-secret``):
+    a key longer than the room left in a message's preview is written whole in the
+    request's text and cut in its preview; the one allowed sha256 covers both (the cut
+    start alone has another sha256, which was refused). Not allowed, it is refused."""
+    key = KEYS["anthropic"]
+    assert len(key) > 80
+    call = {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+    messages: list[ChatCompletionMessageParam] = [
+        {"role": "user", "content": "read the .env"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},  # type: ignore[list-item]
+        {"role": "tool", "tool_call_id": "c1", "content": f"ANTHROPIC_API_KEY={key}\n"},
+    ]
+    for allow in ((secret_sha256(key),), ()):
+        fixture = tmp_path / f"fixture-{len(allow)}"
+        with StubServer.from_toml('[[rule]]\ntext = "ok"\n') as stub:
+            async with start_proxy(
+                "record", upstream=stub.base_url, fixture=fixture, allow_secrets=allow
+            ) as proxy:
+                client = openai.AsyncOpenAI(
+                    base_url=proxy.openai_base_url, api_key="proxy-test-dummy", max_retries=0
+                )
+                answer = await client.chat.completions.create(model="m", messages=messages)
+                await client.close()
+                assert answer.choices[0].message.content == "ok"
+        errors = "\n".join(proxy.errors)
+        assert _leaked(errors) == []
+        if allow:
+            assert errors == ""
+            written = (fixture / "session.jsonl").read_text()
+            assert _leaked(written) == ["anthropic"]
+            (header,) = [line for line in written.splitlines() if '"request/header"' in line]
+            preview = json.loads(header)["data"]["messages"][2]["preview"]
+            held = preview.endswith("…") and key[:40] in preview and key not in preview
+            assert held, "the preview does not hold the key's start, cut"
+        else:
+            assert "refused to record a credential" in errors
+            assert "Anthropic API Key" in errors
+            assert not fixture.exists()

@@ -8,9 +8,11 @@ import asyncio
 import json
 import os
 import shutil
+import socket
 import sys
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,14 @@ from agentreel.mcp_replay import (
     stdio_command,
 )
 from agentreel.mcp_replay._cli import main as cli_main
-from agentreel.session import KeyMask, Mask, rerecord_command, secret_sha256
+from agentreel.session import (
+    MASKS_VERSION,
+    KeyMask,
+    Mask,
+    RecordSettings,
+    rerecord_command,
+    secret_sha256,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -122,7 +131,8 @@ def test_record_writes_every_exchange(recorded: Recorded) -> None:
     assert files == ["echo.0.jsonl", "echo.1.jsonl"]
     lines = [json.loads(x) for x in (folder / "mcp/echo.0.jsonl").read_text().splitlines()]
     assert lines[0] == {
-        "mcp_recording": 1, "server": "echo", "session": "parent", "transport": "stdio"
+        "mcp_recording": 2, "masks": MASKS_VERSION, "server": "echo", "session": "parent",
+        "transport": "stdio",
     }  # fmt: skip
     methods = [r["message"].get("method") for r in lines[1:] if r["from"] == "client"]
     assert methods == [
@@ -260,7 +270,13 @@ async def test_the_scenarios_allowed_secret_is_written(tmp_path: Path) -> None:
     reaches the shim's scan too: written, and replayed."""
     fake = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
     allowed = (secret_sha256(fake),)
-    record = McpSettings("record", tmp_path, tmp_path / "s1", "mcp-demo", allow_secrets=allowed)
+    record = McpSettings(
+        "record",
+        tmp_path,
+        tmp_path / "s1",
+        "mcp-demo",
+        record=RecordSettings(allow_secrets=allowed),
+    )
 
     async def leak(settings: McpSettings, command: list[str]) -> str:
         async with stdio_session(settings, command, "parent") as client:
@@ -358,3 +374,58 @@ def test_the_check_command_names_a_call_never_made(
     err = capsys.readouterr().err
     assert "session 'parent'" in err
     assert "recorded message 1, initialize, was never made" in err
+
+
+@pytest.mark.asyncio
+async def test_machine_facts_in_a_tool_result_are_written_masked_and_replay_on_another_machine(
+    tmp_path: Path,
+) -> None:
+    """The built-in masks (SPEC 13) apply to what is written: a call holding this machine's
+    user and host names, its HOME and the time of the call is written with
+    ``{{user}}@{{hostname}}``, ``{{home}}``, ``{{date}}``; the server's answer with this
+    machine's user, host and HOME as tokens. Replay on another machine, on another day —
+    another HOME, user, host label, time — compares its live call through the same masks,
+    and serves the answer with the replaying machine's user and HOME (as the cwd is given
+    back), the rest as the agent got it when recording."""
+    host = socket.gethostname()
+
+    def text_at(user: str, when: datetime) -> str:
+        return (
+            f"{user}@{host} Hostname: {user}-box-7 read /home/{user}/notes.txt "
+            f"at {when.isoformat(timespec='seconds')} ({when:%A, %B} {when.day}, {when.year})"
+        )
+
+    async def echo(settings: McpSettings, command: list[str], user: str, when: datetime) -> str:
+        env = {**os.environ, "HOME": f"/home/{user}", "USER": user, "LOGNAME": user}
+        env[SESSION_ENV] = "main"
+        argv = stdio_command(settings, "echo", command)
+        parameters = StdioServerParameters(command=argv[0], args=argv[1:], env=env)
+        async with (
+            stdio_client(parameters) as (read, write),
+            ClientSession(read, write) as client,
+        ):
+            await client.initialize()
+            return text_of(await client.call_tool("echo", {"text": text_at(user, when)}))
+
+    now = datetime.now(UTC)
+    record = McpSettings("record", tmp_path, tmp_path / "s1", "mcp-demo")
+    assert await echo(record, SERVER_COMMAND, "alice", now) == text_at("alice", now)
+    written = (tmp_path / "mcp/echo.0.jsonl").read_text()
+    (call,) = [line for line in written.splitlines() if "notes.txt" in line and "client" in line]
+    (answer,) = [line for line in written.splitlines() if "notes.txt" in line and "server" in line]
+    assert (
+        "{{user}}@{{hostname}} Hostname: {{hostname}} read {{home}}/notes.txt at {{date}} "
+        "({{date}})"
+    ) in call
+    assert "{{user}}@{{hostname}} Hostname: alice-box-7 read {{home}}/notes.txt" in answer
+    assert "alice@" not in written
+    assert "/home/alice" not in written
+    assert f"@{host}" not in written
+    assert now.date().isoformat() not in call
+
+    # Another machine (HOME, user, host label) on another day (a leap day, years on).
+    other = datetime(2028, 2, 29, 23, 59, 59, tzinfo=UTC)
+    replay = McpSettings("replay", tmp_path, tmp_path / "s2", "mcp-demo")
+    served = await echo(replay, MISSING, "bob", other)
+    assert served == text_at("alice", now).replace("alice@", "bob@").replace("/alice/", "/bob/")
+    check_replayed(tmp_path, replay.state, "mcp-demo")

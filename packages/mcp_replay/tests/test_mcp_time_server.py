@@ -39,6 +39,8 @@ async def test_mcp_server_time_replays_its_recorded_clock(tmp_path: Path) -> Non
     assert '"timezone": "UTC"' in recorded[0]
     assert "Asia/Tokyo" in recorded[1]
     replay = McpSettings("replay", tmp_path, tmp_path / "s2")
-    # The clock has moved on; replay answers what was recorded, with the server gone.
+    # The clock has moved on (replay runs on any day); replay answers what was recorded,
+    # the time of the call as the agent got it (its model recording masks it), with the
+    # server gone.
     assert await _times(replay, ["mcp-server-time-is-not-installed"]) == recorded
     check_replayed(tmp_path, replay.state)

@@ -12,7 +12,16 @@ import uuid
 
 import pytest
 
-from agentreel.session import SecretFoundError, SecretScan, checked_allowlist, secret_sha256
+from agentreel.llm import GenerateOptions, Message
+from agentreel.session import (
+    RequestHeader,
+    SecretFoundError,
+    SecretScan,
+    build_request_header,
+    checked_allowlist,
+    encode_record,
+    secret_sha256,
+)
 from agentreel.session.testing import FAKE_CREDENTIAL_RULES, fake_credentials
 
 KEYS = fake_credentials()
@@ -179,3 +188,57 @@ def test_a_google_api_key_is_refused_as_gemini_sends_it(shape: str) -> None:
     near_misses = [key[:-1], key + "x", "Zm9v" + key, key[:20] + "+/" + key[20:]]
     text = " ".join(near_misses)
     assert SecretScan().scan("s.jsonl", (json.dumps({"text": text}) + "\n").encode()) == []
+
+
+def _header_line(seq: int, text: str, *, full_text: bool) -> str:
+    """A request header whose message is ``text`` (its preview cut at 80 characters)."""
+    options = GenerateOptions(model="m", messages=(Message.user(text),))
+    data = build_request_header(options, turn=0, step=0, cwd="/w", full_text=full_text)
+    return encode_record(RequestHeader(seq=seq, time=1, data=data)).decode()
+
+
+@pytest.mark.parametrize("kind", sorted(KEYS))
+def test_one_allowed_key_covers_its_start_in_a_cut_preview_and_nothing_else(kind: str) -> None:
+    """A key running past a message preview's end is written cut there (the preview keeps
+    the recording's format: goldens hold it): the key allowed by its one sha256 covers
+    the cut start too, where the log holds it whole; a cut key no allowed key begins
+    with is refused, and so is the whole key when it is not allowed."""
+    key = KEYS[kind]
+    message = json.dumps({"type": "user/message", "seq": 1, "time": 1, "data": {"text": ""}})
+    covered = 0
+    for lead in (30, 50, 60, 70):
+        text = "x" * (lead - 1) + " " + key + " and more after the key"
+        for full_text in (False, True):
+            user = message.replace('"text": ""', f'"text": {json.dumps(text)}')
+            header = _header_line(2, text, full_text=full_text)
+            log = (HEADER + user + "\n" + header).encode()
+            allowed = SecretScan(allow=[secret_sha256(key)]).scan("session.jsonl", log)
+            assert allowed == [], f"{kind} at {lead}: {[h.describe() for h in allowed]}"
+            covered += key not in header and any(
+                hit.line == 3 for hit in SecretScan().scan("session.jsonl", log)
+            )
+            # Another key allowed: the whole one and its cut start are both refused.
+            other = secret_sha256(KEYS["aws" if kind != "aws" else "github"])
+            refused = SecretScan(allow=[other]).scan("session.jsonl", log)
+            assert secret_sha256(key) in {hit.sha256 for hit in refused if hit.line == 2}
+            cut_here = [hit for hit in SecretScan().scan("session.jsonl", log) if hit.line == 3]
+            assert [hit.sha256 for hit in refused if hit.line == 3] == [
+                hit.sha256 for hit in cut_here
+            ]
+            # A cut key with no allowed key written whole is refused (its sha256 is its
+            # own); the proxy's header holds the whole text beside its preview.
+            alone = SecretScan(allow=[secret_sha256(key)]).scan("s", (HEADER + header).encode())
+            assert [hit.sha256 for hit in alone] == [
+                hit.sha256 for hit in cut_here if hit.sha256 != secret_sha256(key) and not full_text
+            ]
+    if len(key) > 60:
+        assert covered, f"{kind}: no preview cut the key where the scan sees it"
+    # ``check`` over several files: the whole key in one covers its cut start in another.
+    text = "x" * 29 + " " + key
+    user = message.replace('"text": ""', f'"text": {json.dumps(text)}')
+    SecretScan(allow=[secret_sha256(key)]).check(
+        {
+            "session.jsonl": (HEADER + user + "\n").encode(),
+            "golden/session.jsonl": (HEADER + _header_line(2, text, full_text=False)).encode(),
+        }
+    )

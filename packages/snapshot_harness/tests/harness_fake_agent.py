@@ -12,7 +12,11 @@ whose pid goes to ``FAKE_PID_FILE``), ``garbage`` (a non-JSON line on stdout),
 system prompt on every run), ``random-output`` (a random agent id and count in its
 answer, not in what it asks the model), ``traceback`` (a Python traceback on stderr, then
 on as normal), ``names-user`` (its system prompt names ``$USER`` when that is set and not
-empty, as Claude Code's auto-mode classifier does). ``FAKE_AUTH_METHOD=<id>`` makes it
+empty, as Claude Code's auto-mode classifier does), ``names-day`` (its system prompt names
+today's weekday, in UTC, in words no built-in mask covers), ``no-faketime`` (it exits at
+start when libfaketime is preloaded), ``zone-order`` / ``zone-chunked`` (two updates in
+an order, or a tool call's updates in a chunking, that follows the time zone).
+``FAKE_AUTH_METHOD=<id>`` makes it
 list that auth method in ``initialize`` and refuse ``session/new`` until ``authenticate``
 with it succeeds, which needs the variable ``FAKE_AUTH_ENV`` names set;
 ``FAKE_AUTH_LEAK=1`` puts that key into its system prompt (into what is recorded).
@@ -25,11 +29,22 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from acp import PROTOCOL_VERSION, RequestError, run_agent, update_agent_message_text
+from acp import (
+    PROTOCOL_VERSION,
+    RequestError,
+    run_agent,
+    start_tool_call,
+    text_block,
+    tool_content,
+    update_agent_message_text,
+    update_agent_thought_text,
+    update_tool_call,
+)
 from acp.interfaces import Client
 from acp.schema import (
     AuthenticateResponse,
@@ -76,6 +91,10 @@ if BEHAVIOUR == "random-system":  # a different request on every run: cannot rep
     SYSTEM_PROMPT += f" Run {os.urandom(4).hex()}."
 if BEHAVIOUR == "names-user" and os.environ.get("USER"):
     SYSTEM_PROMPT += f" The user is {os.environ['USER']}."
+if BEHAVIOUR == "names-day":
+    SYSTEM_PROMPT += f" It is {time.strftime('%A', time.gmtime())} here."
+if BEHAVIOUR == "no-faketime" and "faketime" in os.environ.get("LD_PRELOAD", ""):
+    sys.exit("fake agent: refusing to run under libfaketime")
 AUTH_METHOD = os.environ.get("FAKE_AUTH_METHOD")
 AUTH_ENV = os.environ.get("FAKE_AUTH_ENV", "")
 if os.environ.get("FAKE_AUTH_LEAK"):
@@ -155,6 +174,8 @@ class FakeAgent:
             return PromptResponse(stop_reason="cancelled")
         finally:
             self.running.pop(session_id, None)
+        if BEHAVIOUR in ("zone-order", "zone-chunked") and self.client is not None:
+            await self.zone_dependent(session_id)
         if BEHAVIOUR == "random-output" and self.client is not None:
             volatile = (
                 f" [agent-{os.urandom(8).hex()} tokens used: {int.from_bytes(os.urandom(3))}]"
@@ -163,6 +184,28 @@ class FakeAgent:
                 session_id=session_id, update=update_agent_message_text(volatile)
             )
         return PromptResponse(stop_reason="end_turn")
+
+    async def zone_dependent(self, session_id: str) -> None:
+        """Updates whose order (``zone-order``) or chunking (``zone-chunked``) follows the
+        time zone, as a race between the agent's tasks would: the same in every run of one
+        environment, another under a trial's."""
+        assert self.client is not None
+        other_zone = os.environ.get("TZ", "UTC") != "UTC"
+        send = self.client.session_update
+        if BEHAVIOUR == "zone-order":
+            updates: list[Any] = [update_agent_thought_text("done"), update_agent_message_text("!")]
+        else:
+            done = update_tool_call(
+                "call-1", status="completed", content=[tool_content(text_block("read"))]
+            )
+            updates = [start_tool_call("call-1", "Read notes", kind="read", status="pending")]
+            if other_zone:
+                updates.append(update_tool_call("call-1", status="in_progress"))
+            updates.append(done)
+        if other_zone and BEHAVIOUR == "zone-order":
+            updates.reverse()
+        for update in updates:
+            await send(session_id=session_id, update=update)
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         task = self.running.get(session_id)

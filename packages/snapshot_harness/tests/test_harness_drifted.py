@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from agentreel.session import RECORDING_FORMAT, load_session_log
+from agentreel.session import MASKS_VERSION, RECORDING_FORMAT, load_session_log
 from agentreel.snapshot_harness import check_scenario, load_scenario
 from agentreel.snapshot_harness._cli import main as cli_main
 from agentreel.snapshot_harness._drifted import DriftedOutcome, record_drifted
@@ -146,6 +146,13 @@ def test_goldens_are_pending_for_what_changed_and_the_merge_replays(
     ]
     for pending in list_pending(directory):
         accept(pending)
+    # The tree's kept log was made with mask set 3, the re-recorded ones with today's: a
+    # log's stamp is its own (replay reads the set per log), so the merge leaves them so.
+    stamps = {
+        path.name: json.loads(path.read_text().split("\n", 1)[0])["masks"]
+        for path in directory.glob("session*.jsonl")
+    }
+    assert stamps["session.3.jsonl"] == 3 < MASKS_VERSION == stamps["session.jsonl"]
     assert check_scenario(directory, "replay").sessions == 4
 
 

@@ -32,7 +32,7 @@ def test_faketime_env_preloads_the_library_from_the_moment_given(installed: Path
     assert env["FAKETIME"] == "@2026-12-31 23:59:59"
     # The monotonic clock stays real (timeouts keep their length); a child goes on from
     # its parent's clock.
-    assert env["DONT_FAKE_MONOTONIC"] == "1"
+    assert env["DONT_FAKE_MONOTONIC"] == env["FAKETIME_DONT_FAKE_MONOTONIC"] == "1"
     assert env["FAKETIME_DONT_RESET"] == "1"
     # No semaphore handed from parent to child (which some agents' processes cannot open).
     assert env["FAKETIME_DISABLE_SHM"] == "1"

@@ -9,7 +9,9 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import tomllib
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 
 import openai  # noqa: F401 (the inner tests import it: once, here)
@@ -24,11 +26,16 @@ from agentreel.snapshot_harness import (
     load_scenario,
 )
 from agentreel.snapshot_harness._cli import main
+from agentreel.snapshot_harness._faketime import faketime_library
 from agentreel.snapshot_harness._record_proof import (
     TRIALS_ENV,
+    TranscriptRule,
+    accept_masks,
+    capture_proposals,
     crash_on_stderr,
     propose_masks,
     schedule_problems,
+    trial_day,
 )
 
 MakeScenario = Callable[..., Path]
@@ -339,3 +346,157 @@ def test_a_variable_the_scenario_sets_is_one_no_trial_perturbs(
     toml.write_text(toml.read_text().replace("[record]\n", "[record]\ntrials = 1\n"))
     check_scenario(pinned, "record")
     assert (pinned / "golden").is_dir()
+
+
+def _two_trials(directory: Path) -> None:
+    toml = directory / "scenario.toml"
+    toml.write_text(toml.read_text().replace("[record]\n", "[record]\ntrials = 2\n"))
+
+
+def test_the_date_trial_catches_an_agent_naming_the_day(
+    make_scenario: MakeScenario, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent that writes today's weekday into its request (in UTC, in words no built-in
+    mask covers): the other trials (other zones, users, hosts) replay it, the date trial
+    (its second, under libfaketime 403 days on) fails naming the day it asked with. Where
+    libfaketime is missing, record says that trial ran on today's date."""
+    monkeypatch.delenv(TRIALS_ENV)
+    directory = make_scenario(env={"FAKE_BEHAVIOUR": "names-day"})
+    _two_trials(directory)
+    if faketime_library() is None:
+        outcome = check_scenario(directory, "record")
+        assert any("libfaketime is not installed" in note for note in outcome.notes)
+        return
+    with pytest.raises(RecordError) as caught:
+        check_scenario(directory, "record")
+    message = str(caught.value)
+    assert "trial replay 2 of 2 (TZ=Etc/GMT+12" in message, message
+    assert "under libfaketime)" in message, message
+    day = trial_day()
+    moved = datetime.fromisoformat(day).strftime("%A")
+    assert f"It is {moved} here." in message, message
+    assert not (directory / "golden").exists()
+
+
+def test_an_agent_that_cannot_run_under_libfaketime_is_said_so_at_record(
+    make_scenario: MakeScenario, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent that will not start under libfaketime (Claude Code's binary, whose second
+    libfaketime start in one process fails): recorded, with a line saying its date trial
+    ran on today's date — not a failure, and not silence."""
+    monkeypatch.delenv(TRIALS_ENV)
+    directory = make_scenario(env={"FAKE_BEHAVIOUR": "no-faketime"})
+    _two_trials(directory)
+    outcome = check_scenario(directory, "record")
+    (line,) = [note for note in outcome.notes if "libfaketime" in note]
+    if faketime_library() is not None:
+        assert "its agent does not run under libfaketime" in line, line
+    assert "trial replay 2 of 2" in line, line
+    assert "ran on today's date" in line, line
+    assert (directory / "golden").is_dir()
+
+
+TRIALED_TESTS = """
+import os
+
+import openai
+
+
+def _ask(agentreel, system):
+    with openai.OpenAI(base_url=agentreel.base_url, api_key=agentreel.api_key) as client:
+        reply = client.chat.completions.create(
+            model="stub-model",
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": "hello"}],
+        )
+    assert reply.choices[0].message.content == "hi"
+
+
+def test_names_user(agentreel):
+    _ask(agentreel, f"The user is {os.environ.get('USER', 'nobody')}.")
+"""
+
+
+def test_the_fixtures_record_modes_run_trial_replays_of_the_test(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--agentreel-record=once`` runs the test again, a pytest of its own replaying the
+    fresh recording under each trial's perturbation, before writing it: a test whose
+    request names $USER fails its first trial (another user) and nothing is written."""
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CI", "AGENTREEL_RERECORD_COMMAND", "USER"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv(TRIALS_ENV)
+    pytester.makefile(
+        ".toml", **{"stub-rules": '[[rule]]\nmatch = { last_user = "hello" }\ntext = "hi"\n'}
+    )
+    pytester.makepyfile(test_chat=TRIALED_TESTS)
+    result = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "-p", "no:asyncio", "-q", "--agentreel-record=once"
+    )
+    output = result.stdout.str()
+    result.assert_outcomes(failed=1)
+    assert "test_names_user: recorded, but trial replay 1 of 3 (TZ=Pacific/Kiritimati" in output
+    assert "The user is reel-trial-a." in output, output
+    recordings = pytester.path / "recordings" / "test_chat"
+    assert not (recordings / "test_names_user").exists()
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "rule"),
+    [
+        ("zone-order", '[transcript]\nunordered = ["agent_thought_chunk"]'),
+        ("zone-chunked", '[transcript]\nmerge = ["tool_call_update"]'),
+    ],
+)
+def test_an_order_or_a_chunking_that_differs_gets_its_transcript_rule(
+    make_scenario: MakeScenario, monkeypatch: pytest.MonkeyPatch, behaviour: str, rule: str
+) -> None:
+    """Updates whose order or chunking differs under a trial (a race between the agent's
+    tasks): record proposes the ``[transcript]`` rule that makes the goldens equal — the
+    smallest, checked on both runs — and ``--accept-masks`` writes it and records."""
+    monkeypatch.delenv(TRIALS_ENV)
+    directory = make_scenario(env={"FAKE_BEHAVIOUR": behaviour})
+    toml = directory / "scenario.toml"
+    toml.write_text(toml.read_text().replace("[record]\n", "[record]\ntrials = 1\n"))
+    with pytest.raises(VolatileValuesError) as caught:
+        check_scenario(directory, "record")
+    message = str(caught.value)
+    assert rule in message, message
+    assert _listing(directory) == ["scenario.toml"]
+    out = io.StringIO()
+    assert main(["record", str(directory), "--accept-masks"], out=out) == 0, out.getvalue()
+    assert rule in toml.read_text()
+    check_scenario(directory, "replay")
+
+
+def test_a_value_the_answer_carries_back_from_its_request_gets_a_capture() -> None:
+    """A value that differs between two recordings and sits in a recorded request and then
+    in that log's recorded answer (the model names back what the agent sent): besides its
+    golden mask, a ``[[model.captures]]`` table with the same regex and token."""
+    request = '{"type":"request/header","data":{"messages":[{"preview":"spawned task-%s"}]}}'
+    answer = '{"type":"assistant/chunk","data":{"chunk":{"text":"wait for task-%s"}}}'
+    first = {"session.jsonl": "\n".join([request % "3f9a", answer % "3f9a"]).encode()}
+    other = {"session.jsonl": "\n".join([request % "07bc", answer % "07bc"]).encode()}
+    proposals = propose_masks(first, other, ())
+    (capture,) = capture_proposals(first, proposals)
+    assert capture.toml == "[[model.captures]]\nregex = 'task-[0-9a-f]{4}'\ntoken = \"task-id\""
+    assert "carried back in its answer" in capture.said
+    # A value only in answers (never sent) is no capture: a mask covers it.
+    alone = {"session.jsonl": (answer % "3f9a").encode()}
+    assert (
+        capture_proposals(
+            alone, propose_masks(alone, {"session.jsonl": (answer % "07bc").encode()}, ())
+        )
+        == []
+    )
+
+
+def test_an_accepted_order_rule_joins_the_scenarios_transcript_table(tmp_path: Path) -> None:
+    toml = tmp_path / "scenario.toml"
+    toml.write_text('[transcript]\nunordered = ["session_info_update"]\n\n[record]\n')
+    rule = TranscriptRule(
+        "unordered", ("session_info_update", "agent_thought_chunk"), ("agent_thought_chunk",)
+    )
+    accept_masks(toml, [rule])
+    assert tomllib.loads(toml.read_text())["transcript"] == {
+        "unordered": ["session_info_update", "agent_thought_chunk"]
+    }

@@ -410,3 +410,31 @@ def test_a_numbering_gap_fails_the_test_first_with_its_node_id_command(
     assert "recordings/test_chat/test_hello/session.1.jsonl" in lines[failure]
     assert str(pytester.path) not in lines[failure]
     assert "Traceback" not in result.stdout.str()
+
+
+@pytest.mark.usefixtures("offline")
+def test_a_secret_refused_after_a_record_names_the_tests_pytest_command(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A credential of this environment in what ``--agentreel-record=once`` recorded is
+    refused after the run (the harness's own scan): the refusal names the test's pytest
+    record command, as ``--agentreel-record=drifted``'s does — never a scenario's
+    ``agentreel record``."""
+    write_tests(pytester)
+    monkeypatch.setenv("CHAT_API_TOKEN", "Hi there.")  # what the stub answers
+    refused = run(pytester, "-k", "hello", "--agentreel-record=once")
+    refused.assert_outcomes(failed=1)
+    refused.stdout.fnmatch_lines(
+        [
+            "*test_chat.py::test_hello: refusing to write the recording*",
+            "*the value of $CHAT_API_TOKEN*",
+            "*Nothing was written*record again: "
+            "pytest test_chat.py::test_hello --agentreel-record=all.*",
+        ]
+    )
+    assert "in the test's agentreel_config (or agentreel marker) allow_secrets" in (
+        refused.stdout.str()
+    )
+    assert "agentreel record" not in refused.stdout.str()
+    assert "[record] allow_secrets" not in refused.stdout.str()
+    assert not (pytester.path / "recordings" / "test_chat" / "test_hello").exists()

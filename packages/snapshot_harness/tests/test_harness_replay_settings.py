@@ -4,11 +4,12 @@
 ``agentreel.llm_replay.ReplaySettings`` declares each setting once, as a field with its
 ``Setting``; the scenario reader, the pytest fixture's ``agentreel_config``, the proxy's
 command line, ``start_proxy`` / ``ReplayProvider``'s keywords and the agent's text
-settings all take it from there. ``agentreel.llm_proxy.RecordSettings`` does the same for
+settings all take it from there. ``agentreel.session.RecordSettings`` does the same for
 the record side's settings (``[record]``, ``agentreel_config``, ``agentreel proxy
-record``'s flags, ``start_proxy``'s keywords). These tests walk the values' fields — a
-setting added tomorrow is walked too — and check each surface accepts it, reads it into
-the value and words a bad one with the value's own message. In process, no agent run.
+record``'s flags, ``start_proxy``'s keywords, the MCP shim's command line). These tests
+walk the values' fields — a setting added tomorrow is walked too — and check each surface
+accepts it, reads it into the value and words a bad one with the value's own message. In
+process, no agent run.
 """
 
 from __future__ import annotations
@@ -23,14 +24,8 @@ from typing import Any
 
 import pytest
 
-from agentreel.llm_proxy import (
-    RecordSettings,
-    RecordSettingsError,
-    RecordSettingsKeywords,
-    drifted_record_settings,
-    start_proxy,
-)
 from agentreel.llm_proxy import _cli as proxy_cli
+from agentreel.llm_proxy import drifted_record_settings, start_proxy
 from agentreel.llm_replay import (
     Capture,
     FixtureError,
@@ -47,6 +42,9 @@ from agentreel.llm_replay._settings import (
     _Regexes,
     _Seconds,
 )
+from agentreel.mcp_replay import McpSettings
+from agentreel.mcp_replay import _cli as mcp_cli
+from agentreel.session import RecordSettings, RecordSettingsError, RecordSettingsKeywords
 from agentreel.snapshot_harness import ScenarioError, load_scenario
 from agentreel.snapshot_harness._reel import ReelError, ReelPlan, plan
 
@@ -287,16 +285,23 @@ def test_each_record_setting_reaches_every_way_of_running(name: str, tmp_path: P
     # The pytest fixture's agentreel_config (and marker keys).
     assert reel(tmp_path, {name: typed}).record == expected
 
-    # agentreel proxy: its flag on record, once per item; none on replay.
+    # agentreel proxy: its flag, once per item, on record and on a replay that re-records
+    # what drifts (``--record-drifted``; without it, a usage error: test_proxy_cli).
     record = ["record", "--upstream", "u", "--fixture", "f", *record_flags(name, typed)]
     assert proxy_cli._record_settings(proxy_cli._parser().parse_args(record)) == expected
-    with pytest.raises(SystemExit):
-        proxy_cli._parser().parse_args(["replay", "--fixture", "f", *record_flags(name, typed)])
+    drifted = ["replay", "--fixture", "f", "--record-drifted", "--upstream", "u"]
+    drifted += record_flags(name, typed)
+    assert proxy_cli._record_settings(proxy_cli._parser().parse_args(drifted)) == expected
 
     # start_proxy: the keyword of the same name, or the value; the drifted record run.
     assert asyncio.run(started_with(tmp_path, **{name: held})) == expected
     assert asyncio.run(started_with(tmp_path, record=expected)) == expected
     assert drifted_record_settings("http://u", tmp_path, record=expected).record == expected
+
+    # MCP record: the shim's command line the harness writes, read back by agentreel-mcp.
+    mcp = McpSettings("record", tmp_path, tmp_path / "state", record=expected)
+    shim = mcp_cli._parser().parse_args(["stdio", *mcp.shim_args("demo"), "--", "server"])
+    assert mcp_cli._record_settings(shim) == expected
 
 
 def test_the_record_keywords_are_the_fields() -> None:

@@ -194,3 +194,29 @@ def test_a_proxied_record_refuses_the_keys_and_replays_them_once_allowed(
     check_scenario(directory, "record")
     assert _leaked((directory / "session.jsonl").read_text()) == list(KEYS)
     assert check_scenario(directory, "replay").sessions == 1
+
+
+def test_record_writes_an_allowed_key_that_runs_past_a_message_preview(tmp_path: Path) -> None:
+    """A long key in the prompt, allowed by its sha256: ``record`` writes it whole where
+    the log holds the message and cut in the request's preview; the one allowed sha256
+    covers both (the cut start alone has another sha256, which was refused)."""
+    key = KEYS["anthropic"]
+    directory = tmp_path / "fixtures" / "long-key"
+    directory.mkdir(parents=True)
+    prompt = "Check this key for me: " + key  # the preview has room for 56 of its characters
+    (directory / "scenario.toml").write_text(
+        'description = "a long key in the prompt"\ntimeout = 60\n'
+        '[[steps]]\ntype = "initialize"\n[[steps]]\ntype = "new_session"\n'
+        f'[[steps]]\ntype = "prompt"\ntext = {json.dumps(prompt)}\n'
+        '[record]\nprovider = "stub"\nmodel = "stub-model"\ntrials = 0\n'
+        f"allow_secrets = {json.dumps([secret_sha256(key)])}\n"
+    )
+    (directory / "stub-rules.toml").write_text('[[rule]]\ntext = "It works."\n')
+    outcome = check_scenario(directory, "record")
+    assert "session.jsonl" in outcome.written
+    recorded = (directory / "session.jsonl").read_text()
+    assert _leaked(recorded) == ["anthropic"]
+    (header,) = [line for line in recorded.splitlines() if '"request/header"' in line]
+    preview = json.loads(header)["data"]["messages"][0]["preview"]
+    held = preview.endswith("…") and key[:40] in preview and key not in preview
+    assert held, "the preview does not hold the key's start, cut"

@@ -16,24 +16,45 @@ from agentreel.llm import ToolSpec
 
 MAX_READ_BYTES = 256 * 1024
 
+
+def _parameters(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
+    """A tool's parameters: an object of ``properties`` (``required`` ones named), no other
+    key allowed."""
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required is not None:
+        schema["required"] = required
+    schema["additionalProperties"] = False
+    return schema
+
+
+def _subagent(description: str, modes: list[str]) -> ToolSpec:
+    """The ``subagent`` tool, its modes as ``modes`` (``description`` says what each does)."""
+    return ToolSpec(
+        name="subagent",
+        description=description,
+        parameters=_parameters(
+            {
+                "description": {"type": "string", "description": "a short title for the task"},
+                "prompt": {"type": "string", "description": "the complete task for the subagent"},
+                "mode": {"type": "string", "enum": modes},
+            },
+            ["description", "prompt", "mode"],
+        ),
+    )
+
+
+_PATH = {"type": "string", "description": "file path"}
 READ_FILE = ToolSpec(
     name="read_file",
     description="Read a UTF-8 text file of the workspace. Paths are relative to the workspace.",
-    parameters={
-        "type": "object",
-        "properties": {"path": {"type": "string", "description": "file path"}},
-        "required": ["path"],
-        "additionalProperties": False,
-    },
+    parameters=_parameters({"path": _PATH}, ["path"]),
 )
 LIST_FILES = ToolSpec(
     name="list_files",
     description="List the entries of a workspace directory (directories end with '/').",
-    parameters={
-        "type": "object",
-        "properties": {"path": {"type": "string", "description": "directory path, default '.'"}},
-        "additionalProperties": False,
-    },
+    parameters=_parameters(
+        {"path": {"type": "string", "description": "directory path, default '.'"}}
+    ),
 )
 WRITE_FILE = ToolSpec(
     name="write_file",
@@ -41,54 +62,26 @@ WRITE_FILE = ToolSpec(
         "Create or overwrite a UTF-8 text file of the workspace. The user is asked for "
         "permission first and may refuse."
     ),
-    parameters={
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "file path"},
+    parameters=_parameters(
+        {
+            "path": _PATH,
             "content": {"type": "string", "description": "the complete new file content"},
         },
-        "required": ["path", "content"],
-        "additionalProperties": False,
-    },
-)
-SUBAGENT = ToolSpec(
-    name="subagent",
-    description=(
-        "Delegate a task to a subagent and receive its final answer. mode 'spawn' starts it "
-        "with a fresh conversation; 'fork' starts it from this conversation up to the last "
-        "completed turn. Several subagent calls in one response run concurrently."
+        ["path", "content"],
     ),
-    parameters={
-        "type": "object",
-        "properties": {
-            "description": {"type": "string", "description": "a short title for the task"},
-            "prompt": {"type": "string", "description": "the complete task for the subagent"},
-            "mode": {"type": "string", "enum": ["spawn", "fork"]},
-        },
-        "required": ["description", "prompt", "mode"],
-        "additionalProperties": False,
-    },
 )
-
-
-SUBAGENT_WITH_PROCESS = ToolSpec(
-    name="subagent",
-    description=(
-        "Delegate a task to a subagent and receive its final answer. mode 'process' (or "
-        "'spawn') starts it as a separate agent process with a fresh conversation; 'fork' "
-        "starts it from this conversation up to the last completed turn. Several subagent "
-        "calls in one response run concurrently."
-    ),
-    parameters={
-        "type": "object",
-        "properties": {
-            "description": {"type": "string", "description": "a short title for the task"},
-            "prompt": {"type": "string", "description": "the complete task for the subagent"},
-            "mode": {"type": "string", "enum": ["spawn", "fork", "process"]},
-        },
-        "required": ["description", "prompt", "mode"],
-        "additionalProperties": False,
-    },
+SUBAGENT = _subagent(
+    "Delegate a task to a subagent and receive its final answer. mode 'spawn' starts it "
+    "with a fresh conversation; 'fork' starts it from this conversation up to the last "
+    "completed turn. Several subagent calls in one response run concurrently.",
+    ["spawn", "fork"],
+)
+SUBAGENT_WITH_PROCESS = _subagent(
+    "Delegate a task to a subagent and receive its final answer. mode 'process' (or "
+    "'spawn') starts it as a separate agent process with a fresh conversation; 'fork' "
+    "starts it from this conversation up to the last completed turn. Several subagent "
+    "calls in one response run concurrently.",
+    ["spawn", "fork", "process"],
 )
 
 

@@ -25,8 +25,8 @@ import anthropic
 from agentreel.llm._chunks import (
     Chunk,
 )
-from agentreel.llm._messages import TextPart, ToolCallPart, ToolResultPart, ToolSpec
-from agentreel.llm._options import GenerateOptions
+from agentreel.llm._messages import Message, TextPart, ToolCallPart, ToolResultPart, ToolSpec
+from agentreel.llm._options import GenerateOptions, wire_turns
 from agentreel.llm._sdk_common import (
     ClientArgs,
     SdkDefaults,
@@ -54,46 +54,41 @@ def to_anthropic_messages(options: GenerateOptions) -> tuple[str, list[dict[str,
     and tool results) merge into one user turn, as the API expects. Reasoning parts are
     dropped: the API accepts thinking blocks back only with their signature.
     """
-    system_parts = [options.system] if options.system else []
-    wire: list[dict[str, Any]] = []
-    for message in options.messages:
-        if message.role == "system":
-            system_parts.append(message.text)
-            continue
-        role = "assistant" if message.role == "assistant" else "user"
-        blocks: list[dict[str, Any]] = []
-        for part in message.content:
-            if isinstance(part, TextPart):
-                if part.text:
-                    blocks.append({"type": "text", "text": part.text})
-            elif isinstance(part, ToolCallPart):
-                blocks.append(
-                    {
-                        "type": "tool_use",
-                        "id": part.id,
-                        "name": part.name,
-                        "input": _tool_input(part.arguments),
-                    }
-                )
-            elif isinstance(part, ToolResultPart):
-                result: dict[str, Any] = {
-                    "type": "tool_result",
-                    "tool_use_id": part.call_id,
-                    "content": part.content,
-                }
-                if part.is_error:
-                    result["is_error"] = True
-                blocks.append(result)
-        if not blocks:
-            continue
-        if wire and wire[-1]["role"] == role:
-            wire[-1]["content"].extend(blocks)
-        else:
-            wire.append({"role": role, "content": blocks})
+    system, wire = wire_turns(
+        options, lambda role: "assistant" if role == "assistant" else "user", _blocks, "content"
+    )
     for turn in wire:
         if turn["role"] == "user":  # the API wants tool results before any text in a turn
             turn["content"].sort(key=lambda block: block["type"] != "tool_result")
-    return "\n\n".join(system_parts), wire
+    return system, wire
+
+
+def _blocks(message: Message) -> list[dict[str, Any]]:
+    """One message's content blocks (reasoning dropped)."""
+    blocks: list[dict[str, Any]] = []
+    for part in message.content:
+        if isinstance(part, TextPart):
+            if part.text:
+                blocks.append({"type": "text", "text": part.text})
+        elif isinstance(part, ToolCallPart):
+            blocks.append(
+                {
+                    "type": "tool_use",
+                    "id": part.id,
+                    "name": part.name,
+                    "input": _tool_input(part.arguments),
+                }
+            )
+        elif isinstance(part, ToolResultPart):
+            result: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": part.call_id,
+                "content": part.content,
+            }
+            if part.is_error:
+                result["is_error"] = True
+            blocks.append(result)
+    return blocks
 
 
 def _tool_input(arguments: str) -> Any:

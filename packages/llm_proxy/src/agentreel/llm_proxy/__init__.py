@@ -40,6 +40,7 @@ from agentreel.llm_proxy._identity import (
     resolve_identity,
 )
 from agentreel.llm_proxy._masks import MASK_SETS, Masks, mask_set_fingerprint
+from agentreel.llm_proxy._record_command import NO_TRIALS, RecordTrials, Trial
 from agentreel.llm_proxy._routes import SUPPORTED_PATHS, unspoken_summary
 from agentreel.llm_proxy._run import ProxyRun, RunLogFilter
 from agentreel.llm_proxy._server import Proxy, ProxyServer, start_proxy
@@ -50,16 +51,18 @@ from agentreel.llm_proxy._settings import (
     Mode,
     ProxySettings,
     ProxySettingsKeywords,
-    RecordSetting,
-    RecordSettings,
-    RecordSettingsKeywords,
 )
 from agentreel.llm_proxy.exceptions import (
     ProxyConfigError,
     ProxyError,
-    RecordSettingsError,
     RequestError,
     SecretInRecordingError,
+)
+from agentreel.session import (
+    RecordSetting,
+    RecordSettings,
+    RecordSettingsError,
+    RecordSettingsKeywords,
 )
 
 __all__ = [
@@ -68,6 +71,7 @@ __all__ = [
     "KEY_VARIABLES",
     "MASK_SETS",
     "MODES",
+    "NO_TRIALS",
     "PARENT_HEADER",
     "SESSION_HEADER",
     "SPAWN_INDEX_HEADER",
@@ -87,9 +91,11 @@ __all__ = [
     "RecordSettings",
     "RecordSettingsError",
     "RecordSettingsKeywords",
+    "RecordTrials",
     "RequestError",
     "RunLogFilter",
     "SecretInRecordingError",
+    "Trial",
     "drifted_record_settings",
     "drifted_replay_settings",
     "main",

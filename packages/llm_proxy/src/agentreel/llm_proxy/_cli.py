@@ -29,8 +29,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-from agentreel.llm_proxy._settings import RecordSettings
-from agentreel.llm_proxy.exceptions import ProxyError, RecordSettingsError
+from agentreel.llm_proxy._record_command import NO_TRIALS, RecordTrials, record_proved
+from agentreel.llm_proxy.exceptions import ProxyError
 from agentreel.llm_replay import (
     DEFAULT_PRICES_FILE,
     ReplayError,
@@ -38,12 +38,15 @@ from agentreel.llm_replay import (
     ReplaySettingsError,
     find_prices,
 )
-from agentreel.session import RERECORD_COMMAND_ENV
+from agentreel.session import RERECORD_COMMAND_ENV, RecordSettings, RecordSettingsError
 
 _RECORD_EXAMPLE = """\
 example:
   agentreel proxy record --upstream https://api.openai.com/v1 --fixture fixtures/mine
   (then point the agent at the printed base URL; Ctrl-C or SIGTERM writes the fixture)
+  agentreel proxy record --upstream URL --fixture fixtures/mine -- python agent.py
+  (runs the program with the proxy's environment, then replays the fixture through it
+  under perturbations before keeping it)
 """
 _REPLAY_EXAMPLE = """\
 example:
@@ -73,6 +76,14 @@ def _parser() -> argparse.ArgumentParser:
     target.add_argument("--sessions-root", type=Path, help="write session logs under DIR")
     target.add_argument(
         "--fixture", type=Path, help="on exit, write the harvested logs as a fixture directory"
+    )
+    record.add_argument(
+        "--trials",
+        type=int,
+        metavar="N",
+        help="with a program after --: replay the fixture it wrote N times through it, each "
+        "under another time zone, user, host and (one) date, before keeping it (default: "
+        "[record] trials of agentreel's record settings, 3)",
     )
     replay = modes.add_parser(
         "replay",
@@ -179,9 +190,27 @@ def _record_settings(args: argparse.Namespace) -> RecordSettings:
         _parser().error(f"argument {RecordSettings.specs()[error.setting].flag}: {error.problem}")
 
 
-def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
-    """Run the proxy until a signal or stdin EOF; the exit status of the command line."""
-    args = _parser().parse_args(argv)
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    out: TextIO | None = None,
+    trials: RecordTrials = NO_TRIALS,
+) -> int:
+    """Run the proxy until a signal or stdin EOF — or, for ``record ... -- COMMAND``, until
+    the command ends, proving the fixture by ``trials`` (``_record_command``); the exit
+    status of the command line."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    command: list[str] = []
+    if "--" in words:
+        at = words.index("--")
+        words, command = words[:at], words[at + 1 :]
+    args = _parser().parse_args(words)
+    args.command = command
+    if command and (args.mode != "record" or args.fixture is None):
+        _parser().error("a program after -- needs `record --fixture DIR` (it proves that fixture)")
+    if args.mode == "record" and args.trials is not None and not command:
+        _parser().error("--trials needs the program to replay after -- (record ... -- COMMAND)")
+    args.record_trials = trials
     settings = _replay_settings(args)
     record = _record_settings(args)
     logging.basicConfig(
@@ -262,6 +291,8 @@ async def _run(
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    if args.command:
+        return await record_proved(args, settings, record, out, stop, args.record_trials)
     if _watch_stdin():
         # The event loop watches fd 0 itself: a thread blocked in read() would hold the
         # stdin buffer's lock when a signal ends the process (a fatal error at shutdown).

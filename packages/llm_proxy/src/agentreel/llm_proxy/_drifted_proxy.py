@@ -32,7 +32,7 @@ import msgspec
 
 from agentreel.llm_proxy._run import ProxyRun
 from agentreel.llm_proxy._server import ProxyServer
-from agentreel.llm_proxy._settings import ProxySettings, RecordSettings, RecordSettingsKeywords
+from agentreel.llm_proxy._settings import ProxySettings
 from agentreel.llm_proxy._verbatim import read_verbatim, verbatim_file
 from agentreel.llm_replay import (
     DriftedReport,
@@ -55,6 +55,8 @@ from agentreel.llm_replay import (
 from agentreel.session import (
     MODELS_FILE,
     VERBATIM_FILE,
+    RecordSettings,
+    RecordSettingsKeywords,
     load_session_log,
 )
 

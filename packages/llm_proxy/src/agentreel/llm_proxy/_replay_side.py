@@ -100,6 +100,7 @@ class ReplaySide:
             api=api,
             older=older.options() if older is not None else None,
             cwd=served.cwd,
+            script=script,
         )
         if self._partial.naming(header) is not None:
             return None

@@ -39,10 +39,10 @@ from agentreel.llm_proxy._settings import (
     Mode,
     ProxySettings,
     ProxySettingsKeywords,
-    RecordSettings,
 )
 from agentreel.llm_proxy.exceptions import ProxyConfigError
 from agentreel.llm_replay import ReplaySettings
+from agentreel.session import RecordSettings
 
 logger = logging.getLogger("agentreel.llm_proxy")
 

@@ -1,18 +1,15 @@
-"""What a proxy run is configured with (``ProxySettings``), its modes and limits, and how
-calls are recorded (``RecordSettings``)."""
+"""What a proxy run is configured with (``ProxySettings``), its modes and limits."""
 
 from __future__ import annotations
 
-import argparse
 import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypedDict
+from typing import Literal
 
-from agentreel.llm_proxy.exceptions import ProxyConfigError, RecordSettingsError
+from agentreel.llm_proxy.exceptions import ProxyConfigError
 from agentreel.llm_replay import ReplaySettings, ReplaySettingsKeywords
-from agentreel.session import checked_allowlist
+from agentreel.session import RecordSettings, RecordSettingsKeywords
 
 Mode = Literal["record", "replay"]
 MODES: tuple[Mode, ...] = ("record", "replay")
@@ -26,104 +23,6 @@ SHUTDOWN_GRACE = 0.5
 end of stdin, ``close()``); then it is cut, and what it streamed so far is kept and sealed
 as interrupted. Short: whoever stops the proxy may kill it soon after (aiohttp's own
 default would wait a minute)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RecordSetting:
-    """What one record setting is: its flag of ``agentreel proxy record`` (given once per
-    item: every record setting is a list), the flag's metavar and help, and its check (the
-    value as the field holds it, or ``ValueError`` saying what is wrong)."""
-
-    flag: str
-    metavar: str
-    help: str
-    check: Callable[[object], Any]
-
-
-def _record_setting(default: Any, **spec: Any) -> Any:
-    return field(default=default, metadata={"setting": RecordSetting(**spec)})
-
-
-@dataclass(frozen=True, slots=True)
-class RecordSettings:
-    """How calls are recorded, beyond what both modes share (``ReplaySettings``: masks,
-    captures): one value, checked when made.
-
-    Every way of recording takes this value and nothing else for these settings: the proxy
-    (``ProxySettings.record``; ``start_proxy``'s and ``start_drifted_proxy``'s keywords of
-    the same names; ``agentreel proxy record``'s flags, built from the fields below), a
-    scenario's ``[record]`` table (``RecordConfig.proxy``) and the pytest fixture's
-    ``agentreel_config``. **Adding a record setting** is one field here, ``name: type =
-    _record_setting(default, flag=..., metavar=..., help=..., check=...)``, and the same
-    name in ``RecordSettingsKeywords``; the code that acts on it reads
-    ``settings.record.<name>``. A bad value is a ``RecordSettingsError`` naming it."""
-
-    allow_secrets: tuple[str, ...] = _record_setting(
-        (),
-        flag="--allow-secret",
-        metavar="SHA256",
-        help="the sha256 of a value the secret scan lets through (a deliberate fake key of a "
-        "test; a refusal prints each value's digest). Repeatable",
-        check=checked_allowlist,
-    )
-    """sha256 digests of values the secret scan lets through (deliberate fake keys)."""
-
-    def __post_init__(self) -> None:
-        for name, spec in self.specs().items():
-            try:
-                object.__setattr__(self, name, spec.check(getattr(self, name)))
-            except ValueError as error:
-                raise RecordSettingsError(name, str(error)) from None
-
-    @staticmethod
-    def specs() -> dict[str, RecordSetting]:
-        """Each setting's ``RecordSetting``, by field name."""
-        return {f.name: f.metadata["setting"] for f in fields(RecordSettings)}
-
-    @staticmethod
-    def names() -> tuple[str, ...]:
-        return tuple(RecordSettings.specs())
-
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, object]) -> RecordSettings:
-        """The settings ``values`` names (a scenario's ``[record]`` keys, the fixture's
-        config), the others at their defaults; a name that is no record setting is a
-        ``RecordSettingsError``."""
-        unknown = sorted(set(values) - set(cls.names()))
-        if unknown:
-            raise RecordSettingsError(
-                unknown[0], f"not a record setting; known: {', '.join(cls.names())}"
-            )
-        return cls(**values)  # type: ignore[arg-type]
-
-    def keywords(self) -> dict[str, Any]:
-        """The settings as keywords of the same names (``start_proxy(**...)``)."""
-        return {name: getattr(self, name) for name in self.names()}
-
-    @staticmethod
-    def add_flags(parser: argparse.ArgumentParser, *, only: str = "") -> None:
-        """A flag for each setting, from its ``RecordSetting`` (the CLI declares none);
-        ``only`` starts each help text (when a mode takes them in one case only)."""
-        for name, spec in RecordSettings.specs().items():
-            parser.add_argument(
-                spec.flag,
-                dest=name,
-                action="append",
-                default=argparse.SUPPRESS,
-                metavar=spec.metavar,
-                help=only + spec.help,
-            )
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> RecordSettings:
-        """The flags ``add_flags`` added, as given."""
-        return cls.from_mapping({name: getattr(args, name) for name in cls.names() if name in args})
-
-
-class RecordSettingsKeywords(TypedDict, total=False):
-    """``RecordSettings``' fields as keywords (``start_proxy``, ``start_drifted_proxy``)."""
-
-    allow_secrets: tuple[str, ...]
 
 
 class ProxySettingsKeywords(ReplaySettingsKeywords, RecordSettingsKeywords, total=False):

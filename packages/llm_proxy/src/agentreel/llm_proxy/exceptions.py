@@ -5,7 +5,6 @@ Hierarchy::
     AgentreelError (agentreel.brand)  base of every agentreel error
     └── ProxyError                      base of everything the proxy raises
         ├── ProxyConfigError            bad settings (mode, upstream, fixture, masks, port)
-        │   └── RecordSettingsError     a record setting's value (``RecordSettings``)
         ├── RequestError                an HTTP request the proxy cannot serve (answered as an
         │                               HTTP error in the request's own API format; carries status)
         └── SecretInRecordingError      record mode refused to write a live key into a log
@@ -22,7 +21,6 @@ __all__ = [
     "AgentreelError",
     "ProxyConfigError",
     "ProxyError",
-    "RecordSettingsError",
     "RequestError",
     "SecretInRecordingError",
 ]
@@ -34,17 +32,6 @@ class ProxyError(AgentreelError):
 
 class ProxyConfigError(ProxyError, ValueError):
     """The proxy was started with settings it cannot use; the message says which and why."""
-
-
-class RecordSettingsError(ProxyConfigError):
-    """A record setting with a value that cannot be used (``RecordSettings``): ``setting``
-    the field's name, ``problem`` what is wrong, in words a located message puts after the
-    file and key."""
-
-    def __init__(self, setting: str, problem: str) -> None:
-        self.setting = setting
-        self.problem = problem
-        super().__init__(f"{setting}: {problem}")
 
 
 class RequestError(ProxyError):

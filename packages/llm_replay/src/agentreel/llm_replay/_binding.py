@@ -553,15 +553,11 @@ class Binder:
         how = f" ({handed.said})" if handed.said else ""
         children = self._recorded_children(parent_number)
         spawn = sum(1 for ordinal in children if ordinal < handed.ordinal)
-        error = unrecorded_error(
+        error = self._error(
             options,
             f"its first request is what {parent.label} handed on{how}, so it is that "
             "session's child, but no unclaimed recording of a child starts with this request "
             "(a session.<n>.jsonl file is missing, or the child's first request changed)",
-            self._recording,
-            sum(1 for holder in self.bound_to if holder is not None),
-            self._scenario,
-            proxied=self._index is not None,
             parent_label=parent.label,
             recorded_spawn_index=spawn,
         )
@@ -604,16 +600,12 @@ class Binder:
                 return recorded
             parent = self._scripts[lane.number]
             children = self._recorded_children(lane.number)
-            error = unrecorded_error(
+            error = self._error(
                 options,
                 f"its first message is the prompt of the {found.tool} call that "
                 f"{parent.label} made ({found.said}), so it is that call's child sharing its "
                 "parent's identity, and no unclaimed recording starts with it (the child's "
                 "session.<n>.jsonl is missing or was recorded with another prompt)",
-                self._recording,
-                sum(1 for holder in self.bound_to if holder is not None),
-                self._scenario,
-                proxied=self._index is not None,
                 parent_label=f"{parent.label} (live {options.session_id})",
                 recorded_spawn_index=sum(1 for o in children if o < found.ordinal),
             )
@@ -868,7 +860,6 @@ class Binder:
         return top_level[0] if len(top_level) == 1 else None
 
     def _unrecorded(self, options: GenerateOptions, reason: str) -> UnrecordedSessionError:
-        bound = sum(1 for holder in self.bound_to if holder is not None)
         parent = self._bound.get(options.parent_session_id) if options.parent_session_id else None
         parent_label: str | None = None
         spawn: int | None = None
@@ -892,15 +883,27 @@ class Binder:
             if handed is not None and handed.said and handed.said not in reason:
                 reason += f"; {label} handed it on with {handed.said}"
             parent_label = f"{label} (live {options.parent_session_id})"
+        return self._error(options, reason, parent_label=parent_label, recorded_spawn_index=spawn)
+
+    def _error(
+        self,
+        options: GenerateOptions,
+        reason: str,
+        *,
+        parent_label: str | None = None,
+        recorded_spawn_index: int | None = None,
+    ) -> UnrecordedSessionError:
+        """``unrecorded_error`` for this binder: its recording, the scripts bound so far,
+        its scenario, whether it serves a proxy."""
         return unrecorded_error(
             options,
             reason,
             self._recording,
-            bound,
+            sum(1 for holder in self.bound_to if holder is not None),
             self._scenario,
             proxied=self._index is not None,
             parent_label=parent_label,
-            recorded_spawn_index=spawn,
+            recorded_spawn_index=recorded_spawn_index,
         )
 
 

@@ -184,7 +184,27 @@ class ReplayProvider:
         kept = {message.digest for message in messages if message.json is not None}
         # Format 3 keeps every message's masked JSON (once per log): replay masks it again.
         self._messages_kept = bool(kept) and all(message.digest in kept for message in messages)
-        made_with = {script.header.masks for script in self._recording.scripts}
+        # Per log, as each log is stamped (SPEC 15): a log keeping every message's JSON is
+        # compared with today's masks whatever the others keep — a ``--drifted`` merge
+        # holds new logs (today's mask set, texts kept) beside kept older ones (an older
+        # set, digests only when recorded before format 3), each compared as it was made.
+        self._logs_kept = frozenset(
+            script.number
+            for script in self._recording.scripts
+            if all(
+                message.digest in kept
+                for call in script.calls
+                if call.request is not None
+                for message in call.request.messages
+            )
+        )
+        # The set the live request is masked with a second time: that of the logs that
+        # compare digests only, when some do (the others re-mask their texts anyway).
+        made_with = {
+            script.header.masks
+            for script in self._recording.scripts
+            if script.number not in self._logs_kept
+        } or {script.header.masks for script in self._recording.scripts}
         self.older_masks: int | None = (
             min(made_with)
             if content_mask is not None and min(made_with, default=MASKS_VERSION) < MASKS_VERSION
@@ -202,7 +222,20 @@ class ReplayProvider:
                 self._recording,
                 content_mask,
                 messages=not older or self._messages_kept,
-                digests=older and self._messages_kept,
+                digests=older and bool(kept),
+            )
+        self._today: frozenset[str] = frozenset()
+        """With logs unlike in what they keep: the messages' digests (today's masks) of
+        those keeping their JSON — a live message with one of them is compared as today's
+        masks make it (``with_older_masks``)."""
+        if self.older_masks is not None and not self._messages_kept:
+            self._today = frozenset(
+                message.digest
+                for script in self._recording.scripts
+                if script.number in self._logs_kept
+                for call in script.calls
+                if call.request is not None
+                for message in call.request.messages
             )
         # Whole message texts (the proxy keeps each once per log) serve a drift's excerpt.
         self._recording, self._texts = message_texts(self._recording)
@@ -369,11 +402,14 @@ class ReplayProvider:
         turn: int = 0,
         step: int = 0,
         full_text: bool = False,
+        script: Script | None = None,
     ) -> RequestHeaderData:
         """The header of a live request as this recording compares it: built from
         ``options`` (today's masks), with the parts the recording keeps as digests only
         taken from ``older`` (the request masked with the recording's mask set) when
-        given (``with_older_masks``)."""
+        given (``with_older_masks``) — as ``script``'s log keeps them when it is known,
+        else as the log holding each message does (a ``--drifted`` merge's logs may
+        keep unlike texts)."""
         where = self.live_cwd if cwd is None else cwd
         live = build_request_header(
             options, turn=turn, step=step, cwd=where, api=api, full_text=full_text
@@ -383,7 +419,12 @@ class ReplayProvider:
         then = build_request_header(
             older, turn=turn, step=step, cwd=where, api=api, full_text=full_text
         )
-        return with_older_masks(live, then, self._tools_kept, messages_kept=self._messages_kept)
+        if script is not None and self._today:
+            kept = script.number in self._logs_kept
+            return with_older_masks(live, then, self._tools_kept, messages_kept=kept)
+        return with_older_masks(
+            live, then, self._tools_kept, messages_kept=self._messages_kept, today=self._today
+        )
 
     def _prepare(self, call: RecordedCall, cwd_in_json: str) -> tuple[Chunk, ...]:
         if not call.cwd_chunks:
@@ -406,9 +447,15 @@ class ReplayProvider:
     ) -> None:
         recorded = call.request
         assert recorded is not None
-        if live is None:
+        if live is None or (older is not None and self._today):
+            # With logs unlike in what they keep: built as this call's log was made.
             live = self.live_header(
-                options, api=api, older=older, turn=recorded.turn, step=recorded.step
+                options,
+                api=api,
+                older=older,
+                turn=recorded.turn,
+                step=recorded.step,
+                script=script,
             )
         differences = diff_request_headers(recorded, live)
         if not differences:
@@ -422,6 +469,7 @@ class ReplayProvider:
             turn=recorded.turn,
             step=recorded.step,
             full_text=True,
+            script=script,
         )
         differences = diff_request_headers(recorded, live, texts=self._texts) or differences
         files = self._write_requests(script, call, recorded, live)

@@ -12,7 +12,7 @@ from agentreel.mcp_replay._replay import RunState, check_replayed
 from agentreel.mcp_replay._settings import McpSettings, check_server_name
 from agentreel.mcp_replay._stdio import record_stdio, replay_stdio
 from agentreel.mcp_replay.exceptions import McpConfigError, McpReplayError
-from agentreel.session import KeyMask, Mask
+from agentreel.session import KeyMask, Mask, RecordSettings, RecordSettingsError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -27,7 +27,7 @@ def _parser() -> argparse.ArgumentParser:
     stdio.add_argument("--cwd")
     stdio.add_argument("--mask", action="append", default=[], metavar="TOKEN=REGEX")
     stdio.add_argument("--key-mask", action="append", default=[], metavar="TOKEN=KEY")
-    stdio.add_argument("--allow-secret", action="append", default=[], metavar="SHA256")
+    RecordSettings.add_flags(stdio)
     stdio.add_argument("server_command", nargs=argparse.REMAINDER)
     check = commands.add_parser("check", help="fail on drift or recorded calls never made")
     check.add_argument("--recordings", required=True, type=Path)
@@ -52,6 +52,14 @@ def _masks(values: list[str], keys: list[str]) -> tuple[Mask | KeyMask, ...]:
     return tuple(masks)
 
 
+def _record_settings(args: argparse.Namespace) -> RecordSettings:
+    """The record flags given as one ``RecordSettings`` (a bad one: argparse's usage error)."""
+    try:
+        return RecordSettings.from_args(args)
+    except RecordSettingsError as error:
+        _parser().error(f"argument {RecordSettings.specs()[error.setting].flag}: {error.problem}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -65,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             scenario=args.scenario,
             cwd=args.cwd,
             masks=_masks(args.mask, args.key_mask),
-            allow_secrets=tuple(args.allow_secret),
+            record=_record_settings(args),
         )
         server = check_server_name(args.server)
         command = list(args.server_command)

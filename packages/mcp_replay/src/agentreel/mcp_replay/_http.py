@@ -179,12 +179,13 @@ class McpEndpoint:
         if replay is None:
             session_id = f"agentreel-{server}-{next(self._ids)}"
             headers[_SESSION_ID] = session_id
+            masking = self.settings.masking
             replay = ConnectionReplay(
                 server,
-                load_recordings(self.settings.recordings, server),
+                load_recordings(self.settings.recordings, server, masking),
                 RunState(self.settings.state),
                 request.headers.get(SESSION_HEADER),
-                self.settings.masking,
+                masking,
                 self.settings.scenario,
             )
             self._replays[(server, session_id)] = replay

@@ -19,8 +19,12 @@ SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 # agentreel.llm, below the agents that send it).
 SESSION_ENV = MCP_SESSION_ENV
 SESSION_HEADER = MCP_SESSION_HEADER
-# The first line of a recording.
-RECORDING_VERSION = 1
+# The first line of a recording says its format: 1 wrote the cwd, install paths and the
+# scenario's masks as tokens; 2 also every built-in mask of the mask set its ``"masks"``
+# names in what the client sent, and this machine's HOME, user and host name in what the
+# server said (SPEC 13, 19). Replay reads both.
+RECORDING_VERSION = 2
+READ_VERSIONS = frozenset({1, 2})
 # The run's state folder: one claim file per recorded connection replay bound (how many of
 # its client messages were answered), one failure file per failure met by any process.
 CLAIM_SUFFIX = ".claim"

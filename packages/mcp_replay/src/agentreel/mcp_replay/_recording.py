@@ -14,27 +14,49 @@ from typing import Any
 from agentreel.mcp_replay._layout import (
     MCP_RECORDING_PATTERN,
     MCP_RECORDINGS_DIR,
+    READ_VERSIONS,
     RECORDING_VERSION,
     recording_path,
     shown_path,
 )
 from agentreel.mcp_replay.exceptions import McpRecordingError, McpSecretError
-from agentreel.session import CWD_TOKEN, KeyMask, Mask, SecretScan, mask_install_paths
+from agentreel.session import (
+    CWD_TOKEN,
+    MASKS_VERSION,
+    BuiltInMasks,
+    KeyMask,
+    Mask,
+    SecretScan,
+    mask_install_paths,
+    this_machine_facts,
+)
 
 Message = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
 class Masking:
-    """What is written and compared instead of the live text: the run's cwd as
-    ``{{cwd}}``, install paths as their tokens (machine facts, SPEC 13), and — in what the
-    client sends — the scenario's masks (each match as ``{{token}}``).
+    """What is written and compared instead of the live text (SPEC 13, 19).
 
-    A server's message keeps what a scenario mask matches: replay serves it as written, and
-    the agent passes it on to its model, whose recorded request holds what the server said
-    (a date in mcp-server-time's answer, printed by Claude Code and Gemini CLI). Served as
-    ``{{token}}`` it would make that request drift; the cwd is restored and install paths
-    are machine facts the model recording masks alike.
+    What the client sends (compared, never served): the run's cwd as ``{{cwd}}``, the
+    scenario's masks (each match as ``{{token}}``), then every built-in mask of the newest
+    mask set (``agentreel.session.BuiltInMasks``: install paths, machine facts — hostname,
+    user, HOME, temp paths, OS — and time in every spelling; the handshake's protocol
+    fields left as they are). Replay reads a recorded client message (of any format) through
+    the built-in masks again (``built_in``) and compares it with the live one masked so:
+    both sides through the same current masks, which are idempotent.
+
+    What a server says (served as written): the cwd as ``{{cwd}}``, install paths as their
+    tokens, and this machine's own HOME, ``user@host`` and host name as ``{{home}}``,
+    ``{{user}}@{{hostname}}``, ``{{hostname}}`` (``this_machine_facts``); replay gives each
+    back as the replaying machine's (``restore``), as if the server ran there. The rest is
+    served as the agent got it when recording — a time of the call included: replay on any
+    day serves the recorded one, and the agent's model recording masks it where the agent
+    passes it on. Masked there, it would reach the agent as ``{{date}}``, and an agent whose
+    model recording does not mask that text alike (a tool description's example date, kept
+    as a digest by the in-process provider) would drift from its recorded request. For the
+    same reason a server's message keeps what a scenario mask matches (the proxy writes
+    that match as ``{{mask:N}}``, not ``{{token}}``).
 
     A key mask (``KeyMask``) names a JSON key whose value varies between runs: that value
     (a string, number, boolean or null; an object under the key is walked), at any depth,
@@ -47,6 +69,9 @@ class Masking:
     masks: tuple[Mask | KeyMask, ...] = ()
     _compiled: tuple[tuple[re.Pattern[str], str], ...] = field(default=(), compare=False)
     _keys: dict[str, str] = field(default_factory=dict, compare=False)
+    _built_in: BuiltInMasks | None = field(default=None, compare=False)
+    _machine: tuple[tuple[re.Pattern[str] | None, str, str], ...] = field(default=(), compare=False)
+    _seen: dict[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         compiled = tuple(
@@ -55,6 +80,12 @@ class Masking:
         object.__setattr__(self, "_compiled", compiled)
         keys = {m.key: m.placeholder for m in self.masks if isinstance(m, KeyMask)}
         object.__setattr__(self, "_keys", keys)
+        object.__setattr__(self, "_built_in", BuiltInMasks(cwd=self.cwd))
+        machine = tuple(
+            (None if pattern is None else re.compile(pattern), token, value)
+            for pattern, token, value in this_machine_facts(self.cwd)
+        )
+        object.__setattr__(self, "_machine", machine)
 
     def apply(self, text: str, *, from_server: bool = False) -> str:
         if self._keys:
@@ -63,16 +94,62 @@ class Masking:
             text = text.replace(json.dumps(self.cwd)[1:-1], CWD_TOKEN)
         text = mask_install_paths(text)
         if from_server:
+            for pattern, token, _ in self._machine:
+                if pattern is not None:
+                    text = pattern.sub(token, text)
             return text
         for pattern, token in self._compiled:
             text = pattern.sub(token, text)
-        return text
+        decoded = json.loads(text)
+        if isinstance(decoded.get("message"), dict):  # a recording's line
+            decoded["message"] = self.built_in(decoded["message"])
+            return encode(decoded)
+        return encode(self.built_in(decoded))
+
+    def built_in(self, message: Message) -> Message:
+        """A client ``message`` through the built-in masks alone (its JSON-RPC envelope and
+        protocol fields as they are): how replay reads a recorded client message to compare
+        it with a live one. A part masked before is not masked again (a replayed call costs
+        a fraction of the server it replaces, bench/mcp.py)."""
+        masked = dict(message)
+        for part in ("params", "result", "error"):
+            if part in message:
+                masked[part] = self._masked_part(message[part])
+        for part in ("params", "result"):
+            given, out = message.get(part), masked.get(part)
+            if isinstance(given, dict) and isinstance(out, dict):
+                out.update({key: given[key] for key in _PROTOCOL_FIELDS if key in given})
+        return masked
+
+    def _masked_part(self, value: Any) -> Any:
+        assert self._built_in is not None
+        key = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        text = self._seen.get(key)
+        if text is None:
+            if len(self._seen) >= _SEEN_LIMIT:
+                self._seen.clear()
+            masked = self._built_in.value(value)
+            text = self._seen[key] = json.dumps(masked, ensure_ascii=False, separators=(",", ":"))
+        return json.loads(text)
 
     def restore(self, text: str) -> str:
-        """A recorded server message as the live agent gets it: ``{{cwd}}`` back to its cwd."""
+        """A recorded server message as the live agent gets it: ``{{cwd}}`` back to its cwd,
+        this machine's tokens (``this_machine_facts``) back to the replaying machine's."""
         if self.cwd and CWD_TOKEN in text:
-            return text.replace(CWD_TOKEN, json.dumps(self.cwd)[1:-1])
+            text = text.replace(CWD_TOKEN, json.dumps(self.cwd)[1:-1])
+        if "{{" in text:
+            for _, token, value in self._machine:
+                if value:
+                    text = text.replace(token, json.dumps(value)[1:-1])
         return text
+
+
+# What the handshake says of the protocol and of each side, never a fact of the machine: a
+# protocol version is date-shaped ("2025-11-25"), and a client that reads it back as
+# "{{date}}" refuses the server.
+_PROTOCOL_FIELDS = ("protocolVersion", "clientInfo", "serverInfo")
+# How many masked message parts a connection keeps, so a repeated one is masked once.
+_SEEN_LIMIT = 256
 
 
 def encode(message: Message) -> str:
@@ -126,7 +203,12 @@ class ConnectionRecorder:
                 n += 1
         self.path = path
         self._file = os.fdopen(fd, "w", encoding="utf-8")
-        header = {"mcp_recording": RECORDING_VERSION, "server": server, "session": session}
+        header = {
+            "mcp_recording": RECORDING_VERSION,
+            "masks": MASKS_VERSION,
+            "server": server,
+            "session": session,
+        }
         self._write(encode({**header, "transport": transport}), header=True)
 
     def client(self, message: Message) -> None:
@@ -188,8 +270,12 @@ def compare_key(message: Message) -> str:
     return _canonical({k: message[k] for k in ("result", "error") if k in message})
 
 
-def load_recordings(recordings: Path, server: str) -> list[RecordedConnection]:
-    """Every recorded connection of ``server``, in the order they opened."""
+def load_recordings(
+    recordings: Path, server: str, masking: Masking | None = None
+) -> list[RecordedConnection]:
+    """Every recorded connection of ``server``, in the order they opened; with ``masking``
+    (replay), each client message as it is compared: through the current built-in masks
+    (``Masking.built_in``), as the live one is."""
     folder = recordings / MCP_RECORDINGS_DIR
     found: list[RecordedConnection] = []
     if not folder.is_dir():
@@ -197,7 +283,7 @@ def load_recordings(recordings: Path, server: str) -> list[RecordedConnection]:
     for path in folder.iterdir():
         match = MCP_RECORDING_PATTERN.match(path.name)
         if match and match["server"] == server:
-            found.append(_load(path, server, int(match["n"])))
+            found.append(_load(path, server, int(match["n"]), masking))
     return sorted(found, key=lambda r: r.n)
 
 
@@ -209,7 +295,7 @@ def all_servers(recordings: Path) -> list[str]:
     return sorted(names)
 
 
-def _load(path: Path, server: str, n: int) -> RecordedConnection:
+def _load(path: Path, server: str, n: int, masking: Masking | None) -> RecordedConnection:
     lines = path.read_text(encoding="utf-8").splitlines()
     records: list[Message] = []
     for number, line in enumerate(lines, 1):
@@ -220,9 +306,21 @@ def _load(path: Path, server: str, n: int) -> RecordedConnection:
                 f"{shown_path(path)}:{number}: not JSON ({exc.msg}); re-record the scenario"
             ) from None
         records.append(record)
-    if not records or records[0].get("mcp_recording") != RECORDING_VERSION:
+    version = records[0].get("mcp_recording") if records else None
+    masks = records[0].get("masks", 0) if records else 0
+    if version not in READ_VERSIONS or not isinstance(masks, int) or masks > MASKS_VERSION:
+        newer = isinstance(version, int) and version > RECORDING_VERSION
+        newer = newer or (isinstance(masks, int) and masks > MASKS_VERSION)
         raise McpRecordingError(
-            f"{shown_path(path)}:1: not an MCP recording of version {RECORDING_VERSION}"
+            f"{shown_path(path)}:1: "
+            + (
+                f"made by a newer agentreel (MCP recording format {version!r}, built-in mask "
+                f"set {masks!r}; this agentreel reads formats 1 to {RECORDING_VERSION}, "
+                f"mask sets up to {MASKS_VERSION}): upgrade agentreel"
+                if newer
+                else f'not an MCP recording (its first line has no "mcp_recording" format '
+                f"1 to {RECORDING_VERSION}); re-record the scenario"
+            )
         )
     prelude: list[Message] = []
     steps: list[tuple[Message, list[Message]]] = []
@@ -234,7 +332,7 @@ def _load(path: Path, server: str, n: int) -> RecordedConnection:
                 '{"from": "client"|"server", "message": {...}}'
             )
         if side == "client":
-            steps.append((message, []))
+            steps.append((masking.built_in(message) if masking else message, []))
         elif steps:
             steps[-1][1].append(message)
         else:

@@ -145,26 +145,12 @@ class ConnectionReplay:
             recording = self._bind(masked, key)
         else:
             recording = self._bound
-            if self._position >= len(recording.steps):
+            unrecorded = self._position >= len(recording.steps)
+            if unrecorded or recording.steps[self._position].key != key:
+                failure = _failures.unrecorded if unrecorded else _failures.differs
                 raise McpDriftError(
-                    _failures.unrecorded(
-                        self.server,
-                        self.session,
-                        recording,
-                        self._position,
-                        masked,
-                        self._scenario,
-                    )
-                )
-            if recording.steps[self._position].key != key:
-                raise McpDriftError(
-                    _failures.differs(
-                        self.server,
-                        self.session,
-                        recording,
-                        self._position,
-                        masked,
-                        self._scenario,
+                    failure(
+                        self.server, self.session, recording, self._position, masked, self._scenario
                     )
                 )
         step = recording.steps[self._position]

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from agentreel.mcp_replay._layout import SERVER_NAME
 from agentreel.mcp_replay._recording import Masking
 from agentreel.mcp_replay.exceptions import McpConfigError
-from agentreel.session import KeyMask, Mask, SecretScan
+from agentreel.session import KeyMask, Mask, RecordSettings, SecretScan
 
 Mode = Literal["record", "replay"]
 
@@ -31,8 +31,9 @@ class McpSettings:
     scenario: str | None = None
     cwd: str | None = None
     masks: tuple[Mask | KeyMask, ...] = ()
-    # The sha256 digests of credentials the scenario allows ([record] allow_secrets).
-    allow_secrets: tuple[str, ...] = ()
+    # The record settings (the scenario's [record]: allow_secrets, the sha256 digests of
+    # credentials it allows), the same value the model proxy records with.
+    record: RecordSettings = field(default_factory=RecordSettings)
 
     def __post_init__(self) -> None:
         if self.mode not in ("record", "replay"):
@@ -45,7 +46,7 @@ class McpSettings:
     @property
     def scan(self) -> SecretScan:
         """The secret scan each written line passes (credential shapes, less the allowed)."""
-        return SecretScan(allow=self.allow_secrets)
+        return SecretScan(allow=self.record.allow_secrets)
 
     def shim_args(self, server: str) -> list[str]:
         """The shim's own options for ``server`` (without the real command)."""
@@ -63,9 +64,7 @@ class McpSettings:
                 args += ["--key-mask", f"{mask.token}={mask.key}"]
             else:
                 args += ["--mask", f"{mask.token}={mask.regex}"]
-        for digest in self.allow_secrets:
-            args += ["--allow-secret", digest]
-        return args
+        return args + self.record.flags()
 
 
 def check_server_name(server: str) -> str:

@@ -34,12 +34,13 @@ def _session() -> str | None:
 def replay_stdio(settings: McpSettings, server: str, source: IO[bytes], sink: IO[bytes]) -> int:
     """Answer every JSON-RPC line of ``source`` from the recording, until it ends."""
     state = RunState(settings.state)
+    masking = settings.masking
     connection = ConnectionReplay(
         server,
-        load_recordings(settings.recordings, server),
+        load_recordings(settings.recordings, server, masking),
         state,
         _session(),
-        settings.masking,
+        masking,
         settings.scenario,
     )
     try:

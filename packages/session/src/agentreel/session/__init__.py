@@ -1,6 +1,12 @@
 """Sessions, the JSONL event log, fork seeds, lineage, harvest order and the fixture layout."""
 
 from agentreel.llm.wire import WIRE_API_PATHS
+from agentreel.session._built_in_masks import (
+    MASK_SETS,
+    BuiltInMasks,
+    mask_set_fingerprint,
+    this_machine_facts,
+)
 from agentreel.session._codec import encode_record
 from agentreel.session._conversation import Conversation, call_options
 from agentreel.session._events import (
@@ -99,6 +105,11 @@ from agentreel.session._normalize import (
     unordered_kinds_checked,
 )
 from agentreel.session._order import order_headers, order_sessions
+from agentreel.session._record_settings import (
+    RecordSetting,
+    RecordSettings,
+    RecordSettingsKeywords,
+)
 from agentreel.session._recorder import CallRecorder, record_stream
 from agentreel.session._request import (
     build_request_header,
@@ -122,6 +133,7 @@ from agentreel.session.exceptions import (
     DuplicateSessionError,
     ForkError,
     NotJsonLineError,
+    RecordSettingsError,
     SecretFoundError,
     SeedLengthError,
     SessionClosedError,
@@ -143,6 +155,7 @@ __all__ = [
     "MAIN_SESSION_TOKEN",
     "MASKS_HISTORY",
     "MASKS_VERSION",
+    "MASK_SETS",
     "MERGE_KEYS",
     "MODELS_FILE",
     "NO_TEXT_KEPT",
@@ -161,6 +174,7 @@ __all__ = [
     "AssistantChunkData",
     "AssistantMessage",
     "AssistantMessageData",
+    "BuiltInMasks",
     "CallRecorder",
     "Conversation",
     "CorruptLineError",
@@ -176,6 +190,10 @@ __all__ = [
     "Normalizer",
     "NotJsonLineError",
     "Origin",
+    "RecordSetting",
+    "RecordSettings",
+    "RecordSettingsError",
+    "RecordSettingsKeywords",
     "RequestHeader",
     "RequestHeaderData",
     "SecretFoundError",
@@ -227,6 +245,7 @@ __all__ = [
     "json_message_text",
     "load_session_log",
     "mask_install_paths",
+    "mask_set_fingerprint",
     "merge_kinds_checked",
     "newer_stamp_problem",
     "now_ms",
@@ -245,6 +264,7 @@ __all__ = [
     "session_file_name",
     "session_file_number",
     "session_token",
+    "this_machine_facts",
     "tokenize_cwd",
     "unordered_kinds_checked",
     "with_older_masks",

@@ -6,8 +6,8 @@ first line (``{"format":…,"masks":…}``). A recording without a stamp is the 
 1, made with mask set 1. A reader refuses a recording of a newer format or mask set, naming
 both versions; it reads every older one as what it is, never as the current format.
 
-Kept here, the lowest layer that reads recordings (the session loader); the proxy's masks
-(``agentreel.llm_proxy``) say which set they are by ``MASKS_VERSION``.
+Kept here, the lowest layer that reads recordings (the session loader), beside the mask
+sets themselves (``MASK_SETS``, ``agentreel.session._built_in_masks``).
 """
 
 from __future__ import annotations

@@ -198,12 +198,10 @@ def remasked_tools(
     changed = False
     tools: list[ToolHeader] = []
     for tool in header.tools:
-        known = tool.text if tool.text is not None else texts.get(tool.digest)
-        if known is not None:
-            canonical = _canonical(_masked_strings(msgspec.json.decode(known), mask))
-            if canonical != known or _digest(canonical) != tool.digest:
-                tool = _tool_header(tool.name, canonical, tool.text is not None)
-                changed = True
+        known, canonical = _remasked(tool.text, texts.get(tool.digest), mask)
+        if canonical is not None and (canonical != known or _digest(canonical) != tool.digest):
+            tool = _tool_header(tool.name, canonical, tool.text is not None)
+            changed = True
         tools.append(tool)
     if not changed:
         return header
@@ -216,6 +214,7 @@ def with_older_masks(
     tools_kept: Collection[str],
     *,
     messages_kept: bool = False,
+    today: Collection[str] = (),
 ) -> RequestHeaderData:
     """The live request as a recording made with an older built-in mask set compares it
     (SPEC 15): ``live`` is built from the request masked with today's masks, ``older`` from
@@ -224,7 +223,11 @@ def with_older_masks(
     in ``tools_kept``: replay masks that text again with today's masks): those parts are
     ``older``'s, whose digests were taken as the recording's were; the system prompt (kept
     whole, masked again at replay), the kept tools and — ``messages_kept``: the recording
-    keeps every message's JSON (format 3) — the messages are ``live``'s."""
+    keeps every message's JSON (format 3) — the messages are ``live``'s. ``today``: the
+    digests, taken with today's masks, of the messages of the logs that keep their JSON
+    where others do not (a ``--drifted`` merge, SPEC 15): a live message whose digest is
+    one of them is ``live``'s, the others ``older``'s — each compares with the log that
+    holds it as that log was made."""
     if len(live.tools) == len(older.tools):
         tools = tuple(
             now if now.name in tools_kept else then
@@ -236,8 +239,27 @@ def with_older_masks(
         live,
         tools=tools,
         tools_digest=_tools_digest(tools),
-        messages=live.messages if messages_kept else older.messages,
+        messages=live.messages
+        if messages_kept
+        else tuple(
+            now if now.digest in today else then
+            for now, then in zip(live.messages, older.messages, strict=True)
+        )
+        if today and len(live.messages) == len(older.messages)
+        else older.messages,
     )
+
+
+def _remasked(
+    kept: str | None, logged: str | None, mask: Callable[[str], str]
+) -> tuple[str | None, str | None]:
+    """A recorded part's canonical JSON — ``kept`` with the part, else ``logged`` once in
+    its log — and that JSON masked again with ``mask`` (every string in it); ``(None,
+    None)`` where neither is known."""
+    known = kept if kept is not None else logged
+    if known is None:
+        return None, None
+    return known, _canonical(_masked_strings(msgspec.json.decode(known), mask))
 
 
 def _masked_strings(value: object, mask: Callable[[str], str]) -> object:
@@ -281,16 +303,14 @@ def remasked_messages(
     changed = False
     messages: list[MessageHeader] = []
     for message in header.messages:
-        known = message.json if message.json is not None else jsons.get(message.digest)
-        if known is not None:
-            canonical = _canonical(_masked_strings(msgspec.json.decode(known), mask))
-            if canonical != known:
-                message = msgspec.structs.replace(
-                    message,
-                    digest=_digest(canonical),
-                    json=canonical if message.json is not None else None,
-                )
-                changed = True
+        known, canonical = _remasked(message.json, jsons.get(message.digest), mask)
+        if canonical is not None and canonical != known:
+            message = msgspec.structs.replace(
+                message,
+                digest=_digest(canonical),
+                json=canonical if message.json is not None else None,
+            )
+            changed = True
         messages.append(message)
     if not changed:
         return header

@@ -20,9 +20,15 @@ and ``agentreel check-secrets`` runs it over committed fixtures. It refuses:
 A hit names the file, the line, the event (session, turn and step, seq, chunk type) and
 the rule — never the value; for a known shape it also gives the value's sha256, which a
 scenario lists in ``[record] allow_secrets`` to allow a deliberate fake key (a test of the
-scan itself). Keys streamed across text deltas are caught where the log holds them whole
-(the block's ``block-end``); a block that never ended (a cut call) is scanned as its
-deltas joined.
+scan itself). One allowed key covers every place a recording writes it, cut or not: a
+request header's message preview ends at 80 characters with ``…`` (a format goldens hold,
+so it stays), and a key running past it is written there cut — another value, another
+sha256. A value ending at such a cut is allowed when an allowed key found whole in the
+files scanned together begins with it (white space folded, as a preview folds it); a cut
+key no allowed key begins with is refused. A PEM block JSON escaped twice (a message's
+JSON kept as a string) is unescaped twice before its sha256 is taken. Keys streamed
+across text deltas are caught where the log holds them whole (the block's
+``block-end``); a block that never ended (a cut call) is scanned as its deltas joined.
 
 Cost: one pass of RE2 (``google-re2``, a DFA: every rule in one scan, linear in the
 bytes) finds candidate lines, and only those are checked rule by rule with the
@@ -37,7 +43,7 @@ import importlib
 import json
 import re
 import warnings
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -252,14 +258,24 @@ class SecretScan:
     # -- files -----------------------------------------------------------------------
 
     def check(self, files: Mapping[str, bytes]) -> None:
-        """Raise ``SecretFoundError`` naming every hit in ``files`` (name → bytes)."""
-        hits = [hit for name, data in files.items() for hit in self.scan(name, data)]
+        """Raise ``SecretFoundError`` naming every hit in ``files`` (name → bytes). A cut
+        key in one file is allowed by the allowed key written whole in another."""
+        scanned = [self._scan(name, data) for name, data in files.items()]
+        allowed = {value for _, wholes in scanned for value in wholes}
+        hits = [hit for found, _ in scanned for hit in _uncovered(found, allowed)]
         if hits:
             raise SecretFoundError(tuple(hits))
 
     def scan(self, name: str, data: bytes) -> list[SecretHit]:
         """Every hit in ``data`` (the file ``name``), in line order."""
-        found: dict[tuple[int, str, str | None], SecretHit] = {}
+        found, allowed = self._scan(name, data)
+        return _uncovered(found, allowed)
+
+    def _scan(self, name: str, data: bytes) -> tuple[list[_Found], set[str]]:
+        """Every hit in ``data`` not allowed by its own sha256, in line order, and the
+        allowed values found whole (which allow a cut value they begin with)."""
+        found: dict[tuple[int, str, str | None], _Found] = {}
+        allowed: set[str] = set()
         unended = False
         if self._candidates(data):
             events = _Events(data)
@@ -274,17 +290,20 @@ class SecretScan:
                 tail = ""
                 if b"PRIVATE KEY" in raw and b"-----END" not in raw:
                     tail = data[end : end + _PEM_REACH].decode("utf-8", "replace")
-                for rule, digest, _ in self._line_hits(line, tail):
+                for rule, digest, value, cut in self._line_hits(line, tail, allowed):
                     key = (number, rule, digest)
                     if key not in found:
-                        found[key] = SecretHit(name, number, rule, events.describe(line), digest)
+                        hit = SecretHit(name, number, rule, events.describe(line), digest)
+                        found[key] = _Found(hit, value if cut else None)
         if unended:
             for number, text, what in _unended_blocks(data):
-                for rule, digest, _ in self._line_hits(text):
+                for rule, digest, value, cut in self._line_hits(text, "", allowed):
                     key = (number, rule, digest)
                     if key not in found:
-                        found[key] = SecretHit(name, number, rule, what, digest)
-        return [found[key] for key in sorted(found, key=lambda k: (k[0], k[1]))]
+                        found[key] = _Found(
+                            SecretHit(name, number, rule, what, digest), value if cut else None
+                        )
+        return [found[key] for key in sorted(found, key=lambda k: (k[0], k[1]))], allowed
 
     def _compiled(self) -> Any:
         if self._prefilter is None:
@@ -325,39 +344,87 @@ class SecretScan:
             end = len(data) if end < 0 else end
             tail = data[end : end + _PEM_REACH].decode("utf-8", "replace")
             line = data[start:end].decode("utf-8", "replace")
-            for rule, _, value in self._line_hits(line, tail):
+            for rule, _, value, _ in self._line_hits(line, tail):
                 found[value] = rule
         for value in sorted(found, key=len, reverse=True):
             for form in {value, json.dumps(value)[1:-1]}:
                 text = text.replace(form, f"[redacted: {found[value]}]")
         return text
 
-    def _line_hits(self, line: str, tail: str = "") -> Iterator[tuple[str, str | None, str]]:
-        """(rule, sha256 or None, value) for every secret in ``line`` the allowlist does not
-        let through; the run's own values first (never allowed)."""
+    def _line_hits(
+        self, line: str, tail: str = "", allowed: set[str] | None = None
+    ) -> Iterator[tuple[str, str | None, str, bool]]:
+        """(rule, sha256 or None, value, cut) for every secret in ``line`` the allowlist
+        does not let through; the run's own values first (never allowed). ``cut``: the
+        value ends where a preview was cut (``…``, a message's preview in a request
+        header): the start of a key, allowed when an allowed key written whole begins with
+        it (``_uncovered``). Each allowed value found whole is added to ``allowed``."""
         for value, origin in self._values.items():
             if value in line:
-                yield f"the value of {origin} (a credential of this run)", None, value
-        spans: list[tuple[int, int, str, str]] = []
+                yield f"the value of {origin} (a credential of this run)", None, value, False
+        spans: list[tuple[int, int, str, str, bool]] = []
         for rule in _detector().rules:
             for match in rule.pattern.finditer(line):
                 groups = [g for g in match.groups() if g] if rule.value_group else []
                 value = groups[0] if groups else match.group(0)
                 end = match.end()
+                cut = line.startswith(_CUT_MARKS, end)
                 text = line + tail
-                block = _PEM_END.search(text, end) if "PRIVATE KEY" in value else None
-                if block is not None:  # the whole block is the value, not its banner
+                if "PRIVATE KEY" in value:
                     start = line.rfind("-----", 0, match.start())
-                    value = _unescaped(text[start if start >= 0 else match.start() : block.end()])
+                    start = start if start >= 0 else match.start()
+                    string = _string_rest(line, end)
+                    if string.endswith(_CUT_MARKS) and _PEM_END.search(string) is None:
+                        # A block begun in a preview and cut there: its start, as far as shown.
+                        mark = next(m for m in _CUT_MARKS if string.endswith(m))
+                        value = _unescaped(line[start : end + len(string) - len(mark)])
+                        cut = True
+                    elif (block := _PEM_END.search(text, end)) is not None:
+                        # The whole block is the value, not its banner.
+                        value = _unescaped(text[start : block.end()])
                 if value not in self._values:  # else named above, as what it is
-                    spans.append((match.start(), end, rule.name, value))
+                    spans.append((match.start(), end, rule.name, value, cut))
         # One key, one hit: a match inside another (two rules of one shape) is dropped.
-        for start, end, name, value in spans:
-            if any(s <= start and end <= e and (s, e) != (start, end) for s, e, _, _ in spans):
+        for start, end, name, value, cut in spans:
+            if any(s <= start and end <= e and (s, e) != (start, end) for s, e, *_ in spans):
                 continue
             digest = secret_sha256(value)
             if digest not in self._allow:
-                yield name, digest, value
+                yield name, digest, value, cut
+            elif allowed is not None and not cut:
+                allowed.add(value)
+
+
+@dataclass(frozen=True, slots=True)
+class _Found:
+    hit: SecretHit
+    cut: str | None
+    """The value, when it ends where a preview was cut (the start of a key)."""
+
+
+def _uncovered(found: Iterable[_Found], allowed: Collection[str]) -> list[SecretHit]:
+    """The hits no allowed key covers: a cut value is covered by an allowed key found whole
+    that begins with it (white space folded, as a preview folds it) — one allowed key
+    covers every place it is written, cut or not; a cut key no allowed key begins with
+    is refused (its sha256 is the cut value's)."""
+    folded = [" ".join(value.split()) for value in allowed]
+    return [
+        entry.hit
+        for entry in found
+        if entry.cut is None
+        or not any(whole.startswith(" ".join(entry.cut.split())) for whole in folded)
+    ]
+
+
+# How a message's preview marks its cut (``…``, raw or as a JSON escape).
+_CUT_MARKS = ("…", "\\u2026")
+_JSON_STRING_REST = re.compile(r'(?:[^"\\]|\\.)*')
+
+
+def _string_rest(line: str, start: int) -> str:
+    """The rest of the JSON string ``line`` is in at ``start`` (to its closing quote)."""
+    match = _JSON_STRING_REST.match(line, start)
+    return match.group(0) if match is not None else ""
 
 
 _PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----")
@@ -365,12 +432,19 @@ _PEM_REACH = 64 * 1024  # how far past its banner line a PEM block's END is look
 
 
 def _unescaped(text: str) -> str:
-    """``text`` as it was before JSON escaped it (a PEM block's newlines), when it can be."""
-    try:
-        value = json.loads(f'"{text}"')
-    except ValueError:
-        return text
-    return value if isinstance(value, str) else text
+    """``text`` as it was before JSON escaped it (a PEM block's newlines), when it can be —
+    as often as it was: a message's JSON kept as a string in a log line (format 3's
+    ``MessageHeader.json``) escapes the block twice, and its one sha256 must still be the
+    block's (a key allowed once is allowed wherever the recording writes it)."""
+    while "\\" in text:
+        try:
+            value = json.loads(f'"{text}"')
+        except ValueError:
+            return text
+        if not isinstance(value, str) or value == text:
+            return text
+        text = value
+    return text
 
 
 class _Events:

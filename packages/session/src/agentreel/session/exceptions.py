@@ -12,6 +12,7 @@ Hierarchy::
         ├── ForkError                   a fork was asked for that cannot be made
         ├── SessionClosedError          an append to a closed session
         ├── NotJsonLineError            normalizer input has a line that is not a JSON object
+        ├── RecordSettingsError (ValueError) a record setting's value (``RecordSettings``)
         └── SecretFoundError            what a writer would write holds a credential (the scan)
 
 ``SecretFoundError.hits`` are ``SecretHit`` records, defined here beside the error that
@@ -32,6 +33,7 @@ __all__ = [
     "DuplicateSessionError",
     "ForkError",
     "NotJsonLineError",
+    "RecordSettingsError",
     "SecretFoundError",
     "SecretHit",
     "SeedLengthError",
@@ -143,3 +145,14 @@ class SecretFoundError(SessionError):
         self.hits = hits
         listing = "\n  ".join(hit.describe() for hit in hits)
         super().__init__(f"refusing to write a credential ({len(hits)} found):\n  {listing}")
+
+
+class RecordSettingsError(SessionError, ValueError):
+    """A record setting with a value that cannot be used (``RecordSettings``): ``setting``
+    the field's name, ``problem`` what is wrong, in words a located message puts after the
+    file and key."""
+
+    def __init__(self, setting: str, problem: str) -> None:
+        self.setting = setting
+        self.problem = problem
+        super().__init__(f"{setting}: {problem}")

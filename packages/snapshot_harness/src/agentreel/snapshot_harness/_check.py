@@ -10,26 +10,22 @@ The pytest plugin, the CLI and the nox sessions all call ``check_scenario``.
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentreel.session import RECORDING_FILE_PATTERN, refresh_command, rerecord_command
+from agentreel.session import refresh_command, rerecord_command
 from agentreel.snapshot_harness import _environment as envvars
 from agentreel.snapshot_harness._consumption import verify_consumption
 from agentreel.snapshot_harness._diff import compare_goldens
 from agentreel.snapshot_harness._layout import (
     GOLDEN_DIR,
     GOLDEN_FILE_PATTERN,
-    REPLAY_INPUTS,
     check_inventory,
     write_files,
 )
-from agentreel.snapshot_harness._mcp import split_mcp_files, write_mcp_files
 from agentreel.snapshot_harness._pending import (
     PendingGolden,
     clear_pending,
@@ -46,9 +42,13 @@ from agentreel.snapshot_harness._record_proof import (
 from agentreel.snapshot_harness._record_trials import accepting_masks, compare_twice, run_trials
 from agentreel.snapshot_harness._render import render_goldens, render_recordings
 from agentreel.snapshot_harness._result import RunResult
-from agentreel.snapshot_harness._runner import run_scenario
+from agentreel.snapshot_harness._runner import (
+    replay_verified,
+    run_scenario,
+    scratch_copy,
+    write_recordings,
+)
 from agentreel.snapshot_harness._scenario import (
-    WORKSPACE_DIR,
     Mode,
     Prompt,
     PromptAndCancel,
@@ -171,13 +171,6 @@ def check_scenario(
     return Outcome(scenario, mode, sessions, time.monotonic() - started, list(goldens), result)
 
 
-def write_recordings(directory: Path, recordings: dict[str, bytes]) -> None:
-    """The session logs and proxy files beside scenario.toml, the MCP ones in ``mcp/``."""
-    files, mcp = split_mcp_files(recordings)
-    write_files(directory, files, keep_pattern=RECORDING_FILE_PATTERN)
-    write_mcp_files(directory, mcp)
-
-
 def _record(
     scenario: Scenario, record: RecordConfig | None, work_dir: Path | None, started: float
 ) -> Outcome:
@@ -239,25 +232,13 @@ def _record_once(
     scan_for_secrets(recordings, secrets, scenario.name, allow=allow)
 
     with tempfile.TemporaryDirectory(prefix="agentreel-record-") as scratch:
-        # The scratch copy keeps the scenario's name: replay messages name the scenario.
-        copy = Path(scratch) / scenario.name
-        copy.mkdir()
-        for name in REPLAY_INPUTS:
-            if (scenario.directory / name).is_file():
-                shutil.copy2(scenario.directory / name, copy / name)
-        if scenario.workspace is not None:
-            shutil.copytree(scenario.workspace, copy / WORKSPACE_DIR, symlinks=True)
-        write_recordings(copy, recordings)
-        unheld = schedule_problems(copy, scenario.replay.schedule)
+        trial = scratch_copy(scenario, recordings, Path(scratch))
+        unheld = schedule_problems(trial.directory, scenario.replay.schedule)
         if unheld:
             orders.extend(unheld)
             return None
-        trial = dataclasses.replace(
-            scenario, directory=copy, agent_root=scenario.agent_root or scenario.directory
-        )
         try:
-            replayed = run_scenario(trial, "replay")
-            verify_consumption(trial, replayed)
+            replayed = replay_verified(trial)
         except NoReplayReportError as exc:
             raise RecordError(
                 f"{scenario.name}: recorded, but nothing was written: replaying the new "
@@ -274,7 +255,7 @@ def _record_once(
                 "what it sends)"
             ) from exc
         goldens = render_goldens(replayed)
-        run_trials(scenario.name, trial, goldens, config)
+        run_trials(scenario.name, trial, goldens, config, notes=notes, first=replayed)
         if config.twice:
             compare_twice(scenario, record, recorded)
 

@@ -197,8 +197,10 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["proxy"]:
         from agentreel.llm_proxy import main as proxy_main
+        from agentreel.snapshot_harness._record_trials import proxy_trials
 
-        return proxy_main(arguments[1:], out=out)
+        # `record ... -- COMMAND` proves its fixture with record's own trials (issue 39).
+        return proxy_main(arguments[1:], out=out, trials=proxy_trials())
     try:
         return _main(argv, out or sys.stdout)
     except BrokenPipeError:  # `agentreel replay | head`: the reader left; not an error of ours
@@ -359,7 +361,7 @@ def _dispatch(argv: list[str], out: TextIO) -> int:
         verb = {"replay": "passed", "record": "recorded", "refresh": "refreshed"}[mode]
         summary = f"{passed} {verb}, {len(failures)} failed in {total:.2f}s ({mode})"
         if guessed:
-            summary += f"; {len(guessed)} recorded with a guess (named above)"
+            summary += f"; {len(guessed)} recorded with a guess or warning (named above)"
         if done < len(directories):
             summary += f"; interrupted, {len(directories) - done} not run"
         print(f"\n{summary}", file=out, flush=True)
@@ -398,9 +400,10 @@ def _guesses_message(name: str, warnings: list[str]) -> str:
     """What a scenario recorded with a guess gets at the end of the output: that it was
     written, and each guess with what to do."""
     return (
-        f"\n=== {name}: recorded with {len(warnings)} guess(es) ===\n"
-        "The recording was written and is valid (it replays), but recording it again may "
-        "not give the same files:\n" + "\n".join(f"- {warning}" for warning in warnings)
+        f"\n=== {name}: recorded with {len(warnings)} guess(es) or warning(s) ===\n"
+        "The recording was written and is valid (it replays, its trials too), but read "
+        "each of these (a guess: recording it again may not give the same files):\n"
+        + "\n".join(f"- {warning}" for warning in warnings)
     )
 
 

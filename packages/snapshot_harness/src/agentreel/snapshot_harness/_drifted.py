@@ -41,11 +41,9 @@ from agentreel.session import (
 )
 from agentreel.snapshot_harness import _environment as envvars
 from agentreel.snapshot_harness._backend import DRIFTED_REPORT_NAME
-from agentreel.snapshot_harness._consumption import verify_consumption
 from agentreel.snapshot_harness._diff import compare_goldens
 from agentreel.snapshot_harness._layout import (
     GOLDEN_DIR,
-    REPLAY_INPUTS,
     check_inventory,
     take_inventory,
 )
@@ -54,8 +52,8 @@ from agentreel.snapshot_harness._prices import load_prices
 from agentreel.snapshot_harness._record_trials import run_trials
 from agentreel.snapshot_harness._render import render_goldens
 from agentreel.snapshot_harness._result import RunResult
-from agentreel.snapshot_harness._runner import run_scenario
-from agentreel.snapshot_harness._scenario import WORKSPACE_DIR, RecordConfig, Scenario
+from agentreel.snapshot_harness._runner import replay_verified, run_scenario, scratch_copy
+from agentreel.snapshot_harness._scenario import RecordConfig, Scenario
 from agentreel.snapshot_harness._secrets import scan_for_secrets
 from agentreel.snapshot_harness.exceptions import HarnessError, RecordError
 
@@ -239,21 +237,9 @@ def _trial_replay(
 ) -> tuple[Scenario, dict[str, bytes]]:
     """The merged recording replayed keylessly from a scratch copy: that copy's scenario
     and the goldens."""
-    copy = where / scenario.name
-    copy.mkdir(parents=True)
-    for name in REPLAY_INPUTS:
-        if (scenario.directory / name).is_file():
-            shutil.copy2(scenario.directory / name, copy / name)
-    if scenario.workspace is not None:
-        shutil.copytree(scenario.workspace, copy / WORKSPACE_DIR, symlinks=True)
-    for name, data in files.items():
-        (copy / name).write_bytes(data)
-    trial = dataclasses.replace(
-        scenario, directory=copy, agent_root=scenario.agent_root or scenario.directory
-    )
+    trial = scratch_copy(scenario, files, where)
     try:
-        replayed = run_scenario(trial, "replay")
-        verify_consumption(trial, replayed)
+        replayed = replay_verified(trial)
     except HarnessError as exc:
         raise RecordError(
             f"{scenario.name}: re-recorded what drifted, but the merged recording does not "

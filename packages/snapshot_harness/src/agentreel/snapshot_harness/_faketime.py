@@ -114,6 +114,8 @@ def faketime_env(when: str, *, preload: str | None = None) -> dict[str, str]:
         variable: f"{library}{os.pathsep}{preload}" if preload else str(library),
         "FAKETIME": start,
         "DONT_FAKE_MONOTONIC": "1",
+        # libfaketime 0.9.10 (Debian 12) reads only this spelling of it.
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
         "FAKETIME_DONT_RESET": "1",
         # No clock shared between an agent's processes through /dev/shm: libfaketime hands
         # each child its parent's semaphore, which Claude Code 2.1.318's native CLI cannot

@@ -54,7 +54,7 @@ def mcp_settings(scenario: Scenario, mode: Mode, run_dir: Path, cwd: Path) -> Mc
         scenario=scenario.name,
         cwd=str(cwd),
         masks=scenario.golden_masks,
-        allow_secrets=tuple(scenario.record.settings.allow_secrets),
+        record=scenario.record.settings,
     )
 
 

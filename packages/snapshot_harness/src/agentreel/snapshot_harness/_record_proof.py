@@ -13,7 +13,8 @@ Three kinds, in the order a recording meets them:
   enforce at replay; record records again (``[record] retries``) or fails naming it.
 - **Trial replays** (``trial_env``; run by ``_record_trials``): the new recording replayed
   ``[record] trials`` times, each under another time zone, user and host name (HOME is a
-  fresh folder on every run already), with the goldens compared to the first replay's;
+  fresh folder on every run already), the second on another day too (``trial_day``,
+  libfaketime), with the goldens compared to the first replay's;
   a difference is named value by value with the smallest mask that covers it
   (``propose_masks``), printed as TOML lines ``--accept-masks`` writes into
   ``scenario.toml``.
@@ -35,6 +36,7 @@ import os
 import re
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -338,6 +340,20 @@ _PERTURBATIONS: tuple[Mapping[str, str], ...] = (
 )
 
 
+DATE_TRIAL = 1
+"""The trial (from 0) whose agent runs on another day: libfaketime preloaded into its
+process (``_faketime``), its clock started ``_DAYS_ON`` days from now and running on."""
+_DAYS_ON = 403
+"""Another year, month, date and weekday (403 is no multiple of 7)."""
+
+
+def trial_day(now: datetime | None = None) -> str:
+    """The moment the date trial's agent starts its clock at: ``_DAYS_ON`` days after
+    ``now`` (the real moment), time of day kept."""
+    moment = (now or datetime.now(UTC)) + timedelta(days=_DAYS_ON)
+    return f"{moment:%Y-%m-%d %H:%M:%S}"
+
+
 def trial_env(number: int, pinned: Collection[str] = ()) -> dict[str, str]:
     """The environment trial ``number`` (from 0) adds to the scenario's: another time zone,
     user and host name — but never a variable in ``pinned``, the ones the scenario sets
@@ -378,6 +394,50 @@ class Proposal:
         else:
             body = f"regex = {_toml_string(self.mask.regex)}"
         return f"[[golden_masks]]\n{body}\ntoken = {json.dumps(self.mask.token)}"
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptRule:
+    """An order rule for the transcript: ``key`` (``unordered`` or ``merge``) set to
+    ``kinds`` (the scenario's own, then the new), found when the goldens differ only in the
+    order of some updates, or in how one thing's updates are chunked."""
+
+    key: str
+    kinds: tuple[str, ...]
+    new: tuple[str, ...]
+
+    @property
+    def toml(self) -> str:
+        return f"[transcript]\n{self.key} = {json.dumps(list(self.kinds))}"
+
+    @property
+    def said(self) -> str:
+        how = "in another order" if self.key == "unordered" else "chunked otherwise"
+        return f"- transcript.jsonl: {', '.join(self.new)} updates {how} in one run than another"
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureRule:
+    """A value the agent sends in a request that the answer carries back (a proxied
+    scenario): a ``[[model.captures]]`` table, so a replay serves the live value."""
+
+    where: str
+    values: tuple[str, str]
+    regex: str
+    token: str
+
+    @property
+    def toml(self) -> str:
+        regex = _toml_string(self.regex)
+        return f"[[model.captures]]\nregex = {regex}\ntoken = {json.dumps(self.token)}"
+
+    @property
+    def said(self) -> str:
+        a, b = self.values
+        return (
+            f"- {self.where}: {a!r} in one run, {b!r} in another, sent in a request and "
+            "carried back in its answer"
+        )
 
 
 def _toml_string(text: str) -> str:
@@ -522,6 +582,67 @@ def _escape(text: str) -> str:
     return re.sub(r"([.^$*+?{}\[\]\\|()])", r"\\\1", text)
 
 
+def capture_proposals(
+    first: Mapping[str, bytes], proposals: Sequence[Proposal], existing: Sequence[str] = ()
+) -> list[CaptureRule]:
+    """For each proposed token regex whose value, in ``first``'s session logs, sits in a
+    recorded request and again in a later recorded answer of that log: a capture (the
+    answer names back what the request held, which a mask alone cannot make the live
+    value). ``existing``: the scenario's capture tokens."""
+    found: list[CaptureRule] = []
+    for proposal in proposals:
+        mask = proposal.mask
+        if isinstance(mask, KeyMask) or mask.token in existing:
+            continue
+        value = proposal.values[0]
+        for name, data in first.items():
+            if name == "transcript.jsonl":
+                continue
+            asked = False
+            for line in data.decode("utf-8", "replace").splitlines():
+                if value not in line:
+                    continue
+                if '"request/header"' in line:
+                    asked = True
+                elif asked and '"assistant/chunk"' in line:
+                    found.append(CaptureRule(f"{name}", proposal.values, mask.regex, mask.token))
+                    break
+            if found and found[-1].token == mask.token:
+                break
+    return found
+
+
+def transcript_lines_kinds(first: bytes, other: bytes) -> tuple[str, ...]:
+    """The ``sessionUpdate`` kinds of the transcript lines that differ between two
+    transcripts and of the lines beside them (a line moved past another: either may be
+    the one to compare unordered), in order of first appearance."""
+    a_lines = first.decode("utf-8", "replace").splitlines()
+    b_lines = other.decode("utf-8", "replace").splitlines()
+    matcher = difflib.SequenceMatcher(None, a_lines, b_lines, autojunk=False)
+    kinds: list[str] = []
+    for tag, a0, a1, b0, b1 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        near = [*a_lines[max(a0 - 1, 0) : a1 + 1], *b_lines[max(b0 - 1, 0) : b1 + 1]]
+        for line in near:
+            kind = transcript_line_kind(line)
+            if kind is not None and kind not in kinds:
+                kinds.append(kind)
+    return tuple(kinds)
+
+
+def transcript_line_kind(line: str) -> str | None:
+    """The ``sessionUpdate`` kind of one transcript line, else ``None``."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    params = message.get("params") if isinstance(message, dict) else None
+    update = params.get("update") if isinstance(params, dict) else None
+    kind = update.get("sessionUpdate") if isinstance(update, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
 def masked_goldens_equal(
     first: Mapping[str, bytes], other: Mapping[str, bytes], proposals: Sequence[Proposal]
 ) -> bool:
@@ -542,23 +663,47 @@ def masked_goldens_equal(
     return all(apply(first[name]) == apply(other.get(name, b"")) for name in first)
 
 
-def accept_masks(toml_path: Path, proposals: Sequence[Proposal]) -> None:
-    """Append the proposals to ``scenario.toml`` as ``[[golden_masks]]`` tables."""
-    text = toml_path.read_text(encoding="utf-8")
-    added = "\n\n".join(proposal.toml for proposal in proposals)
-    note = "# Added by agentreel record --accept-masks: values that differed between trials."
-    toml_path.write_text(text.rstrip("\n") + f"\n\n{note}\n{added}\n", encoding="utf-8")
+AnyProposal = Proposal | TranscriptRule | CaptureRule
+"""What record proposes: a golden mask, an order rule for the transcript, a capture."""
+
+_NOTE = "# Added by agentreel record --accept-masks: what differed between trials."
 
 
-def proposals_message(proposals: Sequence[Proposal]) -> str:
+def accept_masks(toml_path: Path, proposals: Sequence[AnyProposal]) -> None:
+    """Write the proposals into ``scenario.toml``: masks and captures appended as tables,
+    an order rule set as its key of ``[transcript]`` (the table added when missing)."""
+    text = toml_path.read_text(encoding="utf-8").rstrip("\n") + "\n"
+    tables = [p.toml for p in proposals if not isinstance(p, TranscriptRule)]
+    for rule in (p for p in proposals if isinstance(p, TranscriptRule)):
+        line = f"{rule.key} = {json.dumps(list(rule.kinds))}"
+        table = re.search(r"^\[transcript\][ \t]*$", text, flags=re.MULTILINE)
+        if table is None:
+            tables.append(f"[transcript]\n{line}")
+            continue
+        body_end = re.search(r"^\[", text[table.end() :], flags=re.MULTILINE)
+        end = table.end() + (body_end.start() if body_end else len(text) - table.end())
+        body = text[table.end() : end]
+        key = re.compile(rf"^{rule.key}[ \t]*=[ \t]*\[[^\]]*\][^\n]*$", re.MULTILINE | re.DOTALL)
+        body = key.sub(line, body, count=1) if key.search(body) else f"\n{line}{body}"
+        text = text[: table.end()] + body + text[end:]
+    if tables:
+        # Array tables go last: an order rule's table may stand before them, never after.
+        text = text.rstrip("\n") + f"\n\n{_NOTE}\n" + "\n\n".join(tables) + "\n"
+    toml_path.write_text(text, encoding="utf-8")
+
+
+def proposals_message(proposals: Sequence[AnyProposal]) -> str:
     lines = []
     for proposal in proposals:
-        a, b = proposal.values
-        lines.append(f"- {proposal.where}: {a!r} in one run, {b!r} in another")
+        if isinstance(proposal, Proposal):
+            a, b = proposal.values
+            lines.append(f"- {proposal.where}: {a!r} in one run, {b!r} in another")
+        else:
+            lines.append(proposal.said)
     rules = "\n\n".join(proposal.toml for proposal in proposals)
     return (
-        "Volatile values (each differs between runs of the same recording):\n"
+        "What differs between runs of the same recording:\n"
         + "\n".join(lines)
-        + "\nThe smallest rules that cover them, for scenario.toml (record with "
+        + "\nThe smallest rules that cover it, for scenario.toml (record with "
         "--accept-masks to add them and record again):\n" + rules
     )

@@ -26,13 +26,12 @@ import shutil
 import socket
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentreel.llm_proxy import RecordSettings, RecordSettingsError
 from agentreel.llm_replay import (
     DriftedSummary,
     PriceTableError,
@@ -56,6 +55,8 @@ from agentreel.session import (
     RECORDING_FILE_PATTERN,
     RERECORD_COMMAND_ENV,
     Mask,
+    RecordSettings,
+    RecordSettingsError,
     rerecord_command,
 )
 from agentreel.snapshot_harness import _environment as envvars
@@ -79,7 +80,12 @@ _RECORDED = RECORDING_FILE_PATTERN
 _UNSAFE = re.compile(r"[^A-Za-z0-9._\[\]-]+")
 # agentreel_config / marker keys: the fixture's own, every replay setting (one
 # ``ReplaySettings`` value, checked by it) and every record setting (one ``RecordSettings``).
-_OWN_KEYS = frozenset({"upstream", "record_mode", "cwd", "private_home"})
+# Where a test allows a deliberate fake key: its own settings, not a scenario's.
+_ALLOWED_IN = "the test's agentreel_config (or agentreel marker) allow_secrets"
+_OWN_KEYS = frozenset({"upstream", "record_mode", "cwd", "private_home", "trials"})
+TRIAL_RECORDING_ENV = "AGENTREEL_TRIAL_RECORDING"
+"""Set by a record's trial replay (``plugin``) for the pytest run it starts: ``<node id>
+<folder>``, that test replays the fresh recording in ``<folder>`` (nothing is written)."""
 _REPLAY_KEYS = frozenset(ReplaySettings.names())
 _RECORD_KEYS = frozenset(RecordSettings.names())
 _START_TIMEOUT = 120.0
@@ -118,6 +124,9 @@ class ReelPlan:
     cwd: str
     record: RecordSettings = field(default_factory=RecordSettings)
     replay: ReplaySettings = field(default_factory=ReplaySettings)
+    trials: int | None = None
+    """``agentreel_config``'s ``trials``: record's trial replays of this test (``None``:
+    record's default, ``_record_proof.trials_wanted``)."""
 
 
 def recording_dir(path: Path, node_name: str, cls: str | None) -> Path:
@@ -133,6 +142,14 @@ def has_recording(directory: Path) -> bool:
 
 def record_command(nodeid: str, mode: RecordMode = "once") -> str:
     return f"pytest {shlex.quote(nodeid)} {RECORD_OPTION}={mode}"
+
+
+def fixture_rerecord_template(reel_plan: ReelPlan) -> str:
+    """The one re-record command every message of a test's run names (``{scenario}``: its
+    node id, put in by ``rerecord_command``): the pytest command of the test's record mode
+    — ``drifted`` when re-recording what drifted, else ``all`` — never a scenario's
+    ``agentreel record``."""
+    return record_command("{scenario}", "drifted" if reel_plan.mode == "drifted" else "all")
 
 
 def refuse_under_ci(mode: str, environ: Mapping[str, str] | None = None) -> None:
@@ -180,7 +197,16 @@ def plan(
         raise ReelError(
             f"{nodeid}: agentreel_config / marker key {exc.setting}: {exc.problem}"
         ) from None
+    trials = config.get("trials")
+    if trials is not None and (
+        isinstance(trials, bool) or not isinstance(trials, int) or trials < 0
+    ):
+        raise ReelError(f"{nodeid}: agentreel_config / marker key trials: {trials!r} is no count")
     mode: RecordMode = config.get("record_mode") or option_mode
+    trial = os.environ.get(TRIAL_RECORDING_ENV, "")
+    if trial.startswith(f"{nodeid} "):
+        # A trial replay of a fresh recording (``plugin``): replay it, write nothing.
+        directory, mode = Path(trial[len(nodeid) + 1 :]), "none"
     if mode not in RECORD_MODES:
         raise ReelError(f"{nodeid}: record_mode {mode!r} is not one of {', '.join(RECORD_MODES)}")
     refuse_under_ci(mode)
@@ -216,6 +242,7 @@ def plan(
         cwd=cwd,
         record=record,
         replay=replay,
+        trials=trials,
     )
 
 
@@ -335,6 +362,7 @@ class ReelMcp:
 
     def __init__(self, reel_plan: ReelPlan, staging: Path) -> None:
         self.name = reel_plan.name
+        self.rerecord = fixture_rerecord_template(reel_plan)
         self.settings = McpSettings(
             # A drifted run replays the MCP servers as recorded (SPEC 20 covers model calls).
             mode="record" if reel_plan.mode == "record" else "replay",
@@ -343,7 +371,7 @@ class ReelMcp:
             scenario=reel_plan.name,
             cwd=reel_plan.cwd,
             masks=mcp_masks(reel_plan.replay.masks),
-            allow_secrets=tuple(reel_plan.record.allow_secrets),
+            record=reel_plan.record,
         )
         self.used: set[str] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -412,7 +440,7 @@ class ReelMcp:
             return f"{self.name}: " + failures[0].read_text(encoding="utf-8").strip()
         if not self.used and not (settings.recordings / MCP_RECORDINGS_DIR).is_dir():
             return None
-        with _rerecord_hint(record_command("{scenario}", "all")):
+        with _rerecord_hint(self.rerecord):
             try:
                 check_replayed(settings.recordings, settings.state, settings.scenario)
             except McpDriftError as exc:
@@ -573,6 +601,9 @@ class OpenReel:
     """``--agentreel-record=drifted``: the replay run behind the reel's record run."""
     drifted_report: str | None = None
     """``--agentreel-record=drifted``: what was kept, re-recorded, new and dropped."""
+    prove: Callable[[Path], str | None] | None = None
+    """Record: the trial replays of the fresh recording (its folder) before it is written
+    (``plugin``), what failed or ``None``."""
 
     def finish(self, *, passed: bool) -> str | None:
         if self.finished:
@@ -582,10 +613,13 @@ class OpenReel:
         unreached, self.blocked = egress_lines(seen, self.reel.base_url)
         try:
             self.stack.close()
-            if self.drifted_replay is not None:
-                self.problem = self._merge_drifted(passed=passed)
-            else:
-                self.problem = _judge(self.reel, self.staging, passed=passed)
+            # Every refusal after the run (the secret scan's above all) names this test's
+            # record command, as the proxy's messages during it did.
+            with _rerecord_hint(fixture_rerecord_template(self.reel.plan)):
+                if self.drifted_replay is not None:
+                    self.problem = self._merge_drifted(passed=passed)
+                else:
+                    self.problem = _judge(self.reel, self.staging, passed=passed, prove=self.prove)
         except Exception as exc:  # a close that failed is the test's failure, named
             self.problem = f"{self.reel.plan.name}: closing the agentreel proxy failed: {exc}"
         if unreached:
@@ -609,13 +643,17 @@ class OpenReel:
 
         def scan(files: dict[str, bytes]) -> None:
             allow = reel_plan.record.allow_secrets
-            scan_for_secrets(files, envvars.secret_values(os.environ), reel_plan.name, allow=allow)
+            scan_for_secrets(
+                files,
+                envvars.secret_values(os.environ),
+                reel_plan.name,
+                allow=allow,
+                allowed_in=_ALLOWED_IN,
+            )
 
         drifted = DriftedProxy(self.reel._run, self.drifted_replay, reel_plan.directory)
         try:
-            # A refusal names this test's drifted record command, not a scenario's.
-            with _rerecord_hint(record_command("{scenario}", "drifted")):
-                merge_drifted_run(drifted, self.staging, reel_plan.cwd, check=scan)
+            merge_drifted_run(drifted, self.staging, reel_plan.cwd, check=scan)
         except SecretLeakError as exc:
             return str(exc)
         if drifted.errors:
@@ -656,7 +694,7 @@ def open_reel(reel_plan: ReelPlan) -> OpenReel:
             "record": reel_plan.record,
         }
         # The proxy's messages name the re-record command: for a test, the pytest one.
-        stack.enter_context(_rerecord_hint(record_command("{scenario}", "all")))
+        stack.enter_context(_rerecord_hint(fixture_rerecord_template(reel_plan)))
         if reel_plan.mode == "drifted":
             return _open_drifted(reel_plan, staging, stack, settings)
         stubs: list[StubServer] = []
@@ -775,7 +813,13 @@ def _upstream(reel_plan: ReelPlan, stubs: list[StubServer]) -> Iterator[str]:
         yield server.base_url
 
 
-def _judge(reel: Reel, staging: Path, *, passed: bool) -> str | None:
+def _judge(
+    reel: Reel,
+    staging: Path,
+    *,
+    passed: bool,
+    prove: Callable[[Path], str | None] | None = None,
+) -> str | None:
     """After the proxy closed: write what was recorded (record), or read the replay report."""
     run = reel._run
     reel_plan = reel.plan
@@ -832,6 +876,9 @@ def _judge(reel: Reel, staging: Path, *, passed: bool) -> str | None:
     refused = recording_refusal(reel_plan.name, recorded, reel._stubs, schedule)
     if refused is not None:
         return f"{refused}\nThen record again: {record_command(reel_plan.name, 'all')}"
+    failed = prove(recorded) if prove is not None else None
+    if failed is not None:
+        return failed
     from agentreel.snapshot_harness._layout import write_files
     from agentreel.snapshot_harness._secrets import scan_for_secrets
     from agentreel.snapshot_harness.exceptions import SecretLeakError
@@ -842,6 +889,7 @@ def _judge(reel: Reel, staging: Path, *, passed: bool) -> str | None:
             envvars.secret_values(os.environ),
             reel_plan.name,
             allow=reel_plan.record.allow_secrets,
+            allowed_in=_ALLOWED_IN,
         )
     except SecretLeakError as exc:
         return str(exc)

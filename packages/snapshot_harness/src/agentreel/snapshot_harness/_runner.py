@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -35,7 +36,12 @@ from acp import Client, RequestError, connect_to_agent
 from agentreel.llm import AgentEnvironment
 from agentreel.llm_replay import ReplayError
 from agentreel.mcp_replay import McpSettings
-from agentreel.session import OVERRIDE_FILE, harvest_session_logs, session_file_name
+from agentreel.session import (
+    OVERRIDE_FILE,
+    RECORDING_FILE_PATTERN,
+    harvest_session_logs,
+    session_file_name,
+)
 from agentreel.snapshot_harness import _environment as envvars
 from agentreel.snapshot_harness._backend import (
     DRIFTED_REPORT_NAME,
@@ -49,9 +55,14 @@ from agentreel.snapshot_harness._consumption import (
     explain_failed_run,
     read_run_report,
     replay_error_failure,
+    verify_consumption,
 )
 from agentreel.snapshot_harness._forkserver import AgentProcess, started_agent
-from agentreel.snapshot_harness._layout import hang_overrides
+from agentreel.snapshot_harness._layout import (
+    REPLAY_INPUTS,
+    hang_overrides,
+    write_files,
+)
 from agentreel.snapshot_harness._mcp import (
     AcpMcpServers,
     acp_mcp_servers,
@@ -60,6 +71,8 @@ from agentreel.snapshot_harness._mcp import (
     mcp_reach,
     mcp_settings,
     recorded_mcp_files,
+    split_mcp_files,
+    write_mcp_files,
 )
 from agentreel.snapshot_harness._proxied import ProxiedRun, proxy_backend
 from agentreel.snapshot_harness._result import RunResult, StartMethod, tail
@@ -67,6 +80,7 @@ from agentreel.snapshot_harness._scenario import (
     DEFAULT_AGENT_MODULE,
     MCP_TOKEN,
     RUN_MODES,
+    WORKSPACE_DIR,
     Mode,
     RecordConfig,
     Scenario,
@@ -168,6 +182,39 @@ def run_scenario(
         _remove_run_dir(scenario, run_dir)
         with contextlib.suppress(OSError):
             drift_dir.rmdir()  # kept only when a drift wrote into it
+
+
+def write_recordings(directory: Path, recordings: dict[str, bytes]) -> None:
+    """The session logs and proxy files beside scenario.toml, the MCP ones in ``mcp/``."""
+    files, mcp = split_mcp_files(recordings)
+    write_files(directory, files, keep_pattern=RECORDING_FILE_PATTERN)
+    write_mcp_files(directory, mcp)
+
+
+def scratch_copy(scenario: Scenario, recordings: dict[str, bytes], where: Path) -> Scenario:
+    """``scenario`` as it replays from a scratch copy in ``where`` holding ``recordings``
+    (its scenario.toml, override file and workspace copied beside them; the copy keeps the
+    scenario's name, which replay messages name), before anything is written for real."""
+    copy = where / scenario.name
+    copy.mkdir(parents=True)
+    for name in REPLAY_INPUTS:
+        if (scenario.directory / name).is_file():
+            shutil.copy2(scenario.directory / name, copy / name)
+    if scenario.workspace is not None:
+        shutil.copytree(scenario.workspace, copy / WORKSPACE_DIR, symlinks=True)
+    write_recordings(copy, recordings)
+    return dataclasses.replace(
+        scenario, directory=copy, agent_root=scenario.agent_root or scenario.directory
+    )
+
+
+def replay_verified(scenario: Scenario) -> RunResult:
+    """One keyless replay of ``scenario`` whose agent must have used the replay provider
+    (its consumption report verified): what record's proofs replay. Raises the run's
+    ``HarnessError``."""
+    replayed = run_scenario(scenario, "replay")
+    verify_consumption(scenario, replayed)
+    return replayed
 
 
 def _remove_run_dir(scenario: Scenario, run_dir: Path) -> None:

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from agentreel.llm_proxy import RecordSettings
 from agentreel.llm_replay import Capture, ReplaySettings
 from agentreel.session import (
     PROXY_RECORDING_FILES,
     SESSION_FILE_PATTERN,
     KeyMask,
     Mask,
+    RecordSettings,
 )
 from agentreel.snapshot_harness.exceptions import ScenarioError
 
@@ -177,7 +177,7 @@ class RecordConfig:
     rules: Path | None = None
     base_url: str | None = None
     settings: RecordSettings = field(default_factory=RecordSettings)
-    """The record settings every way of recording shares (``agentreel.llm_proxy.
+    """The record settings every way of recording shares (``agentreel.session.
     RecordSettings``, one key each in ``[record]``): ``allow_secrets``, the sha256 digests
     of values the secret scan lets into this scenario's recordings and goldens (deliberate
     fake keys of a test of the scan)."""

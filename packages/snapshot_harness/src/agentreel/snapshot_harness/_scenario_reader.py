@@ -15,7 +15,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
-from agentreel.llm_proxy import RecordSettings, RecordSettingsError
 from agentreel.llm_replay import (
     PACE_NEEDS_PROXY,
     ReplaySettings,
@@ -26,6 +25,8 @@ from agentreel.mcp_replay import check_server_name
 from agentreel.session import (
     KeyMask,
     Mask,
+    RecordSettings,
+    RecordSettingsError,
     merge_kinds_checked,
     unordered_kinds_checked,
 )

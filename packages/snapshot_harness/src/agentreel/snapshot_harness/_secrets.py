@@ -28,11 +28,13 @@ def scan_for_secrets(
     *,
     allow: Iterable[str] = (),
     action: str = "write the recording",
+    allowed_in: str = "the scenario's [record] allow_secrets",
 ) -> None:
     """Raise ``SecretLeakError`` if any of ``files`` holds a secret.
 
     ``secrets`` maps a secret value to the variable it came from; ``allow`` holds the
-    sha256 digests the scenario allows (``[record] allow_secrets``).
+    sha256 digests the scenario allows (``[record] allow_secrets``); ``allowed_in`` is
+    where the user running it lists one (a pytest test: its ``agentreel_config``).
     """
     scan = SecretScan({value: f"${name}" for value, name in secrets.items()}, allow)
     try:
@@ -45,6 +47,6 @@ def scan_for_secrets(
             "key into what is recorded (a tool that read a file holding one, a prompt that "
             "prints the environment: it must not), remove it, and record again: "
             f"{rerecord_command(scenario)}. A deliberate fake key of a test is allowed by "
-            "its sha256 (shown above) in the scenario's [record] allow_secrets",
+            f"its sha256 (shown above) in {allowed_in}",
             hits=found.hits,
         ) from None

@@ -20,8 +20,11 @@ At the test's end an unrecorded, drifted or unconsumed call fails the test.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -287,7 +290,7 @@ class ScenarioItem(pytest.Item):
 def agentreel_config() -> dict[str, Any]:
     """The ``agentreel`` fixture's configuration; override it at any scope (as
     pytest-recording's ``vcr_config``): ``upstream``, ``record_mode``, ``cwd``,
-    ``private_home``, every record setting by name (``agentreel.llm_proxy.RecordSettings``:
+    ``private_home``, every record setting by name (``agentreel.session.RecordSettings``:
     ``allow_secrets``) and every replay setting by name
     (``agentreel.llm_replay.ReplaySettings``: ``masks``, ``partial_lanes``, ``captures``,
     ``drift``, ``schedule``, ...), checked as those values check them."""
@@ -399,6 +402,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     opened = item.stash.get(_REEL_KEY, None)
     if opened is not None:
         item.stash[_REEL_KEY_JUDGED] = True
+        if opened.reel.mode == "record":
+            opened.prove = _trial_replays(item, opened.reel.plan.trials)
         problem = opened.finish(passed=True)
         _note_blocked(item, opened)
         if problem is not None:
@@ -411,3 +416,86 @@ def _note_blocked(item: pytest.Item, opened: OpenReel) -> None:
         item.user_properties.append((_BLOCKED_PROPERTY, list(opened.blocked)))
     if opened.drifted_report is not None:
         item.user_properties.append((_DRIFTED_PROPERTY, opened.drifted_report))
+
+
+def _trial_replays(item: pytest.Item, trials: int | None) -> Callable[[Path], str | None]:
+    """Record's trial replays for a test of the ``agentreel`` fixture (issue 39): the test
+    run again, as a pytest of its own (fresh fixtures, its own process), replaying the fresh
+    recording in ``recorded`` (``TRIAL_RECORDING_ENV``) under each trial's perturbation —
+    the same as ``agentreel proxy record -- COMMAND``'s (``proxy_trials``): another zone,
+    user, host, and one date under libfaketime, the test process being the agent. What
+    failed, or ``None``; a date that could not move is a warning on the test."""
+    from agentreel.snapshot_harness._record_proof import trials_wanted
+    from agentreel.snapshot_harness._record_trials import proxy_trials
+    from agentreel.snapshot_harness._scenario import RecordConfig
+
+    def prove(recorded: Path) -> str | None:
+        plan = proxy_trials()
+        wanted = trials_wanted(RecordConfig(trials=trials))
+        for number in range(wanted):
+            trial = plan.trial(number)
+            if trial.note is not None:
+                item.warn(pytest.PytestWarning(f"agentreel: {trial.note}"))
+            failure = _replay_test(item, recorded, trial.env)
+            if (
+                failure is not None
+                and trial.today is not None
+                and trial.plain is not None
+                and _replay_test(item, recorded, trial.today) is not None
+            ):
+                item.warn(
+                    pytest.PytestWarning(
+                        f"agentreel: {item.nodeid} does not run under libfaketime (it fails "
+                        f"under it on today's date too), so trial replay {number + 1} ran on "
+                        "today's date and no trial moved the date"
+                    )
+                )
+                failure = _replay_test(item, recorded, trial.plain)
+            if failure is not None:
+                return (
+                    f"{item.nodeid}: recorded, but trial replay {number + 1} of {wanted} "
+                    f"({trial.said}) failed, so nothing was written:\n{failure}\nThe "
+                    "recording replays in one environment and not in another: what the test "
+                    "sends depends on the date, time zone, user or host (mask it: "
+                    "agentreel_config's masks; or agentreel_config's trials = 0)"
+                )
+        return None
+
+    return prove
+
+
+def _replay_test(item: pytest.Item, recorded: Path, env: Mapping[str, str]) -> str | None:
+    """Run ``item`` alone in a pytest of its own replaying ``recorded`` under ``env``; its
+    output's tail when it failed, else ``None``."""
+    from agentreel.snapshot_harness._reel import TRIAL_RECORDING_ENV
+
+    config = item.config
+    given = list(config.invocation_params.args)
+    plugins = [
+        word
+        for at, word in enumerate(given)
+        if word.startswith("-p") or (at > 0 and given[at - 1] == "-p")
+    ]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        item.nodeid,
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        *plugins,
+        f"{RECORD_OPTION}=none",
+    ]
+    run = subprocess.run(
+        command,
+        env={**os.environ, **env, TRIAL_RECORDING_ENV: f"{item.nodeid} {recorded}"},
+        cwd=config.invocation_params.dir,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if run.returncode == 0:
+        return None
+    lines = (run.stdout + run.stderr).strip().splitlines()
+    return "\n".join(lines[-40:])

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import unquote
@@ -22,8 +22,17 @@ import msgspec
 import msgspec.structs
 
 from agentreel.llm.exceptions import StubRulesError
+from agentreel.llm.wire import (
+    NAMESPACE_SEPARATOR,
+    WIRE_APIS,
+    PathMatch,
+    WireRequest,
+    match_under,
+)
 
-Api = Literal["openai", "anthropic", "responses", "gemini", "ollama", "bedrock"]
+Api = str
+"""A wire API as rules name it (``match.api``): its ``WireApiSpec.rule_api`` (``openai``,
+``anthropic``, ``responses``, ``gemini``, ``ollama``, ``bedrock``; ``rule_apis()``)."""
 Lane = Literal["conversation", "title", "classifier", "side"]
 """What a request is (``match.lane``): the agent's ``conversation`` (it offers tools), a
 ``classifier`` (no tools, one non-streamed body or a ``</severity>``-like stop sequence), a
@@ -151,15 +160,8 @@ _AGENT_KEYS = ("subagent_type", "agent_type", "agent", "agent_name", "name", "ty
 _DEFAULT_AGENTS = ("general-purpose", "general", "default", "worker")
 
 
-def _separator() -> str:
-    # The wire codec (agentreel.llm.wire) owns the spelling.
-    from agentreel.llm.wire import NAMESPACE_SEPARATOR
-
-    return NAMESPACE_SEPARATOR
-
-
 def _bare(name: str) -> str:
-    return name.rpartition(_separator())[2]
+    return name.rpartition(NAMESPACE_SEPARATOR)[2]
 
 
 def _pick_subagent_tool(call: SubagentCall, names: tuple[str, ...]) -> str | None:
@@ -507,6 +509,11 @@ def _toml_path(message: str) -> str:
 
 def _check_rule(rule: Rule, position: int, source: str) -> None:
     where = f"{source}: rule[{position + 1}]" + (f" ({rule.name!r})" if rule.name else "")
+    if rule.match.api is not None and rule.match.api not in rule_apis():
+        raise StubRulesError(
+            f"{where}: match.api is {rule.match.api!r}; the APIs rules answer are "
+            + ", ".join(rule_apis())
+        )
     if rule.chunk_size < 1:
         raise StubRulesError(f"{where}: chunk_size must be at least 1, got {rule.chunk_size}")
     if rule.times is not None and rule.times < 1:
@@ -553,7 +560,8 @@ def _check_rule(rule: Rule, position: int, source: str) -> None:
 
 
 class RequestView(msgspec.Struct, frozen=True, kw_only=True):
-    """What rules can see of a request, the same for both wire formats."""
+    """What rules can see of a request, the same for every wire API: read by the API's
+    parser (``WireRequest.rules``, ``read_request``)."""
 
     api: Api
     model: str
@@ -574,40 +582,27 @@ class RequestView(msgspec.Struct, frozen=True, kw_only=True):
     environment message, Codex's ``<cwd>``), for ``{{cwd}}``."""
 
     @classmethod
-    def of(
-        cls,
-        api: Api,
-        call_index: int,
-        headers: Mapping[str, str] | None,
-        *,
-        model: str,
-        system: str,
-        last_user: str | None,
-        last_tool_result: str | None,
-        texts: list[str],
-        specs: dict[str, dict[str, Any]],
-        structured_output: bool,
-        stream: bool,
-        stop_sequences: tuple[str, ...] = (),
+    def of_request(
+        cls, request: WireRequest, api: str, call_index: int, headers: Mapping[str, str] | None
     ) -> RequestView:
-        """The one constructor every API's view goes through: ``texts`` every message's
-        text (``all_text`` and the stated cwd come from them), ``specs`` the offered tools
-        (``tool_names`` their names); header names lowered."""
+        """The view of a request its API's parser read (``WireRequest.rules``: the texts
+        rules match; ``api`` the API's ``rule_api``); header names lowered."""
+        text = request.rules
         return cls(
             api=api,
-            model=model,
-            system=system,
-            last_user=last_user,
-            last_tool_result=last_tool_result,
-            all_text="\n".join(texts),
-            tool_names=tuple(specs),
+            model=text.model,
+            system=text.system,
+            last_user=text.last_user,
+            last_tool_result=text.last_tool_result,
+            all_text="\n".join(text.texts),
+            tool_names=tuple(text.tools),
             call_index=call_index,
             headers={key.lower(): value for key, value in (headers or {}).items()},
-            structured_output=structured_output,
-            stream=stream,
-            tool_specs=specs,
-            stop_sequences=stop_sequences,
-            cwd=_stated_cwd(system, *texts),
+            structured_output=request.structured_output,
+            stream=request.stream,
+            tool_specs=text.tools,
+            stop_sequences=request.stop_sequences,
+            cwd=_stated_cwd(text.system, *text.texts),
         )
 
     @property
@@ -654,50 +649,6 @@ def _stated_cwd(*texts: str) -> str | None:
         if found is not None:
             return found.group("cwd")
     return None
-
-
-_SYSTEM_ROLES = ("system", "developer")
-
-
-def _conversation_end(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``messages`` without the system / developer messages they end with."""
-    end = len(messages)
-    while end and messages[end - 1].get("role") in _SYSTEM_ROLES:
-        end -= 1
-    return messages[:end]
-
-
-def _stops(value: Any) -> tuple[str, ...]:
-    if isinstance(value, str):
-        return (value,)
-    if isinstance(value, list):
-        return tuple(v for v in value if isinstance(v, str))
-    return ()
-
-
-def _function_specs(tools: list[Any], prefix: str = "") -> dict[str, dict[str, Any]]:
-    """Offered tools by name (``ns.name`` inside a namespace), each its description and
-    JSON schema, whichever wire spelled them (Chat ``function``, Anthropic
-    ``input_schema``, Responses flat ``parameters`` and ``namespace`` tools)."""
-    specs: dict[str, dict[str, Any]] = {}
-    for tool in tools:
-        if not isinstance(tool, dict):
-            continue
-        if tool.get("type") == "namespace" and isinstance(tool.get("tools"), list):
-            inner = f"{prefix}{tool.get('name', '')}{_separator()}"
-            specs.update(_function_specs(tool["tools"], inner))
-            continue
-        nested = tool.get("function")
-        function: dict[str, Any] = nested if isinstance(nested, dict) else tool
-        name = function.get("name")
-        if not isinstance(name, str) or not name:
-            continue
-        schema = function.get("parameters", function.get("input_schema"))
-        specs[prefix + name] = {
-            "description": function.get("description") or "",
-            "parameters": schema if isinstance(schema, dict) else {},
-        }
-    return specs
 
 
 def _clip(text: str, limit: int = 80) -> str:
@@ -766,367 +717,31 @@ def _search_tools(pattern: str | None, names: tuple[str, ...], captures: dict[st
     return False
 
 
-def _text_of(content: Any) -> str:
-    """Text of a wire ``content`` value: a string or a list of blocks."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts: list[str] = []
-        for block in content:
-            if isinstance(block, dict):
-                if isinstance(block.get("text"), str):
-                    parts.append(block["text"])
-                elif block.get("type") == "tool_result":
-                    parts.append(_text_of(block.get("content", "")))
-            elif isinstance(block, str):
-                parts.append(block)
-        return "".join(parts)
-    return ""
-
-
-def _format_type(value: Any) -> Any:
-    return value.get("type") if isinstance(value, dict) else None
-
-
-_JSON_FORMATS = ("json_schema", "json_object")
-
-
-def openai_request_view(
-    body: dict[str, Any], call_index: int, headers: Mapping[str, str] | None = None
-) -> RequestView:
-    """Project an OpenAI Chat Completions request body onto a ``RequestView``.
-
-    Structured output is ``response_format`` of type ``json_schema`` or ``json_object``.
-    """
-    messages = [m for m in body.get("messages", []) if isinstance(m, dict)]
-    system = "\n".join(
-        _text_of(m.get("content")) for m in messages if m.get("role") in _SYSTEM_ROLES
-    )
-    conversation = _conversation_end(messages)
-    return RequestView.of(
-        "openai",
-        call_index,
-        headers,
-        model=str(body.get("model", "")),
-        system=system,
-        last_user=_last_user(conversation),
-        last_tool_result=_trailing_results(conversation, "role", "tool", "content"),
-        texts=[_text_of(m.get("content")) for m in messages],
-        specs=_function_specs(body.get("tools") or []),
-        structured_output=_format_type(body.get("response_format")) in _JSON_FORMATS,
-        stream=body.get("stream") is True,
-        stop_sequences=_stops(body.get("stop")),
-    )
-
-
-def _last_user(conversation: list[dict[str, Any]]) -> str | None:
-    """The text of the user message the conversation ends with, if it ends with one."""
-    if conversation and conversation[-1].get("role") == "user":
-        return _text_of(conversation[-1].get("content"))
-    return None
-
-
-def _trailing_results(
-    conversation: list[dict[str, Any]], key: str, value: str, field: str
-) -> str | None:
-    """The texts (``field``) of the tool results (``key`` is ``value``) the conversation
-    ends with, in order, one a line; ``None`` when it ends with none (Chat's ``tool``
-    messages' ``content``, Responses' ``function_call_output`` items' ``output``)."""
-    trailing: list[str] = []
-    for message in reversed(conversation):
-        if message.get(key) != value:
-            break
-        trailing.append(_text_of(message.get(field)))
-    return "\n".join(reversed(trailing)) if trailing else None
-
-
-def responses_request_view(
-    body: dict[str, Any], call_index: int, headers: Mapping[str, str] | None = None
-) -> RequestView:
-    """Project an OpenAI Responses request body (``instructions``, ``input`` items).
-
-    Structured output is ``text.format`` of type ``json_schema``.
-    """
-    raw = body.get("input")
-    items = [{"role": "user", "content": raw}] if isinstance(raw, str) else raw or []
-    offered = list(body.get("tools") or [])
-    for item in items:
-        # Tools offered as an input item (responses-lite), namespaces included.
-        if isinstance(item, dict) and item.get("type") == "additional_tools":
-            offered += item.get("tools") or []
-    items = [i for i in items if isinstance(i, dict) and i.get("type") != "additional_tools"]
-    conversation = _conversation_end(items)
-    last_tool = _trailing_results(conversation, "type", "function_call_output", "output")
-    text_format = body.get("text")
-    return RequestView.of(
-        "responses",
-        call_index,
-        headers,
-        model=str(body.get("model", "")),
-        system=_text_of(body.get("instructions", "")),
-        last_user=_last_user(conversation) if last_tool is None else None,
-        last_tool_result=last_tool,
-        texts=[_text_of(i.get("content") or i.get("output")) for i in items],
-        specs=_function_specs(offered),
-        structured_output=isinstance(text_format, dict)
-        and _format_type(text_format.get("format")) in _JSON_FORMATS,
-        stream=body.get("stream") is True,
-    )
-
-
-def anthropic_request_view(
-    body: dict[str, Any], call_index: int, headers: Mapping[str, str] | None = None
-) -> RequestView:
-    """Project an Anthropic Messages request body onto a ``RequestView``.
-
-    Structured output is ``output_format`` (or ``output_config.format``) of type
-    ``json_schema``.
-    """
-    messages = [m for m in body.get("messages", []) if isinstance(m, dict)]
-    conversation = _conversation_end(messages)
-    last_user: str | None = None
-    last_tool: str | None = None
-    if conversation and conversation[-1].get("role") == "user":
-        content = conversation[-1].get("content")
-        blocks = content if isinstance(content, list) else []
-        results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
-        if results:
-            last_tool = "\n".join(_text_of(b.get("content", "")) for b in results)
-        else:
-            last_user = _text_of(content)
-    return RequestView.of(
-        "anthropic",
-        call_index,
-        headers,
-        model=str(body.get("model", "")),
-        system=_text_of(body.get("system", "")),
-        last_user=last_user,
-        last_tool_result=last_tool,
-        texts=[_text_of(m.get("content")) for m in messages],
-        specs=_function_specs(body.get("tools") or []),
-        structured_output=_anthropic_structured(body),
-        stream=body.get("stream") is True,
-        stop_sequences=_stops(body.get("stop_sequences")),
-    )
-
-
-def _anthropic_structured(body: dict[str, Any]) -> bool:
-    config = body.get("output_config")
-    nested = config.get("format") if isinstance(config, dict) else None
-    return "json_schema" in (_format_type(body.get("output_format")), _format_type(nested))
-
-
-def gemini_request_view(
-    body: dict[str, Any], call_index: int, headers: Mapping[str, str] | None, path: str
-) -> RequestView:
-    """Project a Gemini ``generateContent`` / ``streamGenerateContent`` request: the model and
-    whether it streams are in ``path`` (``/v1beta/models/<model>:<method>``), the system
-    prompt is ``systemInstruction``, tool results are ``functionResponse`` parts.
-
-    Structured output is ``generationConfig.responseMimeType`` ``application/json`` or a
-    response schema.
-    """
-    resource = path.rsplit("/models/", 1)[-1]
-    model, _, method = resource.partition(":")
-    contents = [c for c in body.get("contents", []) or [] if isinstance(c, dict)]
-    last_user: str | None = None
-    last_tool: str | None = None
-    if contents and contents[-1].get("role", "user") == "user":
-        parts = [p for p in contents[-1].get("parts", []) or [] if isinstance(p, dict)]
-        results = [
-            p["functionResponse"] for p in parts if isinstance(p.get("functionResponse"), dict)
-        ]
-        if results:
-            last_tool = "\n".join(_gemini_result_text(r) for r in results)
-        else:
-            last_user = _text_of(parts)
-    declarations = [
-        declaration
-        for tool in body.get("tools", []) or []
-        if isinstance(tool, dict)
-        for declaration in tool.get("functionDeclarations", []) or []
-        if isinstance(declaration, dict)
-    ]
-    specs = _function_specs(
-        [
-            {
-                **declaration,
-                # One JSON schema, whichever spelling the client used (google-genai 3 sends
-                # the snake_case one).
-                "parameters": declaration.get(
-                    "parametersJsonSchema",
-                    declaration.get("parameters_json_schema", declaration.get("parameters")),
-                ),
-            }
-            for declaration in declarations
-        ]
-    )
-    raw_system = body.get("systemInstruction")
-    system = _text_of(raw_system.get("parts", [])) if isinstance(raw_system, dict) else ""
-    config = body.get("generationConfig")
-    config = config if isinstance(config, dict) else {}
-    structured = config.get("responseMimeType") == "application/json" or any(
-        key in config for key in ("responseSchema", "responseJsonSchema")
-    )
-    return RequestView.of(
-        "gemini",
-        call_index,
-        headers,
-        model=model,
-        system=system,
-        last_user=last_user,
-        last_tool_result=last_tool,
-        texts=[_gemini_parts_text(c.get("parts", [])) for c in contents],
-        specs=specs,
-        structured_output=structured,
-        stream=method == "streamGenerateContent",
-        stop_sequences=_stops(config.get("stopSequences")),
-    )
-
-
-def _gemini_parts_text(parts: Any) -> str:
-    """A content's text parts and its ``functionResponse`` parts' texts, so
-    ``any_message`` and friends see tool results here as in the other APIs."""
-    results = [
-        _gemini_result_text(p["functionResponse"])
-        for p in (parts if isinstance(parts, list) else [])
-        if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)
-    ]
-    return "\n".join(text for text in (_text_of(parts), *results) if text)
-
-
-def _gemini_result_text(result: dict[str, Any]) -> str:
-    """A ``functionResponse``'s text: its ``output`` / ``error`` string, else its JSON."""
-    response = result.get("response")
-    if isinstance(response, dict):
-        for key in ("output", "error", "content", "result"):
-            if isinstance(response.get(key), str):
-                return str(response[key])
-    return json.dumps(response, sort_keys=True, ensure_ascii=False)
-
-
-def ollama_request_view(
-    body: dict[str, Any], call_index: int, headers: Mapping[str, str] | None, path: str
-) -> RequestView:
-    """Project an Ollama ``/api/chat`` or ``/api/generate`` request (``path`` tells which):
-    chat messages are Chat Completions' (a ``tool`` message's result, ``tool_calls`` with
-    object arguments), a generate's ``system`` and ``prompt`` one system and one user
-    message. It streams unless it says ``"stream": false``; structured output is
-    ``format`` (``"json"`` or a schema)."""
-    if path.endswith("/api/generate"):
-        system = body.get("system")
-        messages: list[Any] = [
-            *([{"role": "system", "content": system}] if isinstance(system, str) else []),
-            {"role": "user", "content": body.get("prompt") or ""},
-        ]
-    else:
-        messages = list(body.get("messages") or [])
-    view = openai_request_view(
-        {"model": body.get("model", ""), "messages": messages, "tools": body.get("tools") or []},
-        call_index,
-        headers,
-    )
-    return msgspec.structs.replace(
-        view,
-        api="ollama",
-        stream=body.get("stream") is not False,
-        structured_output=bool(body.get("format")),
-    )
-
-
-def _converse_text(block: Any) -> str:
-    if not isinstance(block, dict):
-        return _text_of(block)
-    if isinstance(block.get("text"), str):
-        return str(block["text"])
-    result = block.get("toolResult")
-    if isinstance(result, dict):
-        return "".join(_converse_text(item) for item in result.get("content") or [])
-    if "json" in block:
-        return json.dumps(block["json"], sort_keys=True, ensure_ascii=False)
-    return ""
-
-
-def bedrock_request_view(
-    body: dict[str, Any], call_index: int, headers: Mapping[str, str] | None, path: str
-) -> RequestView:
-    """Project a Bedrock Converse request (``/model/<modelId>/converse-stream`` or
-    ``/converse``: the model and whether it streams are the path's): ``system`` blocks, a
-    user turn of ``toolResult`` blocks is the tools' answer, ``toolConfig.tools[].toolSpec``
-    with ``inputSchema.json``; structured output is a forced tool choice's JSON. An
-    InvokeModel request (``INVOKE_PATHS``) is an Anthropic Messages body."""
-    if path.endswith(INVOKE_PATHS):  # InvokeModel: an Anthropic Messages body
-        return msgspec.structs.replace(
-            anthropic_request_view(body, call_index, headers),
-            api="bedrock",
-            stream=path.endswith("-with-response-stream"),
-        )
-    resource = path.rsplit("/model/", 1)[-1]
-    quoted, _, operation = resource.partition("/")
-    model = unquote(quoted)  # botocore sends a model id's ``:`` as ``%3A``
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": block["text"]}
-        for block in body.get("system") or []
-        if isinstance(block, dict) and isinstance(block.get("text"), str)
-    ]
-    for raw in body.get("messages") or []:
-        if not isinstance(raw, dict):
-            continue
-        blocks = [b for b in raw.get("content") or [] if isinstance(b, dict)]
-        if blocks and all("toolResult" in b for b in blocks):
-            messages += [{"role": "tool", "content": _converse_text(b)} for b in blocks]
-        else:
-            messages.append(
-                {
-                    "role": "assistant" if raw.get("role") == "assistant" else "user",
-                    "content": "".join(_converse_text(b) for b in blocks),
-                }
-            )
-    config = body.get("toolConfig")
-    tools = [
-        {
-            "type": "function",
-            "function": {
-                "name": spec.get("name"),
-                "description": spec.get("description") or "",
-                "parameters": (spec.get("inputSchema") or {}).get("json") or {},
-            },
-        }
-        for tool in ((config.get("tools") or []) if isinstance(config, dict) else [])
-        if isinstance(tool, dict)
-        for spec in [tool.get("toolSpec")]
-        if isinstance(spec, dict)
-    ]
-    view = openai_request_view(
-        {"model": model, "messages": messages, "tools": tools}, call_index, headers
-    )
-    return msgspec.structs.replace(view, api="bedrock", stream=operation == "converse-stream")
-
-
-INVOKE_PATHS = ("/invoke", "/invoke-with-response-stream")
-"""The ends of Bedrock InvokeModel paths (their bodies are Anthropic Messages bodies)."""
-
-_PATHLESS_VIEWS: dict[
-    Api, Callable[[dict[str, Any], int, Mapping[str, str] | None], RequestView]
-] = {
-    "openai": openai_request_view,
-    "anthropic": anthropic_request_view,
-    "responses": responses_request_view,
-}
-_PATH_VIEWS: dict[
-    Api, Callable[[dict[str, Any], int, Mapping[str, str] | None, str], RequestView]
-] = {
-    "gemini": gemini_request_view,
-    "ollama": ollama_request_view,
-    "bedrock": bedrock_request_view,
-}
+def read_request(
+    found: PathMatch, body: dict[str, Any], call_index: int, headers: Mapping[str, str] | None
+) -> tuple[WireRequest, RequestView]:
+    """A model call to the API ``found`` names, read by that API's parser (the wire
+    registry's: the one the proxy reads it with), and the view rules match it by."""
+    model = unquote(found.model) if found.path.quoted_model else found.model
+    parsed = found.spec.parse(body, model, found.stream)
+    return parsed, RequestView.of_request(parsed, found.spec.rule_api, call_index, headers)
 
 
 def request_view(
-    api: Api, body: dict[str, Any], call_index: int, headers: Mapping[str, str], path: str
+    path: str,
+    body: dict[str, Any],
+    call_index: int = 0,
+    headers: Mapping[str, str] | None = None,
 ) -> RequestView:
-    """The view of a request to ``api`` at ``path`` (the stub server's one entry: Gemini's
-    and Bedrock's model and streaming, Ollama's endpoint, are the path's)."""
-    if api in _PATH_VIEWS:
-        return _PATH_VIEWS[api](body, call_index, headers, path)
-    return _PATHLESS_VIEWS[api](body, call_index, headers)
+    """The view rules match a model call's ``body`` by, the call made to ``path`` (under
+    any base path: ``/v1/messages``, ``/v1beta/models/<model>:generateContent``). Raises
+    ``ValueError`` for a path no API with rules serves."""
+    found = match_under("POST", path)
+    if found is None or not found.spec.rule_api or found.path.kind != "call":
+        raise ValueError(f"no wire API whose calls rules answer serves POST {path!r}")
+    return read_request(found, body, call_index, headers)[1]
+
+
+def rule_apis() -> tuple[str, ...]:
+    """What ``match.api`` may name: each wire API's ``rule_api`` (the registry's)."""
+    return tuple(sorted({spec.rule_api for spec in WIRE_APIS.values() if spec.rule_api}))

@@ -12,13 +12,13 @@ import hashlib
 import json
 import logging
 import math
-import re
 import select
 import socket
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal, Self, overload
@@ -35,14 +35,13 @@ from agentreel.llm.stub._answers import (
     rule_chunks,
 )
 from agentreel.llm.stub._rules import (
-    INVOKE_PATHS,
     Api,
     RequestView,
     Rule,
     RuleSet,
     load_rules,
     parse_rules,
-    request_view,
+    read_request,
 )
 from agentreel.llm.stub._rules_doc import RULES_FORMAT_HINT
 from agentreel.llm.wire import (
@@ -50,30 +49,23 @@ from agentreel.llm.wire import (
     OLLAMA_MINTED_CALL_ID_PREFIX,
     PathMatch,
     WireApiSpec,
-    anthropic_error_body,
+    WireRequest,
     anthropic_stream_error_frame,
-    bedrock_error_body,
-    bedrock_models_body,
-    bedrock_profiles_body,
     bedrock_stream_error_frame,
     count_tokens_body,
     gemini_chunk_body,
     gemini_chunk_frames,
     gemini_count_tokens_body,
-    gemini_error_body,
     gemini_models_body,
     gemini_stream_error_frame,
-    match_path,
+    match_under,
     models_listing_body,
-    ollama_error_body,
-    ollama_models_body,
     ollama_stream_error_frame,
     openai_error_body,
     openai_stream_error_frame,
     responses_chunk_body,
     responses_chunk_frames,
     responses_namespaced,
-    wire_api,
 )
 
 logger = logging.getLogger("agentreel.llm.stub")
@@ -107,10 +99,6 @@ def no_rule_answer(body: bytes) -> str | None:
 
 
 _SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-key"})
-_GEMINI_METHODS = (":streamGenerateContent", ":generateContent")
-_OLLAMA_PATHS = ("/api/chat", "/api/generate")
-_RAW_PREDICT = (":streamRawPredict", ":rawPredict")
-_BEDROCK_PATHS = ("/converse", "/converse-stream")
 
 
 class StubRequest(msgspec.Struct, kw_only=True):
@@ -273,15 +261,15 @@ class StubServer:
     # -- used by the handler -------------------------------------------------------------------
 
     def _admit(
-        self, api: Api, path: str, headers: dict[str, str], body: Any
-    ) -> tuple[StubRequest, RequestView, tuple[int, Rule] | None]:
+        self, found: PathMatch, path: str, headers: dict[str, str], body: Any
+    ) -> tuple[StubRequest, WireRequest, RequestView, tuple[int, Rule] | None]:
         with self._lock:
             index = len(self._requests)
-            view = request_view(api, body, index, headers, path)
+            parsed, view = read_request(found, body, index, headers)
             taken = self.rules.take_answer(view)
             record = StubRequest(
                 index=index,
-                api=api,
+                api=view.api,
                 path=path,
                 headers=headers,
                 body=body,
@@ -290,7 +278,7 @@ class StubServer:
                 delegations=() if taken is None else self.rules.delegations(*taken),
             )
             self._requests.append(record)
-        return record, view, taken
+        return record, parsed, view, taken
 
     def _finish(self, record: StubRequest, outcome: Outcome) -> None:
         with self._changed:
@@ -330,67 +318,38 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0].rstrip("/")
-        if path.endswith("/api/tags"):  # Ollama's listing
-            rules = self.server.stub.rules.rules
-            models = sorted({rule.match.model for rule in rules if rule.match.model})
-            self._send_json(200, ollama_models_body(models))
-            return
-        if path.endswith(("/foundation-models", "/inference-profiles")):  # Bedrock's
-            rules = self.server.stub.rules.rules
-            models = sorted({rule.match.model for rule in rules if rule.match.model})
-            profiles = path.endswith("/inference-profiles")
+        found = match_under("GET", path)  # a models listing of the wire registry's
+        if found is None or found.path.kind != "models":
             self._send_json(
-                200, (bedrock_profiles_body if profiles else bedrock_models_body)(models)
-            )
-            return
-        if path.endswith("/models"):
-            # The models its rules name (``match.model``), as a provider lists what it serves.
-            rules = self.server.stub.rules.rules
-            models = sorted({rule.match.model for rule in rules if rule.match.model})
-            # google-genai lists Gemini models at /v1/models too: its own headers say which.
-            gemini = path.endswith("/v1beta/models") or any(
-                name.lower() in ("x-goog-api-key", "x-goog-api-client") for name in self.headers
-            )
-            self._send_json(200, (gemini_models_body if gemini else models_listing_body)(models))
-            return
-        self._send_json(
-            404,
-            openai_error_body(
                 404,
-                f"agentreel stub server: no endpoint GET {self.path!r}; GET /v1/models, /api/tags, "
-                "/foundation-models and /inference-profiles only",
-            ),
-        )
+                openai_error_body(
+                    404,
+                    f"agentreel stub server: no endpoint GET {self.path!r}; GET /v1/models, "
+                    "/api/tags, /foundation-models and /inference-profiles only",
+                ),
+            )
+            return
+        # The models its rules name (``match.model``), as a provider lists what it serves.
+        rules = self.server.stub.rules.rules
+        models = sorted({rule.match.model for rule in rules if rule.match.model})
+        listing = found.path.listing_body or found.spec.models_body
+        # google-genai lists Gemini models at /v1/models too: its own headers say which.
+        goog = any(name.lower() in ("x-goog-api-key", "x-goog-api-client") for name in self.headers)
+        if listing is models_listing_body and goog:
+            listing = gemini_models_body
+        self._send_json(200, listing(models))
 
     def do_POST(self) -> None:
         stub = self.server.stub
         path = self.path.split("?", 1)[0].rstrip("/")
-        api: Api
-        found = _ruleless(path)
-        if found is not None:  # embeddings: answered from the input alone
-            self._embed(found.spec, unquote(found.model))
+        found = match_under("POST", path)  # the wire registry's, under any base path
+        if found is not None and found.spec.stub_body is not None:
+            self._embed(found.spec, unquote(found.model))  # answered from the input alone
             return
-        if path.endswith("/chat/completions"):
-            api = "openai"
-        elif path.endswith("/messages/count_tokens"):
-            self._count_tokens("anthropic")
+        if found is not None and found.path.kind == "count_tokens":
+            self._count_tokens(found.spec)
             return
-        elif "/models/" in path and path.endswith(":countTokens"):
-            self._count_tokens("gemini")
-            return
-        elif "/models/" in path and path.endswith(_GEMINI_METHODS):
-            api = "gemini"
-        elif "/publishers/anthropic/models/" in path and path.endswith(_RAW_PREDICT):
-            api = "anthropic"  # Claude on Vertex AI: a Messages body, the model in the path
-        elif path.endswith("/messages"):
-            api = "anthropic"
-        elif path.endswith("/responses"):
-            api = "responses"
-        elif path.endswith(_OLLAMA_PATHS):
-            api = "ollama"
-        elif "/model/" in path and path.endswith(_BEDROCK_PATHS + INVOKE_PATHS):
-            api = "bedrock"  # InvokeModel: an Anthropic Messages body in Bedrock's framing
-        else:
+        if found is None or found.path.kind != "call" or not found.spec.rule_api:
             message = (
                 f"agentreel stub server: no endpoint {self.path!r}; it serves "
                 "POST /v1/chat/completions (OpenAI), POST /v1/messages (Anthropic), "
@@ -403,8 +362,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._drain_body()
             self._send_json(404, openai_error_body(404, message))
             return
+        spec = found.spec
         body = self._object_body(
-            "request body", lambda message: self._send_error(api, 400, message)
+            "request body", lambda message: self._send_error(spec, 400, message)
         )
         if body is None:
             return
@@ -412,7 +372,8 @@ class _Handler(BaseHTTPRequestHandler):
             k.lower(): ("<redacted>" if k.lower() in _SECRET_HEADERS else v)
             for k, v in self.headers.items()
         }
-        record, view, taken = stub._admit(api, path, headers, body)
+        record, parsed, view, taken = stub._admit(found, path, headers, body)
+        api = view.api
         if taken is None:
             message = (
                 f"{NO_RULE_MARK}{stub.rules.source} matches "
@@ -422,7 +383,7 @@ class _Handler(BaseHTTPRequestHandler):
             logger.warning("%s", message)
             record.status = 400
             record.message = message
-            self._send_error(api, 400, message)
+            self._send_error(spec, 400, message)
             stub._finish(record, "no-rule")
             return
         position, rule = taken
@@ -436,7 +397,7 @@ class _Handler(BaseHTTPRequestHandler):
             if rule.retry_after is not None:
                 extra["retry-after"] = str(math.ceil(rule.retry_after))
                 extra["retry-after-ms"] = str(round(rule.retry_after * 1000))
-            self._send_error(api, rule.status, message, extra)
+            self._send_error(spec, rule.status, message, extra)
             stub._finish(record, "error")
             return
         digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
@@ -463,58 +424,44 @@ class _Handler(BaseHTTPRequestHandler):
                 call.id or f"{OLLAMA_MINTED_CALL_ID_PREFIX}{i}"
                 for i, call in enumerate(rule.tool_calls)
             ]
-        response_id = _RESPONSE_ID_PREFIXES[api] + digest[: 20 if api == "gemini" else 24]
+        prefix = _RESPONSE_ID_PREFIXES.get(api, spec.response_id_prefix + "stub")
+        response_id = prefix + digest[: 20 if api == "gemini" else 24]
+        answering = _Answering(spec, parsed, rule, response_id, call_ids)
         if not view.stream:
-            stub._finish(
-                record, self._answer_whole(record, rule, label, body, response_id, call_ids)
-            )
+            stub._finish(record, self._answer_whole(record, answering, label))
             return
-        frames = _encode_answer(record, rule, response_id, call_ids, stream=True)
+        frames = _encode_answer(record, answering, stream=True)
         if rule.error_after is not None:
             message = rule.error_message or (
                 f"agentreel stub server: {label} injected an in-stream error after "
                 f"{rule.error_after} frames"
             )
-            error_frame = {
-                "anthropic": anthropic_stream_error_frame,
-                "gemini": gemini_stream_error_frame,
-                "ollama": ollama_stream_error_frame,
-                "bedrock": bedrock_stream_error_frame,
-            }.get(api, openai_stream_error_frame)(message)
-            frames = [*frames[: rule.error_after], error_frame]
-        stub._finish(record, self._stream(record, frames, rule.delay_ms, rule.cut_after, api))
+            frames = [*frames[: rule.error_after], _stream_error_frame(spec, message)]
+        stub._finish(record, self._stream(record, frames, rule, spec))
 
-    def _answer_whole(
-        self,
-        record: StubRequest,
-        rule: Rule,
-        label: str,
-        body: dict[str, Any],
-        response_id: str,
-        call_ids: list[str],
-    ) -> Outcome:
+    def _answer_whole(self, record: StubRequest, answering: _Answering, label: str) -> Outcome:
         """A non-streaming request: the rule's answer as one JSON body.
 
         ``error_after`` becomes an HTTP 500 (there is no stream to break into) and
         ``cut_after`` a body cut after its first half, so faults still reach the client.
         """
-        api = record.api
+        rule, spec = answering.rule, answering.spec
         if rule.error_after is not None:
             message = rule.error_message or (
                 f"agentreel stub server: {label} injected an error (error_after) into a "
                 "non-streaming answer"
             )
-            self._send_error(api, 500, message)
+            self._send_error(spec, 500, message)
             record.status = 500
             return "error"
         try:
-            payload = _encode_answer(record, rule, response_id, call_ids, stream=False)
+            payload = _encode_answer(record, answering, stream=False)
         except ValueError as exc:
             message = (
                 f"agentreel stub server: {label} cannot answer a non-streaming request: its "
                 f"tool call arguments are not JSON ({exc}); give arguments as a table"
             )
-            self._send_error(api, 500, message)
+            self._send_error(spec, 500, message)
             record.status = 500
             return "error"
         try:
@@ -522,7 +469,7 @@ class _Handler(BaseHTTPRequestHandler):
         except _Disconnected:
             self.close_connection = True
             return "disconnected"
-        request_id = {"request-id" if api == "anthropic" else "x-request-id": "req_stub"}
+        request_id = {_request_id_header(record.api): "req_stub"}
         if rule.cut_after is not None:
             self.send_response(200)
             self.send_header("content-type", "application/json")
@@ -534,15 +481,16 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(200, payload, request_id)
         return "completed"
 
-    def _count_tokens(self, api: Api) -> None:
+    def _count_tokens(self, spec: WireApiSpec) -> None:
         """Anthropic's or Gemini's token count of a request: answered, never a model call
         (not in ``requests``, no rule taken)."""
         body = self._object_body(
-            "count_tokens request body", lambda message: self._send_error(api, 400, message)
+            "count_tokens request body", lambda message: self._send_error(spec, 400, message)
         )
         if body is None:
             return
-        counted = gemini_count_tokens_body if api == "gemini" else count_tokens_body
+        gemini = spec.count_tokens_key == "totalTokens"
+        counted = gemini_count_tokens_body if gemini else count_tokens_body
         self._send_json(200, counted(body))
 
     def _embed(self, spec: WireApiSpec, model: str = "") -> None:
@@ -586,44 +534,29 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send_error(
         self,
-        api: Api,
+        spec: WireApiSpec,
         status: int,
         message: str,
         extra: dict[str, str] | None = None,
     ) -> None:
-        if api == "anthropic":
-            payload = anthropic_error_body(status, message)
-            headers = {"request-id": "req_stub", **(extra or {})}
-        elif api == "gemini":
-            payload = gemini_error_body(status, message)
-            headers = {"x-request-id": "req_stub", **(extra or {})}
-        elif api == "bedrock":
-            payload = bedrock_error_body(status, message)
+        """The API's error body (its ``error_body``) with its request id header (Bedrock's
+        also names the error's type, as botocore reads it)."""
+        payload = spec.error_body(status, message, None)
+        headers = {_request_id_header(spec.rule_api): "req_stub"}
+        if spec.rule_api == "bedrock":
             kind = json.loads(payload)["__type"]
-            headers = {"x-amzn-errortype": kind, "x-amzn-requestid": "req_stub", **(extra or {})}
-        elif api == "ollama":
-            payload = ollama_error_body(status, message)
-            headers = {"x-request-id": "req_stub", **(extra or {})}
-        else:
-            payload = openai_error_body(status, message)
-            headers = {"x-request-id": "req_stub", **(extra or {})}
-        self._send_json(status, payload, headers)
+            headers = {"x-amzn-errortype": kind, "x-amzn-requestid": "req_stub"}
+        self._send_json(status, payload, {**headers, **(extra or {})})
 
     def _stream(
-        self,
-        record: StubRequest,
-        frames: list[bytes],
-        delay_ms: int,
-        cut_after: int | None,
-        api: Api,
+        self, record: StubRequest, frames: list[bytes], rule: Rule, spec: WireApiSpec
     ) -> Outcome:
+        delay_ms, cut_after = rule.delay_ms, rule.cut_after
         self.send_response(200)
-        wired = api in ("ollama", "bedrock")
-        content_type = _wire_spec(record.path).stream_content_type if wired else None
-        self.send_header("content-type", f"{content_type or 'text/event-stream'}; charset=utf-8")
+        self.send_header("content-type", f"{spec.stream_content_type}; charset=utf-8")
         self.send_header("cache-control", "no-cache")
         self.send_header("transfer-encoding", "chunked")
-        self.send_header("request-id" if api == "anthropic" else "x-request-id", "req_stub")
+        self.send_header(_request_id_header(record.api), "req_stub")
         self.end_headers()
         try:
             for position, frame in enumerate(frames):
@@ -683,74 +616,85 @@ _RESPONSE_ID_PREFIXES: dict[Api, str] = {
 digits, the others' 24)."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Answering:
+    """What answers one request: its API, the request as its parser read it, the rule
+    that fits it (filled), the response id and the tool call ids minted for it."""
+
+    spec: WireApiSpec
+    request: WireRequest
+    rule: Rule
+    response_id: str
+    call_ids: list[str]
+
+
+_REQUEST_ID_HEADERS: dict[Api, str] = {"anthropic": "request-id"}
+"""The header a stub answer names its request id in, by API (else ``x-request-id``)."""
+
+
+def _request_id_header(api: Api) -> str:
+    return _REQUEST_ID_HEADERS.get(api, "x-request-id")
+
+
+_STREAM_ERROR_FRAMES: dict[Api, Callable[[str], bytes]] = {
+    "openai": openai_stream_error_frame,
+    "responses": openai_stream_error_frame,
+    "anthropic": anthropic_stream_error_frame,
+    "gemini": gemini_stream_error_frame,
+    "ollama": ollama_stream_error_frame,
+    "bedrock": bedrock_stream_error_frame,
+}
+
+
+def _stream_error_frame(spec: WireApiSpec, message: str) -> bytes:
+    """An in-stream error saying ``message`` (``error_after``), in the API's words: its
+    own frame, else its error body in its ``error_frame``."""
+    known = _STREAM_ERROR_FRAMES.get(spec.rule_api)
+    if known is not None:
+        return known(message)
+    return spec.error_frame(spec.error_body(500, message, None).decode())
+
+
 @overload
 def _encode_answer(
-    record: StubRequest, rule: Rule, wire_id: str, call_ids: list[str], *, stream: Literal[True]
+    record: StubRequest, answering: _Answering, *, stream: Literal[True]
 ) -> list[bytes]: ...
 @overload
 def _encode_answer(
-    record: StubRequest, rule: Rule, wire_id: str, call_ids: list[str], *, stream: Literal[False]
+    record: StubRequest, answering: _Answering, *, stream: Literal[False]
 ) -> bytes: ...
 def _encode_answer(
-    record: StubRequest, rule: Rule, wire_id: str, call_ids: list[str], *, stream: bool
+    record: StubRequest, answering: _Answering, *, stream: bool
 ) -> list[bytes] | bytes:
-    """A rule's answer to the request, with the response id ``wire_id``: the stream's
-    frames, or the whole body. Chat Completions and Messages have the stub's own encoders
-    (chunk sizes as the rule says); the others are encoded from the rule's chunks by the
-    wire registry. Raises ``ValueError`` when a whole body needs tool arguments that are
-    not JSON."""
-    api, path, body = record.api, record.path, record.body
+    """A rule's answer to the request, with its response id: the stream's frames, or the
+    whole body. Chat Completions, Messages, Responses and Gemini have the stub's own
+    encoders (chunk sizes as the rule says, a refusal in Gemini's words); any other API's
+    answer is encoded from the rule's chunks by its wire module (the registry's). Raises
+    ``ValueError`` when a whole body needs tool arguments that are not JSON."""
+    api, body = record.api, record.body
+    rule, wire_id, call_ids = answering.rule, answering.response_id, answering.call_ids
     if api == "openai":
         return (openai_frames if stream else openai_completion_body)(rule, body, wire_id, call_ids)
     if api == "anthropic":
         return (anthropic_frames if stream else anthropic_message_body)(
             rule, body, wire_id, call_ids
         )
-    if api in ("ollama", "bedrock"):
-        spec = _wire_spec(path)
-        parsed = spec.parse(body, _path_model(path), stream)
-        chunks = rule_chunks(rule, call_ids)
-        if stream:
-            return spec.encode_stream(parsed, chunks, wire_id, None)
-        return spec.encode_body(parsed, chunks, wire_id, None)
     if api == "gemini":
-        model = path.rsplit("/models/", 1)[-1].partition(":")[0]
         chunks = _gemini_chunks(rule, call_ids)
         encode_gemini = gemini_chunk_frames if stream else gemini_chunk_body
-        return encode_gemini(chunks, model=model, response_id=wire_id)
-    encode_responses = responses_chunk_frames if stream else responses_chunk_body
-    return encode_responses(
-        rule_chunks(rule, call_ids),
-        model=str(body.get("model", "")),
-        response_id=wire_id,
-        namespaced=responses_namespaced(body),
-    )
-
-
-def _ruleless(path: str) -> PathMatch | None:
-    """The registry's match of a path whose API takes no rule (``stub_body``: embeddings),
-    under whatever base path the client has before it."""
-    for start in (match.start() for match in re.finditer("/", path)):
-        found = match_path("POST", path[start:])
-        if found is not None:
-            return found if found.spec.stub_body is not None else None
-    return None
-
-
-def _path_model(path: str) -> str:
-    """The model a Bedrock path names (``/model/<modelId>/…``), else none."""
-    if "/model/" not in path:
-        return ""
-    return unquote(path.rsplit("/model/", 1)[-1].partition("/")[0])
-
-
-def _wire_spec(path: str) -> WireApiSpec:
-    """The wire API (Ollama's, Bedrock's) a stub request's path names, for the APIs the
-    stub answers through the wire registry."""
-    if "/model/" in path:
-        invoke = path.endswith(INVOKE_PATHS)
-        return wire_api("bedrock-invoke" if invoke else "bedrock-converse")
-    return wire_api("ollama-generate" if path.endswith("/api/generate") else "ollama-chat")
+        return encode_gemini(chunks, model=answering.request.model, response_id=wire_id)
+    if api == "responses":
+        encode_responses = responses_chunk_frames if stream else responses_chunk_body
+        return encode_responses(
+            rule_chunks(rule, call_ids),
+            model=str(body.get("model", "")),
+            response_id=wire_id,
+            namespaced=responses_namespaced(body),
+        )
+    spec, chunks = answering.spec, rule_chunks(rule, call_ids)
+    if stream:
+        return spec.encode_stream(answering.request, chunks, wire_id, None)
+    return spec.encode_body(answering.request, chunks, wire_id, None)
 
 
 def _answer_digest(label: str, body: Mapping[str, Any], call_ids: list[str]) -> str:

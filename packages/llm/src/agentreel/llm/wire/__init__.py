@@ -132,18 +132,18 @@ from agentreel.llm.wire._registry import (
     PathMatch,
     WireApiName,
     match_path,
+    match_under,
     supported_paths,
     wire_api,
 )
-from agentreel.llm.wire._request import WireRequest
+from agentreel.llm.wire._request import NAMESPACE_SEPARATOR, RuleText, WireRequest
+from agentreel.llm.wire._responses import STREAM_ENDINGS as RESPONSES_STREAM_ENDINGS
 from agentreel.llm.wire._responses import (
-    NAMESPACE_SEPARATOR,
     ResponsesDecoder,
     responses_chunk_body,
     responses_chunk_frames,
     responses_namespaced,
 )
-from agentreel.llm.wire._responses import STREAM_ENDINGS as RESPONSES_STREAM_ENDINGS
 from agentreel.llm.wire._sse import SseEvent, SseSplitter, event_frame, json_bytes, split_frames
 
 __all__ = [
@@ -176,6 +176,7 @@ __all__ = [
     "PathKind",
     "PathMatch",
     "ResponsesDecoder",
+    "RuleText",
     "SseEvent",
     "SseSplitter",
     "UpstreamStreamError",
@@ -208,6 +209,7 @@ __all__ = [
     "gemini_stream_error_frame",
     "json_bytes",
     "match_path",
+    "match_under",
     "messages_chunk_body",
     "messages_chunk_frames",
     "models_listing_body",

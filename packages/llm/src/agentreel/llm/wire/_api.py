@@ -135,15 +135,17 @@ class WireApiSpec:
     """A fresh decoder (wire → chunks) for one call from the upstream named."""
     encode_stream: StreamEncoder
     encode_body: BodyEncoder
-    stream_endings: tuple[bytes, ...]
-    """The frames that end a stream (a replayed cut or error ends otherwise)."""
     error_body: ErrorBody
     models_body: Callable[[Sequence[str]], bytes]
     """A models listing naming the models given, in this API's shape."""
-    response_id_prefix: str
-    """Of a minted response id: ``chatcmpl-``, ``msg_``, ``resp_`` (Gemini: none)."""
     auth_headers: tuple[str, ...]
     """The headers a client sends its key in: forwarded upstream, never written."""
+    stream_endings: tuple[bytes, ...] = ()
+    """The frames that end a stream (a replayed cut or error ends otherwise); none where
+    ``ends_stream`` tells, or the API never streams."""
+    response_id_prefix: str = ""
+    """Of a minted response id: ``chatcmpl-``, ``msg_``, ``resp_`` (Gemini, Bedrock
+    Converse, Ollama, embeddings: none)."""
     error_frame: Callable[[str], bytes] = lambda raw: (
         b"event: error\ndata: " + raw.encode() + b"\n\n"
     )
@@ -154,10 +156,13 @@ class WireApiSpec:
     """The HTTP paths it is served on, its model calls' first (the route table is built
     from them, in registry order: the first path that matches serves)."""
     count_tokens_key: str = "input_tokens"
+    """The field of a token count answer (``countTokens``: ``totalTokens``)."""
     stub_body: Callable[[WireApiSpec, dict[str, Any], str], bytes] | None = None
     """The stub server's answer to a request of an API that takes no rule (embeddings):
     ``(spec, body, the path's model) → body``; None: the stub's rules answer it."""
-    """The field of a token count answer (``countTokens``: ``totalTokens``)."""
+    rule_api: str = ""
+    """As the stub's rules name it (``match.api``: ``openai``, ``anthropic``; APIs of one
+    body shape share a name: Bedrock's two, Ollama's two); empty: no rule answers it."""
 
     @property
     def shown_path(self) -> str:

@@ -43,7 +43,6 @@ from agentreel.llm._messages import (
     ToolResultPart,
     ToolSpec,
 )
-from agentreel.llm.exceptions import StreamInterruptedError
 from agentreel.llm.wire._api import BEDROCK_MODEL, WireApiSpec, WirePath
 from agentreel.llm.wire._common import (
     MetaWatch,
@@ -53,6 +52,7 @@ from agentreel.llm.wire._common import (
     finish_in,
     meta_in,
     provider_label,
+    stream_cut,
     usage_in,
 )
 from agentreel.llm.wire._eventstream import (
@@ -60,7 +60,15 @@ from agentreel.llm.wire._eventstream import (
     event_frame,
     exception_frame,
 )
-from agentreel.llm.wire._request import WireRequest, canonical, text_of, tool_spec
+from agentreel.llm.wire._request import (
+    RuleText,
+    WireRequest,
+    canonical,
+    chat_rule_text,
+    rule_text_of,
+    text_of,
+    tool_spec,
+)
 from agentreel.llm.wire._sse import SseEvent, json_bytes
 
 _FINISH: dict[str, FinishReason] = {
@@ -87,6 +95,10 @@ def bedrock_error_type(status: int) -> str:
     return _ERROR_TYPES.get(
         status, "InternalServerException" if status >= 500 else "ValidationException"
     )
+
+
+BEDROCK_AUTH_HEADERS = ("authorization", "x-amz-security-token")
+"""Where an AWS client sends its SigV4 signature and session token, for each Bedrock API."""
 
 
 def bedrock_error_body(status: int, message: str, code: str | None = None) -> bytes:
@@ -221,7 +233,62 @@ def parse_converse_request(
         stream=stream,
         include_usage=True,
         namespaced=False,
+        rules=_rule_text(body, model),
     )
+
+
+def _rule_text(body: dict[str, Any], model: str) -> RuleText:
+    """A Converse body as rules read it, its turns spelled as Chat's: ``system`` blocks are
+    system messages, a user turn of ``toolResult`` blocks is ``tool`` messages,
+    ``toolConfig.tools[].toolSpec`` (``inputSchema.json``) the tools."""
+    turns: list[dict[str, Any]] = [
+        {"role": "system", "content": block["text"]}
+        for block in body.get("system") or []
+        if isinstance(block, dict) and isinstance(block.get("text"), str)
+    ]
+    for raw in body.get("messages") or []:
+        if not isinstance(raw, dict):
+            continue
+        blocks = [b for b in raw.get("content") or [] if isinstance(b, dict)]
+        if blocks and all("toolResult" in b for b in blocks):
+            turns += [{"role": "tool", "content": _rule_block_text(b)} for b in blocks]
+        else:
+            turns.append(
+                {
+                    "role": "assistant" if raw.get("role") == "assistant" else "user",
+                    "content": "".join(_rule_block_text(b) for b in blocks),
+                }
+            )
+    config = body.get("toolConfig")
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": spec.get("name"),
+                "description": spec.get("description") or "",
+                "parameters": (spec.get("inputSchema") or {}).get("json") or {},
+            },
+        }
+        for tool in ((config.get("tools") or []) if isinstance(config, dict) else [])
+        if isinstance(tool, dict)
+        for spec in [tool.get("toolSpec")]
+        if isinstance(spec, dict)
+    ]
+    return chat_rule_text(model, turns, tools)
+
+
+def _rule_block_text(block: Any) -> str:
+    """A Converse content block's text as rules read it (a ``toolResult``'s content's)."""
+    if not isinstance(block, dict):
+        return rule_text_of(block)
+    if isinstance(block.get("text"), str):
+        return str(block["text"])
+    result = block.get("toolResult")
+    if isinstance(result, dict):
+        return "".join(_rule_block_text(item) for item in result.get("content") or [])
+    if "json" in block:
+        return json.dumps(block["json"], sort_keys=True, ensure_ascii=False)
+    return ""
 
 
 # -- wire → chunks ---------------------------------------------------------------------------
@@ -338,12 +405,7 @@ class ConverseDecoder:
 
     def finish(self) -> list[Chunk]:
         if self._stop is None:
-            raise StreamInterruptedError(
-                "stream_cut",
-                None,
-                f"the stream from {self._label.where()} ended after {self._events} events "
-                "without messageStop. The call did not finish; retry it.",
-            )
+            raise stream_cut(self._label.where(), self._events, "events", "without messageStop")
         out: list[Chunk] = []
         for wire in sorted(self._blocks, key=lambda key: self._blocks[key].index):
             out += self._end(wire)
@@ -522,11 +584,10 @@ BEDROCK_CONVERSE_API = WireApiSpec(
     decoder=ConverseDecoder,
     encode_stream=_stream,
     encode_body=_body,
-    stream_endings=(),
     error_body=bedrock_error_body,
     models_body=bedrock_models_body,
-    response_id_prefix="",
-    auth_headers=("authorization", "x-amz-security-token"),
+    rule_api="bedrock",
+    auth_headers=BEDROCK_AUTH_HEADERS,
     error_frame=bedrock_error_frame,
     ends_stream=ends_converse_stream,
     paths=(

@@ -13,12 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentreel.llm._chunks import Chunk, ResponseMeta
-from agentreel.llm.wire._api import BEDROCK_MODEL, WireApiSpec, WirePath
-from agentreel.llm.wire._bedrock import (
-    bedrock_error_body,
-    bedrock_error_frame,
-    bedrock_models_body,
-)
+from agentreel.llm.wire._api import BEDROCK_MODEL, WirePath
+from agentreel.llm.wire._bedrock import BEDROCK_CONVERSE_API
 from agentreel.llm.wire._common import UpstreamStreamError
 from agentreel.llm.wire._eventstream import (
     EXCEPTION_PREFIX,
@@ -26,9 +22,8 @@ from agentreel.llm.wire._eventstream import (
     event_frame,
 )
 from agentreel.llm.wire._messages import (
+    MESSAGES_API,
     MessagesDecoder,
-    messages_chunk_body,
-    messages_chunk_frames,
     parse_messages_request,
 )
 from agentreel.llm.wire._request import WireRequest
@@ -78,15 +73,10 @@ def _chunk_frame(data: bytes) -> bytes:
 def _stream(
     request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
 ) -> list[bytes]:
-    frames = messages_chunk_frames(chunks, model=request.model, message_id=wire_id, meta=meta)
+    """The Messages stream, each of its events in a ``chunk`` frame."""
+    frames = MESSAGES_API.encode_stream(request, chunks, wire_id, meta)
     splitter = SseSplitter()
     return [_chunk_frame(event.data.encode()) for frame in frames for event in splitter.feed(frame)]
-
-
-def _body(
-    request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
-) -> bytes:
-    return messages_chunk_body(chunks, model=request.model, message_id=wire_id, meta=meta)
 
 
 def ends_invoke_stream(frame: bytes) -> bool:
@@ -100,20 +90,18 @@ def ends_invoke_stream(frame: bytes) -> bool:
     return kind in ("message_delta", "message_stop")
 
 
-BEDROCK_INVOKE_API = WireApiSpec(
+BEDROCK_INVOKE_API = dataclasses.replace(
+    # Served as Converse is (event-stream framing, the error bodies and in-stream
+    # exceptions, the models listing, the SigV4 headers, the stub's ``bedrock`` rules);
+    # its own: the Messages payload, its ids, its path.
+    BEDROCK_CONVERSE_API,
     name="bedrock-invoke",
     title="AWS Bedrock InvokeModel (Anthropic)",
-    framing="eventstream",
     parse=parse_invoke_request,
     decoder=InvokeDecoder,
     encode_stream=_stream,
-    encode_body=_body,
-    stream_endings=(),
-    error_body=bedrock_error_body,
-    models_body=bedrock_models_body,
+    encode_body=MESSAGES_API.encode_body,  # a Messages body as it is
     response_id_prefix="msg_",
-    auth_headers=("authorization", "x-amz-security-token"),
-    error_frame=bedrock_error_frame,
     ends_stream=ends_invoke_stream,
     paths=(
         WirePath(

@@ -45,10 +45,14 @@ from agentreel.llm.wire._common import (
 )
 from agentreel.llm.wire._listing import models_listing_body
 from agentreel.llm.wire._request import (
+    JSON_FORMATS,
     WireRequest,
     body_model,
     canonical,
+    chat_rule_text,
     flag,
+    format_type,
+    stop_list,
     text_of,
 )
 from agentreel.llm.wire._sse import SseEvent, bare_error_frame, json_bytes
@@ -74,6 +78,10 @@ def openai_stream_error_frame(message: str) -> bytes:
     """An error inside an OpenAI-style stream, as OpenAI-compatible servers send it."""
     error = {"message": message, "type": "server_error", "param": None, "code": None}
     return b"data: " + json_bytes({"error": error}) + b"\n\n"
+
+
+OPENAI_AUTH_HEADERS = ("authorization", "api-key")
+"""Where an OpenAI client sends its key (``api-key``: Azure OpenAI's), for each OpenAI API."""
 
 
 def openai_error_body(status: int, message: str, code: str | None = None) -> bytes:
@@ -312,6 +320,11 @@ def parse_chat_request(body: dict[str, Any], model: str = "", stream: bool = Fal
         stream=flag(body, "stream"),
         include_usage=isinstance(options, dict) and options.get("include_usage") is True,
         namespaced=False,
+        structured_output=format_type(body.get("response_format")) in JSON_FORMATS,
+        stop_sequences=stop_list(body.get("stop")),
+        rules=chat_rule_text(
+            str(body.get("model", "")), body.get("messages") or [], body.get("tools") or []
+        ),
     )
 
 
@@ -381,8 +394,9 @@ CHAT_API = WireApiSpec(
     error_body=openai_error_body,
     models_body=models_listing_body,
     response_id_prefix="chatcmpl-",
+    rule_api="openai",
     error_frame=bare_error_frame,
-    auth_headers=("authorization", "api-key"),  # api-key: Azure OpenAI
+    auth_headers=OPENAI_AUTH_HEADERS,
     paths=(
         *openai_paths("chat/completions", "/v1/chat/completions"),
         *openai_paths("models", "/v1/models", http_method="GET", kind="models"),

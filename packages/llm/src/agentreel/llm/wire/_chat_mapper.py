@@ -21,8 +21,7 @@ from agentreel.llm._chunks import (
 )
 from agentreel.llm._label import ProviderLabel
 from agentreel.llm._messages import ReasoningPart, TextPart, ToolCallPart
-from agentreel.llm.exceptions import StreamInterruptedError
-from agentreel.llm.wire._common import finish_for, grow, wrap
+from agentreel.llm.wire._common import finish_for, grow, stream_cut, wrap
 
 __all__ = ["OpenAIStreamMapper", "WireWatch"]
 
@@ -173,12 +172,12 @@ class OpenAIStreamMapper:
         closing: list[Chunk] = []
         if self.finish_reason is None:
             if not self.wire.done:
-                raise StreamInterruptedError(
-                    "stream_cut",
-                    None,
-                    f"the stream from {label.where()} ended after {self.events} events with "
-                    "neither a finish_reason nor `data: [DONE]`: the connection closed before "
-                    "the stream finished. The call did not finish; retry it.",
+                raise stream_cut(
+                    label.where(),
+                    self.events,
+                    "events",
+                    "with neither a finish_reason nor `data: [DONE]`: the connection closed "
+                    "before the stream finished",
                 )
             # [DONE] is the server saying the stream is complete: it just named no reason.
             self.finish_reason = "tool_calls" if self._tools else "stop"

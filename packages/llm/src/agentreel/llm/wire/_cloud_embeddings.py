@@ -17,16 +17,20 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentreel.llm._chunks import Chunk, ResponseMeta
-from agentreel.llm.wire._api import MODEL, WireApiSpec, WirePath, body_as_stream, vertex_base
-from agentreel.llm.wire._bedrock import bedrock_error_body, bedrock_models_body
+from agentreel.llm.wire._api import MODEL, WirePath, vertex_base
+from agentreel.llm.wire._bedrock import (
+    BEDROCK_AUTH_HEADERS,
+    bedrock_error_body,
+    bedrock_models_body,
+)
 from agentreel.llm.wire._common import usage_in
 from agentreel.llm.wire._embeddings import (
     EmbeddingsDecoder,
+    embeddings_api,
     embeddings_chunks,
     embeddings_options,
     embeddings_request,
     packed_vector,
-    stub_embeddings_body,
     unpack_vector,
     vectors_of,
 )
@@ -93,19 +97,15 @@ def vertex_predict_body(
     return json_bytes({"predictions": predictions, "metadata": {"billableCharacterCount": 0}})
 
 
-VERTEX_EMBED_API = WireApiSpec(
+VERTEX_EMBED_API = embeddings_api(
     name="vertex-embed",
     title="Vertex AI embeddings",
     framing="sse",
     parse=parse_vertex_predict_request,
-    stub_body=stub_embeddings_body,
     decoder=VertexPredictDecoder,
-    encode_stream=body_as_stream(vertex_predict_body),
     encode_body=vertex_predict_body,
-    stream_endings=(),
     error_body=gemini_error_body,
     models_body=gemini_models_body,
-    response_id_prefix="",
     auth_headers=("authorization",),
     paths=(
         WirePath(
@@ -186,20 +186,16 @@ def bedrock_embed_body(
     )
 
 
-BEDROCK_EMBED_API = WireApiSpec(
+BEDROCK_EMBED_API = embeddings_api(
     name="bedrock-embed",
     title="AWS Bedrock InvokeModel embeddings (Titan, Cohere)",
     framing="eventstream",
     parse=parse_bedrock_embed_request,
-    stub_body=stub_embeddings_body,
     decoder=BedrockEmbedDecoder,
-    encode_stream=body_as_stream(bedrock_embed_body),
     encode_body=bedrock_embed_body,
-    stream_endings=(),
     error_body=bedrock_error_body,
     models_body=bedrock_models_body,
-    response_id_prefix="",
-    auth_headers=("authorization", "x-amz-security-token"),
+    auth_headers=BEDROCK_AUTH_HEADERS,
     paths=(
         # An embedding model's id names it (amazon.titan-embed-text-v2:0,
         # cohere.embed-english-v3): tried before the chat InvokeModel's path.

@@ -23,11 +23,22 @@ from agentreel.llm._chunks import (
 )
 from agentreel.llm._label import ProviderLabel
 from agentreel.llm._messages import ReasoningPart, TextPart, ToolCallPart, ToolSpec
-from agentreel.llm.exceptions import AgentreelLlmError
+from agentreel.llm.exceptions import AgentreelLlmError, StreamInterruptedError
 from agentreel.llm.wire._request import tool_spec
 from agentreel.llm.wire._sse import SseEvent
 
 CREATED = 1_700_000_000
+
+
+def stream_cut(where: str, count: int, units: str, missing: str) -> StreamInterruptedError:
+    """The error of a stream that ended before its API's end (a decoder's ``finish``): from
+    ``where``, after ``count`` ``units``, ``missing`` (what should have ended it)."""
+    return StreamInterruptedError(
+        "stream_cut",
+        None,
+        f"the stream from {where} ended after {count} {units} {missing}. The call did not "
+        "finish; retry it.",
+    )
 
 
 def usage_in(chunks: Sequence[Chunk]) -> Usage | None:

@@ -26,7 +26,7 @@ import base64
 import hashlib
 import json
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentreel.llm._chunks import (
@@ -42,14 +42,18 @@ from agentreel.llm._messages import Message, TextPart
 from agentreel.llm.wire._api import (
     GEMINI_BASE,
     MODEL,
+    BodyEncoder,
+    ErrorBody,
+    Framing,
+    RequestParser,
     WireApiSpec,
     WirePath,
     body_as_stream,
     openai_paths,
     vertex_base,
 )
-from agentreel.llm.wire._chat import openai_error_body
-from agentreel.llm.wire._common import meta_in, usage_in
+from agentreel.llm.wire._chat import OPENAI_AUTH_HEADERS, openai_error_body
+from agentreel.llm.wire._common import WireDecoder, meta_in, usage_in
 from agentreel.llm.wire._gemini import gemini_error_body, gemini_models_body
 from agentreel.llm.wire._listing import models_listing_body
 from agentreel.llm.wire._ollama import ollama_error_body, ollama_models_body
@@ -128,11 +132,23 @@ def parse_embeddings_request(
     return embeddings_request("embeddings", body)
 
 
+OLLAMA_LEGACY_METHOD = "embeddings"
+"""The ``method`` option of an Ollama ``/api/embeddings`` request (one ``prompt``, answered
+with one ``embedding``), the API's older endpoint beside ``/api/embed``."""
+
+
 def parse_ollama_embed_request(
     body: dict[str, Any], model: str = "", stream: bool = False
 ) -> WireRequest:
-    """An Ollama ``/api/embed`` body."""
+    """An Ollama ``/api/embed`` body (``input``: a text or a list), or an ``/api/embeddings``
+    body (one ``prompt``)."""
     del model, stream
+    if "input" not in body and "prompt" in body:
+        prompt = body.get("prompt")
+        options = {key: body[key] for key in _OPTIONS if key in body}
+        options["method"] = OLLAMA_LEGACY_METHOD
+        text = prompt if isinstance(prompt, str) else canonical(prompt)
+        return embeddings_request("ollama-embed", body, options=options, inputs=[text])
     return embeddings_request("ollama-embed", body)
 
 
@@ -264,8 +280,11 @@ def embeddings_body(
 def ollama_embed_body(
     request: WireRequest, chunks: Sequence[Chunk], wire_id: str, meta: ResponseMeta | None
 ) -> bytes:
-    """An Ollama ``/api/embed`` answer."""
+    """An Ollama ``/api/embed`` answer (an ``/api/embeddings`` one: its one ``embedding``)."""
     del wire_id
+    if embeddings_options(request).get("method") == OLLAMA_LEGACY_METHOD:
+        vectors = vectors_of(chunks)
+        return json_bytes({"embedding": unpack_vector(vectors[0]) if vectors else []})
     found = meta_in(chunks, meta)
     usage = usage_in(chunks)
     return json_bytes(
@@ -306,38 +325,60 @@ def stub_embeddings_body(spec: WireApiSpec, body: dict[str, Any], model: str = "
     return spec.encode_body(request, embeddings_chunks(vectors, tokens, ResponseMeta()), "", None)
 
 
-EMBEDDINGS_API = WireApiSpec(
+def embeddings_api(
+    *,
+    name: WireApiName,
+    title: str,
+    framing: Framing,
+    parse: RequestParser,
+    encode_body: BodyEncoder,
+    error_body: ErrorBody,
+    models_body: Callable[[Sequence[str]], bytes],
+    auth_headers: tuple[str, ...],
+    paths: tuple[WirePath, ...],
+    decoder: Callable[[str], WireDecoder] = EmbeddingsDecoder,
+) -> WireApiSpec:
+    """The spec of an embeddings API (here and ``_cloud_embeddings``): never streamed (a
+    stream asked for is answered with the body, ``body_as_stream``), no rule answers it (the
+    stub's ``stub_embeddings_body`` does), no minted id prefix."""
+    return WireApiSpec(
+        name=name,
+        title=title,
+        framing=framing,
+        parse=parse,
+        stub_body=stub_embeddings_body,
+        decoder=decoder,
+        encode_stream=body_as_stream(encode_body),
+        encode_body=encode_body,
+        error_body=error_body,
+        models_body=models_body,
+        auth_headers=auth_headers,
+        paths=paths,
+    )
+
+
+EMBEDDINGS_API = embeddings_api(
     name="embeddings",
     title="OpenAI embeddings",
     framing="sse",
     parse=parse_embeddings_request,
-    stub_body=stub_embeddings_body,
-    decoder=EmbeddingsDecoder,
-    encode_stream=body_as_stream(embeddings_body),
     encode_body=embeddings_body,
-    stream_endings=(),
     error_body=openai_error_body,
     models_body=models_listing_body,
-    response_id_prefix="",
-    auth_headers=("authorization", "api-key"),  # api-key: Azure OpenAI
+    auth_headers=OPENAI_AUTH_HEADERS,
     paths=openai_paths("embeddings", "/v1/embeddings"),
 )
 """OpenAI ``POST /v1/embeddings`` (and Azure's ``/openai/deployments/<d>/embeddings``)."""
 
 
-GEMINI_EMBED_API = WireApiSpec(
+GEMINI_EMBED_API = embeddings_api(
     name="gemini-embed",
     title="Gemini embeddings",
     framing="sse",
     parse=parse_gemini_embed_request,
-    stub_body=stub_embeddings_body,
-    decoder=EmbeddingsDecoder,
-    encode_stream=body_as_stream(gemini_embed_body),
     encode_body=gemini_embed_body,
-    stream_endings=(),
     error_body=gemini_error_body,
     models_body=gemini_models_body,
-    response_id_prefix="",
     auth_headers=("x-goog-api-key", "authorization"),
     paths=(
         WirePath(
@@ -354,20 +395,18 @@ GEMINI_EMBED_API = WireApiSpec(
 )
 """Gemini ``POST /v1beta/models/<model>:embedContent`` and ``:batchEmbedContents``."""
 
-OLLAMA_EMBED_API = WireApiSpec(
+OLLAMA_EMBED_API = embeddings_api(
     name="ollama-embed",
     title="Ollama embed",
     framing="ndjson",
     parse=parse_ollama_embed_request,
-    stub_body=stub_embeddings_body,
-    decoder=EmbeddingsDecoder,
-    encode_stream=body_as_stream(ollama_embed_body),
     encode_body=ollama_embed_body,
-    stream_endings=(),
     error_body=ollama_error_body,
     models_body=ollama_models_body,
-    response_id_prefix="",
     auth_headers=("authorization",),
-    paths=(WirePath("/api/embed", "POST /api/embed"),),
+    paths=(
+        WirePath("/api/embed", "POST /api/embed"),
+        WirePath("/api/embeddings", "POST /api/embeddings (the older endpoint)"),
+    ),
 )
-"""Ollama's ``POST /api/embed``."""
+"""Ollama's ``POST /api/embed`` (and the older ``/api/embeddings``)."""

@@ -60,14 +60,17 @@ from agentreel.llm._messages import (
     ToolResultPart,
     ToolSpec,
 )
-from agentreel.llm._options import GenerateOptions
-from agentreel.llm.exceptions import StreamInterruptedError
+from agentreel.llm._options import GenerateOptions, wire_turns
 from agentreel.llm.wire._api import GEMINI_BASE, MODEL, WireApiSpec, WirePath, vertex_base
-from agentreel.llm.wire._common import UpstreamStreamError, stopped_with
+from agentreel.llm.wire._common import UpstreamStreamError, stopped_with, stream_cut
 from agentreel.llm.wire._listing import words_in
 from agentreel.llm.wire._request import (
+    RuleText,
     WireRequest,
     canonical,
+    rule_text_of,
+    rule_tools,
+    stop_list,
     text_of,
     tool_spec,
 )
@@ -267,12 +270,11 @@ class GeminiStreamMapper:
         """
         if self.finish_reason is None and self.block_reason is None:
             where = label.where() if label is not None else "the Gemini API"
-            raise StreamInterruptedError(
-                "stream_cut",
-                None,
-                f"the stream from {where} ended after {self.events} responses without a "
-                "finishReason: the connection closed before the answer finished. The call "
-                "did not finish; retry it.",
+            raise stream_cut(
+                where,
+                self.events,
+                "responses",
+                "without a finishReason: the connection closed before the answer finished",
             )
         out = self._close()
         if self.usage is not None:
@@ -327,22 +329,13 @@ def to_gemini_contents(options: GenerateOptions) -> tuple[str, list[dict[str, An
     reasoning part that only carries a signature goes back as the ``thoughtSignature`` of
     the function call after it (Gemini 3 requires it).
     """
-    system_parts = [options.system] if options.system else []
-    names: dict[str, str] = {}
-    wire: list[dict[str, Any]] = []
-    for message in options.messages:
-        if message.role == "system":
-            system_parts.append(message.text)
-            continue
-        role = "model" if message.role == "assistant" else "user"
-        parts = _message_parts(message, names)
-        if not parts:
-            continue
-        if wire and wire[-1]["role"] == role:
-            wire[-1]["parts"].extend(parts)
-        else:
-            wire.append({"role": role, "parts": parts})
-    return "\n\n".join(system_parts), wire
+    names: dict[str, str] = {}  # a call's name by id, for the result answering it
+    return wire_turns(
+        options,
+        lambda role: "model" if role == "assistant" else "user",
+        lambda message: _message_parts(message, names),
+        "parts",
+    )
 
 
 def _message_parts(message: Message, names: dict[str, str]) -> list[dict[str, Any]]:
@@ -739,6 +732,8 @@ def parse_gemini_request(
         for kind, value in tool.items():
             if kind != "functionDeclarations":  # built-in tools: googleSearch, codeExecution, …
                 tools.append(tool_spec(kind, "", value if isinstance(value, dict) else {}))
+    config = body.get("generationConfig")
+    config = config if isinstance(config, dict) else {}
     return WireRequest(
         api="gemini",
         model=model,
@@ -748,7 +743,82 @@ def parse_gemini_request(
         stream=stream,
         include_usage=True,
         namespaced=False,
+        structured_output=config.get("responseMimeType") == "application/json"
+        or any(key in config for key in ("responseSchema", "responseJsonSchema")),
+        stop_sequences=stop_list(config.get("stopSequences")),
+        rules=_rule_text(body, model),
     )
+
+
+def _rule_text(body: dict[str, Any], model: str) -> RuleText:
+    """A ``generateContent`` body as rules read it: ``systemInstruction``'s text, a user
+    turn of ``functionResponse`` parts the last tool result (``_result_text``), a
+    content's text its text parts' and its results' (so ``any_message`` sees tool results
+    here as in the other APIs), ``functionDeclarations`` the tools."""
+    contents = [c for c in body.get("contents", []) or [] if isinstance(c, dict)]
+    last_user: str | None = None
+    last_tool: str | None = None
+    if contents and contents[-1].get("role", "user") == "user":
+        parts = [p for p in contents[-1].get("parts", []) or [] if isinstance(p, dict)]
+        results = [
+            p["functionResponse"] for p in parts if isinstance(p.get("functionResponse"), dict)
+        ]
+        if results:
+            last_tool = "\n".join(_result_text(r) for r in results)
+        else:
+            last_user = rule_text_of(parts)
+    declarations = [
+        declaration
+        for tool in body.get("tools", []) or []
+        if isinstance(tool, dict)
+        for declaration in tool.get("functionDeclarations", []) or []
+        if isinstance(declaration, dict)
+    ]
+    tools = rule_tools(
+        [
+            {
+                **declaration,
+                # One JSON schema, whichever spelling the client used (google-genai 3 sends
+                # the snake_case one).
+                "parameters": declaration.get(
+                    "parametersJsonSchema",
+                    declaration.get("parameters_json_schema", declaration.get("parameters")),
+                ),
+            }
+            for declaration in declarations
+        ]
+    )
+    raw_system = body.get("systemInstruction")
+    return RuleText(
+        model=model,
+        system=rule_text_of(raw_system.get("parts", [])) if isinstance(raw_system, dict) else "",
+        texts=tuple(_parts_text(c.get("parts", [])) for c in contents),
+        last_user=last_user,
+        last_tool_result=last_tool,
+        tools=tools,
+    )
+
+
+def _parts_text(parts: Any) -> str:
+    """A content's text parts and its ``functionResponse`` parts' texts."""
+    results = [
+        _result_text(p["functionResponse"])
+        for p in (parts if isinstance(parts, list) else [])
+        if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)
+    ]
+    return "\n".join(text for text in (rule_text_of(parts), *results) if text)
+
+
+def _result_text(result: dict[str, Any]) -> str:
+    """A ``functionResponse``'s text as rules read it: its ``output`` / ``error`` /
+    ``content`` / ``result`` string, else its JSON (the header keeps ``output`` or the
+    canonical JSON)."""
+    response = result.get("response")
+    if isinstance(response, dict):
+        for key in ("output", "error", "content", "result"):
+            if isinstance(response.get(key), str):
+                return str(response[key])
+    return json.dumps(response, sort_keys=True, ensure_ascii=False)
 
 
 def _gemini_part(part: dict[str, Any]) -> ContentPart:
@@ -805,7 +875,7 @@ GEMINI_API = WireApiSpec(
     stream_endings=STREAM_ENDINGS,
     error_body=gemini_error_body,
     models_body=gemini_models_body,
-    response_id_prefix="",
+    rule_api="gemini",
     error_frame=bare_error_frame,
     auth_headers=("x-goog-api-key",),
     paths=(

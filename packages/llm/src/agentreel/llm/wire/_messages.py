@@ -45,10 +45,16 @@ from agentreel.llm.wire._common import (
 from agentreel.llm.wire._listing import models_listing_body
 from agentreel.llm.wire._messages_mapper import AnthropicStreamMapper
 from agentreel.llm.wire._request import (
+    RuleText,
     WireRequest,
     body_model,
     canonical,
+    conversation_end,
     flag,
+    format_type,
+    rule_text_of,
+    rule_tools,
+    stop_list,
     text_of,
     tool_spec,
 )
@@ -305,7 +311,44 @@ def parse_messages_request(
         stream=flag(body, "stream"),
         include_usage=True,
         namespaced=False,
+        structured_output=_structured(body),
+        stop_sequences=stop_list(body.get("stop_sequences")),
+        rules=_rule_text(body),
     )
+
+
+def _rule_text(body: dict[str, Any]) -> RuleText:
+    """A Messages body as rules read it: a user turn of ``tool_result`` blocks is the last
+    tool result, the system blocks' texts joined; the model the body's own (none on Vertex
+    AI and Bedrock InvokeModel, whose paths name it)."""
+    raw = body.get("messages")
+    messages = [m for m in (raw if isinstance(raw, list) else []) if isinstance(m, dict)]
+    conversation = conversation_end(messages)
+    last_user: str | None = None
+    last_tool: str | None = None
+    if conversation and conversation[-1].get("role") == "user":
+        content = conversation[-1].get("content")
+        blocks = content if isinstance(content, list) else []
+        results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
+        if results:
+            last_tool = "\n".join(rule_text_of(b.get("content", "")) for b in results)
+        else:
+            last_user = rule_text_of(content)
+    return RuleText(
+        model=str(body.get("model", "")),
+        system=rule_text_of(body.get("system", "")),
+        texts=tuple(rule_text_of(m.get("content")) for m in messages),
+        last_user=last_user,
+        last_tool_result=last_tool,
+        tools=rule_tools(body.get("tools") or []),
+    )
+
+
+def _structured(body: dict[str, Any]) -> bool:
+    """``output_format`` (or ``output_config.format``) of type ``json_schema``."""
+    config = body.get("output_config")
+    nested = config.get("format") if isinstance(config, dict) else None
+    return "json_schema" in (format_type(body.get("output_format")), format_type(nested))
 
 
 def _anthropic_block(block: Any) -> ContentPart:
@@ -362,6 +405,7 @@ MESSAGES_API = WireApiSpec(
     error_body=_error_body,
     models_body=models_listing_body,
     response_id_prefix="msg_",
+    rule_api="anthropic",
     auth_headers=("x-api-key", "authorization"),
     paths=(
         WirePath(rf"{OPENAI_BASE}/messages", "POST /v1/messages"),

@@ -21,8 +21,7 @@ from agentreel.llm._chunks import (
     Usage,
 )
 from agentreel.llm._label import ProviderLabel
-from agentreel.llm.exceptions import StreamInterruptedError
-from agentreel.llm.wire._common import OpenBlock, finish_for
+from agentreel.llm.wire._common import OpenBlock, finish_for, stream_cut
 
 __all__ = ["AnthropicStreamMapper"]
 
@@ -166,12 +165,7 @@ class AnthropicStreamMapper:
     def finish(self, label: ProviderLabel) -> list[Chunk]:
         """The closing ``usage`` and ``finish``; a stream without message_stop was cut."""
         if not self.stopped or self.stop_reason is None:
-            raise StreamInterruptedError(
-                "stream_cut",
-                None,
-                f"the stream from {label.where()} ended after {self.events} events without "
-                "message_stop. The call did not finish; retry it.",
-            )
+            raise stream_cut(label.where(), self.events, "events", "without message_stop")
         out: list[Chunk] = []
         for wire_index in sorted(self._blocks, key=lambda k: self._blocks[k].index):
             out += self._stop(wire_index)  # blocks the server never stopped

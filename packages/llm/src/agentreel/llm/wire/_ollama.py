@@ -43,7 +43,6 @@ from agentreel.llm._messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from agentreel.llm.exceptions import StreamInterruptedError
 from agentreel.llm.wire._api import WireApiSpec, WirePath
 from agentreel.llm.wire._common import (
     MetaWatch,
@@ -54,12 +53,14 @@ from agentreel.llm.wire._common import (
     meta_in,
     provider_label,
     stopped_with,
+    stream_cut,
     usage_in,
 )
 from agentreel.llm.wire._request import (
     WireRequest,
     body_model,
     canonical,
+    chat_rule_text,
     text_of,
 )
 from agentreel.llm.wire._sse import SseEvent, json_bytes
@@ -173,6 +174,12 @@ def parse_ollama_chat_request(
         stream=_streams(body),
         include_usage=True,
         namespaced=False,
+        structured_output=bool(body.get("format")),
+        rules=chat_rule_text(
+            str(body.get("model", "")),
+            list(body.get("messages") or []),
+            body.get("tools") or [],
+        ),
     )
 
 
@@ -187,6 +194,11 @@ def parse_ollama_generate_request(
     extra = {key: body[key] for key in ("suffix", "images") if body.get(key)}
     if extra:
         parts.append(TextPart(canonical(extra)))
+    # As rules read it: a chat of its system prompt and its prompt (no tools).
+    turns: list[Any] = [
+        *([{"role": "system", "content": system}] if isinstance(system, str) else []),
+        {"role": "user", "content": body.get("prompt") or ""},
+    ]
     return WireRequest(
         api="ollama-generate",
         model=body_model(body),
@@ -196,6 +208,8 @@ def parse_ollama_generate_request(
         stream=_streams(body),
         include_usage=True,
         namespaced=False,
+        structured_output=bool(body.get("format")),
+        rules=chat_rule_text(str(body.get("model", "")), turns, body.get("tools") or []),
     )
 
 
@@ -290,11 +304,8 @@ class OllamaDecoder:
 
     def finish(self) -> list[Chunk]:
         if self._done is None:
-            raise StreamInterruptedError(
-                "stream_cut",
-                None,
-                f"the stream from {self._label.where()} ended after {self._lines} lines "
-                'without one saying "done": true. The call did not finish; retry it.',
+            raise stream_cut(
+                self._label.where(), self._lines, "lines", 'without one saying "done": true'
             )
         ends: list[tuple[int, Chunk]] = []
         if self._reasoning is not None:
@@ -474,10 +485,9 @@ OLLAMA_CHAT_API = WireApiSpec(
     decoder=OllamaDecoder,
     encode_stream=_chat_stream,
     encode_body=_chat_body,
-    stream_endings=(),
     error_body=ollama_error_body,
     models_body=ollama_models_body,
-    response_id_prefix="",
+    rule_api="ollama",
     auth_headers=("authorization",),
     error_frame=ollama_line_frame,
     ends_stream=ends_ollama_stream,

@@ -112,6 +112,17 @@ def match_path(http_method: str, path: str) -> PathMatch | None:
     return None
 
 
+def match_under(http_method: str, path: str) -> PathMatch | None:
+    """``match_path`` of ``path`` under whatever base path the client has before it (the
+    stub server's: ``/v1/chat/completions``, ``/openai/deployments/d/chat/completions`` and
+    ``/anything/api/chat`` alike): the longest tail from a ``/`` that a path matches."""
+    for start in (found.start() for found in re.finditer("/", path)):
+        found_path = match_path(http_method, path[start:])
+        if found_path is not None:
+            return found_path
+    return None
+
+
 def supported_paths() -> tuple[str, ...]:
     """Every served path, one line per API: ``POST /api/chat; GET /api/tags (Ollama chat)``."""
     return tuple(

@@ -31,7 +31,7 @@ from agentreel.llm._messages import (
     ToolSpec,
 )
 from agentreel.llm.wire._api import WireApiSpec, openai_paths
-from agentreel.llm.wire._chat import openai_error_body
+from agentreel.llm.wire._chat import OPENAI_AUTH_HEADERS, openai_error_body
 from agentreel.llm.wire._common import (
     CREATED,
     MetaWatch,
@@ -40,22 +40,28 @@ from agentreel.llm.wire._common import (
     first_tool_delta,
     has_error,
     meta_in,
+    stream_cut,
     usage_in,
 )
 from agentreel.llm.wire._listing import models_listing_body
 from agentreel.llm.wire._request import (
+    JSON_FORMATS,
+    NAMESPACE_SEPARATOR,
+    RuleText,
     WireRequest,
     body_model,
     canonical,
+    conversation_end,
     flag,
+    format_type,
+    last_user_text,
+    rule_text_of,
+    rule_tools,
     text_of,
     tool_spec,
+    trailing_results,
 )
 from agentreel.llm.wire._sse import SseEvent, event_frame, json_bytes
-
-NAMESPACE_SEPARATOR = "."
-"""How a namespaced Responses tool (``responses-lite``) is named in agentreel chunks:
-``<namespace>.<name>``; the Responses encoder splits it back into both fields."""
 
 
 def responses_namespaced(body: dict[str, Any]) -> bool:
@@ -504,14 +510,12 @@ class ResponsesDecoder:
         return self._ended
 
     def finish(self) -> list[Chunk]:
-        from agentreel.llm.exceptions import StreamInterruptedError
-
         if self._done is None:
-            raise StreamInterruptedError(
-                "stream_cut",
-                None,
-                f"the stream from the upstream at {self._upstream} ended after {self.events} "
-                "events without response.completed. The call did not finish; retry it.",
+            raise stream_cut(
+                f"the upstream at {self._upstream}",
+                self.events,
+                "events",
+                "without response.completed",
             )
         closing: list[Chunk] = []
         for item_id in list(self._blocks):
@@ -606,6 +610,7 @@ def parse_responses_request(
         else:
             without_id = {k: v for k, v in item.items() if k != "id"}
             messages.append(Message(role="user", content=(TextPart(canonical(without_id)),)))
+    text_format = body.get("text")
     return WireRequest(
         api="responses",
         model=body_model(body),
@@ -615,6 +620,32 @@ def parse_responses_request(
         stream=flag(body, "stream"),
         include_usage=True,
         namespaced=namespaced,
+        structured_output=isinstance(text_format, dict)
+        and format_type(text_format.get("format")) in JSON_FORMATS,
+        rules=_rule_text(body),
+    )
+
+
+def _rule_text(body: dict[str, Any]) -> RuleText:
+    """A Responses body as rules read it: ``instructions`` the system prompt, trailing
+    ``function_call_output`` items the last tool result, tools offered in ``tools`` and in
+    ``additional_tools`` input items (namespaces included)."""
+    raw = body.get("input")
+    items = [{"role": "user", "content": raw}] if isinstance(raw, str) else raw or []
+    offered = list(body.get("tools") or [])
+    for item in items:
+        if isinstance(item, dict) and item.get("type") == "additional_tools":
+            offered += item.get("tools") or []
+    items = [i for i in items if isinstance(i, dict) and i.get("type") != "additional_tools"]
+    conversation = conversation_end(items)
+    last_tool = trailing_results(conversation, "type", "function_call_output", "output")
+    return RuleText(
+        model=str(body.get("model", "")),
+        system=rule_text_of(body.get("instructions", "")),
+        texts=tuple(rule_text_of(i.get("content") or i.get("output")) for i in items),
+        last_user=last_user_text(conversation) if last_tool is None else None,
+        last_tool_result=last_tool,
+        tools=rule_tools(offered),
     )
 
 
@@ -669,7 +700,8 @@ RESPONSES_API = WireApiSpec(
     error_body=openai_error_body,
     models_body=models_listing_body,
     response_id_prefix="resp_",
-    auth_headers=("authorization", "api-key"),  # api-key: Azure OpenAI
+    rule_api="responses",
+    auth_headers=OPENAI_AUTH_HEADERS,
     paths=openai_paths("responses", "/v1/responses"),
 )
 """OpenAI Responses (``POST /v1/responses``)."""
