@@ -26,7 +26,7 @@ from packaging.utils import canonicalize_name
 ROOT = Path(__file__).parent
 # `python -m nox` puts the noxfile's folder on sys.path, the `nox` script does not.
 sys.path.insert(0, str(ROOT))
-from tools import readme, release, suite_report  # noqa: E402
+from tools import faketime_build, readme, release, suite_report  # noqa: E402
 
 nox.needs_version = ">=2025.2.9"
 nox.options.default_venv_backend = "uv|virtualenv"
@@ -503,9 +503,17 @@ def interop(session: nox.Session) -> None:
     ``nox -s interop -- opencode-read`` runs one; ``-- --repeat 20 [scenario ...]`` replays
     each committed scenario 20 times in a row and stops at the first divergence;
     ``-- --faketime "2026-12-31 23:59:59"`` (with or without ``--repeat``) runs every agent
-    under libfaketime from that moment on (Debian's ``faketime``, installed when missing
-    and root or sudo may). Each step's wall time is logged (``[interop timing]``). Not a
-    default session. See ``interop/README.md``.
+    under libfaketime from that moment on: a stateless libfaketime (``-DFAKE_STATELESS``,
+    no clock shared through ``/dev/shm``), built once from the pinned, sha256-checked PyPI
+    sdist ``libfaketime`` into ``.nox/interop-faketime/`` (needs a C compiler and make;
+    ``tools/faketime_build.py``, which also fixes its ``clock_nanosleep`` on a real monotonic
+    clock) and named by ``AGENTREEL_FAKETIME_LIBRARY``. Debian
+    bookworm's ``faketime`` (0.9.10) shares a semaphore between an agent's processes that
+    Claude Code's and Codex's children cannot open, so they fail under it. The build is
+    skipped when it is there (also without ``-R``) and runs when it is missing (also with
+    ``-R``); delete the folder to rebuild. Without ``--faketime`` the re-record step's date
+    trial uses it too (when a C compiler and make are there). Each step's wall time is logged
+    (``[interop timing]``). Not a default session. See ``interop/README.md``.
     """
     if shutil.which("npm") is None:
         session.error("nox -s interop needs node and npm on PATH (e.g. apt-get install npm)")
@@ -600,6 +608,9 @@ def interop(session: nox.Session) -> None:
     env = {"PATH": path, **hints}
     if faketime is not None:
         env.update(_interop_faketime(session, faketime))
+    elif not repeat:
+        # The re-record step's date trial runs each agent under libfaketime too.
+        env.update(_interop_trial_libfaketime(session))
     names = args or [p.parent.name for p in sorted(fixtures.glob("*/scenario.toml"))]
     count = len(names)
     try:
@@ -674,30 +685,86 @@ def interop(session: nox.Session) -> None:
 
 
 def _interop_faketime(session: nox.Session, when: str) -> dict[str, str]:
-    """The variable that runs every agent from ``when`` on under libfaketime (the harness's
-    ``agentreel.snapshot_harness.faketime_env`` owns what it sets), after installing
-    Debian's ``faketime`` where it is missing and this user may (root, or sudo)."""
-    if shutil.which("faketime") is None:
-        sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
-        if (sudo and shutil.which("sudo") is None) or shutil.which("apt-get") is None:
-            session.error(
-                "nox -s interop -- --faketime needs libfaketime: install Debian's faketime "
-                "package (apt-get install faketime; dnf install libfaketime; brew install "
-                "libfaketime) and run it again"
-            )
-        session.run(*sudo, "apt-get", "install", "-y", "faketime", external=True)
-    # Checks the date and finds the library; prints the variable's name (one owner).
+    """The variables that run every agent from ``when`` on under a stateless libfaketime
+    (built when missing; the harness's ``agentreel.snapshot_harness.faketime_env`` owns
+    what is set in the agent's environment)."""
+    library = _stateless_libfaketime(session)
+    # Checks the date and the library; prints the variables' names (one owner of each).
+    names = session.run(
+        "python",
+        "-c",
+        "import os, sys; from agentreel.snapshot_harness import FAKETIME_ENV, "
+        "FAKETIME_LIBRARY_ENV, faketime_env; os.environ[FAKETIME_LIBRARY_ENV] = sys.argv[2]; "
+        "faketime_env(sys.argv[1]); print(FAKETIME_ENV, FAKETIME_LIBRARY_ENV)",
+        when,
+        str(library),
+        silent=True,
+    )
+    assert isinstance(names, str)
+    when_name, library_name = names.split()
+    session.log(f"[interop] every agent runs under {library} from {when}")
+    return {when_name: when, library_name: str(library)}
+
+
+def _interop_trial_libfaketime(session: nox.Session) -> dict[str, str]:
+    """The stateless libfaketime for ``agentreel record``'s date trial (it honours
+    ``AGENTREEL_FAKETIME_LIBRARY``), where a C compiler and make are there; else nothing,
+    and the trial uses the installed libfaketime (Debian's fails Claude Code 0.101 and
+    Codex there)."""
+    if shutil.which("make") is None or shutil.which("cc") is None:
+        session.warn(
+            "no C compiler or make: record's date trial uses the installed libfaketime "
+            "(apt-get install build-essential for the stateless one)"
+        )
+        return {}
+    library = _stateless_libfaketime(session)
     name = session.run(
         "python",
         "-c",
-        "import sys; from agentreel.snapshot_harness import FAKETIME_ENV, faketime_env; "
-        "faketime_env(sys.argv[1]); print(FAKETIME_ENV)",
-        when,
+        "from agentreel.snapshot_harness import FAKETIME_LIBRARY_ENV; print(FAKETIME_LIBRARY_ENV)",
         silent=True,
     )
     assert isinstance(name, str)
-    session.log(f"[interop] every agent runs under libfaketime from {when}")
-    return {name.strip(): when}
+    return {name.strip(): str(library)}
+
+
+def _stateless_libfaketime(session: nox.Session) -> Path:
+    """The stateless libfaketime under ``.nox/interop-faketime/``, built from the pinned
+    sdist when it is not there yet (``tools/faketime_build.py`` says why and how). Not a
+    ``run_install``: ``-R`` must not skip it when it is missing."""
+    folder = faketime_build.build_dir(ROOT)
+    library = folder / faketime_build.library_name()
+    if library.is_file():
+        session.log(f"[interop] stateless libfaketime: {library} (built before)")
+        return library
+    for tool in ("make", "cc"):
+        if shutil.which(tool) is None:
+            session.error(
+                f"nox -s interop -- --faketime builds a stateless libfaketime and needs a C "
+                f"compiler and make; {tool!r} is not on PATH (apt-get install build-essential)"
+            )
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    session.log(
+        f"[interop] building a stateless libfaketime ({faketime_build.SDIST} "
+        f"{faketime_build.VERSION} from PyPI, {faketime_build.STATELESS_CFLAGS}) ..."
+    )
+    with tempfile.TemporaryDirectory() as scratch:
+        downloads = Path(scratch) / "sdist"
+        session.run(*faketime_build.download_command(downloads), external=True)
+        sdist = downloads / f"{faketime_build.SDIST}-{faketime_build.VERSION}.tar.gz"
+        try:
+            faketime_build.check_sdist(sdist)
+        except (OSError, ValueError) as error:
+            session.error(f"nox -s interop -- --faketime: {error}")
+        source = faketime_build.unpack(sdist, Path(scratch))
+        try:
+            faketime_build.fix_source(source)
+        except ValueError as error:
+            session.error(f"nox -s interop -- --faketime: {error}")
+        session.run(*faketime_build.make_command(source), external=True, silent=True)
+        shutil.copy2(source / "src" / library.name, library)
+    return library
 
 
 def _interop_report(session: nox.Session, timings: list[tuple[str, float]]) -> None:

@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 
 import agentreel.snapshot_harness._faketime as faketime_module
-from agentreel.snapshot_harness import FAKETIME_ENV, FaketimeError, faketime_env
+from agentreel.snapshot_harness import (
+    FAKETIME_ENV,
+    FAKETIME_LIBRARY_ENV,
+    FaketimeError,
+    faketime_env,
+)
 from agentreel.snapshot_harness._environment import base_environment
 
 LIBRARY = Path("/opt/faketime/libfaketime.so.1")
@@ -55,3 +60,28 @@ def test_no_date_and_no_library_each_say_what_to_do(
     monkeypatch.setattr(faketime_module, "faketime_library", lambda: None)
     with pytest.raises(FaketimeError, match=r"not installed; install libfaketime: `apt-get"):
         faketime_env("2026-12-07")
+
+
+def test_the_library_variable_is_preloaded_before_any_installed_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # nox -s interop -- --faketime builds a stateless libfaketime and names it here: it,
+    # not Debian's 0.9.10 (which shares a semaphore between processes), is preloaded.
+    built = tmp_path / "libfaketime.so.1"
+    built.write_bytes(b"\x7fELF")
+    monkeypatch.setenv(FAKETIME_LIBRARY_ENV, str(built))
+    assert faketime_module.faketime_library() == built
+    assert faketime_env("2028-02-29")["LD_PRELOAD"] == str(built)
+
+
+def test_a_library_variable_naming_no_file_says_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = tmp_path / "gone" / "libfaketime.so.1"
+    monkeypatch.setenv(FAKETIME_LIBRARY_ENV, str(missing))
+    with pytest.raises(FaketimeError) as raised:
+        faketime_env("2028-02-29")
+    message = str(raised.value)
+    assert f"AGENTREEL_FAKETIME_LIBRARY={missing}: no such file" in message
+    assert "nox -s interop -- --faketime <date>` builds one" in message
+    assert "unset AGENTREEL_FAKETIME_LIBRARY to use the installed libfaketime" in message

@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from agentreel.snapshot_harness._faketime import FAKETIME_ENV, faketime_env
+from agentreel.snapshot_harness._faketime import FAKETIME_ENV, FAKETIME_LIBRARY_ENV, faketime_env
 from agentreel.snapshot_harness._scenario import (
     DIRECTORY_CONFIG_FILE,
     MODES,
@@ -118,6 +118,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "DIRECTORY_CONFIG_FILE",
     "FAKETIME_ENV",
+    "FAKETIME_LIBRARY_ENV",
     "GOLDEN_DIR",
     "MODES",
     "SCENARIO_FILE",
