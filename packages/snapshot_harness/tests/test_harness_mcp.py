@@ -13,12 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from agentreel.mcp_replay import McpSettings
 from agentreel.snapshot_harness import (
     McpMismatchError,
     ScenarioError,
     check_scenario,
     load_scenario,
 )
+from agentreel.snapshot_harness._mcp import acp_mcp_servers, mcp_reach
 
 AGENT = Path(__file__).with_name("mcp_kit_agent.py")
 # conftest.py's MCP_SERVER (test modules cannot import conftest under importlib mode).
@@ -156,6 +158,11 @@ def test_mcp_servers_are_checked_when_read(tmp_path: Path) -> None:
         ('url = "http://127.0.0.1:{port}/mcp"', r"mcp_servers\[0\]\.url.*\{port\}.*both"),
         ('url = "http://127.0.0.1:1/mcp"\nstart = ["s", "{port}"]', r"\{port\}.*both"),
         ('url = "http://x/mcp"\nstart = "s"', r"mcp_servers\[0\]\.start.*array"),
+        (
+            'url = "http://x/sse"\ntransport = "websocket"',
+            r"mcp_servers\[0\]\.transport.*'websocket'.*give 'http' or 'sse'",
+        ),
+        ('command = "x"\ntransport = "sse"', r"mcp_servers\[0\]\.transport.*by `url`"),
     ],
 )
 def test_an_http_servers_start_command_is_checked_when_read(
@@ -168,3 +175,25 @@ def test_an_http_servers_start_command_is_checked_when_read(
     )
     with pytest.raises(ScenarioError, match=error):
         load_scenario(directory)
+
+
+@pytest.mark.asyncio
+async def test_an_sse_server_is_given_as_acp_sse_at_the_endpoints_sse_url(tmp_path: Path) -> None:
+    directory = tmp_path / "legacy"
+    directory.mkdir()
+    (directory / "scenario.toml").write_text(
+        '[[mcp_servers]]\nname = "old"\nurl = "http://127.0.0.1:9/sse"\ntransport = "sse"\n\n'
+        '[[mcp_servers]]\nname = "new"\nurl = "http://127.0.0.1:9/mcp"\n\n'
+        '[[steps]]\ntype = "initialize"\n'
+    )
+    scenario = load_scenario(directory)
+    settings = McpSettings("replay", directory, tmp_path / "state", scenario="legacy")
+    async with acp_mcp_servers(scenario, settings) as servers:
+        given = {s.name: s.model_dump(by_alias=True) for s in servers}
+    assert given["old"]["type"] == "sse"
+    assert given["old"]["url"].endswith("/mcp/old/sse")
+    assert given["new"]["type"] == "http"
+    assert given["new"]["url"].endswith("/mcp/new")
+    async with mcp_reach(scenario, settings) as reach:
+        assert str(reach["old"]).endswith("/mcp/old/sse")
+        assert str(reach["new"]).endswith("/mcp/new")

@@ -111,6 +111,21 @@ def test_mcp_needs_exactly_one_of_command_and_url(
     result.stdout.fnmatch_lines([f"*(ReelError: test_bad.py::test_bad: {said}*"])
 
 
+def test_mcp_transport_is_http_or_sse_with_a_url(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    closed_network(monkeypatch)
+    pytester.makefile(".toml", **{"stub-rules": RULES})
+    pytester.makepyfile(
+        test_bad="def test_bad(agentreel):\n"
+        "    agentreel.mcp('web', url='http://127.0.0.1:9/sse', transport='websocket')\n"
+    )
+    result = pytester.runpytest_inprocess(*QUIET, "--agentreel-record=once")
+    result.assert_outcomes(failed=1)
+    said = "agentreel.mcp('web'): transport='websocket': give 'http' or 'sse'"
+    result.stdout.fnmatch_lines([f"*(ReelError: test_bad.py::test_bad: {said}*"])
+
+
 HTTP_TEST = """
 import asyncio
 

@@ -13,6 +13,8 @@ from agentreel.mcp_replay._layout import (
     MCP_RECORDINGS_DIR,
     SESSION_ENV,
     SESSION_HEADER,
+    URL_TRANSPORTS,
+    UrlTransport,
 )
 from agentreel.mcp_replay._replay import check_replayed, recording_failures
 from agentreel.mcp_replay._settings import McpSettings, check_server_name, stdio_command
@@ -30,6 +32,7 @@ __all__ = [
     "MCP_RECORDING_PATTERN",
     "SESSION_ENV",
     "SESSION_HEADER",
+    "URL_TRANSPORTS",
     "McpConfigError",
     "McpDriftError",
     "McpEndpoint",
@@ -38,6 +41,7 @@ __all__ = [
     "McpSecretError",
     "McpServerMissingError",
     "McpSettings",
+    "UrlTransport",
     "check_replayed",
     "check_server_name",
     "recording_failures",

@@ -25,7 +25,7 @@ from urllib.parse import urljoin
 import aiohttp
 from aiohttp import web
 
-from agentreel.mcp_replay._layout import SESSION_HEADER
+from agentreel.mcp_replay._layout import SESSION_HEADER, UrlTransport
 from agentreel.mcp_replay._recording import (
     ConnectionRecorder,
     Message,
@@ -117,6 +117,10 @@ class McpEndpoint:
     def sse_url(self, server: str) -> str:
         """The legacy SSE URL (MCP 2024-11-05) the agent is given for ``server``."""
         return f"{self.url(server)}/sse"
+
+    def url_for(self, server: str, transport: UrlTransport) -> str:
+        """The URL the agent is given for ``server`` reached over ``transport``."""
+        return self.sse_url(server) if transport == "sse" else self.url(server)
 
     async def start(self, port: int = 0) -> None:
         app = web.Application(client_max_size=64 * 1024 * 1024)

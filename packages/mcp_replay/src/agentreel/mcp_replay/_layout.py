@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Literal
 
 from agentreel.llm import MCP_SESSION_ENV, MCP_SESSION_HEADER
 
@@ -29,6 +30,12 @@ READ_VERSIONS = frozenset({1, 2})
 # its client messages were answered), one failure file per failure met by any process.
 CLAIM_SUFFIX = ".claim"
 FAILURE_PREFIX = "failure-"
+
+
+# How a server with a URL is reached: streamable HTTP (the default) or the legacy HTTP+SSE
+# transport (MCP 2024-11-05); a recording's header names it as its ``transport``.
+UrlTransport = Literal["http", "sse"]
+URL_TRANSPORTS: tuple[UrlTransport, ...] = ("http", "sse")
 
 
 def recording_path(recordings: Path, server: str, n: int) -> Path:

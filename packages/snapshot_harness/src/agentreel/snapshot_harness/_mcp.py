@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from acp.schema import EnvVariable, HttpMcpServer, McpServerStdio
+from acp.schema import EnvVariable, HttpMcpServer, McpServerStdio, SseMcpServer
 
 from agentreel.mcp_replay import (
     MCP_RECORDING_PATTERN,
@@ -31,7 +31,7 @@ from agentreel.snapshot_harness._layout import write_files
 from agentreel.snapshot_harness._scenario import MCP_TOKEN, McpServerConfig, Mode, Scenario
 from agentreel.snapshot_harness.exceptions import McpMismatchError, RecordError, RecordSetupError
 
-AcpMcpServers = list[HttpMcpServer | McpServerStdio]
+AcpMcpServers = list[HttpMcpServer | SseMcpServer | McpServerStdio]
 # A server's name → what reaches it through agentreel: the shim's argv (stdio) or a URL.
 McpReach = Mapping[str, list[str] | str]
 # Where a record run's MCP recordings go before the fixture is written, and a run's state.
@@ -160,8 +160,13 @@ async def acp_mcp_servers(
                 )
             else:
                 assert endpoint is not None
-                url = endpoint.url(server.name)
-                servers.append(HttpMcpServer(name=server.name, url=url, headers=[], type="http"))
+                url = endpoint.url_for(server.name, server.transport)
+                if server.transport == "sse":
+                    servers.append(SseMcpServer(name=server.name, url=url, headers=[], type="sse"))
+                else:
+                    servers.append(
+                        HttpMcpServer(name=server.name, url=url, headers=[], type="http")
+                    )
         yield servers
 
 
@@ -183,7 +188,7 @@ async def mcp_reach(scenario: Scenario, settings: McpSettings | None) -> AsyncIt
                 reach[server.name] = stdio_command(settings, server.name, command)
             else:
                 assert endpoint is not None
-                reach[server.name] = endpoint.url(server.name)
+                reach[server.name] = endpoint.url_for(server.name, server.transport)
         yield reach
 
 

@@ -43,6 +43,7 @@ from agentreel.llm_replay import (
 from agentreel.mcp_replay import (
     MCP_RECORDING_PATTERN,
     MCP_RECORDINGS_DIR,
+    URL_TRANSPORTS,
     McpDriftError,
     McpEndpoint,
     McpSettings,
@@ -278,16 +279,23 @@ class Reel:
         self._stubs = stubs or []  # the stub upstream a record serves from (record's checks)
 
     def mcp(
-        self, name: str, *, command: Sequence[str] | None = None, url: str | None = None
+        self,
+        name: str,
+        *,
+        command: Sequence[str] | None = None,
+        url: str | None = None,
+        transport: str = "http",
     ) -> list[str] | str:
         """What the agent uses to reach MCP server ``name`` through agentreel (SPEC 19):
         for a stdio server (``command``, its argv) the shim's argv, which records the
         server's exchanges or, in replay, answers them with no server running; for an HTTP
-        server (``url``) the URL of agentreel's endpoint in front of it. The calls are
-        recorded beside the model calls, in the recording folder's ``mcp/``."""
+        server (``url``) the URL of agentreel's endpoint in front of it, over streamable
+        HTTP or, with ``transport="sse"`` (``url`` the server's SSE URL), the legacy
+        HTTP+SSE transport. The calls are recorded beside the model calls, in the recording
+        folder's ``mcp/``."""
         if self._mcp is None:
             raise ReelError(f"{self.plan.name}: agentreel.mcp needs the open fixture")
-        return self._mcp.reach(name, command=command, url=url)
+        return self._mcp.reach(name, command=command, url=url, transport=transport)
 
     @property
     def mode(self) -> Literal["record", "replay", "drifted"]:
@@ -370,7 +378,7 @@ class ReelMcp:
         self._endpoint: McpEndpoint | None = None
 
     def reach(
-        self, name: str, *, command: Sequence[str] | None, url: str | None
+        self, name: str, *, command: Sequence[str] | None, url: str | None, transport: str
     ) -> list[str] | str:
         try:
             check_server_name(name)
@@ -380,6 +388,13 @@ class ReelMcp:
             raise ReelError(
                 f"{self.name}: agentreel.mcp({name!r}): give either command=[...] (a stdio "
                 "server's argv) or url=... (a streamable HTTP server)"
+            )
+        if transport not in URL_TRANSPORTS or (transport != "http" and url is None):
+            raise ReelError(
+                f"{self.name}: agentreel.mcp({name!r}): transport={transport!r}: give "
+                + " or ".join(repr(t) for t in URL_TRANSPORTS)
+                + " (streamable HTTP, the default, or the legacy HTTP+SSE transport) "
+                "with url=..."
             )
         if name in self.used:
             raise ReelError(f"{self.name}: agentreel.mcp({name!r}) is given twice; once each")
@@ -394,7 +409,7 @@ class ReelMcp:
         assert url is not None
         endpoint = self._start()
         endpoint.upstreams[name] = url
-        return endpoint.url(name)
+        return endpoint.url_for(name, "sse" if transport == "sse" else "http")
 
     def _start(self) -> McpEndpoint:
         if self._endpoint is None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Literal
 
 from agentreel.llm_replay import Capture, ReplaySettings
+from agentreel.mcp_replay import UrlTransport
 from agentreel.session import (
     PROXY_RECORDING_FILES,
     SESSION_FILE_PATTERN,
@@ -349,7 +350,8 @@ def _used_by(directory: Path, names: set[str]) -> set[str]:
 class McpServerConfig:
     """``[[mcp_servers]]``: an MCP server the agent is given in ACP ``session/new`` —
     ``command`` (with its ``args`` appended) and ``env`` for stdio, or ``url`` for
-    streamable HTTP. Record and replay stand in its place (SPEC 19)."""
+    streamable HTTP (``transport = "sse"``: the legacy HTTP+SSE transport). Record and
+    replay stand in its place (SPEC 19)."""
 
     name: str
     command: tuple[str, ...] = ()
@@ -358,6 +360,7 @@ class McpServerConfig:
     # An HTTP server's command, started by the harness while recording only (nothing of the
     # server runs on replay); ``{port}`` in it and in ``url`` is a free port taken per run.
     start: tuple[str, ...] = ()
+    transport: UrlTransport = "http"
 
     def url_at(self, port: int | None) -> str:
         """``url`` with ``{port}`` filled in (``port`` None, as on replay: nothing listens,

@@ -21,7 +21,7 @@ from agentreel.llm_replay import (
     ReplaySettingsError,
     value_kind,
 )
-from agentreel.mcp_replay import check_server_name
+from agentreel.mcp_replay import URL_TRANSPORTS, check_server_name
 from agentreel.session import (
     KeyMask,
     Mask,
@@ -166,7 +166,7 @@ _TOP_KEYS = {
     "fixture",
     "authenticate",
 }
-_MCP_SERVER_KEYS = {"name", "command", "args", "env", "url", "start"}
+_MCP_SERVER_KEYS = {"name", "command", "args", "env", "url", "start", "transport"}
 _FIXTURE_KEYS = {"inputs"}
 _AUTHENTICATE_KEYS = {"method", "env"}
 _GOLDEN_MASK_KEYS = {"regex", "key", "token"}
@@ -429,7 +429,9 @@ def _check_mcp_tokens(
 
 
 def _mcp_servers(reader: _Reader, value: object) -> tuple[McpServerConfig, ...]:
-    """``[[mcp_servers]]``: ``name`` and either ``command`` (+ ``args``, ``env``) or ``url``."""
+    """``[[mcp_servers]]``: ``name`` and either ``command`` (+ ``args``, ``env``) or ``url``
+    (+ ``transport``: ``"http"``, streamable HTTP, the default, or ``"sse"``, the legacy
+    HTTP+SSE transport)."""
     if value is None:
         return ()
     servers: list[McpServerConfig] = []
@@ -456,6 +458,18 @@ def _mcp_servers(reader: _Reader, value: object) -> tuple[McpServerConfig, ...]:
         env = item.get("env", {})
         if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
             raise reader.fail(f"{key}.env", "expected a table of strings")
+        transport = reader.string(item, "transport", f"{key}.")
+        if transport is not None and url is None:
+            raise reader.fail(
+                f"{key}.transport", "`transport` belongs to a server reached by `url`"
+            )
+        if transport is not None and transport not in URL_TRANSPORTS:
+            raise reader.fail(
+                f"{key}.transport",
+                f"{transport!r} is no MCP transport agentreel serves: give "
+                + " or ".join(repr(t) for t in URL_TRANSPORTS)
+                + " (streamable HTTP, the default, or the legacy HTTP+SSE transport)",
+            )
         start = item.get("start", [])
         if not isinstance(start, list) or not all(isinstance(a, str) and a for a in start):
             raise reader.fail(f"{key}.start", "expected an array of non-empty strings")
@@ -478,6 +492,7 @@ def _mcp_servers(reader: _Reader, value: object) -> tuple[McpServerConfig, ...]:
                 env=dict(env),
                 url=url,
                 start=tuple(start),
+                transport="sse" if transport == "sse" else "http",
             )
         )
     return tuple(servers)
