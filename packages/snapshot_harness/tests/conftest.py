@@ -205,9 +205,9 @@ def unprivileged(tmp_path: Path) -> Callable[[], None] | None:
     return _drop_file_permission_override
 
 
-@pytest.fixture(scope="module")
-def mcp_http_server() -> Iterator[str]:
-    """``MCP_SERVER`` over streamable HTTP, in a thread, on a socket bound before: its URL."""
+def _served_mcp(transport: str) -> Iterator[str]:
+    """``MCP_SERVER`` over ``transport`` ("http": streamable HTTP; "sse": the legacy HTTP+SSE
+    transport), in a thread, on a socket bound before: its URL."""
     import asyncio
     import importlib.util
     import socket
@@ -223,15 +223,30 @@ def mcp_http_server() -> Iterator[str]:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen()
-    server = uvicorn.Server(uvicorn.Config(module.app.streamable_http_app(), log_level="error"))
+    app = module.app.sse_app() if transport == "sse" else module.app.streamable_http_app()
+    server = uvicorn.Server(uvicorn.Config(app, log_level="error"))
     thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])))
     thread.start()
     try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+        path = "/sse" if transport == "sse" else "/mcp"
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}{path}"
     finally:
         server.should_exit = True
+        server.force_exit = True  # an SSE stream still open does not hold the thread
         thread.join()
         sock.close()
+
+
+@pytest.fixture(scope="module")
+def mcp_http_server() -> Iterator[str]:
+    """``MCP_SERVER`` over streamable HTTP: its URL."""
+    yield from _served_mcp("http")
+
+
+@pytest.fixture(scope="module")
+def mcp_sse_server() -> Iterator[str]:
+    """``MCP_SERVER`` over the legacy HTTP+SSE transport: its SSE URL."""
+    yield from _served_mcp("sse")
 
 
 @pytest.fixture(scope="session")

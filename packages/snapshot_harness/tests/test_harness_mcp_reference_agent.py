@@ -1,5 +1,5 @@
 """The reference agent's MCP client under the harness (SPEC 19): the servers of
-``session/new`` — one stdio, one streamable HTTP — offered to the model as
+``session/new`` — one stdio, one streamable HTTP (or legacy SSE) — offered to the model as
 ``mcp__<server>__<tool>``; the parent and a spawned child each call both on connections of
 their own, named by lineage. Recorded through the stub model, replayed with the stdio
 command gone and the HTTP server stopped."""
@@ -48,7 +48,7 @@ text = "5, and the helper said forty-two."
 """.replace("HELPER", '{ description = "add", prompt = "add forty and two", mode = "spawn" }')
 
 
-def _scenario(url: str) -> str:
+def _scenario(url: str, transport: str = "http") -> str:
     return f"""\
 timeout = 120
 
@@ -60,6 +60,7 @@ args = ["{SERVER}"]
 [[mcp_servers]]
 name = "web"
 url = "{url}"
+transport = "{transport}"
 
 [[steps]]
 type = "initialize"
@@ -136,3 +137,25 @@ def test_replays_with_the_servers_gone(recorded: Path, tmp_path: Path) -> None:
             path.unlink()
     with pytest.raises(McpMismatchError, match="server 'web', session 'main/0'"):
         check_scenario(copy, "replay")
+
+
+def test_an_sse_server_is_recorded_and_replayed_per_session(
+    tmp_path: Path, mcp_sse_server: str
+) -> None:
+    """``transport = "sse"``: the agent is given ACP's ``sse`` type and reaches the server
+    over the legacy SSE transport, each session on its own stream; replay with it stopped
+    (a port nothing listens on) answers both (drift over SSE: mcp_replay's
+    test_mcp_sse.py)."""
+    directory = tmp_path / "mcp-sse"
+    directory.mkdir()
+    (directory / "scenario.toml").write_text(_scenario(mcp_sse_server, "sse"))
+    (directory / "stub-rules.toml").write_text(RULES)
+    assert check_scenario(directory, "record").sessions == 2
+    headers = [json.loads(p.read_text().splitlines()[0]) for p in (directory / "mcp").glob("web.*")]
+    assert sorted((h["transport"], h["session"]) for h in headers) == [
+        ("sse", "main"),
+        ("sse", "main/0"),
+    ]
+    toml = directory / "scenario.toml"
+    toml.write_text(toml.read_text().replace("127.0.0.1:", "127.0.0.1:1"))
+    assert check_scenario(directory, "replay").sessions == 2

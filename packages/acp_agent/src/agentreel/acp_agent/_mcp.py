@@ -1,6 +1,7 @@
 """The reference agent's MCP client (the official ``mcp`` SDK): the servers the client
-gives in ``session/new`` (stdio or streamable HTTP), their tools offered to the model as
-``mcp__<server>__<tool>``, each call made on a connection of the calling session's own.
+gives in ``session/new`` (stdio, streamable HTTP or the legacy HTTP+SSE transport), their
+tools offered to the model as ``mcp__<server>__<tool>``, each call made on a connection of
+the calling session's own.
 
 Every session — the main one and each subagent — opens its own connections and names
 itself on them by its lineage (``main``, ``main/0`` for its first spawned child), a name
@@ -30,7 +31,8 @@ _SEPARATOR = "__"
 
 @dataclass(frozen=True, slots=True)
 class McpServer:
-    """One server from ``session/new``: ``command``/``args``/``env`` (stdio) or ``url``."""
+    """One server from ``session/new``: ``command``/``args``/``env`` (stdio) or ``url``
+    (streamable HTTP, or the legacy HTTP+SSE transport where ``sse``: ACP's type ``sse``)."""
 
     name: str
     command: str | None = None
@@ -38,12 +40,18 @@ class McpServer:
     env: tuple[tuple[str, str], ...] = ()
     url: str | None = None
     headers: tuple[tuple[str, str], ...] = ()
+    sse: bool = False
 
     @classmethod
     def from_acp(cls, server: Any) -> McpServer:
         url = getattr(server, "url", None)
         if url is not None:
-            return cls(name=server.name, url=url, headers=_pairs(getattr(server, "headers", ())))
+            return cls(
+                name=server.name,
+                url=url,
+                headers=_pairs(getattr(server, "headers", ())),
+                sse=getattr(server, "type", None) == "sse",
+            )
         return cls(
             name=server.name,
             command=server.command,
@@ -167,6 +175,17 @@ class McpClient:
         """An initialized ``ClientSession`` on ``server``, named by this session's lineage."""
         from mcp.client.session import ClientSession
 
+        if server.url is not None and server.sse:
+            from mcp.client.sse import sse_client
+
+            headers = {**dict(server.headers), MCP_SESSION_HEADER: self.lineage}
+            async with (
+                sse_client(server.url, headers=headers) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                yield session
+            return
         if server.url is not None:
             from mcp.client.streamable_http import streamable_http_client
             from mcp.shared._httpx_utils import create_mcp_http_client
