@@ -512,7 +512,14 @@ def interop(session: nox.Session) -> None:
     Claude Code's and Codex's children cannot open, so they fail under it. The build is
     skipped when it is there (also without ``-R``) and runs when it is missing (also with
     ``-R``); delete the folder to rebuild. Without ``--faketime`` the re-record step's date
-    trial uses it too (when a C compiler and make are there). Each step's wall time is logged
+    trial uses it too (when a C compiler and make are there). Then the compatibility
+    corpus's real-agent recordings (``corpus/interop/<commit>/<scenario>``, named
+    ``<scenario>-<commit>``; ``-- corpus`` selects them all): copied to
+    ``.nox/interop-corpus/``, upgraded there (``agentreel upgrade``; never the corpus
+    itself), each replayed once (``--repeat`` times with ``--repeat``) under the stateless
+    libfaketime from the moment it was recorded, its log's ``created_at`` — also under
+    ``--faketime``, which moves only ``interop/fixtures/``: a digest-only tool text may
+    name the month (``tools/interop_corpus.py``). Each step's wall time is logged
     (``[interop timing]``). Not a default session. See ``interop/README.md``.
     """
     if shutil.which("npm") is None:
