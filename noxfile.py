@@ -26,7 +26,7 @@ from packaging.utils import canonicalize_name
 ROOT = Path(__file__).parent
 # `python -m nox` puts the noxfile's folder on sys.path, the `nox` script does not.
 sys.path.insert(0, str(ROOT))
-from tools import faketime_build, readme, release, suite_report  # noqa: E402
+from tools import faketime_build, interop_corpus, readme, release, suite_report  # noqa: E402
 
 nox.needs_version = ">=2025.2.9"
 nox.options.default_venv_backend = "uv|virtualenv"
@@ -512,7 +512,14 @@ def interop(session: nox.Session) -> None:
     Claude Code's and Codex's children cannot open, so they fail under it. The build is
     skipped when it is there (also without ``-R``) and runs when it is missing (also with
     ``-R``); delete the folder to rebuild. Without ``--faketime`` the re-record step's date
-    trial uses it too (when a C compiler and make are there). Each step's wall time is logged
+    trial uses it too (when a C compiler and make are there). Then the compatibility
+    corpus's real-agent recordings (``corpus/interop/<commit>/<scenario>``, named
+    ``<scenario>-<commit>``; ``-- corpus`` selects them all): copied to
+    ``.nox/interop-corpus/``, upgraded there (``agentreel upgrade``; never the corpus
+    itself), each replayed once (``--repeat`` times with ``--repeat``) under the stateless
+    libfaketime from the moment it was recorded, its log's ``created_at`` — also under
+    ``--faketime``, which moves only ``interop/fixtures/``: a digest-only tool text may
+    name the month (``tools/interop_corpus.py``). Each step's wall time is logged
     (``[interop timing]``). Not a default session. See ``interop/README.md``.
     """
     if shutil.which("npm") is None:
@@ -611,11 +618,36 @@ def interop(session: nox.Session) -> None:
     elif not repeat:
         # The re-record step's date trial runs each agent under libfaketime too.
         env.update(_interop_trial_libfaketime(session))
-    names = args or [p.parent.name for p in sorted(fixtures.glob("*/scenario.toml"))]
-    count = len(names)
+    # The compatibility corpus's real-agent recordings (``<scenario>-<commit>``; ``corpus``
+    # selects them all): each replays from a scratch copy under libfaketime from the moment
+    # it was recorded, also under --faketime (tools/interop_corpus.py says why).
+    corpus = interop_corpus.scenarios(ROOT)
+    chosen = {name: corpus[name] for name in corpus if not args or {name, "corpus"} & set(args)}
+    names = [name for name in args if name not in corpus and name != "corpus"]
+    if not args:
+        names = [p.parent.name for p in sorted(fixtures.glob("*/scenario.toml"))]
+    corpus_scratch = ROOT / ".nox" / "interop-corpus"
+    interop_corpus.copy_to(chosen, corpus_scratch)
+    where_env = {name: (fixtures, env) for name in names}
+    for name, scenario in chosen.items():
+        where_env[name] = (corpus_scratch, {**env, **_interop_faketime(session, scenario)})
+    count = len(where_env)
+    # One scenario's failure does not stop the others (the run takes most of an hour):
+    # its later steps are skipped, and the session fails at the end naming each one.
+    failed: dict[str, str] = {}
+    if chosen:
+        # Upgraded first, as the default suite's corpus test does: replayed as it is,
+        # mistral-vibe-subagent-4758d65 fails on its goldens (`{{date}} (Wednesday)`).
+        try:
+            with _interop_timed(session, timings, "upgrade corpus copy"):
+                session.run("agentreel", "upgrade", "--fixtures", str(corpus_scratch))
+        except nox.command.CommandFailed:
+            failed.update(dict.fromkeys(chosen, "upgrade corpus copy"))
     try:
         if repeat:
-            for i, name in enumerate(names, 1):
+            for i, (name, (where, run_env)) in enumerate(where_env.items(), 1):
+                if name in failed:
+                    continue
                 with _interop_timed(
                     session, timings, f"replay {name} x{repeat}", f"{i} of {count}"
                 ):
@@ -623,20 +655,19 @@ def interop(session: nox.Session) -> None:
                         session.log(f"{name}: replay {attempt} of {repeat} ...")
                         started = time.monotonic()
                         session.run(
-                            "agentreel", "replay", "--fixtures", str(fixtures), name, env=env
+                            "agentreel", "replay", "--fixtures", str(where), name, env=run_env
                         )
                         session.log(
                             f"[interop timing] {name}: replay {attempt} of {repeat} passed in "
                             f"{time.monotonic() - started:.1f} s"
                         )
                 session.log(f"{name}: {repeat} of {repeat} replays passed")
+            if failed:
+                session.error(f"nox -s interop: {', '.join(failed)}: upgrade corpus copy failed")
             return
         scratch = ROOT / ".nox" / "interop-rerecord"
         shutil.rmtree(scratch, ignore_errors=True)
         shutil.copytree(fixtures, scratch)
-        # One scenario's failure does not stop the others (the run takes most of an hour):
-        # its later steps are skipped, and the session fails at the end naming each one.
-        failed: dict[str, str] = {}
         steps = (
             ("replay committed", "replay", fixtures),
             ("re-record", "record", scratch),
@@ -652,6 +683,16 @@ def interop(session: nox.Session) -> None:
                         session.run("agentreel", verb, "--fixtures", str(where), name, env=env)
                 except nox.command.CommandFailed:
                     failed[name] = step
+        for i, name in enumerate(chosen, len(names) + 1):
+            where, run_env = where_env[name]
+            if name in failed:
+                session.log(f"[interop] replay corpus {name}: skipped ({failed[name]} failed)")
+                continue
+            try:
+                with _interop_timed(session, timings, f"replay corpus {name}", f"{i} of {count}"):
+                    session.run("agentreel", "replay", "--fixtures", str(where), name, env=run_env)
+            except nox.command.CommandFailed:
+                failed[name] = "replay corpus"
     finally:
         # The table of every step so far, also when one failed (its row says so).
         _interop_report(session, timings)
@@ -679,15 +720,21 @@ def interop(session: nox.Session) -> None:
         )
     if problems:
         session.error(
-            f"nox -s interop: {len(names) - len(failed)} of {len(names)} scenarios passed "
+            f"nox -s interop: {count - len(failed)} of {count} scenarios passed "
             "their steps; " + "; ".join(problems)
         )
 
 
-def _interop_faketime(session: nox.Session, when: str) -> dict[str, str]:
+def _interop_faketime(session: nox.Session, when: str | Path) -> dict[str, str]:
     """The variables that run every agent from ``when`` on under a stateless libfaketime
     (built when missing; the harness's ``agentreel.snapshot_harness.faketime_env`` owns
-    what is set in the agent's environment)."""
+    what is set in the agent's environment). A corpus scenario's folder as ``when``: the
+    moment it was recorded."""
+    if isinstance(when, Path):
+        try:
+            when = interop_corpus.recorded_at(when)
+        except (OSError, ValueError) as error:
+            session.error(f"nox -s interop: {error}")
     library = _stateless_libfaketime(session)
     # Checks the date and the library; prints the variables' names (one owner of each).
     names = session.run(
@@ -702,7 +749,7 @@ def _interop_faketime(session: nox.Session, when: str) -> dict[str, str]:
     )
     assert isinstance(names, str)
     when_name, library_name = names.split()
-    session.log(f"[interop] every agent runs under {library} from {when}")
+    session.log(f"[interop] agents run under {library} from {when}")
     return {when_name: when, library_name: str(library)}
 
 

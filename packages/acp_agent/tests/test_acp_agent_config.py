@@ -231,3 +231,24 @@ def test_the_entry_point_imports_nothing_before_stdout_is_secured() -> None:
         "agentreel.brand._ids",
         "agentreel.brand.exceptions",
     ]
+
+
+def test_a_process_subagent_takes_its_mcp_lineage_from_its_parent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentreel.acp_agent._config import (
+        CHILD_SESSION_ENV,
+        LINEAGE_ENV,
+        PARENT_SESSION_ENV,
+        SPAWN_INDEX_ENV,
+    )
+
+    monkeypatch.chdir(tmp_path)
+    env = {CHILD_SESSION_ENV: "child", PARENT_SESSION_ENV: "parent", SPAWN_INDEX_ENV: "1"}
+    # A grandchild's lineage is its parent's plus its spawn index: only the parent knows it.
+    child = parse_config([], {**env, LINEAGE_ENV: "main/0/1"}).child
+    assert child is not None
+    assert child.lineage == "main/0/1"
+    unnamed = parse_config([], env).child
+    assert unnamed is not None
+    assert unnamed.lineage == "main/1"

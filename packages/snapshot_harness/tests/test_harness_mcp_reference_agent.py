@@ -159,3 +159,68 @@ def test_an_sse_server_is_recorded_and_replayed_per_session(
     toml = directory / "scenario.toml"
     toml.write_text(toml.read_text().replace("127.0.0.1:", "127.0.0.1:1"))
     assert check_scenario(directory, "replay").sessions == 2
+
+
+@pytest.fixture(scope="module")
+def recorded_process(tmp_path_factory: pytest.TempPathFactory, mcp_http_server: str) -> Path:
+    """The same scenario with ``--subagent-runner process``: the helper is an agent process
+    of its own, handed the parent's servers in its ``session/new`` and its lineage. Its
+    model calls go through the proxy with identity headers (as ``fixtures/subagent-process``
+    does), which binds each process's session by parent and spawn index."""
+    directory = tmp_path_factory.mktemp("fixtures") / "mcp-process"
+    directory.mkdir()
+    agent = f'agent = ["{sys.executable}", "-m", "agentreel.acp_agent", "--provider", "openai", '
+    agent += '"--model", "stub-model", "--subagent-runner", "process", '
+    agent += '"--provider-setting", "send_identity=true"]\n'
+    text = _scenario(mcp_http_server).replace(
+        '[record]\nprovider = "stub"\nmodel = "stub-model"\n',
+        '[model]\nvia = "proxy"\napi = "openai"\n',
+    )
+    assert "[model]" in text
+    (directory / "scenario.toml").write_text(agent + text)
+    (directory / "stub-rules.toml").write_text(RULES)
+    assert check_scenario(directory, "record").sessions == 2
+    return directory
+
+
+def test_a_process_subagent_opens_its_own_connections_recorded_and_replayed(
+    recorded_process: Path, tmp_path: Path
+) -> None:
+    calls: dict[tuple[str, str], list[object]] = {}
+    for path in sorted((recorded_process / "mcp").iterdir()):
+        lines = path.read_text().splitlines()
+        header = json.loads(lines[0])
+        for line in lines[1:]:
+            message = json.loads(line)["message"]
+            if message.get("method") == "tools/call":
+                key = (header["server"], header["session"])
+                calls.setdefault(key, []).append(message["params"]["arguments"])
+    # The child process's calls on connections named by its lineage, as an in-process
+    # child's are (without the servers handed down it had no MCP tools at all).
+    assert calls == {
+        ("calc", "main"): [{"a": 2, "b": 3}],
+        ("calc", "main/0"): [{"a": 40, "b": 2}],
+        ("web", "main"): [{"text": "parent"}],
+        ("web", "main/0"): [{"text": "child"}],
+    }
+    copy = tmp_path / "mcp-process"
+    shutil.copytree(recorded_process, copy)
+    toml = copy / "scenario.toml"
+    toml.write_text(
+        toml.read_text()
+        .replace(str(SERVER), "/nonexistent/calc-server.py")
+        .replace("127.0.0.1:", "127.0.0.1:1")  # a port nothing listens on
+    )
+    # Record's trial replay replayed it whole; here with no server running and the child's
+    # stdio recording gone: its call fails, named by session, server and tool, while the
+    # parent's connections and the child's HTTP one are answered from their recordings.
+    for path in (copy / "mcp").glob("calc.*.jsonl"):
+        if '"session":"main/0"' in path.read_text().splitlines()[0]:
+            path.unlink()
+    with pytest.raises(McpMismatchError) as failed:
+        check_scenario(copy, "replay")
+    message = str(failed.value)
+    assert "server 'calc', session 'main/0'" in message
+    assert "add" in message
+    assert "session 'main'," not in message
+    assert "server 'web'" not in message

@@ -171,3 +171,55 @@ def test_upgrade_masks_a_kept_tool_again_and_gives_the_goldens_its_new_digest(
     assert _upgrade("--fixtures", str(fixtures), CLAUDE_CODE.name)[1].endswith(
         "0 file(s) upgraded in 1 recording(s)\n"
     )
+
+
+MCP_TASK = ROOT / "interop" / "fixtures" / "claude-code-mcp-task"
+
+
+def test_upgrade_brings_an_mcp_recording_of_format_1_to_what_record_writes_today(
+    tmp_path: Path,
+) -> None:
+    """claude-code-mcp-task's MCP recording as MCP format 1 wrote it (no mask-set stamp, the
+    tool call's zone as the agent sent it) is upgraded keylessly to the committed file, byte
+    for byte; a second upgrade changes nothing."""
+    fixtures = tmp_path / "fixtures"
+    scenario = fixtures / MCP_TASK.name
+    shutil.copytree(MCP_TASK, scenario)
+    recording = scenario / "mcp" / "time.0.jsonl"
+    header, *body = recording.read_text().splitlines()
+    stamp = json.loads(header)
+    assert (stamp["mcp_recording"], stamp["masks"]) == (2, 4)
+    old = {
+        "mcp_recording": 1,
+        **{k: v for k, v in stamp.items() if k not in ("mcp_recording", "masks")},
+    }
+    old_body = [
+        line.replace('"target_timezone":"{{timezone}}"', '"target_timezone":"Asia/Tokyo"')
+        for line in body
+    ]
+    assert old_body != body
+    recording.write_text("\n".join([json.dumps(old, separators=(",", ":")), *old_body]) + "\n")
+
+    code, output = _upgrade("--fixtures", str(fixtures), MCP_TASK.name)
+    assert code == 0, output
+    assert (
+        f"{recording}: format stamp: MCP recording format 2 (masks 4); 1 client message(s) masked"
+        in output
+    )
+    assert recording.read_bytes() == (MCP_TASK / "mcp" / "time.0.jsonl").read_bytes()
+    code, output = _upgrade("--fixtures", str(fixtures), MCP_TASK.name)
+    assert code == 0
+    assert "0 file(s) upgraded in 1 recording(s)" in output
+
+
+def test_upgrade_names_an_mcp_recording_made_by_a_newer_agentreel(tmp_path: Path) -> None:
+    fixtures = tmp_path / "fixtures"
+    scenario = fixtures / MCP_TASK.name
+    shutil.copytree(MCP_TASK, scenario)
+    recording = scenario / "mcp" / "time.0.jsonl"
+    header, *body = recording.read_text().splitlines()
+    newer = {**json.loads(header), "mcp_recording": 99}
+    recording.write_text("\n".join([json.dumps(newer), *body]) + "\n")
+    code, output = _upgrade("--fixtures", str(fixtures), MCP_TASK.name)
+    assert code == 1
+    assert "time.0.jsonl:1: made by a newer agentreel (MCP recording format 99" in output

@@ -31,6 +31,8 @@ CHILD_SESSION_ENV = "AGENTREEL_CHILD_SESSION_ID"
 PARENT_SESSION_ENV = "AGENTREEL_PARENT_SESSION_ID"
 SPAWN_INDEX_ENV = "AGENTREEL_SPAWN_INDEX"
 DEPTH_ENV = "AGENTREEL_DEPTH"
+# The child's MCP lineage (``main/0``): how its own MCP connections name it (SPEC 19).
+LINEAGE_ENV = "AGENTREEL_LINEAGE"
 # Used when neither --model nor AGENTREEL_MODEL is given. The model name is part of every
 # recorded request header, so a replay must run with the model its recording used.
 DEFAULT_MODELS: dict[str, str] = {
@@ -84,6 +86,8 @@ class ChildIdentity:
     parent_session_id: str
     spawn_index: int
     depth: int
+    # How its MCP connections name it: its parent's lineage and its spawn index.
+    lineage: str
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -358,5 +362,9 @@ def _child_identity(env: Mapping[str, str]) -> ChildIdentity | None:
     spawn_index = _positive(env.get(SPAWN_INDEX_ENV), SPAWN_INDEX_ENV, 0, minimum=0)
     depth = _positive(env.get(DEPTH_ENV), DEPTH_ENV, 1, minimum=1)
     return ChildIdentity(
-        session_id=session_id, parent_session_id=parent, spawn_index=spawn_index, depth=depth
+        session_id=session_id,
+        parent_session_id=parent,
+        spawn_index=spawn_index,
+        depth=depth,
+        lineage=env.get(LINEAGE_ENV) or f"main/{spawn_index}",
     )

@@ -124,18 +124,21 @@ class AgentRuntime:
         self,
         cwd: str,
         channel_for: Callable[[str], ClientChannel],
-        mcp: McpClient | None = None,
+        mcp_servers: Sequence[Any] | None = None,
     ) -> AgentSession:
-        """Create a top-level session; ``channel_for(session_id)`` makes its channel.
+        """Create a top-level session; ``channel_for(session_id)`` makes its channel, its
+        MCP client connects to ``mcp_servers`` (ACP ``mcpServers``).
 
         In a process subagent the first session is the parent's announced child: the id,
-        parent and spawn index it was given, one level deeper.
+        parent, spawn index and MCP lineage it was given, one level deeper.
         """
         identity, self.identity = self.identity, None
+        lineage = "main"
         if identity is None:
             session = self.store.create(cwd)
             depth = 0
         else:
+            lineage = identity.lineage
             session = self.store.adopt(
                 cwd,
                 session_id=SessionId(identity.session_id),
@@ -144,7 +147,14 @@ class AgentRuntime:
             )
             depth = identity.depth
         self.sessions.append(session)
-        return AgentSession(self, session, channel_for(session.header.id), depth=depth, mcp=mcp)
+        return AgentSession(
+            self,
+            session,
+            channel_for(session.header.id),
+            depth=depth,
+            mcp=mcp_client(mcp_servers, lineage),
+            lineage=lineage,
+        )
 
     def close_all(self) -> None:
         """Flush and close every session this runtime opened."""
@@ -237,6 +247,8 @@ class AgentSession:
             depth=self.depth + 1,
             cwd=self.session.header.cwd,
             channel=self.channel,
+            lineage=f"{self.lineage}/{spawn_index}",
+            mcp_servers=self.mcp.servers if self.mcp is not None else (),
         )
 
     def _open_child(self, session: Session) -> AgentSession:

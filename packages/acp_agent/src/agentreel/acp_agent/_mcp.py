@@ -59,6 +59,26 @@ class McpServer:
             env=_pairs(server.env),
         )
 
+    def to_acp(self) -> Any:
+        """This server as ACP ``mcpServers`` gives it: what a parent hands the
+        ``session/new`` of a process subagent (SPEC 19)."""
+        from acp.schema import (
+            EnvVariable,
+            HttpHeader,
+            HttpMcpServer,
+            McpServerStdio,
+            SseMcpServer,
+        )
+
+        if self.url is not None:
+            headers = [HttpHeader(name=name, value=value) for name, value in self.headers]
+            if self.sse:
+                return SseMcpServer(type="sse", name=self.name, url=self.url, headers=headers)
+            return HttpMcpServer(type="http", name=self.name, url=self.url, headers=headers)
+        assert self.command is not None
+        env = [EnvVariable(name=name, value=value) for name, value in self.env]
+        return McpServerStdio(name=self.name, command=self.command, args=list(self.args), env=env)
+
 
 class _Connection:
     """One server's connection of one session: opened in a task of its own (the SDK's

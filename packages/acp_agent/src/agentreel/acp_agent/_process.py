@@ -6,9 +6,12 @@ same configuration) plus the child's identity: the child session id it announced
 writes its own session log with that lineage under the shared sessions root, and its model
 calls carry the identity in ``GenerateOptions`` — so an adapter with identity headers on
 tells a proxy who is calling, and replay binds the child by parent and spawn index however
-the processes interleave. The parent is the child's ACP client: it opens one session, sends
-the task as one prompt, collects the answer text, forwards permission requests to its own
-editor, and sends ``session/cancel`` when its turn is cancelled.
+the processes interleave. The parent's MCP servers go down in the child's
+``session/new`` and its lineage (``main/0``) in the environment, so the child's own
+connections are named as an in-process child's are (SPEC 19). The parent is the child's
+ACP client: it opens one session, sends the task as one prompt, collects the answer text,
+forwards permission requests to its own editor, and sends ``session/cancel`` when its turn
+is cancelled.
 """
 
 from __future__ import annotations
@@ -19,15 +22,18 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from agentreel.acp_agent._channel import ClientChannel, TurnOutcome
 from agentreel.acp_agent._config import (
     CHILD_SESSION_ENV,
     DEPTH_ENV,
+    LINEAGE_ENV,
     PARENT_SESSION_ENV,
     SPAWN_INDEX_ENV,
 )
+from agentreel.acp_agent._mcp import McpServer
 from agentreel.llm import ToolCallPart
 
 logger = logging.getLogger("agentreel.acp_agent")
@@ -48,6 +54,8 @@ class ProcessChild:
         depth: int,
         cwd: str,
         channel: ClientChannel,
+        lineage: str,
+        mcp_servers: Sequence[McpServer] = (),
     ) -> None:
         self._id = child_id
         self._parent_id = parent_id
@@ -55,6 +63,8 @@ class ProcessChild:
         self._depth = depth
         self._cwd = cwd
         self._channel = channel
+        self._lineage = lineage
+        self._mcp_servers = tuple(mcp_servers)
 
     @property
     def id(self) -> str:
@@ -69,6 +79,7 @@ class ProcessChild:
         env[PARENT_SESSION_ENV] = self._parent_id
         env[SPAWN_INDEX_ENV] = str(self._spawn_index)
         env[DEPTH_ENV] = str(self._depth)
+        env[LINEAGE_ENV] = self._lineage
         return env
 
     async def run_turn(self, prompt: str) -> TurnOutcome:
@@ -103,7 +114,12 @@ class ProcessChild:
                     client_capabilities=ClientCapabilities(),
                     client_info=Implementation(name="agentreel-parent", version="0.1.0"),
                 )
-                opened = await conn.new_session(cwd=self._cwd, mcp_servers=[])
+                # The parent's MCP servers (the shims' command lines, the endpoints' URLs
+                # the harness gave it): the child opens connections of its own to them,
+                # named by its lineage.
+                opened = await conn.new_session(
+                    cwd=self._cwd, mcp_servers=[server.to_acp() for server in self._mcp_servers]
+                )
                 if opened.session_id != self._id:
                     return TurnOutcome(
                         "error",

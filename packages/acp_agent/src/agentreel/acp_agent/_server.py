@@ -226,7 +226,7 @@ class ReferenceAgent:
         agent = runtime.open_main(
             session_cwd,
             lambda session_id: AcpChannel(client, session_id, session_cwd),
-            mcp=mcp_client(mcp_servers),
+            mcp_servers,
         )
         self._sessions[agent.id] = _AcpSession(agent)
         logger.info("session %s opened in %s (%s)", agent.id, session_cwd, agent.session.path)

@@ -16,6 +16,7 @@ from agentreel.mcp_replay._layout import (
     URL_TRANSPORTS,
     UrlTransport,
 )
+from agentreel.mcp_replay._recording import upgrade_recording
 from agentreel.mcp_replay._replay import check_replayed, recording_failures
 from agentreel.mcp_replay._settings import McpSettings, check_server_name, stdio_command
 from agentreel.mcp_replay.exceptions import (
@@ -47,4 +48,5 @@ __all__ = [
     "recording_failures",
     "start_endpoint",
     "stdio_command",
+    "upgrade_recording",
 ]

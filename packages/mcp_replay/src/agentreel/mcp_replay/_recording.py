@@ -287,6 +287,45 @@ def load_recordings(
     return sorted(found, key=lambda r: r.n)
 
 
+def upgrade_recording(path: Path) -> list[str]:
+    """The MCP recording at ``path``, of an earlier format, rewritten in place as the
+    current one, keylessly (``agentreel upgrade``, SPEC 15): its header stamped with this
+    format and mask set, each client message through the built-in masks as the writer masks
+    one today (replay compares it so anyway); a server's messages are left as recorded (the
+    facts of the machine that recorded them are not known here, and served text is served
+    as written). What changed, one line each; nothing for a current file. A recording this
+    agentreel cannot read raises ``McpRecordingError`` naming it."""
+    match = MCP_RECORDING_PATTERN.match(path.name)
+    _load(path, match["server"] if match else "", 0, None)  # readable, or named
+    lines = path.read_text(encoding="utf-8").splitlines()
+    header = json.loads(lines[0])
+    if header.get("mcp_recording") == RECORDING_VERSION:
+        return []
+    masking = Masking()
+    stamp = {"mcp_recording": RECORDING_VERSION, "masks": MASKS_VERSION}
+    out = [encode({**stamp, **{k: v for k, v in header.items() if k not in stamp}})]
+    masked = 0
+    for line in lines[1:]:
+        record = json.loads(line)
+        if record.get("from") == "client":
+            message = masking.built_in(record["message"])
+            if message != record["message"]:
+                masked += 1
+                line = encode({**record, "message": message})
+        out.append(line)
+    _replace(path, "\n".join(out) + "\n")
+    changes = [f"format stamp: MCP recording format {RECORDING_VERSION} (masks {MASKS_VERSION})"]
+    if masked:
+        changes.append(f"{masked} client message(s) masked")
+    return changes
+
+
+def _replace(path: Path, text: str) -> None:
+    temporary = path.with_name(f".{path.name}.upgrade")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+
+
 def all_servers(recordings: Path) -> list[str]:
     folder = recordings / MCP_RECORDINGS_DIR
     if not folder.is_dir():

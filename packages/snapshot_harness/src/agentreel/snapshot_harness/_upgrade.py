@@ -37,6 +37,12 @@ from typing import Any, TextIO
 import msgspec
 
 from agentreel.llm_proxy import Masks
+from agentreel.mcp_replay import (
+    MCP_RECORDING_PATTERN,
+    MCP_RECORDINGS_DIR,
+    McpRecordingError,
+    upgrade_recording,
+)
 from agentreel.session import (
     MASKS_VERSION,
     OLDEST_FORMAT,
@@ -188,6 +194,14 @@ def main(argv: Sequence[str], out: TextIO) -> int:
                     files.append((path, upgrade.log(path, golden=golden)))
         if (folder / VERBATIM_FILE).is_file():
             files.append((folder / VERBATIM_FILE, upgrade.wire(folder / VERBATIM_FILE)))
+        mcp = folder / MCP_RECORDINGS_DIR
+        for path in sorted(mcp.iterdir()) if mcp.is_dir() else ():
+            if MCP_RECORDING_PATTERN.fullmatch(path.name):
+                try:
+                    files.append((path, upgrade_recording(path)))
+                except McpRecordingError as exc:
+                    print(f"agentreel upgrade: {exc}", file=out)
+                    return 1
         for path, changes in files:
             if changes:
                 changed += 1
