@@ -239,15 +239,7 @@ class McpEndpoint:
         if replay is None:
             session_id = f"agentreel-{server}-{next(self._ids)}"
             headers[_SESSION_ID] = session_id
-            masking = self.settings.masking
-            replay = ConnectionReplay(
-                server,
-                load_recordings(self.settings.recordings, server, masking),
-                RunState(self.settings.state),
-                request.headers.get(SESSION_HEADER),
-                masking,
-                self.settings.scenario,
-            )
+            replay = self._connection_replay(request, server)
             self._replays[(server, session_id)] = replay
         replies: list[Message] = []
         for message in messages:
@@ -344,11 +336,11 @@ class McpEndpoint:
                     await stream.write(_event("message", data))
             return stream
 
-    async def _replay_sse(
-        self, request: web.Request, server: str, connection_id: str
-    ) -> web.StreamResponse:
+    def _connection_replay(self, request: web.Request, server: str) -> ConnectionReplay:
+        """A new connection of ``server`` answered from its recordings, bound to the calling
+        session the request names (streamable HTTP's first POST, or the SSE stream's GET)."""
         masking = self.settings.masking
-        replay = ConnectionReplay(
+        return ConnectionReplay(
             server,
             load_recordings(self.settings.recordings, server, masking),
             RunState(self.settings.state),
@@ -356,6 +348,11 @@ class McpEndpoint:
             masking,
             self.settings.scenario,
         )
+
+    async def _replay_sse(
+        self, request: web.Request, server: str, connection_id: str
+    ) -> web.StreamResponse:
+        replay = self._connection_replay(request, server)
         stream = web.StreamResponse(headers=_SSE_HEADERS)
         await stream.prepare(request)
         connection = _SseConnection(stream, replay=replay)
