@@ -198,14 +198,7 @@ class McpEndpoint:
         else:
             recorder = self._recorders.get(key)
             if recorder is None:
-                recorder = ConnectionRecorder(
-                    self.settings.recordings,
-                    server,
-                    "http",
-                    request.headers.get(SESSION_HEADER),
-                    self.settings.masking,
-                    self.settings.scan,
-                )
+                recorder = self._recorder(request, server, "http")
                 self._recorders[key] = recorder
             for message in _messages(json.loads(body) if body else None):
                 recorder.client(message)
@@ -312,14 +305,7 @@ class McpEndpoint:
                 if connection is None:
                     if event != "endpoint":
                         continue
-                    recorder = ConnectionRecorder(
-                        self.settings.recordings,
-                        server,
-                        "sse",
-                        request.headers.get(SESSION_HEADER),
-                        self.settings.masking,
-                        self.settings.scan,
-                    )
+                    recorder = self._recorder(request, server, "sse")
                     connection = _SseConnection(
                         stream, recorder, upstream_post=urljoin(upstream_url, data)
                     )
@@ -335,6 +321,18 @@ class McpEndpoint:
                         connection.recorder.server(each)
                     await stream.write(_event("message", data))
             return stream
+
+    def _recorder(self, request: web.Request, server: str, transport: str) -> ConnectionRecorder:
+        """The recorder of a new connection of ``server`` over ``transport``, bound to the
+        calling session the request names."""
+        return ConnectionRecorder(
+            self.settings.recordings,
+            server,
+            transport,
+            request.headers.get(SESSION_HEADER),
+            self.settings.masking,
+            self.settings.scan,
+        )
 
     def _connection_replay(self, request: web.Request, server: str) -> ConnectionReplay:
         """A new connection of ``server`` answered from its recordings, bound to the calling
