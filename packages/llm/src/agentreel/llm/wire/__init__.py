@@ -130,13 +130,12 @@ from agentreel.llm.wire._registry import (
     WIRE_API_PATHS,
     WIRE_APIS,
     PathMatch,
-    WireApiName,
     match_path,
     match_under,
     supported_paths,
     wire_api,
 )
-from agentreel.llm.wire._request import NAMESPACE_SEPARATOR, RuleText, WireRequest
+from agentreel.llm.wire._request import NAMESPACE_SEPARATOR, RuleText, WireApiName, WireRequest
 from agentreel.llm.wire._responses import STREAM_ENDINGS as RESPONSES_STREAM_ENDINGS
 from agentreel.llm.wire._responses import (
     ResponsesDecoder,

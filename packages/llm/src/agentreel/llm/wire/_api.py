@@ -9,17 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from agentreel.llm._chunks import Chunk, ResponseMeta
 from agentreel.llm.wire._common import WireDecoder
 from agentreel.llm.wire._eventstream import EventStreamSplitter, split_messages
 from agentreel.llm.wire._ndjson import NdjsonSplitter, split_lines
-from agentreel.llm.wire._request import WireRequest
+from agentreel.llm.wire._request import WireApiName, WireRequest
 from agentreel.llm.wire._sse import FrameSplitter, SseSplitter, split_frames
-
-if TYPE_CHECKING:
-    from agentreel.llm.wire._registry import WireApiName
 
 Framing = Literal["sse", "ndjson", "eventstream"]
 """How a stream's frames are cut: server-sent events (``_sse``) or one JSON object per line

@@ -27,7 +27,7 @@ import hashlib
 import json
 import struct
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentreel.llm._chunks import (
     BlockEnd,
@@ -57,11 +57,8 @@ from agentreel.llm.wire._common import WireDecoder, meta_in, usage_in
 from agentreel.llm.wire._gemini import gemini_error_body, gemini_models_body
 from agentreel.llm.wire._listing import models_listing_body
 from agentreel.llm.wire._ollama import ollama_error_body, ollama_models_body
-from agentreel.llm.wire._request import WireRequest, body_model, canonical
+from agentreel.llm.wire._request import WireApiName, WireRequest, body_model, canonical
 from agentreel.llm.wire._sse import SseEvent, json_bytes
-
-if TYPE_CHECKING:
-    from agentreel.llm.wire._registry import WireApiName
 
 STUB_DIMENSIONS = 8
 """The stub server's vector length where a request names no ``dimensions``."""

@@ -2,16 +2,16 @@
 and the route table built from their paths.
 
 Adding a wire API is one module (its rules, ending in its ``WireApiSpec`` with its
-``paths``) plus its two lines below (its name in ``WireApiName``, its spec in
-``WIRE_APIS``); the proxy's route table, the stub server, the session log's names and the
-messages that name an API's path all come from here.
+``paths``) plus its spec in ``WIRE_APIS`` below and its name in ``WireApiName`` (kept in
+``_request``, below every API module, so no module imports the registry back); the proxy's
+route table, the stub server, the session log's names and the messages that name an API's
+path all come from here.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
 from urllib.parse import quote
 
 from agentreel.llm.wire._api import WireApiSpec, WirePath
@@ -23,24 +23,8 @@ from agentreel.llm.wire._embeddings import EMBEDDINGS_API, GEMINI_EMBED_API, OLL
 from agentreel.llm.wire._gemini import GEMINI_API
 from agentreel.llm.wire._messages import MESSAGES_API
 from agentreel.llm.wire._ollama import OLLAMA_CHAT_API, OLLAMA_GENERATE_API
+from agentreel.llm.wire._request import WireApiName
 from agentreel.llm.wire._responses import RESPONSES_API
-
-WireApiName = Literal[
-    "chat",
-    "messages",
-    "responses",
-    "gemini",
-    "ollama-chat",
-    "ollama-generate",
-    "bedrock-converse",
-    "bedrock-invoke",
-    "embeddings",
-    "gemini-embed",
-    "ollama-embed",
-    "vertex-embed",
-    "bedrock-embed",
-]
-"""The wire APIs, as the session log names them (``request/header`` ``api``; SPEC 11)."""
 
 WIRE_APIS: dict[WireApiName, WireApiSpec] = {
     spec.name: spec

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -24,8 +24,24 @@ from agentreel.llm._messages import (
 )
 from agentreel.llm._options import GenerateOptions
 
-if TYPE_CHECKING:
-    from agentreel.llm.wire._registry import WireApiName
+# The names live here, below every API module, so the registry can import the modules that
+# use them without an import cycle (one kept for the type checker is one too).
+WireApiName = Literal[
+    "chat",
+    "messages",
+    "responses",
+    "gemini",
+    "ollama-chat",
+    "ollama-generate",
+    "bedrock-converse",
+    "bedrock-invoke",
+    "embeddings",
+    "gemini-embed",
+    "ollama-embed",
+    "vertex-embed",
+    "bedrock-embed",
+]
+"""The wire APIs, as the session log names them (``request/header`` ``api``; SPEC 11)."""
 
 
 NAMESPACE_SEPARATOR = "."
